@@ -1,0 +1,32 @@
+# The two commands of README.md: `make run` (the product, with its demo) and `make test` (the suite).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test install migrate demo clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py demo
+
+run: demo
+	@echo
+	@echo "Serving on http://127.0.0.1:8000  (log in with one of the demo logins above; Ctrl-C stops)"
+	$(BIN)/daphne -b 127.0.0.1 -p 8000 console.asgi:application
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles

@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from nodepools.models import Cluster, Node, NodePool, Pod
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "connection_state", "last_full_sync", "limit_projects_to_department_quota"]
+    search_fields = ["name"]
+
+
+@admin.register(NodePool)
+class NodePoolAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "label_key", "label_value", "gpu_placement", "cpu_placement", "gpu_limit"]
+    list_filter = ["cluster"]
+    search_fields = ["name", "label_key", "label_value"]
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "pool", "status", "gpu_product", "gpu_allocatable", "zone"]
+    list_filter = ["cluster", "status", "gpu_product"]
+    search_fields = ["name"]
+    list_select_related = ["cluster", "pool"]
+
+
+@admin.register(Pod)
+class PodAdmin(admin.ModelAdmin):
+    list_display = ["name", "namespace", "cluster", "node", "phase", "priority", "gpus", "project"]
+    list_filter = ["cluster", "phase"]
+    search_fields = ["name", "namespace"]
+    list_select_related = ["cluster", "node", "project"]
+    raw_id_fields = ["node", "project"]

@@ -1,0 +1,368 @@
+"""How the console reads Kubernetes objects: names, labels, quantities, node facts, pod requests.
+
+Pure functions over the JSON the API server sends (dicts), with no Django import, so that the sync,
+the demo, the emulator's users and the tests share one interpretation (DOMAIN.md sections 3, 5, 8).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterable, Mapping
+
+# ---------------------------------------------------------------------------------------------------
+# Names and labels (messages in the Kubernetes API server's words)
+
+LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+QUALIFIED_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+    "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+    "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+    "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def label_key_errors(key: str) -> list[str]:
+    """Errors of a label key, as Kubernetes' IsQualifiedName reports them (empty list: valid)."""
+    parts = key.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        errors = []
+        if len(prefix) > 253:
+            errors.append("prefix part must be no more than 253 characters")
+        if not DNS1123_SUBDOMAIN_RE.match(prefix):
+            errors.append("prefix part " + DNS1123_SUBDOMAIN_MSG)
+        if errors:
+            return errors
+    else:
+        return [
+            "a qualified name " + QUALIFIED_NAME_MSG.removeprefix("name part ")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        return ["name part must be non-empty"]
+    errors = []
+    if len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not LABEL_NAME_RE.match(name):
+        errors.append(QUALIFIED_NAME_MSG)
+    return errors
+
+
+def label_value_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not LABEL_VALUE_RE.match(value):
+        errors.append(LABEL_VALUE_MSG)
+    return errors
+
+
+def dns1123_label_errors(name: str) -> list[str]:
+    errors = []
+    if len(name) > 63:
+        errors.append("must be no more than 63 characters")
+    if not DNS1123_LABEL_RE.match(name):
+        errors.append(DNS1123_LABEL_MSG)
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quantities
+
+class QuantityError(ValueError):
+    """A resource quantity that does not follow Kubernetes syntax."""
+
+
+_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
+_SUFFIX = {
+    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """`500m` -> 0.5, `1Gi` -> 1073741824, `1e3` -> 1000. Raises QuantityError on anything else."""
+    if isinstance(value, bool):
+        raise QuantityError(f"quantities must match the regular expression, got {value!r}")
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"quantities must be strings, got {value!r}")
+    match = _QUANTITY_RE.match(value.strip())
+    if not match:
+        raise QuantityError(
+            f"quantities must match the regular expression "
+            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}"
+        )
+    number, exponent, suffix = match.groups()
+    try:
+        result = Decimal(number)
+        result *= Decimal(f"1{exponent}") if exponent else _SUFFIX[suffix]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid numbers
+        raise QuantityError(f"unparsable quantity {value!r}") from exc
+    return result
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """An amount of the three resources the console accounts: CPU millicores, memory bytes, GPUs."""
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: Decimal = Decimal(0)
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(
+            self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes, self.gpus + other.gpus
+        )
+
+    @classmethod
+    def from_map(cls, resources: Mapping[str, Any] | None) -> "Resources":
+        resources = resources or {}
+        cpu = resources.get("cpu")
+        memory = resources.get("memory")
+        gpus = resources.get(GPU_RESOURCE)
+        return cls(
+            cpu_millis=int((parse_quantity(cpu) * 1000).to_integral_value(rounding="ROUND_CEILING")) if cpu is not None else 0,
+            memory_bytes=int(parse_quantity(memory).to_integral_value(rounding="ROUND_CEILING")) if memory is not None else 0,
+            gpus=parse_quantity(gpus) if gpus is not None else Decimal(0),
+        )
+
+    def max(self, other: "Resources") -> "Resources":
+        return Resources(
+            max(self.cpu_millis, other.cpu_millis),
+            max(self.memory_bytes, other.memory_bytes),
+            max(self.gpus, other.gpus),
+        )
+
+
+def container_requests(container: Mapping[str, Any]) -> Resources:
+    """A container's requests; for the extended resource `nvidia.com/gpu` a limit alone counts."""
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    limits = resources.get("limits") or {}
+    for name, quantity in limits.items():
+        # Kubernetes defaults a missing request to the limit; for extended resources they must be equal.
+        requests.setdefault(name, quantity)
+    return Resources.from_map(requests)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """Effective requests (DOMAIN §5): max(largest init container, sum of app containers) + overhead."""
+    spec = pod.get("spec") or {}
+    app = Resources()
+    for container in spec.get("containers") or []:
+        app = app + container_requests(container)
+    init = Resources()
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always":
+            # A sidecar (restartable init container) keeps running beside the app containers.
+            app = app + container_requests(container)
+        else:
+            init = init.max(container_requests(container))
+    return app.max(init) + Resources.from_map(spec.get("overhead"))
+
+
+def pod_is_active(pod: Mapping[str, Any]) -> bool:
+    """Counts toward allocation: bound to a node and neither Succeeded nor Failed."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in {
+        "Succeeded",
+        "Failed",
+    }
+
+
+PREEMPTIBLE_BELOW = 100
+
+
+def is_preemptible(priority: int | None) -> bool:
+    return (priority or 0) < PREEMPTIBLE_BELOW
+
+
+def pod_is_ready(pod: Mapping[str, Any]) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nodes
+
+class NodeReason:
+    """The reasons a node is not ready (DOMAIN §3), in the order the main reason is chosen."""
+
+    NODE_UNREACHABLE = "Node unreachable"
+    KUBELET_NOT_READY = "Kubelet not ready"
+    NETWORK_UNAVAILABLE = "Network unavailable"
+    MEMORY_PRESSURE = "Memory pressure"
+    DISK_PRESSURE = "Disk pressure"
+    PID_PRESSURE = "PID pressure"
+    SCHEDULING_DISABLED = "Scheduling disabled"
+    UNDRAINED_MIGRATED = "Undrained migrated node"
+    MISSING_TOOLKIT = "Missing NVIDIA container toolkit"
+    MISSING_DCGM = "Missing NVIDIA DCGM exporter"
+
+    ORDER = [
+        NODE_UNREACHABLE, KUBELET_NOT_READY, NETWORK_UNAVAILABLE, MEMORY_PRESSURE, DISK_PRESSURE,
+        PID_PRESSURE, SCHEDULING_DISABLED, UNDRAINED_MIGRATED, MISSING_TOOLKIT, MISSING_DCGM,
+    ]
+
+
+_PRESSURE_CONDITIONS = {
+    "MemoryPressure": NodeReason.MEMORY_PRESSURE,
+    "DiskPressure": NodeReason.DISK_PRESSURE,
+    "PIDPressure": NodeReason.PID_PRESSURE,
+    "NetworkUnavailable": NodeReason.NETWORK_UNAVAILABLE,
+}
+
+# NVIDIA GPU operator operands: pod label `app=...` and the node label that disables them on purpose.
+TOOLKIT_APP = "nvidia-container-toolkit-daemonset"
+DCGM_APP = "nvidia-dcgm-exporter"
+OPERANDS = {
+    TOOLKIT_APP: ("nvidia.com/gpu.deploy.container-toolkit", NodeReason.MISSING_TOOLKIT),
+    DCGM_APP: ("nvidia.com/gpu.deploy.dcgm-exporter", NodeReason.MISSING_DCGM),
+}
+
+
+@dataclass
+class NodeFacts:
+    """What the console stores of a Node object."""
+
+    name: str
+    uid: str
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    unschedulable: bool
+    conditions: list[dict[str, Any]]
+    capacity: Resources
+    allocatable: Resources
+    gpu_product: str
+    gpu_memory_mib: int | None
+    gpu_family: str
+    gpu_count_label: int | None
+    mig_strategy: str
+    zone: str
+    instance_type: str
+    capacity_type: str
+    is_gpu_node: bool
+    created: str | None
+    resource_version: str
+    condition_reasons: list[str] = field(default_factory=list)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def node_condition_reasons(node: Mapping[str, Any]) -> list[str]:
+    """Reasons that come from the Node object alone (conditions and cordon), ordered by importance."""
+    reasons = set()
+    ready_seen = False
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        ctype, status = condition.get("type"), condition.get("status")
+        if ctype == "Ready":
+            ready_seen = True
+            if status == "False":
+                reasons.add(NodeReason.KUBELET_NOT_READY)
+            elif status != "True":
+                reasons.add(NodeReason.NODE_UNREACHABLE)
+        elif ctype in _PRESSURE_CONDITIONS and status == "True":
+            reasons.add(_PRESSURE_CONDITIONS[ctype])
+    if not ready_seen:
+        reasons.add(NodeReason.NODE_UNREACHABLE)
+    if (node.get("spec") or {}).get("unschedulable"):
+        reasons.add(NodeReason.SCHEDULING_DISABLED)
+    return sort_reasons(reasons)
+
+
+def sort_reasons(reasons: Iterable[str]) -> list[str]:
+    return sorted(set(reasons), key=NodeReason.ORDER.index)
+
+
+def missing_operand_reasons(labels: Mapping[str, str], is_gpu_node: bool, ready_operand_apps: set[str]) -> list[str]:
+    """NVIDIA operand pods a GPU node lacks; an operand disabled by its deploy label is not missing."""
+    if not is_gpu_node:
+        return []
+    missing = []
+    for app, (deploy_label, reason) in OPERANDS.items():
+        if labels.get(deploy_label) == "false":
+            continue
+        if app not in ready_operand_apps:
+            missing.append(reason)
+    return missing
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    """Read a Node object. Raises KeyError/QuantityError/TypeError on a malformed one."""
+    metadata = node["metadata"]
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    labels = dict(metadata.get("labels") or {})
+    capacity = Resources.from_map(status.get("capacity"))
+    allocatable = Resources.from_map(status.get("allocatable") or status.get("capacity"))
+    return NodeFacts(
+        name=metadata["name"],
+        uid=metadata.get("uid") or "",
+        labels=labels,
+        taints=list(spec.get("taints") or []),
+        unschedulable=bool(spec.get("unschedulable")),
+        conditions=list(status.get("conditions") or []),
+        capacity=capacity,
+        allocatable=allocatable,
+        gpu_product=labels.get("nvidia.com/gpu.product", ""),
+        gpu_memory_mib=_int_or_none(labels.get("nvidia.com/gpu.memory")),
+        gpu_family=labels.get("nvidia.com/gpu.family", ""),
+        gpu_count_label=_int_or_none(labels.get("nvidia.com/gpu.count")),
+        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
+        zone=labels.get("topology.kubernetes.io/zone", ""),
+        instance_type=labels.get("node.kubernetes.io/instance-type", ""),
+        capacity_type=labels.get("karpenter.sh/capacity-type", ""),
+        is_gpu_node=labels.get("nvidia.com/gpu.present") == "true" or capacity.gpus > 0,
+        created=metadata.get("creationTimestamp"),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        condition_reasons=node_condition_reasons(node),
+    )
+
+
+def resolve_pool(labels: Mapping[str, str], pools: Iterable[tuple[Any, str, str]]) -> tuple[Any, list[Any]]:
+    """Which pool a node belongs to (DOMAIN §2).
+
+    `pools` are (pool, label_key, label_value) in creation order, without the default pool. Returns
+    (the first matching pool or None for the default pool, every matching pool when more than one).
+    """
+    matches = [pool for pool, key, value in pools if key in labels and labels[key] == value]
+    if not matches:
+        return None, []
+    return matches[0], (matches if len(matches) > 1 else [])

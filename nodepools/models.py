@@ -1,0 +1,315 @@
+"""Clusters, node pools and the mirror of each cluster's Nodes and Pods (DOMAIN.md sections 1-3, 5)."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+from nodepools import kube
+from projects.access import RestrictedQuerySet
+
+
+def validate_dns1123_label(value: str) -> None:
+    errors = kube.dns1123_label_errors(value)
+    if errors:
+        raise ValidationError(errors, code="invalid")
+
+
+def validate_label_key(value: str) -> None:
+    errors = kube.label_key_errors(value)
+    if errors:
+        raise ValidationError(errors, code="invalid")
+
+
+def validate_label_value(value: str) -> None:
+    errors = kube.label_value_errors(value)
+    if errors:
+        raise ValidationError(errors, code="invalid")
+
+
+class PlacementStrategy(models.TextChoices):
+    BINPACK = "binpack", "Bin-pack"
+    SPREAD = "spread", "Spread"
+
+
+class ConnectionState(models.TextChoices):
+    PENDING = "pending", "Not synced yet"
+    CONNECTED = "connected", "Connected"
+    DEGRADED = "degraded", "Degraded"
+    UNREACHABLE = "unreachable", "Unreachable"
+
+
+class ClusterQuerySet(RestrictedQuerySet):
+    access_level = "cluster"
+    access_paths = {"cluster": ["pk"]}
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster, reached through a kubeconfig on the server (never stored credentials)."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+    kubeconfig_path = models.CharField(max_length=1024, blank=True, help_text="Path of a kubeconfig file on the server.")
+    kube_context = models.CharField(max_length=253, blank=True)
+    in_cluster = models.BooleanField(default=False, help_text="Use the pod's service account.")
+    limit_projects_to_department_quota = models.BooleanField(
+        default=False,
+        help_text="When on, projects' deserved quota may not add up to more than their department's.",
+    )
+    connection_state = models.CharField(max_length=16, choices=ConnectionState, default=ConnectionState.PENDING)
+    last_error = models.TextField(blank=True)
+    last_full_sync = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def default_pool(self) -> "NodePool":
+        return self.pools.get(is_default=True)
+
+
+class NodePoolQuerySet(RestrictedQuerySet):
+    access_level = "cluster"
+    access_paths = {"cluster": ["cluster_id"]}
+
+    def with_capacity(self) -> "NodePoolQuerySet":
+        """Annotate nodes, GPUs, CPU and memory (total, ready, allocated), computed by the database."""
+        nodes = Node.objects.filter(pool=OuterRef("pk")).order_by().values("pool")
+        ready_nodes = nodes.filter(status=NodeStatus.READY)
+        pods = Pod.objects.active().filter(node__pool=OuterRef("pk")).order_by().values("node__pool")
+
+        def total(qs, expr, output=models.BigIntegerField()):
+            return Coalesce(Subquery(qs.annotate(v=Sum(expr)).values("v")), Value(0), output_field=output)
+
+        gpu = models.DecimalField(max_digits=14, decimal_places=3)
+        return self.annotate(
+            node_count=total(nodes, Value(1)),
+            ready_node_count=total(ready_nodes, Value(1)),
+            gpu_total=total(nodes, "gpu_allocatable"),
+            gpu_ready=total(ready_nodes, "gpu_allocatable"),
+            gpu_memory_total_mib=total(nodes, F("gpu_allocatable") * Coalesce("gpu_memory_mib", 0)),
+            cpu_total_millis=total(nodes, "cpu_allocatable_millis"),
+            memory_total_bytes=total(nodes, "memory_allocatable_bytes"),
+            gpu_allocated=total(pods, "gpus", gpu),
+            cpu_allocated_millis=total(pods, "cpu_millis"),
+            memory_allocated_bytes=total(pods, "memory_bytes"),
+            # Workloads are the projects' pods; system pods (NVIDIA operands, ...) still use allocation.
+            workload_count=total(pods.filter(project__isnull=False), Value(1)),
+        )
+
+
+class NodePool(models.Model):
+    """Nodes of one cluster that carry one label `key=value`; `default` holds every other node."""
+
+    DEFAULT_NAME = "default"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+    is_default = models.BooleanField(default=False, editable=False)
+    label_key = models.CharField(max_length=317, blank=True, validators=[validate_label_key])
+    label_value = models.CharField(max_length=63, blank=True, validators=[validate_label_value])
+    gpu_placement = models.CharField(
+        "GPU placement strategy", max_length=8, choices=PlacementStrategy, default=PlacementStrategy.BINPACK
+    )
+    cpu_placement = models.CharField(
+        "CPU placement strategy", max_length=8, choices=PlacementStrategy, default=PlacementStrategy.BINPACK
+    )
+    gpu_limit = models.PositiveIntegerField(
+        "GPU capacity limit", null=True, blank=True, help_text="At most this many GPUs (empty: no limit)."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = NodePoolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "-is_default", "created", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="nodepool_unique_name"),
+            models.UniqueConstraint(
+                fields=["cluster"], condition=Q(is_default=True), name="nodepool_one_default_per_cluster"
+            ),
+            models.UniqueConstraint(
+                fields=["cluster", "label_key", "label_value"],
+                condition=Q(is_default=False),
+                name="nodepool_unique_label",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def status(self) -> str:
+        """Empty, Ready or Unschedulable; needs the `with_capacity()` annotations."""
+        if not self.node_count:
+            return "Empty"
+        return "Ready" if self.ready_node_count else "Unschedulable"
+
+    @property
+    def gpu_free(self):
+        """Ready GPUs not allocated (never below zero); needs the `with_capacity()` annotations."""
+        return max(self.gpu_ready - self.gpu_allocated, 0)
+
+    @property
+    def label(self) -> str:
+        return f"{self.label_key}={self.label_value}" if self.label_key else ""
+
+    def clean(self) -> None:
+        if self.is_default:
+            if self.label_key or self.label_value:
+                raise ValidationError({"label_key": "The default pool has no label: it holds unmatched nodes."})
+            return
+        if self.name == self.DEFAULT_NAME:
+            raise ValidationError({"name": "The name 'default' is reserved for the cluster's default pool."})
+        if not self.label_key:
+            raise ValidationError({"label_key": "A node pool needs a label key: its nodes are those carrying the label."})
+        clash = (
+            NodePool.objects.filter(cluster_id=self.cluster_id, label_key=self.label_key, label_value=self.label_value)
+            .exclude(pk=self.pk)
+            .first()
+        )
+        if clash:
+            raise ValidationError(
+                {"label_value": f"Pool '{clash.name}' already selects nodes by {self.label}."}
+            )
+
+
+class NodeStatus(models.TextChoices):
+    READY = "ready", "Ready"
+    NOT_READY = "not_ready", "Not ready"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class NodeQuerySet(RestrictedQuerySet):
+    access_level = "cluster"
+    access_paths = {"cluster": ["cluster_id"]}
+
+
+class Node(models.Model):
+    """A Node mirrored from its cluster; only the sync (and the demo) writes these rows."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    pool = models.ForeignKey(NodePool, null=True, on_delete=models.SET_NULL, related_name="nodes")
+    # Names of every pool whose label the node carries, when more than one (a conflict).
+    pool_conflicts = models.JSONField(default=list, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    unschedulable = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=NodeStatus, default=NodeStatus.UNKNOWN)
+    status_reasons = models.JSONField(default=list, blank=True)
+    cpu_capacity_millis = models.BigIntegerField(default=0)
+    cpu_allocatable_millis = models.BigIntegerField(default=0)
+    memory_capacity_bytes = models.BigIntegerField(default=0)
+    memory_allocatable_bytes = models.BigIntegerField(default=0)
+    gpu_capacity = models.IntegerField(default=0)
+    gpu_allocatable = models.IntegerField(default=0)
+    gpu_product = models.CharField("GPU type", max_length=128, blank=True)
+    gpu_memory_mib = models.IntegerField("GPU memory (MiB per GPU)", null=True, blank=True)
+    gpu_family = models.CharField(max_length=64, blank=True)
+    gpu_count_label = models.IntegerField(null=True, blank=True)
+    mig_strategy = models.CharField(max_length=32, blank=True)
+    is_gpu_node = models.BooleanField(default=False)
+    zone = models.CharField(max_length=128, blank=True)
+    instance_type = models.CharField(max_length=128, blank=True)
+    capacity_type = models.CharField(max_length=32, blank=True)
+    created_in_cluster = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_name")]
+        indexes = [models.Index(fields=["pool", "status"]), models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def main_reason(self) -> str:
+        return self.status_reasons[0] if self.status_reasons else ""
+
+    @property
+    def status_text(self) -> str:
+        if self.status == NodeStatus.NOT_READY:
+            return f"Not ready ({self.main_reason})" if self.main_reason else "Not ready"
+        return self.get_status_display()
+
+
+class PodQuerySet(RestrictedQuerySet):
+    access_level = "project"
+    access_paths = {
+        "cluster": ["cluster_id"],
+        "department": ["project__department_id"],
+        "project": ["project_id"],
+    }
+
+    def active(self) -> "PodQuerySet":
+        """Pods that count toward allocation: bound to a node, neither Succeeded nor Failed."""
+        return self.filter(node__isnull=False).exclude(phase__in=Pod.FINISHED_PHASES)
+
+    def preemptible(self) -> "PodQuerySet":
+        return self.filter(priority__lt=kube.PREEMPTIBLE_BELOW)
+
+    def non_preemptible(self) -> "PodQuerySet":
+        return self.filter(priority__gte=kube.PREEMPTIBLE_BELOW)
+
+
+class Pod(models.Model):
+    """A Pod mirrored from its cluster, with its effective requests (DOMAIN §5) already computed."""
+
+    FINISHED_PHASES = ("Succeeded", "Failed")
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pods")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    # Resolved from node_name / namespace so that allocation is one join away.
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"
+    )
+    phase = models.CharField(max_length=16, blank=True)
+    priority = models.IntegerField(default=0)
+    priority_class = models.CharField(max_length=253, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    # spec.nodeSelector: tells which pool the pod was scheduled for ("undrained migrated node").
+    node_selector = models.JSONField(default=dict, blank=True)
+    ready = models.BooleanField(default=False)
+    cpu_millis = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    created_in_cluster = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = PodQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="pod_unique_name")]
+        indexes = [models.Index(fields=["node", "phase"]), models.Index(fields=["project", "phase"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def preemptible(self) -> bool:
+        return kube.is_preemptible(self.priority)

@@ -1,0 +1,339 @@
+"""Every write to clusters, node pools, nodes and pods (HackSoft style: `<entity>_<action>(*, ...)`).
+
+`actor` is the user on whose behalf a write happens; `None` means the system itself (the sync, a
+management command). Only system administrators create, change or delete clusters and pools.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Iterable
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils.dateparse import parse_datetime
+
+from nodepools import kube
+from nodepools.models import Cluster, Node, NodePool, NodeStatus, PlacementStrategy, Pod
+from projects.access import is_system_admin
+
+logger = logging.getLogger(__name__)
+
+
+def _require_system_admin(actor: Any, what: str) -> None:
+    if actor is not None and not is_system_admin(actor):
+        raise PermissionDenied(f"Only system administrators may {what}.")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Clusters
+
+@transaction.atomic
+def cluster_create(
+    *,
+    actor: Any,
+    name: str,
+    description: str = "",
+    kubeconfig_path: str = "",
+    kube_context: str = "",
+    in_cluster: bool = False,
+    limit_projects_to_department_quota: bool = False,
+) -> Cluster:
+    """Create a cluster together with its undeletable `default` pool."""
+    _require_system_admin(actor, "add clusters")
+    cluster = Cluster(
+        name=name,
+        description=description,
+        kubeconfig_path=kubeconfig_path,
+        kube_context=kube_context,
+        in_cluster=in_cluster,
+        limit_projects_to_department_quota=limit_projects_to_department_quota,
+    )
+    cluster.full_clean()
+    cluster.save()
+    default = NodePool(cluster=cluster, name=NodePool.DEFAULT_NAME, is_default=True,
+                       description="Every node that matches no other pool.")
+    default.full_clean()
+    default.save()
+    return cluster
+
+
+CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluster", "limit_projects_to_department_quota"}
+
+
+@transaction.atomic
+def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
+    _require_system_admin(actor, "change clusters")
+    unknown = set(changes) - CLUSTER_EDITABLE
+    if unknown:
+        raise ValidationError({field: "This field cannot be changed." for field in unknown})
+    for field, value in changes.items():
+        setattr(cluster, field, value)
+    cluster.full_clean()
+    cluster.save()
+    return cluster
+
+
+@transaction.atomic
+def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
+    _require_system_admin(actor, "delete clusters")
+    from projects.models import Project
+
+    # Projects are protected by their departments; a cluster takes its whole organisation with it.
+    Project.objects.filter(cluster=cluster).delete()
+    cluster.delete()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Node pools
+
+@transaction.atomic
+def pool_create(
+    *,
+    actor: Any,
+    cluster: Cluster,
+    name: str,
+    label_key: str,
+    label_value: str,
+    description: str = "",
+    gpu_placement: str = PlacementStrategy.BINPACK,
+    cpu_placement: str = PlacementStrategy.BINPACK,
+    gpu_limit: int | None = None,
+) -> NodePool:
+    """Create a pool; every department and project of the cluster gets a zero quota row in it."""
+    _require_system_admin(actor, "add node pools")
+    from projects.services import quota_rows_create_for_pool
+
+    pool = NodePool(
+        cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
+        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
+    )
+    pool.full_clean()
+    pool.save()
+    quota_rows_create_for_pool(pool=pool)
+    nodes_assign_pools(cluster=cluster)
+    return pool
+
+
+POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placement", "cpu_placement", "gpu_limit"}
+
+
+@transaction.atomic
+def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
+    _require_system_admin(actor, "change node pools")
+    unknown = set(changes) - POOL_EDITABLE
+    if pool.is_default:
+        unknown |= {"name", "label_key", "label_value"} & set(changes)
+    if unknown:
+        raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
+    relabel = any(field in changes for field in ("label_key", "label_value"))
+    for field, value in changes.items():
+        setattr(pool, field, value)
+    pool.full_clean()
+    pool.save()
+    if relabel:
+        nodes_assign_pools(cluster=pool.cluster)
+    return pool
+
+
+@transaction.atomic
+def pool_delete(*, actor: Any, pool: NodePool) -> None:
+    """Delete a pool: its nodes return to the default pool; its quota rows go with it."""
+    _require_system_admin(actor, "delete node pools")
+    if pool.is_default:
+        raise ValidationError({"pool": "The default pool cannot be deleted: it holds every unmatched node."})
+    cluster = pool.cluster
+    pool.delete()
+    nodes_assign_pools(cluster=cluster)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nodes and pods mirrored from a cluster
+
+def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None) -> int:
+    """Recompute which pool each node belongs to (and label conflicts); writes only changed rows."""
+    pools = list(cluster.pools.order_by("created", "pk"))
+    default = next(pool for pool in pools if pool.is_default)
+    selectors = [(pool, pool.label_key, pool.label_value) for pool in pools if not pool.is_default]
+    changed = []
+    for node in nodes if nodes is not None else cluster.nodes.only("pk", "labels", "pool_id", "pool_conflicts"):
+        pool, conflicts = kube.resolve_pool(node.labels, selectors)
+        pool = pool or default
+        conflict_names = [p.name for p in conflicts]
+        if node.pool_id != pool.pk or node.pool_conflicts != conflict_names:
+            node.pool_id, node.pool_conflicts = pool.pk, conflict_names
+            changed.append(node)
+    if changed and nodes is None:
+        Node.objects.bulk_update(changed, ["pool", "pool_conflicts"], batch_size=500)
+    return len(changed)
+
+
+def _when(value: str | None) -> datetime | None:
+    return parse_datetime(value) if value else None
+
+
+def node_from_object(cluster: Cluster, obj: dict[str, Any]) -> Node:
+    """A Node row (unsaved) from a Node object; raises on a malformed object."""
+    facts = kube.node_facts(obj)
+    return Node(
+        cluster=cluster,
+        name=facts.name,
+        uid=facts.uid,
+        labels=facts.labels,
+        taints=facts.taints,
+        conditions=facts.conditions,
+        unschedulable=facts.unschedulable,
+        status_reasons=facts.condition_reasons,
+        status=NodeStatus.NOT_READY if facts.condition_reasons else NodeStatus.READY,
+        cpu_capacity_millis=facts.capacity.cpu_millis,
+        cpu_allocatable_millis=facts.allocatable.cpu_millis,
+        memory_capacity_bytes=facts.capacity.memory_bytes,
+        memory_allocatable_bytes=facts.allocatable.memory_bytes,
+        gpu_capacity=int(facts.capacity.gpus),
+        gpu_allocatable=int(facts.allocatable.gpus),
+        gpu_product=facts.gpu_product,
+        gpu_memory_mib=facts.gpu_memory_mib,
+        gpu_family=facts.gpu_family,
+        gpu_count_label=facts.gpu_count_label,
+        mig_strategy=facts.mig_strategy,
+        is_gpu_node=facts.is_gpu_node,
+        zone=facts.zone,
+        instance_type=facts.instance_type,
+        capacity_type=facts.capacity_type,
+        created_in_cluster=_when(facts.created),
+        resource_version=facts.resource_version,
+    )
+
+
+def pod_from_object(cluster: Cluster, obj: dict[str, Any]) -> Pod:
+    """A Pod row (unsaved) from a Pod object; raises on a malformed object (e.g. quantity `12x`)."""
+    metadata = obj["metadata"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    requests = kube.pod_requests(obj)
+    return Pod(
+        cluster=cluster,
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        uid=metadata.get("uid") or "",
+        node_name=spec.get("nodeName") or "",
+        phase=status.get("phase") or "",
+        priority=int(spec.get("priority") or 0),
+        priority_class=spec.get("priorityClassName") or "",
+        labels=dict(metadata.get("labels") or {}),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        ready=kube.pod_is_ready(obj),
+        cpu_millis=requests.cpu_millis,
+        memory_bytes=requests.memory_bytes,
+        gpus=requests.gpus,
+        created_in_cluster=_when(metadata.get("creationTimestamp")),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+    )
+
+
+NODE_FIELDS = [
+    "uid", "labels", "taints", "conditions", "unschedulable", "status", "status_reasons", "cpu_capacity_millis",
+    "cpu_allocatable_millis", "memory_capacity_bytes", "memory_allocatable_bytes", "gpu_capacity",
+    "gpu_allocatable", "gpu_product", "gpu_memory_mib", "gpu_family", "gpu_count_label", "mig_strategy",
+    "is_gpu_node", "zone", "instance_type", "capacity_type", "created_in_cluster", "resource_version",
+]
+POD_FIELDS = [
+    "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
+    "memory_bytes", "gpus", "created_in_cluster", "resource_version",
+]
+
+
+@transaction.atomic
+def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, int]:
+    """Make the mirror of a cluster equal to these Node and Pod objects (a full list).
+
+    Malformed objects are logged by name and skipped. Rows missing from the lists are removed.
+    Returns counts of rows kept and objects skipped.
+    """
+    node_rows, pod_rows, skipped = [], [], 0
+    for obj in nodes:
+        try:
+            node_rows.append(node_from_object(cluster, obj))
+        except (KeyError, TypeError, ValueError) as exc:
+            skipped += 1
+            logger.warning("cluster %s: skipped malformed Node %s: %s", cluster, _object_name(obj), exc)
+    for obj in pods:
+        try:
+            pod_rows.append(pod_from_object(cluster, obj))
+        except (KeyError, TypeError, ValueError) as exc:
+            skipped += 1
+            logger.warning("cluster %s: skipped malformed Pod %s: %s", cluster, _object_name(obj), exc)
+    Node.objects.bulk_create(
+        node_rows, update_conflicts=True, unique_fields=["cluster", "name"], update_fields=NODE_FIELDS, batch_size=500
+    )
+    Node.objects.filter(cluster=cluster).exclude(name__in=[n.name for n in node_rows]).delete()
+    Pod.objects.bulk_create(
+        pod_rows, update_conflicts=True, unique_fields=["cluster", "namespace", "name"], update_fields=POD_FIELDS,
+        batch_size=500,
+    )
+    keep = {(p.namespace, p.name) for p in pod_rows}
+    stale = [pk for pk, ns, name in Pod.objects.filter(cluster=cluster).values_list("pk", "namespace", "name")
+             if (ns, name) not in keep]
+    Pod.objects.filter(pk__in=stale).delete()
+    pods_link(cluster=cluster)
+    nodes_assign_pools(cluster=cluster)
+    nodes_refresh_status(cluster=cluster)
+    return {"nodes": len(node_rows), "pods": len(pod_rows), "skipped": skipped}
+
+
+def _object_name(obj: Any) -> str:
+    try:
+        metadata = obj.get("metadata") or {}
+        return "/".join(filter(None, [metadata.get("namespace"), metadata.get("name")])) or "<unnamed>"
+    except AttributeError:
+        return "<not an object>"
+
+
+def pods_link(*, cluster: Cluster) -> None:
+    """Resolve each pod's node (by spec.nodeName) and project (by namespace) in two UPDATEs."""
+    from django.db.models import OuterRef, Subquery
+
+    from projects.models import ProjectNamespace
+
+    Pod.objects.filter(cluster=cluster).update(
+        node=Subquery(Node.objects.filter(cluster=cluster, name=OuterRef("node_name")).values("pk")[:1]),
+        project=Subquery(
+            ProjectNamespace.objects.filter(cluster=cluster, name=OuterRef("namespace")).values("project")[:1]
+        ),
+    )
+
+
+def nodes_refresh_status(*, cluster: Cluster) -> int:
+    """Recompute every node's status and reasons (DOMAIN §3) from conditions, cordon and its pods."""
+    pools = {pool.pk: pool for pool in cluster.pools.all()}
+    pool_labels = {(p.label_key, p.label_value): p.pk for p in pools.values() if not p.is_default}
+    operands: dict[int, set[str]] = {}
+    undrained: set[int] = set()
+    node_pool = dict(cluster.nodes.values_list("pk", "pool_id"))
+    operand_pods = Pod.objects.active().filter(cluster=cluster, ready=True, labels__app__in=list(kube.OPERANDS))
+    for node_id, labels in operand_pods.values_list("node_id", "labels"):
+        operands.setdefault(node_id, set()).add(labels.get("app"))
+    # A pod that selects a pool's label but runs on a node now in another pool was left behind.
+    for node_id, selector in Pod.objects.active().filter(cluster=cluster).exclude(node_selector={}).values_list(
+        "node_id", "node_selector"
+    ):
+        for key, value in selector.items():
+            target = pool_labels.get((key, value))
+            if target is not None and node_pool.get(node_id) != target:
+                undrained.add(node_id)
+    changed = []
+    unreachable = cluster.connection_state == "unreachable"
+    for node in cluster.nodes.all():
+        reasons = kube.node_condition_reasons({"spec": {"unschedulable": node.unschedulable},
+                                               "status": {"conditions": node.conditions}})
+        reasons += kube.missing_operand_reasons(node.labels, node.is_gpu_node, operands.get(node.pk, set()))
+        if node.pk in undrained:
+            reasons.append(kube.NodeReason.UNDRAINED_MIGRATED)
+        reasons = kube.sort_reasons(reasons)
+        status = NodeStatus.UNKNOWN if unreachable else (NodeStatus.NOT_READY if reasons else NodeStatus.READY)
+        if status != node.status or reasons != node.status_reasons:
+            node.status, node.status_reasons = status, reasons
+            changed.append(node)
+    Node.objects.bulk_update(changed, ["status", "status_reasons"], batch_size=500)
+    return len(changed)

@@ -1,0 +1,91 @@
+"""Load the example organisation of seed 001 ("Plan your Node-Pools deployment"), idempotently."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from nodepools import services as pool_services
+from nodepools.demo_cluster import DEPARTMENTS, POOL_LABEL_KEY, demo_objects
+from nodepools.models import Cluster, NodePool
+from projects import services
+from projects.access import Role
+from projects.models import Department, Project, Quota
+
+CLUSTER = "demo"
+PASSWORD = "gpu-demo"
+POOLS = {"a100-40gb": "5 nodes of 4 A100 40GB for ML-Ops inference",
+         "a100-80gb": "5 nodes of 4 A100 80GB for R&D build and training"}
+# Each department deserves 20 V100 GPUs in the default pool and 20 GPUs of the A100 pool it owns;
+# its four projects deserve 5 of each.
+DEPARTMENT_GPUS = Decimal(20)
+PROJECT_GPUS = Decimal(5)
+LOGINS = [
+    # (username, role, scope kind, scope name, what the login is for)
+    ("admin", Role.SYSTEM_ADMIN, None, None, "system administrator: everything"),
+    ("rnd-admin", Role.DEPARTMENT_ADMIN, "department", "rnd", "department administrator of R&D"),
+    ("mlops-admin", Role.DEPARTMENT_ADMIN, "department", "ml-ops", "department administrator of ML-Ops"),
+    ("rnd-manager", Role.DEPARTMENT_VIEWER, "department", "rnd", "department viewer of R&D (checks its quota)"),
+    ("researcher", Role.RESEARCHER, "project", "team-vision", "researcher in project team-vision"),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the demo organisation (one cluster, 30 GPU nodes, two departments, eight projects, one login per role)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-cluster-objects", action="store_true",
+                            help="Create the organisation only; leave nodes and pods to the sync.")
+
+    @transaction.atomic
+    def handle(self, *args, **options):
+        cluster = Cluster.objects.filter(name=CLUSTER).first() or pool_services.cluster_create(
+            actor=None, name=CLUSTER, description="Demo cluster of the node-pools planning example."
+        )
+        pools = {"default": cluster.default_pool}
+        for name, description in POOLS.items():
+            pools[name] = NodePool.objects.filter(cluster=cluster, name=name).first() or pool_services.pool_create(
+                actor=None, cluster=cluster, name=name, label_key=POOL_LABEL_KEY, label_value=name,
+                description=description,
+            )
+        for department_name, (project_names, owned_pool) in DEPARTMENTS.items():
+            department = Department.objects.filter(cluster=cluster, name=department_name).first() or (
+                services.department_create(actor=None, cluster=cluster, name=department_name)
+            )
+            self._set_gpus(department.quotas.get(pool=pools["default"]), DEPARTMENT_GPUS)
+            self._set_gpus(department.quotas.get(pool=pools[owned_pool]), DEPARTMENT_GPUS)
+            services.department_priority_set(actor=None, department=department,
+                                             pools=[pools[owned_pool], pools["default"]])
+            for project_name in project_names:
+                project = Project.objects.filter(cluster=cluster, name=project_name).first() or (
+                    services.project_create(actor=None, department=department, name=project_name)
+                )
+                self._set_gpus(project.quotas.get(pool=pools["default"]), PROJECT_GPUS)
+                self._set_gpus(project.quotas.get(pool=pools[owned_pool]), PROJECT_GPUS)
+        if not options["no_cluster_objects"]:
+            nodes, pods = demo_objects()
+            pool_services.cluster_objects_replace(cluster=cluster, nodes=nodes, pods=pods)
+        self._logins(cluster)
+
+    @staticmethod
+    def _set_gpus(quota: Quota, gpus: Decimal) -> None:
+        if quota.gpu_deserved != gpus:
+            services.quota_update(actor=None, quota=quota, expected_version=None, gpu_deserved=gpus)
+
+    def _logins(self, cluster: Cluster) -> None:
+        User = get_user_model()
+        self.stdout.write("Demo logins (password for each: %s):" % PASSWORD)
+        for username, role, scope, scope_name, purpose in LOGINS:
+            user, _ = User.objects.get_or_create(username=username)
+            user.set_password(PASSWORD)
+            user.is_staff = role == Role.SYSTEM_ADMIN  # the Django admin, for system administrators
+            user.save()
+            target = {}
+            if scope == "department":
+                target["department"] = Department.objects.get(cluster=cluster, name=scope_name)
+            elif scope == "project":
+                target["project"] = Project.objects.get(cluster=cluster, name=scope_name)
+            services.role_assign(actor=None, role=role, user=user, **target)
+            self.stdout.write(f"  {username:<12} {purpose}")

@@ -1,0 +1,354 @@
+"""Departments, projects, their quota per node pool, priority lists and role assignments (DOMAIN §4, §6)."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models.functions import Cast, Coalesce, Greatest
+
+from nodepools.kube import PREEMPTIBLE_BELOW
+
+from nodepools.models import validate_dns1123_label
+from projects.access import RestrictedQuerySet, Role, ScopeType
+
+
+class DepartmentQuerySet(RestrictedQuerySet):
+    access_level = "department"
+    access_paths = {"cluster": ["cluster_id"], "department": ["pk"]}
+
+
+class Department(models.Model):
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="departments")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = DepartmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="department_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProjectQuerySet(RestrictedQuerySet):
+    access_level = "project"
+    access_paths = {"cluster": ["department__cluster_id"], "department": ["department_id"], "project": ["pk"]}
+
+
+class Project(models.Model):
+    department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="projects")
+    # Denormalised from the department so that names are unique per cluster (they name namespaces).
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="projects")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+    allow_over_quota = models.BooleanField(
+        default=True, help_text="Let workloads use idle GPUs beyond the deserved quota (preemptible only)."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ProjectQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="project_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.department_id and self.cluster_id and self.department.cluster_id != self.cluster_id:
+            raise ValidationError({"department": "The department belongs to another cluster."})
+
+
+class ProjectNamespace(models.Model):
+    """A Kubernetes namespace owned by a project: its pods are the project's workloads."""
+
+    DEFAULT_PREFIX = "runai-"
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="project_namespaces")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="namespaces")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="namespace_unique_per_cluster")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rank(models.IntegerChoices):
+    LOWEST = 1, "Lowest"
+    LOW = 2, "Low"
+    MEDIUM_LOW = 3, "Medium low"
+    MEDIUM = 4, "Medium"
+    MEDIUM_HIGH = 5, "Medium high"
+    HIGH = 6, "High"
+    HIGHEST = 7, "Highest"
+
+
+def _not_negative(label: str):
+    return MinValueValidator(0, message=f"{label} cannot be negative.")
+
+
+class QuotaQuerySet(RestrictedQuerySet):
+    access_level = "project"
+    access_paths = {
+        "cluster": ["pool__cluster_id"],
+        "department": ["department_id", "project__department_id"],
+        "project": ["project_id"],
+    }
+
+    def restrict(self, user, action: str = "view"):
+        # A department's own row and a project's row are governed by different permissions: a
+        # department administrator sets the quota of its projects, not its own.
+        from projects.access import access_q
+
+        if action == "view":
+            return super().restrict(user, action)
+        return self.filter(
+            (Q(project__isnull=True) & access_q(user, type(self), f"department_quota.{action}"))
+            | (Q(project__isnull=False) & access_q(user, type(self), f"project_quota.{action}"))
+        )
+
+    def with_allocation(self) -> "QuotaQuerySet":
+        """Annotate what the owner's running pods use in the row's pool, computed by the database.
+
+        gpu/cpu/memory `_allocated`, `_non_preemptible` and `_over_quota` (allocated above deserved;
+        none where the deserved quota is unlimited). CPU in cores, memory in MiB, like the quota.
+        """
+        from nodepools.models import Pod
+
+        active = Pod.objects.active().order_by()
+        by_project = active.filter(project_id=OuterRef("project_id"), node__pool_id=OuterRef("pool_id")).values("project_id")
+        by_department = active.filter(
+            project__department_id=OuterRef("department_id"), node__pool_id=OuterRef("pool_id")
+        ).values("project__department_id")
+
+        def usage(expr, output, non_preemptible=False):
+            def sub(qs):
+                if non_preemptible:
+                    qs = qs.filter(priority__gte=PREEMPTIBLE_BELOW)
+                return Subquery(qs.annotate(v=Sum(expr)).values("v"), output_field=output)
+
+            return Coalesce(
+                Case(When(project__isnull=False, then=sub(by_project)), default=sub(by_department), output_field=output),
+                Value(0),
+                output_field=output,
+            )
+
+        decimal = models.DecimalField(max_digits=14, decimal_places=3)
+        cores = ExpressionWrapper(F("cpu_millis") / Value(1000.0), output_field=models.FloatField())
+        mib = ExpressionWrapper(F("memory_bytes") / Value(1048576.0), output_field=models.FloatField())
+        flt = models.FloatField()
+        qs = self.annotate(
+            gpu_allocated=usage("gpus", decimal),
+            gpu_non_preemptible=usage("gpus", decimal, non_preemptible=True),
+            cpu_allocated=usage(cores, flt),
+            cpu_non_preemptible=usage(cores, flt, non_preemptible=True),
+            memory_allocated_mib=usage(mib, flt),
+            memory_non_preemptible_mib=usage(mib, flt, non_preemptible=True),
+        )
+        return qs.annotate(
+            gpu_over_quota=Greatest(F("gpu_allocated") - F("gpu_deserved"), Value(0), output_field=decimal),
+            cpu_over_quota=Case(
+                When(cpu_deserved__isnull=True, then=Value(0.0)),
+                default=Greatest(F("cpu_allocated") - Cast("cpu_deserved", flt), Value(0.0)),
+                output_field=flt,
+            ),
+            memory_over_quota_mib=Case(
+                When(memory_deserved_mib__isnull=True, then=Value(0.0)),
+                default=Greatest(F("memory_allocated_mib") - Cast("memory_deserved_mib", flt), Value(0.0)),
+                output_field=flt,
+            ),
+        )
+
+    def for_departments(self):
+        return self.filter(project__isnull=True)
+
+    def for_projects(self):
+        return self.filter(project__isnull=False)
+
+
+class Quota(models.Model):
+    """Deserved resources, limit, over-quota weight and rank of one department or project in one pool.
+
+    Empty CPU / memory fields mean unlimited. `version` grows with every write, so that an edit made
+    from a stale copy is detected (optimistic concurrency) instead of silently overwriting.
+    """
+
+    pool = models.ForeignKey("nodepools.NodePool", on_delete=models.CASCADE, related_name="quotas")
+    department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
+    gpu_deserved = models.DecimalField(
+        "deserved GPUs", max_digits=9, decimal_places=2, default=Decimal(0), validators=[_not_negative("GPU quota")]
+    )
+    cpu_deserved = models.DecimalField(
+        "deserved CPU (cores)", max_digits=10, decimal_places=3, null=True, blank=True,
+        validators=[_not_negative("CPU quota")], help_text="Empty: unlimited.",
+    )
+    memory_deserved_mib = models.BigIntegerField(
+        "deserved CPU memory (MiB)", null=True, blank=True, validators=[_not_negative("Memory quota")],
+        help_text="Empty: unlimited.",
+    )
+    gpu_limit = models.DecimalField(
+        "GPU limit", max_digits=9, decimal_places=2, null=True, blank=True, validators=[_not_negative("GPU limit")],
+        help_text="The most it may use including over-quota. Empty: unlimited.",
+    )
+    cpu_limit = models.DecimalField(
+        "CPU limit (cores)", max_digits=10, decimal_places=3, null=True, blank=True,
+        validators=[_not_negative("CPU limit")],
+    )
+    memory_limit_mib = models.BigIntegerField(
+        "CPU memory limit (MiB)", null=True, blank=True, validators=[_not_negative("Memory limit")]
+    )
+    over_quota_weight = models.PositiveIntegerField(
+        default=2, help_text="Share of idle capacity, relative to the others of the same rank."
+    )
+    rank = models.PositiveSmallIntegerField(choices=Rank, default=Rank.MEDIUM_LOW)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = QuotaQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pool__cluster__name", "pool__created", "department__name", "project__name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(department__isnull=False) & Q(project__isnull=True))
+                | (Q(department__isnull=True) & Q(project__isnull=False)),
+                name="quota_department_xor_project",
+            ),
+            models.UniqueConstraint(
+                fields=["pool", "department"], condition=Q(department__isnull=False), name="quota_unique_department"
+            ),
+            models.UniqueConstraint(
+                fields=["pool", "project"], condition=Q(project__isnull=False), name="quota_unique_project"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner} in {self.pool}"
+
+    @property
+    def owner(self) -> Department | Project:
+        return self.project if self.project_id else self.department
+
+    @property
+    def owner_kind(self) -> str:
+        return "project" if self.project_id else "department"
+
+    def clean(self) -> None:
+        errors = {}
+        for deserved, limit, label in (
+            ("gpu_deserved", "gpu_limit", "GPU"),
+            ("cpu_deserved", "cpu_limit", "CPU"),
+            ("memory_deserved_mib", "memory_limit_mib", "memory"),
+        ):
+            low, high = getattr(self, deserved), getattr(self, limit)
+            # A value that failed its own field's validation is still the raw input: skip it.
+            if isinstance(high, (int, Decimal)) and isinstance(low, (int, Decimal)) and high < low:
+                errors[limit] = f"The {label} limit ({high}) cannot be lower than the deserved {label} quota ({low})."
+        if errors:
+            raise ValidationError(errors)
+
+
+class PriorityEntry(models.Model):
+    """One place in an ordered node pool priority list of a project (or of a department, as a seed)."""
+
+    department = models.ForeignKey(
+        Department, null=True, blank=True, on_delete=models.CASCADE, related_name="priority_entries"
+    )
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="priority_entries")
+    pool = models.ForeignKey("nodepools.NodePool", on_delete=models.CASCADE, related_name="priority_entries")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(department__isnull=False) & Q(project__isnull=True))
+                | (Q(department__isnull=True) & Q(project__isnull=False)),
+                name="priority_department_xor_project",
+            ),
+            models.UniqueConstraint(fields=["project", "pool"], condition=Q(project__isnull=False), name="priority_project_pool"),
+            models.UniqueConstraint(
+                fields=["department", "pool"], condition=Q(department__isnull=False), name="priority_department_pool"
+            ),
+        ]
+
+
+class RoleAssignmentQuerySet(RestrictedQuerySet):
+    access_level = "project"
+    access_paths = {
+        "cluster": ["cluster_id", "department__cluster_id", "project__cluster_id"],
+        "department": ["department_id", "project__department_id"],
+        "project": ["project_id"],
+    }
+
+
+class RoleAssignment(models.Model):
+    """Subject (a user or a group) has a role in a scope: the system, a cluster, a department or a project."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments"
+    )
+    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
+    role = models.CharField(max_length=32, choices=Role)
+    scope_type = models.CharField(max_length=16, choices=ScopeType)
+    cluster = models.ForeignKey("nodepools.Cluster", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = RoleAssignmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["scope_type", "role", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(user__isnull=False) & Q(group__isnull=True)) | (Q(user__isnull=True) & Q(group__isnull=False)),
+                name="role_user_xor_group",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(scope_type="system", cluster__isnull=True, department__isnull=True, project__isnull=True)
+                    | Q(scope_type="cluster", cluster__isnull=False, department__isnull=True, project__isnull=True)
+                    | Q(scope_type="department", cluster__isnull=True, department__isnull=False, project__isnull=True)
+                    | Q(scope_type="project", cluster__isnull=True, department__isnull=True, project__isnull=False)
+                ),
+                name="role_scope_matches_type",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} is {self.get_role_display()} of {self.scope_label}"
+
+    @property
+    def subject(self):
+        return self.user if self.user_id else self.group
+
+    @property
+    def scope_label(self) -> str:
+        if self.scope_type == ScopeType.SYSTEM:
+            return "the system"
+        target = {"cluster": self.cluster, "department": self.department, "project": self.project}[self.scope_type]
+        return f"{self.scope_type} {target}"
+
+    def clean(self) -> None:
+        allowed = Role.SCOPES[self.role] if self.role in Role.SCOPES else ()
+        if self.role and self.scope_type and self.scope_type not in allowed:
+            raise ValidationError(
+                {"scope_type": f"A {Role(self.role).label} is assigned in the scope of {' or '.join(allowed)}, "
+                 f"not of a {self.scope_type}."}
+            )

@@ -1,0 +1,386 @@
+"""Every write to departments, projects, quotas, priority lists and role assignments.
+
+The quota rules of DOMAIN §4 live here, once: zero rows for every (owner, pool), projects over their
+department (a warning, or an error when the cluster says so), over-subscription of a pool (a
+warning), the floor set by non-preemptible workloads already running, and optimistic concurrency.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable
+
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F, Sum
+
+from console.exceptions import ConcurrentUpdate
+from nodepools.models import Cluster, NodePool
+from projects.access import Role, ScopeType, forget_grants, user_can
+from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota, RoleAssignment
+
+
+def _require(actor: Any, obj: Any, action: str, message: str) -> None:
+    if actor is not None and not user_can(actor, obj, action):
+        raise PermissionDenied(message)
+
+
+def _require_system_admin(actor: Any, what: str) -> None:
+    from projects.access import is_system_admin
+
+    if actor is not None and not is_system_admin(actor):
+        raise PermissionDenied(f"Only system administrators may {what}.")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Zero quota rows
+
+def quota_rows_create_for_pool(*, pool: NodePool) -> None:
+    """A new pool gives every department and project of its cluster a zero-GPU quota row."""
+    rows = [Quota(pool=pool, department=d) for d in Department.objects.filter(cluster=pool.cluster_id)]
+    rows += [Quota(pool=pool, project=p) for p in Project.objects.filter(cluster=pool.cluster_id)]
+    Quota.objects.bulk_create(rows)
+
+
+def _quota_rows_create_for_owner(*, cluster: Cluster, department: Department | None = None,
+                                 project: Project | None = None) -> None:
+    Quota.objects.bulk_create(
+        [Quota(pool=pool, department=department, project=project) for pool in cluster.pools.all()]
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Departments
+
+@transaction.atomic
+def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "") -> Department:
+    _require_system_admin(actor, "add departments")
+    department = Department(cluster=cluster, name=name, description=description)
+    department.full_clean()
+    department.save()
+    _quota_rows_create_for_owner(cluster=cluster, department=department)
+    return department
+
+
+@transaction.atomic
+def department_update(*, actor: Any, department: Department, name: str | None = None,
+                      description: str | None = None) -> Department:
+    _require_system_admin(actor, "change departments")
+    if name is not None:
+        department.name = name
+    if description is not None:
+        department.description = description
+    department.full_clean()
+    department.save()
+    return department
+
+
+@transaction.atomic
+def department_delete(*, actor: Any, department: Department) -> None:
+    _require_system_admin(actor, "delete departments")
+    count = department.projects.count()
+    if count:
+        raise ValidationError(
+            {"department": f"Department '{department}' still has {count} project(s): move or delete them first."}
+        )
+    department.delete()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Projects
+
+@transaction.atomic
+def project_create(
+    *,
+    actor: Any,
+    department: Department,
+    name: str,
+    namespaces: Iterable[str] | None = None,
+    allow_over_quota: bool = True,
+    description: str = "",
+) -> Project:
+    """Create a project with its namespaces (default `runai-<name>`), zero quota rows in every pool,
+    and a priority list seeded from its department's."""
+    _require(actor, department, "add_project", f"You may not add projects to department '{department}'.")
+    project = Project(
+        department=department, cluster_id=department.cluster_id, name=name, description=description,
+        allow_over_quota=allow_over_quota,
+    )
+    project.full_clean()
+    project.save()
+    _quota_rows_create_for_owner(cluster=department.cluster, project=project)
+    PriorityEntry.objects.bulk_create(
+        [PriorityEntry(project=project, pool_id=e.pool_id, position=e.position) for e in department.priority_entries.all()]
+    )
+    project_namespaces_set(actor=None, project=project,
+                           namespaces=list(namespaces) if namespaces is not None else [f"{ProjectNamespace.DEFAULT_PREFIX}{name}"])
+    return project
+
+
+PROJECT_EDITABLE = {"name", "description", "allow_over_quota"}
+
+
+@transaction.atomic
+def project_update(*, actor: Any, project: Project, **changes: Any) -> Project:
+    _require(actor, project, "change", f"You may not change project '{project}'.")
+    unknown = set(changes) - PROJECT_EDITABLE
+    if unknown:
+        raise ValidationError({f: "This field cannot be changed here." for f in sorted(unknown)})
+    for name, value in changes.items():
+        setattr(project, name, value)
+    project.full_clean()
+    project.save()
+    return project
+
+
+@transaction.atomic
+def project_delete(*, actor: Any, project: Project) -> None:
+    _require(actor, project, "delete", f"You may not delete project '{project}'.")
+    project.delete()
+
+
+@transaction.atomic
+def project_namespaces_set(*, actor: Any, project: Project, namespaces: list[str]) -> list[ProjectNamespace]:
+    """Set the namespaces a project owns; pods in them become (or stop being) its workloads."""
+    _require(actor, project, "change", f"You may not change project '{project}'.")
+    if not namespaces:
+        raise ValidationError({"namespaces": "A project owns at least one namespace."})
+    rows = []
+    for name in dict.fromkeys(namespaces):
+        row = ProjectNamespace(cluster_id=project.cluster_id, project=project, name=name)
+        try:
+            row.full_clean(exclude=["cluster", "project"], validate_unique=False)
+        except ValidationError as exc:
+            raise ValidationError({"namespaces": [f"'{name}': {m}" for m in exc.message_dict.get("name", exc.messages)]})
+        clash = ProjectNamespace.objects.filter(cluster_id=project.cluster_id, name=name).exclude(project=project).first()
+        if clash:
+            raise ValidationError({"namespaces": f"Namespace '{name}' already belongs to project '{clash.project}'."})
+        rows.append(row)
+    project.namespaces.all().delete()
+    ProjectNamespace.objects.bulk_create(rows)
+    from nodepools.services import pods_link
+
+    pods_link(cluster=project.cluster)
+    return rows
+
+
+@transaction.atomic
+def project_priority_set(*, actor: Any, project: Project, pools: list[NodePool]) -> None:
+    """Set a project's ordered node pool priority list (empty: the cluster's default order)."""
+    _require(actor, project, "change", f"You may not change project '{project}'.")
+    _priority_set(owner={"project": project}, cluster_id=project.cluster_id, pools=pools)
+
+
+@transaction.atomic
+def department_priority_set(*, actor: Any, department: Department, pools: list[NodePool]) -> None:
+    """A department's list only seeds the lists of its projects created afterwards."""
+    _require_system_admin(actor, "change departments")
+    _priority_set(owner={"department": department}, cluster_id=department.cluster_id, pools=pools)
+
+
+def _priority_set(*, owner: dict[str, Any], cluster_id: int, pools: list[NodePool]) -> None:
+    ids = [pool.pk for pool in pools]
+    if len(set(ids)) != len(ids):
+        raise ValidationError({"pools": "A node pool may appear only once in a priority list."})
+    foreign = [pool.name for pool in pools if pool.cluster_id != cluster_id]
+    if foreign:
+        raise ValidationError({"pools": f"Not pools of this cluster: {', '.join(foreign)}."})
+    PriorityEntry.objects.filter(**owner).delete()
+    PriorityEntry.objects.bulk_create(
+        [PriorityEntry(pool=pool, position=index, **owner) for index, pool in enumerate(pools)]
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quota
+
+QUOTA_FIELDS = (
+    "gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
+    "over_quota_weight", "rank",
+)
+_RESOURCES = (  # (deserved field, label, unit, allocation annotation in the same unit)
+    ("gpu_deserved", "GPU", "GPUs", "gpu_non_preemptible"),
+    ("cpu_deserved", "CPU", "cores", "cpu_non_preemptible"),
+    ("memory_deserved_mib", "CPU memory", "MiB", "memory_non_preemptible_mib"),
+)
+
+
+@dataclass
+class QuotaResult:
+    quota: Quota
+    warnings: list[str] = field(default_factory=list)
+
+
+_UNSET = object()
+
+
+@transaction.atomic
+def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **values: Any) -> QuotaResult:
+    """Change one quota row. Errors raise ValidationError keyed by field; warnings are returned.
+
+    `expected_version` is the version the caller's form or API client showed; a different current
+    version means someone else changed the row meanwhile: ConcurrentUpdate, nothing written. `None`
+    (commands, the demo) skips that check.
+    """
+    unknown = set(values) - set(QUOTA_FIELDS)
+    if unknown:
+        raise ValidationError({f: "Not a quota field." for f in sorted(unknown)})
+    if actor is not None and not Quota.objects.restrict(actor, "change").filter(pk=quota.pk).exists():
+        raise PermissionDenied(f"You may not change the quota of {quota.owner_kind} '{quota.owner}'.")
+    owner_department_id = quota.department_id or quota.project.department_id
+    # Lock the department's row in this pool: every write that could change the department's or its
+    # projects' sums queues here, so the sum checks below cannot be raced past.
+    list(Quota.objects.select_for_update(of=("self",)).filter(pool_id=quota.pool_id, department_id=owner_department_id)
+         .order_by().values_list("pk"))
+    current = (Quota.objects.select_for_update(of=("self",)).select_related("pool__cluster", "project", "department")
+               .order_by().get(pk=quota.pk))
+    if expected_version is not None and current.version != expected_version:
+        raise ConcurrentUpdate(
+            f"The quota of {current.owner_kind} '{current.owner}' in pool '{current.pool}' was changed by someone "
+            f"else meanwhile (version {current.version}, you edited version {expected_version}). Nothing was saved: "
+            "reload to see the current values.",
+            current_version=current.version,
+        )
+    for name, value in values.items():
+        setattr(current, name, None if value == "" and name != "gpu_deserved" else value)
+    current.full_clean()
+    errors: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    _check_usage_floor(current, errors)
+    _check_department_sum(current, errors, warnings)
+    _check_oversubscription(current, warnings)
+    if errors:
+        raise ValidationError(errors)
+    current.version = F("version") + 1
+    current.save()
+    current.refresh_from_db()
+    return QuotaResult(current, warnings)
+
+
+def _check_usage_floor(quota: Quota, errors: dict[str, list[str]]) -> None:
+    """A quota cannot go below what non-preemptible workloads already use in that pool."""
+    usage = Quota.objects.with_allocation().get(pk=quota.pk)
+    for name, label, unit, used_attr in _RESOURCES:
+        value = getattr(quota, name)
+        used = getattr(usage, used_attr)
+        if value is not None and used and Decimal(value) < Decimal(used):
+            errors.setdefault(name, []).append(
+                f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_fmt(used)} {unit} "
+                f"in pool '{quota.pool}'; its {label} quota cannot be set below that."
+            )
+
+
+def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: list[str]) -> None:
+    """Σ projects' deserved vs the department's: a warning, or an error when the cluster says so."""
+    department_id = quota.department_id or quota.project.department_id
+    department_row = Quota.objects.filter(pool_id=quota.pool_id, department_id=department_id).first()
+    if department_row is None:
+        return
+    strict = quota.pool.cluster.limit_projects_to_department_quota
+    projects = Quota.objects.filter(pool_id=quota.pool_id, project__department_id=department_id)
+    for name, label, unit, _ in _RESOURCES:
+        if quota.project_id:
+            total = _sum(projects.exclude(pk=quota.pk), name, getattr(quota, name))
+            allowed = getattr(department_row, name)
+        else:
+            total = _sum(projects, name, Decimal(0))
+            allowed = getattr(quota, name)
+        if total is None or allowed is None or total <= allowed:
+            continue
+        department = department_row.department
+        message = (
+            f"Projects of department '{department}' would have {_fmt(total)} {unit} of deserved {label} quota in "
+            f"pool '{quota.pool}', more than the department's {_fmt(allowed)}."
+        )
+        if strict:
+            errors.setdefault(name, []).append(message + " This cluster limits projects to their department's quota.")
+        else:
+            warnings.append(message)
+
+
+def _sum(rows, name: str, extra: Any) -> Decimal | None:
+    """Σ of a column plus one more value; None when any part is unlimited (NULL)."""
+    if extra is None or rows.filter(**{f"{name}__isnull": True}).exists():
+        return None
+    return Decimal(rows.aggregate(total=Sum(name))["total"] or 0) + Decimal(extra)
+
+
+def _check_oversubscription(quota: Quota, warnings: list[str]) -> None:
+    """Σ departments' deserved GPUs above the pool's GPUs: allowed, with a warning."""
+    if quota.project_id:
+        return
+    pool = NodePool.objects.with_capacity().get(pk=quota.pool_id)
+    capacity = Decimal(pool.gpu_total)
+    if pool.gpu_limit is not None:
+        capacity = min(capacity, Decimal(pool.gpu_limit))
+    total = _sum(Quota.objects.for_departments().filter(pool_id=quota.pool_id).exclude(pk=quota.pk), "gpu_deserved",
+                 quota.gpu_deserved)
+    if total is not None and total > capacity:
+        warnings.append(
+            f"Departments' deserved GPU quota in pool '{quota.pool}' adds up to {_fmt(total)}, more than its "
+            f"{_fmt(capacity)} GPUs (over-subscription)."
+        )
+
+
+def _fmt(value: Any) -> str:
+    value = Decimal(value)
+    return f"{value.normalize():f}" if value == value.to_integral() else f"{value:f}".rstrip("0")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Role assignments
+
+@transaction.atomic
+def role_assign(
+    *,
+    actor: Any,
+    role: str,
+    user: Any = None,
+    group: Group | None = None,
+    cluster: Cluster | None = None,
+    department: Department | None = None,
+    project: Project | None = None,
+) -> RoleAssignment:
+    """Give a user or group a role in a scope (the system when no cluster/department/project is named)."""
+    scope_type = (
+        ScopeType.PROJECT if project else ScopeType.DEPARTMENT if department else ScopeType.CLUSTER if cluster
+        else ScopeType.SYSTEM
+    )
+    if sum(x is not None for x in (cluster, department, project)) > 1:
+        raise ValidationError({"scope": "Name one scope: a cluster, a department or a project."})
+    if (user is None) == (group is None):
+        raise ValidationError({"subject": "Name either a user or a group."})
+    _require_member_manager(actor, scope_type, department, project)
+    assignment = RoleAssignment(
+        role=role, user=user, group=group, scope_type=scope_type, cluster=cluster, department=department, project=project
+    )
+    assignment.full_clean()
+    existing = RoleAssignment.objects.filter(
+        role=role, user=user, group=group, scope_type=scope_type, cluster=cluster, department=department, project=project
+    ).first()
+    if existing:
+        return existing
+    assignment.save()
+    if user is not None:
+        forget_grants(user)
+    return assignment
+
+
+def _require_member_manager(actor: Any, scope_type: str, department: Department | None, project: Project | None) -> None:
+    if actor is None:
+        return
+    if scope_type == ScopeType.PROJECT:
+        _require(actor, project, "manage_members", f"You may not manage the members of project '{project}'.")
+    elif scope_type == ScopeType.DEPARTMENT:
+        _require(actor, department, "manage_members", f"You may not manage the members of department '{department}'.")
+    else:
+        _require_system_admin(actor, "assign roles for a whole cluster or the system")
+
+
+@transaction.atomic
+def role_unassign(*, actor: Any, assignment: RoleAssignment) -> None:
+    _require_member_manager(actor, assignment.scope_type, assignment.department, assignment.project)
+    assignment.delete()
+    if assignment.user is not None:
+        forget_grants(assignment.user)

@@ -1,0 +1,131 @@
+"""Shared fixtures: a small organisation built through the services, and one login per role."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+REQUIRE_POSTGRES = os.environ.get("CONSOLE_REQUIRE_POSTGRES") == "1"
+
+
+def pytest_configure(config):
+    from django.conf import settings
+
+    if settings.configured:
+        # Password hashing is deliberately slow; tests log in many users.
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_collection_modifyitems(config, items):
+    # PostgreSQL-only tests skip on SQLite with the reason; CI's PostgreSQL pass sets
+    # CONSOLE_REQUIRE_POSTGRES=1 so that they can never skip silently there.
+    from django.conf import settings
+
+    if not settings.configured:  # running Django-free tests alone (-p no:django)
+        return
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return
+    if REQUIRE_POSTGRES:
+        raise pytest.UsageError("CONSOLE_REQUIRE_POSTGRES=1 but DATABASE_URL does not name a PostgreSQL database")
+    skip = pytest.mark.skip(reason="needs PostgreSQL: run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/console")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cluster(db):
+    from nodepools import services as pool_services
+
+    return pool_services.cluster_create(actor=None, name="lab")
+
+
+class Org:
+    """cluster `lab`: pools default and a100 (gpu-type=A100); departments rnd (projects rnd-a, rnd-b)
+    and ops (project ops-a); two V100 nodes in default, two A100 nodes in a100."""
+
+    def __init__(self, cluster):
+        from nodepools import services as pool_services
+        from nodepools.demo_cluster import operand_pods
+        from nodepools.emulator import make_node
+        from projects import services
+
+        self.cluster = cluster
+        self.default = cluster.default_pool
+        self.a100 = pool_services.pool_create(actor=None, cluster=cluster, name="a100", label_key="gpu-type",
+                                              label_value="A100")
+        self.rnd = services.department_create(actor=None, cluster=cluster, name="rnd")
+        self.ops = services.department_create(actor=None, cluster=cluster, name="ops")
+        self.rnd_a = services.project_create(actor=None, department=self.rnd, name="rnd-a")
+        self.rnd_b = services.project_create(actor=None, department=self.rnd, name="rnd-b")
+        self.ops_a = services.project_create(actor=None, department=self.ops, name="ops-a")
+        self.nodes = [
+            make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384),
+            make_node("v100-2", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384),
+            make_node("a100-1", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,
+                      labels={"gpu-type": "A100"}),
+            make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,
+                      labels={"gpu-type": "A100"}),
+        ]
+        # The NVIDIA operands run on every GPU node, else it is "Missing NVIDIA container toolkit".
+        self.pods: list[dict] = operand_pods(self.nodes)
+        self.load()
+
+    def load(self):
+        from nodepools import services as pool_services
+
+        pool_services.cluster_objects_replace(cluster=self.cluster, nodes=self.nodes, pods=self.pods)
+
+    def run(self, name, project, node, *, gpus=1, priority=50, phase="Running", cpu="1", memory="1Gi", **extra):
+        """Add a pod of `project` on `node` and reload the mirror."""
+        from nodepools.emulator import make_pod
+
+        requests = {"cpu": cpu, "memory": memory}
+        if gpus:
+            requests["nvidia.com/gpu"] = str(gpus)
+        self.pods.append(
+            make_pod(name, f"runai-{project.name}", node=node, phase=phase, priority=priority,
+                     containers=[{"name": "main", "requests": requests}], **extra)
+        )
+        self.load()
+
+    def quota(self, owner, pool):
+        field = "project" if hasattr(owner, "department_id") else "department"
+        return pool.quotas.get(**{field: owner})
+
+
+@pytest.fixture
+def org(cluster):
+    return Org(cluster)
+
+
+def make_user(username, **extra):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username=username, password="pw-" + username, **extra)
+
+
+@pytest.fixture
+def users(org):
+    """One login per role, scoped into the org: department roles on rnd, project roles on rnd-a."""
+    from projects import services
+    from projects.access import Role
+
+    made = {
+        "sysadmin": make_user("sysadmin"),
+        "rnd_admin": make_user("rnd-admin"),
+        "rnd_viewer": make_user("rnd-viewer"),
+        "proj_admin": make_user("proj-admin"),
+        "researcher": make_user("researcher"),
+        "cluster_viewer": make_user("cluster-viewer"),
+        "nobody": make_user("nobody"),
+    }
+    services.role_assign(actor=None, role=Role.SYSTEM_ADMIN, user=made["sysadmin"])
+    services.role_assign(actor=None, role=Role.DEPARTMENT_ADMIN, user=made["rnd_admin"], department=org.rnd)
+    services.role_assign(actor=None, role=Role.DEPARTMENT_VIEWER, user=made["rnd_viewer"], department=org.rnd)
+    services.role_assign(actor=None, role=Role.PROJECT_ADMIN, user=made["proj_admin"], project=org.rnd_a)
+    services.role_assign(actor=None, role=Role.RESEARCHER, user=made["researcher"], project=org.rnd_a)
+    services.role_assign(actor=None, role=Role.VIEWER, user=made["cluster_viewer"], cluster=org.cluster)
+    return made
