@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "channels",
     "nodepools",
     "projects",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -62,6 +63,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "audit.context.AuditViaMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"

@@ -298,6 +298,12 @@ def parse_label_selector(text: str | None) -> Callable[[Mapping[str, str]], bool
     return lambda labels: all(r(labels) for r in reqs)
 
 
+def _field_requirement(i: int, equal: bool, value: str) -> Callable[[Sequence[str]], bool]:
+    if equal:
+        return lambda fields: fields[i] == value
+    return lambda fields: fields[i] != value
+
+
 def parse_field_selector(kind: str, text: str | None) -> Callable[[Sequence[str]], bool] | None:
     """Compile a field selector for ``kind`` ("nodes" or "pods") into a predicate on the field tuple."""
     if not text or not text.strip():
@@ -314,11 +320,7 @@ def parse_field_selector(kind: str, text: str | None) -> Callable[[Sequence[str]
         field, op, value = m.group(1), m.group(2), m.group(3).strip()
         if field not in index:
             raise SelectorError(f'"{field}" is not a known field selector: only "{", ".join(index)}"')
-        i = index[field]
-        if op == "!=":
-            reqs.append(lambda f, i=i, v=value: f[i] != v)
-        else:
-            reqs.append(lambda f, i=i, v=value: f[i] == v)
+        reqs.append(_field_requirement(index[field], op != "!=", value))
     if not reqs:
         return None
     if len(reqs) == 1:
@@ -586,7 +588,7 @@ def _new_uid() -> str:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _timestamp(value: dt.datetime | str | None) -> str:
@@ -596,8 +598,8 @@ def _timestamp(value: dt.datetime | str | None) -> str:
     if isinstance(value, str):
         return value
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _status_str(value: bool | str) -> str:
@@ -656,7 +658,9 @@ def _sync_node_taints(node: Obj) -> None:
         "node.kubernetes.io/disk-pressure",
         "node.kubernetes.io/pid-pressure",
     }
-    taints = [t for t in spec.get("taints") or [] if t.get("key") not in managed or (t["key"], t.get("effect")) in wanted]
+    taints = [
+        t for t in spec.get("taints") or [] if t.get("key") not in managed or (t["key"], t.get("effect")) in wanted
+    ]
     present = {(t.get("key"), t.get("effect")) for t in taints}
     for key, effect in wanted:
         if (key, effect) not in present:
@@ -812,8 +816,7 @@ def _container_spec(spec: Mapping[str, Any]) -> Obj:
     # Extended resources (GPUs) must have limits == requests on a real API server.
     for res in set(requests) | set(limits):
         if "/" in res and not res.startswith("hugepages"):
-            value = limits.get(res) or requests.get(res)
-            requests[res] = limits[res] = value
+            requests[res] = limits[res] = limits.get(res) or requests[res]
     out: Obj = {"name": spec.get("name", "main"), "image": spec.get("image", _DEFAULT_IMAGE)}
     res_out: Obj = {}
     if limits:
@@ -965,8 +968,18 @@ def make_pod(
             "enableServiceLinks": True,
             "preemptionPolicy": "PreemptLowerPriority",
             "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
         }
     )
@@ -1013,7 +1026,7 @@ def generate_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0)
 
 
 def _generate_cluster(nodes: int, pods: int, rng: random.Random) -> tuple[list[Obj], list[Obj]]:
-    created = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    created = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     node_objs: list[Obj] = []
     free_gpus: list[int] = []
     for i in range(nodes):
@@ -1339,7 +1352,9 @@ class KubeEmulator:
         for conn in conns:
             _shutdown_socket(conn)
 
-    def write_kubeconfig(self, path: str | os.PathLike[str], context: str = "emulator", cluster_name: str = "emulator") -> str:
+    def write_kubeconfig(
+        self, path: str | os.PathLike[str], context: str = "emulator", cluster_name: str = "emulator"
+    ) -> str:
         """Write a kubeconfig (server = :attr:`url`, TLS verify off, dummy bearer token); returns the path."""
         if self.url is None:
             raise RuntimeError("start() the emulator before writing a kubeconfig")
@@ -1403,7 +1418,9 @@ class KubeEmulator:
         md = obj["metadata"]
         return (md.get("namespace", "") if kind == PODS else "", md["name"])
 
-    def _commit(self, kind: str, key: Key, obj: Obj | None, *, notify: bool = True, index: bool = True) -> _Entry | None:
+    def _commit(
+        self, kind: str, key: Key, obj: Obj | None, *, notify: bool = True, index: bool = True
+    ) -> _Entry | None:
         """Store ``obj`` under ``key`` (``None`` deletes) with a new rv and record the event. Lock held."""
         store = self._stores[kind]
         prev = store.entries.get(key)
@@ -1461,16 +1478,28 @@ class KubeEmulator:
             if prev is not None:
                 if not upsert:
                     raise _already_exists(kind, key[1])
-                old_md = orjson.loads(prev.data)["metadata"]
-                # An upsert is an update: identity fields survive unless given.
-                if "uid" not in (obj.get("metadata") or {}):
-                    norm["metadata"]["uid"] = old_md["uid"]
-                if "creationTimestamp" not in (obj.get("metadata") or {}):
-                    norm["metadata"]["creationTimestamp"] = old_md["creationTimestamp"]
+                self._keep_identity(norm, obj, prev)
             self._commit(kind, key, norm)
             return norm
 
-    def _update(self, kind: str, key: Key, change: Callable[[Obj], Obj | None] | Mapping[str, Any], *, patch_type: str = "strategic", expect_rv: str | None = None) -> Obj:
+    @staticmethod
+    def _keep_identity(norm: Obj, given: Mapping[str, Any], prev: _Entry) -> None:
+        """A replace is an update: uid and creationTimestamp survive unless the caller gave them."""
+        given_md = given.get("metadata") or {}
+        old_md = orjson.loads(prev.data)["metadata"]
+        for field in ("uid", "creationTimestamp"):
+            if not given_md.get(field):
+                norm["metadata"][field] = old_md[field]
+
+    def _update(
+        self,
+        kind: str,
+        key: Key,
+        change: Callable[[Obj], Obj | None] | Mapping[str, Any],
+        *,
+        patch_type: str = "strategic",
+        expect_rv: str | None = None,
+    ) -> Obj:
         """Apply a callable or patch to one object; no-op changes keep the rv and emit nothing."""
         with self._lock:
             store = self._stores[kind]
@@ -1497,7 +1526,9 @@ class KubeEmulator:
             new.pop("apiVersion", None)
             md = new.setdefault("metadata", {})
             if md.get("name") != key[1] or (kind == PODS and md.get("namespace") != key[0]):
-                raise ApiError(422, f'{_KINDS[kind]} "{key[1]}" is invalid: metadata.name: field is immutable', "Invalid")
+                raise ApiError(
+                    422, f'{_KINDS[kind]} "{key[1]}" is invalid: metadata.name: field is immutable', "Invalid"
+                )
             md["uid"] = uid
             md["creationTimestamp"] = created
             md["resourceVersion"] = str(entry.rv)
@@ -1555,7 +1586,9 @@ class KubeEmulator:
         """Create or replace a pod."""
         return self._put(PODS, obj, upsert=True)
 
-    def update_pod(self, namespace: str, name: str, fn_or_patch: Callable[[Obj], Obj | None] | Mapping[str, Any]) -> Obj:
+    def update_pod(
+        self, namespace: str, name: str, fn_or_patch: Callable[[Obj], Obj | None] | Mapping[str, Any]
+    ) -> Obj:
         """Change a pod with a callable or a strategic-merge patch dict."""
         return self._update(PODS, (namespace, name), fn_or_patch)
 
@@ -1596,14 +1629,17 @@ class KubeEmulator:
                 self._explicit_namespaces.add(ns)
                 self._touch_namespace(ns)
             new_keys = {NODES: 0, PODS: 0}
-            batch_rv = self._rv + 1 if not emit_events else None
+            batch_rv = self._rv + 1  # the one rv shared by all objects when emit_events is off
             for kind, objs in ((NODES, nodes), (PODS, pods)):
                 store = self._stores[kind]
                 big = False
                 for obj in objs:
                     norm = self._normalize(kind, obj)
                     key = self._key(kind, norm)
-                    existed = key in store.entries
+                    prev = store.entries.get(key)
+                    existed = prev is not None
+                    if prev is not None:
+                        self._keep_identity(norm, obj, prev)
                     if emit_events:
                         # Index lazily when many keys arrive: one sort beats 150k insorts.
                         big = big or new_keys[kind] > 1000
@@ -1623,7 +1659,7 @@ class KubeEmulator:
                         new_keys[kind] += 1
                 if big or not emit_events:
                     store.keys = sorted(set(store.keys))
-            if batch_rv is not None:
+            if not emit_events:
                 self._rv = max(self._rv, batch_rv)
                 self._floor_rv = self._rv
                 self._min_seq = self._seq
@@ -1635,7 +1671,7 @@ class KubeEmulator:
 
     # ------------------------------------------------------------------ convenience
 
-    def set_node_condition(self, name: str, type: str, status: bool | str, reason: str = "", message: str = "") -> Obj:  # noqa: A002
+    def set_node_condition(self, name: str, type: str, status: bool | str, reason: str = "", message: str = "") -> Obj:
         """Set one node condition (transition time moves only when the status changes)."""
         status = _status_str(status)
 
@@ -1650,7 +1686,10 @@ class KubeEmulator:
             if cond.get("status") != status:
                 cond["lastTransitionTime"] = now
             cond.update(
-                status=status, lastHeartbeatTime=now, reason=reason or default_reason, message=message or default_message
+                status=status,
+                lastHeartbeatTime=now,
+                reason=reason or default_reason,
+                message=message or default_message,
             )
 
         return self.update_node(name, change)
@@ -1695,7 +1734,9 @@ class KubeEmulator:
             _shutdown_socket(w.sock)
         return len(watches)
 
-    def fail_next(self, n: int = 1, status: int = 500, path_prefix: str | None = None, retry_after: int | None = 1) -> None:
+    def fail_next(
+        self, n: int = 1, status: int = 500, path_prefix: str | None = None, retry_after: int | None = 1
+    ) -> None:
         """Answer the next ``n`` API requests (whose path starts with ``path_prefix``) with an error Status.
 
         429 carries a ``Retry-After`` header and ``details.retryAfterSeconds``
@@ -1906,7 +1947,9 @@ class KubeEmulator:
                 lo = mid + 1
         return lo
 
-    def _snapshot_overrides(self, kind: str, namespace: str | None, snapshot_rv: int, after: Key) -> dict[Key, tuple[bytes | None, Any, Any]]:
+    def _snapshot_overrides(
+        self, kind: str, namespace: str | None, snapshot_rv: int, after: Key
+    ) -> dict[Key, tuple[bytes | None, Any, Any]]:
         """State at ``snapshot_rv`` of keys changed since: the previous version of their first later event."""
         overrides: dict[Key, tuple[bytes | None, Any, Any]] = {}
         for seq in range(self._first_seq_after(snapshot_rv), self._seq):
@@ -1951,7 +1994,9 @@ class KubeEmulator:
 
     # ------------------------------------------------------------------ serving: watches
 
-    def _open_watch(self, kind: str, namespace: str | None, flt: _Filter, rv_param: str, sock: socket.socket) -> tuple[_Watch, list[bytes], bool]:
+    def _open_watch(
+        self, kind: str, namespace: str | None, flt: _Filter, rv_param: str, sock: socket.socket
+    ) -> tuple[_Watch, list[bytes], bool]:
         """Register a watch; returns it, the lines to send first, and whether the stream ends after them."""
         with self._lock:
             w = _Watch(kind, namespace, flt, self._seq, sock)
@@ -1994,7 +2039,9 @@ class KubeEmulator:
                 return [], self._rv, "dropped"
             if w.next_seq < self._seq - self._ring_size:
                 # This watcher fell further behind than the history keeps.
-                status = ApiError(410, f"too old resource version: watcher fell behind ({self._floor_rv + 1})", "Expired").status()
+                status = ApiError(
+                    410, f"too old resource version: watcher fell behind ({self._floor_rv + 1})", "Expired"
+                ).status()
                 return [b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n"], self._rv, "expired"
             lines: list[bytes] = []
             flt, kind, ns = w.filter, w.kind, w.namespace
@@ -2009,7 +2056,7 @@ class KubeEmulator:
                 # With selectors an object entering/leaving the selection is ADDED/DELETED.
                 now_match = flt(ev.labels, ev.fields)
                 if ev.type == "MODIFIED":
-                    was_match = flt(ev.prev_labels, ev.prev_fields)
+                    was_match = flt(ev.prev_labels or {}, ev.prev_fields or ())
                     if now_match and was_match:
                         lines.append(ev.line())
                     elif now_match:
@@ -2066,8 +2113,11 @@ class KubeEmulator:
                 return "no nodes"
             node = rng.choice(node_keys)[1]
             entry = self._stores[NODES].entries[("", node)]
-            gpu_nodes = [k[1] for k in rng.sample(node_keys, min(20, len(node_keys)))
-                         if "nvidia.com/gpu.present" in self._stores[NODES].entries[k].labels]
+            gpu_nodes = [
+                k[1]
+                for k in rng.sample(node_keys, min(20, len(node_keys)))
+                if "nvidia.com/gpu.present" in self._stores[NODES].entries[k].labels
+            ]
             chaos_pods = [k for k in self._stores[PODS].keys if k[1].startswith("chaos-")] if rng.random() < 0.5 else []
             node_obj = orjson.loads(entry.data)
         action = rng.choice(("ready", "cordon", "pod", "pod", "finish", "memory"))
@@ -2092,24 +2142,53 @@ class KubeEmulator:
             self.set_pod_phase(ns, name, rng.choice(("Succeeded", "Succeeded", "Failed")))
             return f"pod {ns}/{name} finished"
         target = rng.choice(gpu_nodes) if gpu_nodes else node
-        gpus = int(self._stores[NODES].entries[("", target)].labels.get("nvidia.com/gpu.count", "0") or 0) if ("", target) in self._stores[NODES].entries else 0
+        gpus = (
+            int(self._stores[NODES].entries[("", target)].labels.get("nvidia.com/gpu.count", "0") or 0)
+            if ("", target) in self._stores[NODES].entries
+            else 0
+        )
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((4, 8, 16))}Gi"}
         if gpus:
             requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus] or [1])
         ns = rng.choice(_NAMESPACES[:5])
         name = f"chaos-{rng.getrandbits(32):08x}"
-        self.add_pod(make_pod(name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}))
+        self.add_pod(
+            make_pod(
+                name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}
+            )
+        )
         return f"pod {ns}/{name} started on {target}"
 
     # ------------------------------------------------------------------ HTTP control surface
 
     _CONTROL_OPS = frozenset(
         {
-            "add_node", "upsert_node", "update_node", "delete_node", "get_node",
-            "add_pod", "upsert_pod", "update_pod", "delete_pod", "get_pod",
-            "add_namespace", "load", "set_node_condition", "cordon", "set_node_labels", "set_pod_phase",
-            "drop_watches", "fail_next", "set_offline", "compact", "set_history_size",
-            "stats", "reset_stats", "start_chaos", "stop_chaos", "chaos_step",
+            "add_node",
+            "upsert_node",
+            "update_node",
+            "delete_node",
+            "get_node",
+            "add_pod",
+            "upsert_pod",
+            "update_pod",
+            "delete_pod",
+            "get_pod",
+            "add_namespace",
+            "load",
+            "set_node_condition",
+            "cordon",
+            "set_node_labels",
+            "set_pod_phase",
+            "drop_watches",
+            "fail_next",
+            "set_offline",
+            "compact",
+            "set_history_size",
+            "stats",
+            "reset_stats",
+            "start_chaos",
+            "stop_chaos",
+            "chaos_step",
         }
     )
 
@@ -2122,7 +2201,9 @@ class KubeEmulator:
         if op in ("add_node", "upsert_node", "add_pod", "upsert_pod") and "make" in args:
             make = dict(args.pop("make"))
             try:
-                args["obj"] = make_node(make.pop("name"), **make) if "node" in op else make_pod(make.pop("name"), **make)
+                args["obj"] = (
+                    make_node(make.pop("name"), **make) if "node" in op else make_pod(make.pop("name"), **make)
+                )
             except (KeyError, TypeError) as exc:
                 raise ApiError(400, f"bad factory arguments for {op}: {exc}", "BadRequest") from exc
         if op in ("update_node", "update_pod") and "patch" in args:
@@ -2146,10 +2227,8 @@ class KubeEmulator:
 
 
 def _shutdown_socket(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _peer_closed(sock: socket.socket) -> bool:
@@ -2197,7 +2276,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def emu(self) -> KubeEmulator:
         return self.server.emulator
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: tests and the benchmark make many requests
 
     def setup(self) -> None:
@@ -2227,7 +2306,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _send(self, code: int, body: bytes, content_type: str = "application/json", headers: Mapping[str, str] | None = None) -> None:
+    def _send(
+        self, code: int, body: bytes, content_type: str = "application/json", headers: Mapping[str, str] | None = None
+    ) -> None:
         lines = [
             f"HTTP/1.1 {code} {self.responses.get(code, ('Error',))[0]}",
             f"Content-Type: {content_type}",
@@ -2291,7 +2372,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
 
     def _control(self, method: str, path: str, body: bytes) -> None:
-        op = path[len("/_emulator"):].strip("/")
+        op = path[len("/_emulator") :].strip("/")
         self.emu._count_request(f"control {op}")
         if method == "GET" and op in ("stats", ""):
             self._send_json(self.emu.stats())
@@ -2361,7 +2442,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if kind == PODS and namespace is not None:
                 md = obj.setdefault("metadata", {})
                 if md.get("namespace") not in (None, namespace):
-                    raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request", "BadRequest")
+                    raise ApiError(
+                        400,
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                        "BadRequest",
+                    )
                 md["namespace"] = namespace
             stored = emu._put(kind, obj, upsert=False)
             self._send(201, orjson.dumps({"kind": _KINDS[kind], "apiVersion": "v1", **stored}))
@@ -2406,7 +2491,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "application/json-patch+json": "json",
             }.get(ctype)
             if patch_type is None:
-                raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ctype!r})", "UnsupportedMediaType")
+                raise ApiError(
+                    415,
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, "
+                    f"application/strategic-merge-patch+json (got {ctype!r})",
+                    "UnsupportedMediaType",
+                )
             try:
                 patch = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
@@ -2423,6 +2514,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if method == "PUT":
             obj = _parse_json_object(body)
+            if kind == PODS:
+                obj.setdefault("metadata", {}).setdefault("namespace", key[0])
             expect = (obj.get("metadata") or {}).get("resourceVersion")
             new = emu._update(kind, key, lambda _cur: obj, expect_rv=expect)
             self._send(200, orjson.dumps({"kind": _KINDS[kind], "apiVersion": "v1", **new}))
@@ -2497,11 +2590,44 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     "kind": "APIResourceList",
                     "groupVersion": "v1",
                     "resources": [
-                        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]},
-                        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": verbs, "shortNames": ["no"]},
-                        {"name": "nodes/status", "singularName": "", "namespaced": False, "kind": "Node", "verbs": ["get", "patch"]},
-                        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": verbs, "shortNames": ["po"]},
-                        {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get", "patch"]},
+                        {
+                            "name": "namespaces",
+                            "singularName": "namespace",
+                            "namespaced": False,
+                            "kind": "Namespace",
+                            "verbs": ["get", "list"],
+                            "shortNames": ["ns"],
+                        },
+                        {
+                            "name": "nodes",
+                            "singularName": "node",
+                            "namespaced": False,
+                            "kind": "Node",
+                            "verbs": verbs,
+                            "shortNames": ["no"],
+                        },
+                        {
+                            "name": "nodes/status",
+                            "singularName": "",
+                            "namespaced": False,
+                            "kind": "Node",
+                            "verbs": ["get", "patch"],
+                        },
+                        {
+                            "name": "pods",
+                            "singularName": "pod",
+                            "namespaced": True,
+                            "kind": "Pod",
+                            "verbs": verbs,
+                            "shortNames": ["po"],
+                        },
+                        {
+                            "name": "pods/status",
+                            "singularName": "",
+                            "namespaced": True,
+                            "kind": "Pod",
+                            "verbs": ["get", "patch"],
+                        },
                     ],
                 }
             )
@@ -2529,18 +2655,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
             b"Cache-Control: no-cache, private\r\n\r\n"
         )
-        bookmark_prefix = b'{"type":"BOOKMARK","object":{"kind":"' + _KINDS[kind].encode() + b'","apiVersion":"v1","metadata":{"resourceVersion":"'
+        bookmark_prefix = (
+            b'{"type":"BOOKMARK","object":{"kind":"'
+            + _KINDS[kind].encode()
+            + b'","apiVersion":"v1","metadata":{"resourceVersion":"'
+        )
         interval = max(emu.bookmark_interval, 0.01)
         start = time.monotonic()
         deadline = start + timeout
         next_bookmark = start + interval
         abrupt = False
+        bookmark_pending = 0
         try:
             while True:
                 if pending:
                     self._write_chunk(b"".join(pending))
-                    emu._count("events_sent", len(pending))
-                    pending = []
+                    emu._count("events_sent", len(pending) - bookmark_pending)
+                    pending, bookmark_pending = [], 0
                 now = time.monotonic()
                 if finished or now >= deadline:
                     break
@@ -2556,6 +2687,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 now = time.monotonic()
                 if bookmarks and now >= next_bookmark and now < deadline:
                     pending.append(bookmark_prefix + str(caught_up_rv).encode() + b'"}}}\n')
+                    bookmark_pending = 1
                     emu._count("bookmarks_sent")
                     next_bookmark = now + interval
                 if not pending and _peer_closed(self.connection):
@@ -2586,24 +2718,39 @@ def _parse_json_object(body: bytes) -> Obj:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m nodepools.emulator``: serve until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m nodepools.emulator", description="Kubernetes API emulator (nodes, pods, namespaces).")
+    parser = argparse.ArgumentParser(
+        prog="python -m nodepools.emulator", description="Kubernetes API emulator (nodes, pods, namespaces)."
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8001, help="port to listen on; 0 picks a free one (default 8001)")
-    parser.add_argument("--kubeconfig", help="where to write a kubeconfig for this server (default: a file in the temp dir)")
+    parser.add_argument(
+        "--kubeconfig", help="where to write a kubeconfig for this server (default: a file in the temp dir)"
+    )
     parser.add_argument("--context", default="emulator", help="kubeconfig context name (default emulator)")
     parser.add_argument("--scenario", help='JSON file {"nodes": [...], "pods": [...], "namespaces": [...]} to load')
-    parser.add_argument("--demo-nodes", type=int, default=0, help="generate a demo fleet of this many nodes (8 pods each) when no scenario is given")
+    parser.add_argument(
+        "--demo-nodes",
+        type=int,
+        default=0,
+        help="generate a demo fleet of this many nodes (8 pods each) when no scenario is given",
+    )
     parser.add_argument("--chaos", type=float, metavar="SECONDS", help="make one plausible random change every SECONDS")
     parser.add_argument("--seed", type=int, default=None, help="random seed for --chaos and --demo-nodes")
-    parser.add_argument("--history-size", type=int, default=10_000, help="watch history length in events (default 10000)")
-    parser.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch bookmarks (default 1.0)")
+    parser.add_argument(
+        "--history-size", type=int, default=10_000, help="watch history length in events (default 10000)"
+    )
+    parser.add_argument(
+        "--bookmark-interval", type=float, default=1.0, help="seconds between watch bookmarks (default 1.0)"
+    )
     args = parser.parse_args(argv)
 
     emu = KubeEmulator(history_size=args.history_size, bookmark_interval=args.bookmark_interval)
     if args.scenario:
         with open(args.scenario, "rb") as fh:
             scenario = orjson.loads(fh.read())
-        emu.load(nodes=scenario.get("nodes", []), pods=scenario.get("pods", []), namespaces=scenario.get("namespaces", []))
+        emu.load(
+            nodes=scenario.get("nodes", []), pods=scenario.get("pods", []), namespaces=scenario.get("namespaces", [])
+        )
     elif args.demo_nodes:
         nodes, pods = generate_cluster(args.demo_nodes, seed=args.seed or 0)
         emu.load(nodes=nodes, pods=pods)
@@ -2615,7 +2762,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = emu.stats()
     print(f"Kubernetes API emulator listening on {url}", flush=True)
     print(f"kubeconfig: {os.path.abspath(kubeconfig)} (context {args.context})", flush=True)
-    print(f"objects: {stats['nodes']} nodes, {stats['pods']} pods" + (f"; chaos every {args.chaos}s" if args.chaos else ""), flush=True)
+    print(
+        f"objects: {stats['nodes']} nodes, {stats['pods']} pods"
+        + (f"; chaos every {args.chaos}s" if args.chaos else ""),
+        flush=True,
+    )
 
     stop = threading.Event()
 

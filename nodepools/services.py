@@ -16,6 +16,8 @@ from django.utils.dateparse import parse_datetime
 
 from nodepools import kube
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, PlacementStrategy, Pod
+from audit.models import AuditEvent
+from audit.services import audit_record, snapshot
 from projects.access import is_system_admin
 
 logger = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ def cluster_create(
                        description="Every node that matches no other pool.")
     default.full_clean()
     default.save()
+    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=cluster, after=snapshot(cluster))
     return cluster
 
 
@@ -68,10 +71,12 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
     unknown = set(changes) - CLUSTER_EDITABLE
     if unknown:
         raise ValidationError({field: "This field cannot be changed." for field in unknown})
+    before = snapshot(cluster)
     for field, value in changes.items():
         setattr(cluster, field, value)
     cluster.full_clean()
     cluster.save()
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=cluster, before=before, after=snapshot(cluster))
     return cluster
 
 
@@ -82,7 +87,9 @@ def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
 
     # Projects are protected by their departments; a cluster takes its whole organisation with it.
     Project.objects.filter(cluster=cluster).delete()
+    before, pk = snapshot(cluster), cluster.pk
     cluster.delete()
+    audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=cluster, before=before, object_id=pk)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -113,6 +120,7 @@ def pool_create(
     pool.save()
     quota_rows_create_for_pool(pool=pool)
     nodes_assign_pools(cluster=cluster)
+    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=pool, after=snapshot(pool))
     return pool
 
 
@@ -128,12 +136,14 @@ def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
     if unknown:
         raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
     relabel = any(field in changes for field in ("label_key", "label_value"))
+    before = snapshot(pool)
     for field, value in changes.items():
         setattr(pool, field, value)
     pool.full_clean()
     pool.save()
     if relabel:
         nodes_assign_pools(cluster=pool.cluster)
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=pool, before=before, after=snapshot(pool))
     return pool
 
 
@@ -144,8 +154,10 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
     if pool.is_default:
         raise ValidationError({"pool": "The default pool cannot be deleted: it holds every unmatched node."})
     cluster = pool.cluster
+    before, pk = snapshot(pool), pool.pk
     pool.delete()
     nodes_assign_pools(cluster=cluster)
+    audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=pool, before=before, object_id=pk)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ ROLE_GRANTS: dict[str, frozenset[str] | str] = {
     Role.DEPARTMENT_ADMIN: _READ
     | _MEMBERS
     | {"department.manage_members", "department.add_project", "project.change", "project.delete", "project.manage_members",
-       "project_quota.change", "project.submit"},
+       "project_quota.change", "project.submit", "auditevent.view"},
     Role.DEPARTMENT_VIEWER: _READ,
     Role.PROJECT_ADMIN: _READ | _MEMBERS | {"project.change", "project.manage_members", "project.submit"},
     Role.RESEARCHER: _READ | {"project.submit"},

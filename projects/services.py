@@ -15,6 +15,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Sum
 
+from audit.models import AuditEvent
+from audit.services import audit_record, snapshot
 from console.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
 from projects.access import Role, ScopeType, forget_grants, user_can
@@ -60,6 +62,7 @@ def department_create(*, actor: Any, cluster: Cluster, name: str, description: s
     department.full_clean()
     department.save()
     _quota_rows_create_for_owner(cluster=cluster, department=department)
+    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=department, after=snapshot(department))
     return department
 
 
@@ -67,12 +70,14 @@ def department_create(*, actor: Any, cluster: Cluster, name: str, description: s
 def department_update(*, actor: Any, department: Department, name: str | None = None,
                       description: str | None = None) -> Department:
     _require_system_admin(actor, "change departments")
+    before = snapshot(department)
     if name is not None:
         department.name = name
     if description is not None:
         department.description = description
     department.full_clean()
     department.save()
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=department, before=before, after=snapshot(department))
     return department
 
 
@@ -84,7 +89,9 @@ def department_delete(*, actor: Any, department: Department) -> None:
         raise ValidationError(
             {"department": f"Department '{department}' still has {count} project(s): move or delete them first."}
         )
+    before, pk = snapshot(department), department.pk
     department.delete()
+    audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=department, before=before, object_id=pk)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -113,9 +120,17 @@ def project_create(
     PriorityEntry.objects.bulk_create(
         [PriorityEntry(project=project, pool_id=e.pool_id, position=e.position) for e in department.priority_entries.all()]
     )
-    project_namespaces_set(actor=None, project=project,
-                           namespaces=list(namespaces) if namespaces is not None else [f"{ProjectNamespace.DEFAULT_PREFIX}{name}"])
+    _namespaces_replace(project, list(namespaces) if namespaces is not None else [f"{ProjectNamespace.DEFAULT_PREFIX}{name}"])
+    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=project, after=_project_snapshot(project))
     return project
+
+
+def _project_snapshot(project: Project) -> dict[str, Any]:
+    """A project's audited values, with its namespaces and priority list."""
+    values = snapshot(project)
+    values["namespaces"] = list(project.namespaces.order_by("name").values_list("name", flat=True))
+    values["priority"] = list(project.priority_entries.order_by("position").values_list("pool__name", flat=True))
+    return values
 
 
 PROJECT_EDITABLE = {"name", "description", "allow_over_quota"}
@@ -127,23 +142,34 @@ def project_update(*, actor: Any, project: Project, **changes: Any) -> Project:
     unknown = set(changes) - PROJECT_EDITABLE
     if unknown:
         raise ValidationError({f: "This field cannot be changed here." for f in sorted(unknown)})
+    before = _project_snapshot(project)
     for name, value in changes.items():
         setattr(project, name, value)
     project.full_clean()
     project.save()
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=project, before=before, after=_project_snapshot(project))
     return project
 
 
 @transaction.atomic
 def project_delete(*, actor: Any, project: Project) -> None:
     _require(actor, project, "delete", f"You may not delete project '{project}'.")
+    before, pk = _project_snapshot(project), project.pk
     project.delete()
+    audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=project, before=before, object_id=pk)
 
 
 @transaction.atomic
 def project_namespaces_set(*, actor: Any, project: Project, namespaces: list[str]) -> list[ProjectNamespace]:
     """Set the namespaces a project owns; pods in them become (or stop being) its workloads."""
     _require(actor, project, "change", f"You may not change project '{project}'.")
+    before = _project_snapshot(project)
+    rows = _namespaces_replace(project, namespaces)
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=project, before=before, after=_project_snapshot(project))
+    return rows
+
+
+def _namespaces_replace(project: Project, namespaces: list[str]) -> list[ProjectNamespace]:
     if not namespaces:
         raise ValidationError({"namespaces": "A project owns at least one namespace."})
     rows = []
@@ -169,7 +195,9 @@ def project_namespaces_set(*, actor: Any, project: Project, namespaces: list[str
 def project_priority_set(*, actor: Any, project: Project, pools: list[NodePool]) -> None:
     """Set a project's ordered node pool priority list (empty: the cluster's default order)."""
     _require(actor, project, "change", f"You may not change project '{project}'.")
+    before = _project_snapshot(project)
     _priority_set(owner={"project": project}, cluster_id=project.cluster_id, pools=pools)
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=project, before=before, after=_project_snapshot(project))
 
 
 @transaction.atomic
@@ -242,6 +270,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
             "reload to see the current values.",
             current_version=current.version,
         )
+    before = snapshot(current)
     for name, value in values.items():
         setattr(current, name, None if value == "" and name != "gpu_deserved" else value)
     current.full_clean()
@@ -255,6 +284,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
     current.version = F("version") + 1
     current.save()
     current.refresh_from_db()
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=snapshot(current))
     return QuotaResult(current, warnings)
 
 
@@ -364,6 +394,7 @@ def role_assign(
     assignment.save()
     if user is not None:
         forget_grants(user)
+    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=assignment, after=snapshot(assignment))
     return assignment
 
 
@@ -381,6 +412,8 @@ def _require_member_manager(actor: Any, scope_type: str, department: Department 
 @transaction.atomic
 def role_unassign(*, actor: Any, assignment: RoleAssignment) -> None:
     _require_member_manager(actor, assignment.scope_type, assignment.department, assignment.project)
+    before, pk = snapshot(assignment), assignment.pk
+    audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=assignment, before=before, object_id=pk)
     assignment.delete()
     if assignment.user is not None:
         forget_grants(assignment.user)

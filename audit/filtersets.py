@@ -1,0 +1,17 @@
+import django_filters
+
+from audit.context import CHANNELS
+from audit.models import AuditEvent
+
+
+class AuditEventFilterSet(django_filters.FilterSet):
+    when = django_filters.IsoDateTimeFromToRangeFilter()
+    actor = django_filters.CharFilter(field_name="actor_name", lookup_expr="icontains")
+    via = django_filters.MultipleChoiceFilter(choices=[(c, c) for c in CHANNELS])
+    action = django_filters.MultipleChoiceFilter(choices=AuditEvent.Action.choices)
+    object_type = django_filters.CharFilter()
+    cluster = django_filters.NumberFilter(field_name="cluster_id")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["when", "actor", "via", "action", "object_type", "cluster"]
