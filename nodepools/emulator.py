@@ -60,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 import zlib
 from collections import Counter
@@ -1296,6 +1297,7 @@ class KubeEmulator:
         self._offline_mode: str | None = None  # None, "refuse" or "reset"
         self._offline_timer: threading.Timer | None = None
         self._chaos_thread: threading.Thread | None = None
+        self._chaos_pods: list[Key] = []
         self._chaos_stop = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -1347,10 +1349,7 @@ class KubeEmulator:
         if server is not None:
             server.shutdown()
             server.server_close()
-        with self._conns_lock:
-            conns = list(self._conns)
-        for conn in conns:
-            _shutdown_socket(conn)
+        self._cut_connections()
 
     def write_kubeconfig(
         self, path: str | os.PathLike[str], context: str = "emulator", cluster_name: str = "emulator"
@@ -1759,30 +1758,36 @@ class KubeEmulator:
         """
         if mode not in ("refuse", "reset"):
             raise ApiError(400, f"unknown offline mode {mode!r}", "BadRequest")
+        # All under the lock, timer armed last: a short duration must not race the unbind.
         with self._lock:
             if self._offline_timer is not None:
                 self._offline_timer.cancel()
                 self._offline_timer = None
-            was = self._offline_mode
+            started = self.url is not None
             if not offline:
-                self._offline_mode = None
-                if was == "refuse" and self._server is None and self.url is not None:
+                if self._offline_mode == "refuse" and self._server is None and started:
                     self._bind(self._port)
+                self._offline_mode = None
                 return
             self._offline_mode = mode
+            self.drop_watches()
+            if mode == "refuse":
+                self._unbind()
+            else:
+                if self._server is None and started:
+                    self._bind(self._port)  # from "refuse" to "reset": listen again
+                self._cut_connections()  # idle keep-alive connections must not keep working
             if duration is not None:
                 timer = threading.Timer(duration, self.set_offline, args=(False,))
                 timer.daemon = True
                 self._offline_timer = timer
                 timer.start()
-        self.drop_watches()
-        if mode == "refuse":
-            self._unbind()
-        else:
-            with self._conns_lock:
-                conns = list(self._conns)
-            for conn in conns:  # idle keep-alive connections must not keep working
-                _shutdown_socket(conn)
+
+    def _cut_connections(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            _shutdown_socket(conn)
 
     @property
     def offline(self) -> bool:
@@ -1996,19 +2001,24 @@ class KubeEmulator:
 
     def _open_watch(
         self, kind: str, namespace: str | None, flt: _Filter, rv_param: str, sock: socket.socket
-    ) -> tuple[_Watch, list[bytes], bool]:
-        """Register a watch; returns it, the lines to send first, and whether the stream ends after them."""
+    ) -> tuple[_Watch, list[bytes], bytes | None]:
+        """Register a watch.
+
+        Returns it, the stored items to send as synthetic ADDED first (rv omitted or "0"),
+        and an ERROR line when the stream must only say 410 and end.
+        """
         with self._lock:
             w = _Watch(kind, namespace, flt, self._seq, sock)
+            initial: list[bytes] = []
             if rv_param in ("", "0"):
-                # No rv / "0": synthetic ADDED for the current state, then live.
+                # No rv / "0": synthetic ADDED for the current state, then live.  Only
+                # references to the stored bytes are taken here; lines are built while writing.
                 store = self._stores[kind]
                 lo, hi = store.scope(namespace)
-                lines = []
                 for key in store.keys[lo:hi]:
                     entry = store.entries[key]
                     if flt.empty or flt(entry.labels, entry.fields):
-                        lines.append(_event_line("ADDED", kind, entry.data))
+                        initial.append(entry.data)
             else:
                 try:
                     rv = int(rv_param)
@@ -2016,12 +2026,11 @@ class KubeEmulator:
                     raise ApiError(400, f"invalid resource version: {rv_param!r}", "BadRequest") from None
                 if rv < self._floor_rv:
                     status = ApiError(410, f"too old resource version: {rv} ({self._floor_rv + 1})", "Expired").status()
-                    return w, [b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n"], True
+                    return w, [], b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n"
                 w.next_seq = self._first_seq_after(rv)
-                lines = []
             self._watches.add(w)
         self._count("watch_streams_opened")
-        return w, lines, False
+        return w, initial, None
 
     def _close_watch(self, w: _Watch) -> None:
         with self._lock:
@@ -2105,22 +2114,28 @@ class KubeEmulator:
             thread.join(timeout=5)
 
     def chaos_step(self, rng: random.Random | None = None) -> str:
-        """Make one random plausible change; returns a short description of it."""
+        """Make one random plausible change; returns a short description of it.
+
+        Toggles a node's Ready or MemoryPressure condition, cordons/uncordons a
+        node, starts a pod requesting GPUs on a GPU node, or finishes (then
+        later deletes) a pod that chaos started, keeping at most ~50 of them.
+        """
         rng = rng or random.Random()
         with self._lock:
-            node_keys = self._stores[NODES].keys
-            if not node_keys:
+            nodes, pods = self._stores[NODES], self._stores[PODS]
+            if not nodes.keys:
                 return "no nodes"
-            node = rng.choice(node_keys)[1]
-            entry = self._stores[NODES].entries[("", node)]
+            node = rng.choice(nodes.keys)[1]
+            node_obj = orjson.loads(nodes.entries[("", node)].data)
             gpu_nodes = [
-                k[1]
-                for k in rng.sample(node_keys, min(20, len(node_keys)))
-                if "nvidia.com/gpu.present" in self._stores[NODES].entries[k].labels
+                (key[1], int(nodes.entries[key].labels.get("nvidia.com/gpu.count") or 1))
+                for key in rng.sample(nodes.keys, min(20, len(nodes.keys)))
+                if "nvidia.com/gpu.present" in nodes.entries[key].labels
             ]
-            chaos_pods = [k for k in self._stores[PODS].keys if k[1].startswith("chaos-")] if rng.random() < 0.5 else []
-            node_obj = orjson.loads(entry.data)
-        action = rng.choice(("ready", "cordon", "pod", "pod", "finish", "memory"))
+            self._chaos_pods = [k for k in self._chaos_pods if k in pods.entries]
+            chaos_pods = {k: pods.entries[k].fields[3] for k in self._chaos_pods}  # key -> phase
+        actions = ("ready", "cordon", "memory", "pod", "pod", "finish", "finish")
+        action = "finish" if len(chaos_pods) > 50 else rng.choice(actions)
         conditions = {c["type"]: c["status"] for c in node_obj.get("status", {}).get("conditions", [])}
         if action == "ready":
             new = "False" if conditions.get("Ready") == "True" else "True"
@@ -2135,28 +2150,25 @@ class KubeEmulator:
             self.set_node_condition(node, "MemoryPressure", new)
             return f"node {node} MemoryPressure={new}"
         if action == "finish" and chaos_pods:
-            ns, name = rng.choice(chaos_pods)
-            if rng.random() < 0.5:
+            (ns, name), phase = rng.choice(sorted(chaos_pods.items()))
+            if phase in ("Succeeded", "Failed"):
                 self.delete_pod(ns, name)
                 return f"pod {ns}/{name} deleted"
-            self.set_pod_phase(ns, name, rng.choice(("Succeeded", "Succeeded", "Failed")))
-            return f"pod {ns}/{name} finished"
-        target = rng.choice(gpu_nodes) if gpu_nodes else node
-        gpus = (
-            int(self._stores[NODES].entries[("", target)].labels.get("nvidia.com/gpu.count", "0") or 0)
-            if ("", target) in self._stores[NODES].entries
-            else 0
-        )
+            phase = rng.choice(("Succeeded", "Succeeded", "Failed"))
+            self.set_pod_phase(ns, name, phase)
+            return f"pod {ns}/{name} {phase}"
+        target, gpus = rng.choice(gpu_nodes) if gpu_nodes else (node, 0)
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((4, 8, 16))}Gi"}
         if gpus:
-            requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus] or [1])
+            requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus])
         ns = rng.choice(_NAMESPACES[:5])
         name = f"chaos-{rng.getrandbits(32):08x}"
-        self.add_pod(
-            make_pod(
-                name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}
-            )
+        pod = make_pod(
+            name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}
         )
+        self.add_pod(pod)
+        with self._lock:
+            self._chaos_pods.append((ns, name))
         return f"pod {ns}/{name} started on {target}"
 
     # ------------------------------------------------------------------ HTTP control surface
@@ -2650,11 +2662,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             timeout = float(query.get("timeoutSeconds") or emu.watch_timeout)
         except ValueError:
             raise ApiError(400, "invalid timeoutSeconds", "BadRequest") from None
-        w, pending, finished = emu._open_watch(kind, namespace, flt, query.get("resourceVersion", ""), self.connection)
+        w, initial, error = emu._open_watch(kind, namespace, flt, query.get("resourceVersion", ""), self.connection)
         self.wfile.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
             b"Cache-Control: no-cache, private\r\n\r\n"
         )
+        pending: list[bytes] = [error] if error else []
+        finished = error is not None
         bookmark_prefix = (
             b'{"type":"BOOKMARK","object":{"kind":"'
             + _KINDS[kind].encode()
@@ -2667,6 +2681,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         abrupt = False
         bookmark_pending = 0
         try:
+            for i in range(0, len(initial), 500):  # the initial state, in bounded chunks
+                batch = initial[i : i + 500]
+                self._write_chunk(b"".join([_event_line("ADDED", kind, data) for data in batch]))
+                emu._count("events_sent", len(batch))
+            del initial
             while True:
                 if pending:
                     self._write_chunk(b"".join(pending))
@@ -2697,6 +2716,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:
             abrupt = True
+        except Exception:  # a bug mid-stream: the response cannot turn into a Status any more
+            abrupt = True
+            traceback.print_exc()
         finally:
             emu._close_watch(w)
             if abrupt:

@@ -6,6 +6,7 @@ import os
 import pytest
 
 REQUIRE_POSTGRES = os.environ.get("CONSOLE_REQUIRE_POSTGRES") == "1"
+REQUIRE_REDIS = os.environ.get("CONSOLE_REQUIRE_REDIS") == "1"
 
 
 def pytest_configure(config):
@@ -25,14 +26,20 @@ def pytest_collection_modifyitems(config, items):
         return
     from django.db import connection
 
-    if connection.vendor == "postgresql":
-        return
-    if REQUIRE_POSTGRES:
-        raise pytest.UsageError("CONSOLE_REQUIRE_POSTGRES=1 but DATABASE_URL does not name a PostgreSQL database")
-    skip = pytest.mark.skip(reason="needs PostgreSQL: run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/console")
-    for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+    if connection.vendor != "postgresql":
+        if REQUIRE_POSTGRES:
+            raise pytest.UsageError("CONSOLE_REQUIRE_POSTGRES=1 but DATABASE_URL does not name a PostgreSQL database")
+        skip = pytest.mark.skip(reason="needs PostgreSQL: run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/console")
+        for item in items:
+            if "postgres" in item.keywords:
+                item.add_marker(skip)
+    if not settings.REDIS_URL:
+        if REQUIRE_REDIS:
+            raise pytest.UsageError("CONSOLE_REQUIRE_REDIS=1 but REDIS_URL is not set")
+        skip = pytest.mark.skip(reason="needs Redis: run with REDIS_URL=redis://127.0.0.1:6379/0")
+        for item in items:
+            if "redis" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -1,0 +1,2 @@
+"""Pages of this app."""
+urlpatterns: list = []
