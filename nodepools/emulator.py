@@ -1,4 +1,4 @@
-"""In-process Kubernetes API emulator for the GPU capacity console.
+"""Kubernetes API emulator for the GPU capacity console (in-process or standalone).
 
 A small, fast, dependency-free (stdlib + orjson) HTTP server that speaks the
 subset of the Kubernetes core/v1 API the console's sync uses: nodes, pods and
@@ -17,9 +17,10 @@ cluster alive, and pure factories for realistic Node and Pod objects
 Design notes
 ------------
 * Objects are stored only as their serialized JSON bytes (plus the labels and
-  selector fields needed for filtering).  List pages are built by joining
-  bytes, single GETs and watch events by prefixing ``kind``/``apiVersion``.
-  This keeps 150,000 pods well under 1 GiB and a 500-item page at ~1 ms.
+  selector fields needed for filtering), in plain tuples that the cyclic GC
+  ignores.  List pages are built by joining bytes, single GETs and watch
+  events by prefixing ``kind``/``apiVersion``.  150,000 pods + 5,000 nodes
+  take ~450 MiB and a 500-pod page is built in under 1 ms.
 * Keys ``(namespace, name)`` (``("", name)`` for nodes) are kept in a sorted
   list maintained with :mod:`bisect`; a continue token carries the snapshot
   resourceVersion and the last key returned, so paging never sorts.
@@ -35,7 +36,7 @@ Design notes
 Run standalone::
 
     python -m nodepools.emulator --port 8001 --kubeconfig /tmp/emulator.kubeconfig \
-        [--scenario cluster.json] [--demo-nodes 40] [--chaos 1.0]
+        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0]
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
@@ -75,6 +76,7 @@ __all__ = [
     "KubeEmulator",
     "SelectorError",
     "generate_cluster",
+    "iter_cluster",
     "json_merge_patch",
     "json_patch",
     "main",
@@ -342,10 +344,10 @@ class _Filter:
     def empty(self) -> bool:
         return self.labels is None and self.fields is None
 
-    def __call__(self, labels: Mapping[str, str], fields: Sequence[str]) -> bool:
-        if self.labels is not None and not self.labels(labels):
-            return False
-        return self.fields is None or self.fields(fields)
+    def __call__(self, labels: Labels, fields: Sequence[str]) -> bool:
+        if self.fields is not None and not self.fields(fields):
+            return False  # checked first: cheap, and spares building the labels dict
+        return self.labels is None or self.labels(dict(labels))
 
 
 # --------------------------------------------------------------------------- patches
@@ -1020,13 +1022,21 @@ def generate_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0)
     Pods (default: 8 per node) are spread over nodes, request whole GPUs
     without over-committing a node, and a few are Pending (unscheduled) or
     Succeeded.  Useful for the demo and for benchmarks (5,000 nodes / 150,000
-    pods take a few seconds).
+    pods take a few seconds).  See :func:`iter_cluster` to stream the pods.
     """
     with _gc_paused():
-        return _generate_cluster(nodes, nodes * 8 if pods is None else pods, random.Random(seed))
+        node_objs, pod_iter = iter_cluster(nodes, pods, seed=seed)
+        return node_objs, list(pod_iter)
 
 
-def _generate_cluster(nodes: int, pods: int, rng: random.Random) -> tuple[list[Obj], list[Obj]]:
+def iter_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0) -> tuple[list[Obj], Iterator[Obj]]:
+    """Like :func:`generate_cluster` (same objects), but the pods come from a lazy iterator.
+
+    ``emu.load(nodes=nodes, pods=pod_iter)`` then never holds all pod dicts at
+    once, which keeps a 150,000-pod emulator process near 450 MiB instead of
+    over 1 GiB (freed dicts leave the allocator's arenas fragmented).
+    """
+    rng = random.Random(seed)
     created = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     node_objs: list[Obj] = []
     free_gpus: list[int] = []
@@ -1048,58 +1058,55 @@ def _generate_cluster(nodes: int, pods: int, rng: random.Random) -> tuple[list[O
             )
         )
         free_gpus.append(gpus)
-    pod_objs: list[Obj] = []
-    for j in range(pods):
+    node_names = [n["metadata"]["name"] for n in node_objs]
+    return node_objs, _iter_pods(nodes * 8 if pods is None else pods, node_names, free_gpus, rng, created)
+
+
+def _iter_pods(
+    count: int, node_names: list[str], free_gpus: list[int], rng: random.Random, created: dt.datetime
+) -> Iterator[Obj]:
+    for j in range(count):
         ns = _NAMESPACES[j % len(_NAMESPACES)]
         name = f"job-{j:06d}"
+        labels = {"app": name[:9], "team": ns}
         roll = rng.random()
-        if not node_objs or roll < 0.02:
-            pod_objs.append(
-                make_pod(
-                    name,
-                    ns,
-                    phase="Pending",
-                    containers=[{"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 1}}],
-                    labels={"app": name[:9], "team": ns},
-                    created=created,
-                )
-            )
+        if not node_names or roll < 0.02:
+            containers = [{"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 1}}]
+            yield make_pod(name, ns, phase="Pending", containers=containers, labels=labels, created=created)
             continue
-        n = rng.randrange(len(node_objs))
-        want = rng.choice((1, 1, 2, 4, 8))
-        gpu = min(want, free_gpus[n])
+        n = rng.randrange(len(node_names))
+        gpu = min(rng.choice((1, 1, 2, 4, 8)), free_gpus[n])  # never over-commit a node's GPUs
         free_gpus[n] -= gpu
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4, 8))), "memory": f"{rng.choice((4, 8, 16, 32))}Gi"}
         if gpu:
             requests["nvidia.com/gpu"] = gpu
-        pod_objs.append(
-            make_pod(
-                name,
-                ns,
-                node=node_objs[n]["metadata"]["name"],
-                phase="Succeeded" if roll > 0.97 else "Running",
-                containers=[{"name": "main", "requests": requests, "limits": dict(requests)}],
-                priority=rng.choice((0, 0, 1000, 100000)),
-                labels={"app": name[:9], "team": ns},
-                created=created,
-            )
+        yield make_pod(
+            name,
+            ns,
+            node=node_names[n],
+            phase="Succeeded" if roll > 0.97 else "Running",
+            containers=[{"name": "main", "requests": requests, "limits": dict(requests)}],
+            priority=rng.choice((0, 0, 1000, 100000)),
+            labels=labels,
+            created=created,
         )
-    return node_objs, pod_objs
 
 
 # --------------------------------------------------------------------------- storage
 
 
-class _Entry:
-    """One stored object: its item JSON (no kind/apiVersion) and what selectors need."""
-
-    __slots__ = ("data", "rv", "labels", "fields")
-
-    def __init__(self, data: bytes, rv: int, labels: dict[str, str], fields: tuple[str, ...]) -> None:
-        self.data = data
-        self.rv = rv
-        self.labels = labels
-        self.fields = fields
+# One stored object: (item JSON without kind/apiVersion, resourceVersion, labels, selector fields).
+# Plain tuples of strings/bytes/ints on purpose: CPython's cyclic GC untracks such tuples, so
+# 150,000 stored objects cost nothing in full collections.  Class instances (and tuples holding a
+# dict) stay tracked, and a process that also parses big list pages (tests, the benchmark) runs a
+# full collection about once per page: walking 150,000 extra objects each time tripled its cost.
+Labels = tuple[tuple[str, str], ...]  # labels as (key, value) pairs: a dict would keep the tuple tracked
+_Entry = tuple[bytes, int, Labels, tuple[str, ...]]
+# _Entry positions
+_DATA: Final = 0
+_RV: Final = 1
+_LABELS: Final = 2
+_FIELDS: Final = 3
 
 
 class _Store:
@@ -1129,7 +1136,7 @@ class _Event:
         key: Key,
         type_: str,
         data: bytes,
-        labels: dict[str, str],
+        labels: Labels,
         fields: tuple[str, ...],
         prev: _Entry | None,
     ) -> None:
@@ -1140,9 +1147,9 @@ class _Event:
         self.data = data
         self.labels = labels
         self.fields = fields
-        self.prev = prev.data if prev else None
-        self.prev_labels = prev.labels if prev else None
-        self.prev_fields = prev.fields if prev else None
+        self.prev = prev[_DATA] if prev else None
+        self.prev_labels = prev[_LABELS] if prev else None
+        self.prev_fields = prev[_FIELDS] if prev else None
         self._line: bytes | None = None
 
     def line(self, type_: str | None = None) -> bytes:
@@ -1165,6 +1172,10 @@ def _event_line(type_: str, kind: str, data: bytes) -> bytes:
 
 def _full_object(kind: str, data: bytes) -> bytes:
     return _FULL_PREFIX[kind] + data[1:]
+
+
+def _labels_of(obj: Obj) -> Labels:
+    return tuple((str(k), str(v)) for k, v in (obj["metadata"].get("labels") or {}).items())
 
 
 def _extract_fields(kind: str, obj: Obj) -> tuple[str, ...]:
@@ -1287,6 +1298,7 @@ class KubeEmulator:
         self._stats_lock = threading.Lock()
         self._stats: Counter[str] = Counter()
         self._requests: Counter[str] = Counter()
+        self._responses: Counter[str] = Counter()
 
         self._server: _Server | None = None
         self._server_thread: threading.Thread | None = None
@@ -1298,6 +1310,7 @@ class KubeEmulator:
         self._offline_timer: threading.Timer | None = None
         self._chaos_thread: threading.Thread | None = None
         self._chaos_pods: list[Key] = []
+        self._chaos_serial = 0
         self._chaos_stop = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -1394,8 +1407,6 @@ class KubeEmulator:
         out.pop("apiVersion", None)
         md = dict(out.get("metadata") or {})
         out["metadata"] = md
-        if md.get("labels"):
-            md["labels"] = dict(md["labels"])  # entries keep the labels: do not share the caller's dict
         name = md.get("name")
         if not name or not isinstance(name, str):
             raise ApiError(422, f"{_KINDS[kind]} must have metadata.name", "Invalid")
@@ -1423,12 +1434,13 @@ class KubeEmulator:
         """Store ``obj`` under ``key`` (``None`` deletes) with a new rv and record the event. Lock held."""
         store = self._stores[kind]
         prev = store.entries.get(key)
+        if obj is None and prev is None:
+            raise _not_found(kind, key[1])
         self._rv += 1
         rv = self._rv
         if obj is None:
-            if prev is None:
-                raise _not_found(kind, key[1])
-            final = orjson.loads(prev.data)
+            assert prev is not None
+            final = orjson.loads(prev[_DATA])
             final["metadata"]["resourceVersion"] = str(rv)
             data = _dumps_compact(final)
             del store.entries[key]
@@ -1436,14 +1448,14 @@ class KubeEmulator:
             del store.keys[i]
             if kind == PODS:
                 self._pod_namespaces[key[0]] -= 1
-            self._record(_Event(rv, kind, key, "DELETED", data, prev.labels, prev.fields, prev))
+            self._record(_Event(rv, kind, key, "DELETED", data, prev[_LABELS], prev[_FIELDS], prev))
             entry = None
         else:
             obj["metadata"]["resourceVersion"] = str(rv)
             data = _dumps_compact(obj)
-            labels = obj["metadata"].get("labels") or {}
+            labels = _labels_of(obj)
             fields = _extract_fields(kind, obj)
-            entry = _Entry(data, rv, labels, fields)
+            entry = (data, rv, labels, fields)
             store.entries[key] = entry
             if prev is None:
                 if index:
@@ -1485,7 +1497,7 @@ class KubeEmulator:
     def _keep_identity(norm: Obj, given: Mapping[str, Any], prev: _Entry) -> None:
         """A replace is an update: uid and creationTimestamp survive unless the caller gave them."""
         given_md = given.get("metadata") or {}
-        old_md = orjson.loads(prev.data)["metadata"]
+        old_md = orjson.loads(prev[_DATA])["metadata"]
         for field in ("uid", "creationTimestamp"):
             if not given_md.get(field):
                 norm["metadata"][field] = old_md[field]
@@ -1505,9 +1517,9 @@ class KubeEmulator:
             entry = store.entries.get(key)
             if entry is None:
                 raise _not_found(kind, key[1])
-            if expect_rv is not None and expect_rv != str(entry.rv):
+            if expect_rv is not None and expect_rv != str(entry[_RV]):
                 raise _conflict(kind, key[1])
-            current = orjson.loads(entry.data)
+            current = orjson.loads(entry[_DATA])
             # Server-owned identity fields cannot be changed by an update.
             uid, created = current["metadata"]["uid"], current["metadata"]["creationTimestamp"]
             if callable(change):
@@ -1530,10 +1542,10 @@ class KubeEmulator:
                 )
             md["uid"] = uid
             md["creationTimestamp"] = created
-            md["resourceVersion"] = str(entry.rv)
+            md["resourceVersion"] = str(entry[_RV])
             if kind == NODES and self.node_controller:
                 _sync_node_taints(new)
-            if orjson.dumps(new) == entry.data:
+            if orjson.dumps(new) == entry[_DATA]:
                 return new  # like the real API server: a no-op patch changes nothing
             self._commit(kind, key, new)
             return new
@@ -1544,14 +1556,14 @@ class KubeEmulator:
             if entry is None:
                 raise _not_found(kind, key[1])
             self._commit(kind, key, None)
-            obj: Obj = orjson.loads(entry.data)
+            obj: Obj = orjson.loads(entry[_DATA])
             obj["metadata"]["resourceVersion"] = str(self._rv)
             return obj
 
     def _get(self, kind: str, key: Key) -> Obj | None:
         with self._lock:
             entry = self._stores[kind].entries.get(key)
-            return None if entry is None else orjson.loads(entry.data)
+            return None if entry is None else orjson.loads(entry[_DATA])
 
     # ------------------------------------------------------------------ nodes
 
@@ -1631,33 +1643,31 @@ class KubeEmulator:
             batch_rv = self._rv + 1  # the one rv shared by all objects when emit_events is off
             for kind, objs in ((NODES, nodes), (PODS, pods)):
                 store = self._stores[kind]
-                big = False
-                for obj in objs:
-                    norm = self._normalize(kind, obj)
-                    key = self._key(kind, norm)
-                    prev = store.entries.get(key)
-                    existed = prev is not None
-                    if prev is not None:
-                        self._keep_identity(norm, obj, prev)
-                    if emit_events:
-                        # Index lazily when many keys arrive: one sort beats 150k insorts.
-                        big = big or new_keys[kind] > 1000
-                        self._commit(kind, key, norm, notify=False, index=not big)
-                        if big and not existed:
-                            store.keys.append(key)
-                    else:
-                        norm["metadata"]["resourceVersion"] = str(batch_rv)
-                        labels = norm["metadata"].get("labels") or {}
-                        store.entries[key] = _Entry(_dumps_compact(norm), batch_rv, labels, _extract_fields(kind, norm))
-                        if not existed:
-                            store.keys.append(key)
-                            if kind == PODS:
+                lazy_index = False  # past 1,000 new keys: append, then sort once (beats 150k insorts)
+                try:
+                    for obj in objs:
+                        norm = self._normalize(kind, obj)
+                        key = self._key(kind, norm)
+                        prev = store.entries.get(key)
+                        if prev is not None:
+                            self._keep_identity(norm, obj, prev)
+                        else:
+                            new_keys[kind] += 1
+                            lazy_index = lazy_index or new_keys[kind] > 1000 or not emit_events
+                        if emit_events:
+                            self._commit(kind, key, norm, notify=False, index=not lazy_index)
+                        else:
+                            norm["metadata"]["resourceVersion"] = str(batch_rv)
+                            data, labels, fields = _dumps_compact(norm), _labels_of(norm), _extract_fields(kind, norm)
+                            store.entries[key] = (data, batch_rv, labels, fields)
+                            if prev is None and kind == PODS:
                                 self._pod_namespaces[key[0]] += 1
                                 self._touch_namespace(key[0])
-                    if not existed:
-                        new_keys[kind] += 1
-                if big or not emit_events:
-                    store.keys = sorted(set(store.keys))
+                        if prev is None and lazy_index:
+                            store.keys.append(key)
+                finally:  # even when an object is invalid, the index must end up sorted
+                    if lazy_index:
+                        store.keys = sorted(set(store.keys))
             if not emit_events:
                 self._rv = max(self._rv, batch_rv)
                 self._floor_rv = self._rv
@@ -1832,11 +1842,25 @@ class KubeEmulator:
             self._requests[label] += 1
             self._stats["requests_total"] += 1
 
+    def _count_response(self, code: int) -> None:
+        with self._stats_lock:
+            self._responses[str(code)] += 1
+
     def stats(self) -> Obj:
-        """Counters: requests by "verb resource", list pages, watch streams, events sent, ..."""
+        """Counters for tests and the benchmark.
+
+        ``requests``: by "verb resource" ("list pods", "watch nodes", "patch nodes",
+        "fault 429", "control cordon", ...); ``responses``: by HTTP status code
+        ("200", "404", "410", ...; a watch counts as its 200); ``watch_expired``:
+        watches answered with an ERROR 410 event; plus list pages/items, watch
+        streams opened/active/dropped, events and bookmarks sent, faults injected,
+        object counts, the resourceVersion and the history window.
+        """
         with self._stats_lock:
             out: Obj = {
                 "requests": dict(self._requests),
+                "responses": dict(self._responses),
+                "watch_expired": self._stats["watch_expired"],
                 "requests_total": self._stats["requests_total"],
                 "list_pages": self._stats["list_pages"],
                 "list_items": self._stats["list_items"],
@@ -1868,6 +1892,7 @@ class KubeEmulator:
         with self._stats_lock:
             self._stats.clear()
             self._requests.clear()
+            self._responses.clear()
 
     # ------------------------------------------------------------------ serving: lists
 
@@ -1923,8 +1948,7 @@ class KubeEmulator:
                     if data is None:
                         continue
                 else:
-                    entry = entries[key]
-                    data, labels, fields = entry.data, entry.labels, entry.fields
+                    data, _rv, labels, fields = entries[key]
                 if check and not flt(labels, fields):
                     continue
                 items.append(data)
@@ -2016,9 +2040,9 @@ class KubeEmulator:
                 store = self._stores[kind]
                 lo, hi = store.scope(namespace)
                 for key in store.keys[lo:hi]:
-                    entry = store.entries[key]
-                    if flt.empty or flt(entry.labels, entry.fields):
-                        initial.append(entry.data)
+                    data, _rv, labels, fields = store.entries[key]
+                    if flt.empty or flt(labels, fields):
+                        initial.append(data)
             else:
                 try:
                     rv = int(rv_param)
@@ -2026,15 +2050,18 @@ class KubeEmulator:
                     raise ApiError(400, f"invalid resource version: {rv_param!r}", "BadRequest") from None
                 if rv < self._floor_rv:
                     status = ApiError(410, f"too old resource version: {rv} ({self._floor_rv + 1})", "Expired").status()
+                    self._count("watch_expired")
                     return w, [], b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n"
                 w.next_seq = self._first_seq_after(rv)
             self._watches.add(w)
         self._count("watch_streams_opened")
         return w, initial, None
 
-    def _close_watch(self, w: _Watch) -> None:
+    def _close_watch(self, w: _Watch) -> bool:
+        """Unregister a watch; False when drop_watches() got to it first."""
         with self._lock:
             self._watches.discard(w)
+            return not w.dropped
 
     def _watch_poll(self, w: _Watch, timeout: float) -> tuple[list[bytes], int, str]:
         """Wait up to ``timeout`` for events; returns (lines, rv caught up to, state).
@@ -2065,7 +2092,7 @@ class KubeEmulator:
                 # With selectors an object entering/leaving the selection is ADDED/DELETED.
                 now_match = flt(ev.labels, ev.fields)
                 if ev.type == "MODIFIED":
-                    was_match = flt(ev.prev_labels or {}, ev.prev_fields or ())
+                    was_match = flt(ev.prev_labels or (), ev.prev_fields or ())
                     if now_match and was_match:
                         lines.append(ev.line())
                     elif now_match:
@@ -2126,14 +2153,15 @@ class KubeEmulator:
             if not nodes.keys:
                 return "no nodes"
             node = rng.choice(nodes.keys)[1]
-            node_obj = orjson.loads(nodes.entries[("", node)].data)
-            gpu_nodes = [
-                (key[1], int(nodes.entries[key].labels.get("nvidia.com/gpu.count") or 1))
-                for key in rng.sample(nodes.keys, min(20, len(nodes.keys)))
-                if "nvidia.com/gpu.present" in nodes.entries[key].labels
-            ]
+            node_obj = orjson.loads(nodes.entries[("", node)][_DATA])
+            gpu_nodes: list[tuple[str, int]] = []  # (name, GPU count) among a random sample
+            for key in rng.sample(nodes.keys, min(20, len(nodes.keys))):
+                labels = dict(nodes.entries[key][_LABELS])
+                if "nvidia.com/gpu.present" in labels:
+                    gpu_nodes.append((key[1], int(labels.get("nvidia.com/gpu.count") or 1)))
             self._chaos_pods = [k for k in self._chaos_pods if k in pods.entries]
-            chaos_pods = {k: pods.entries[k].fields[3] for k in self._chaos_pods}  # key -> phase
+            phase_index = _FIELD_INDEX[PODS]["status.phase"]
+            chaos_pods = {k: pods.entries[k][_FIELDS][phase_index] for k in self._chaos_pods}
         actions = ("ready", "cordon", "memory", "pod", "pod", "finish", "finish")
         action = "finish" if len(chaos_pods) > 50 else rng.choice(actions)
         conditions = {c["type"]: c["status"] for c in node_obj.get("status", {}).get("conditions", [])}
@@ -2162,7 +2190,9 @@ class KubeEmulator:
         if gpus:
             requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus])
         ns = rng.choice(_NAMESPACES[:5])
-        name = f"chaos-{rng.getrandbits(32):08x}"
+        with self._lock:
+            self._chaos_serial += 1  # unique even when two steps draw the same random bits
+            name = f"chaos-{self._chaos_serial:05d}-{rng.getrandbits(24):06x}"
         pod = make_pod(
             name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}
         )
@@ -2332,6 +2362,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.close_connection:
             lines.append("Connection: close")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.emu._count_response(code)
         if len(body) < 65536:
             self.wfile.write(head + body)
         else:
@@ -2490,7 +2521,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if method == "GET":
             with emu._lock:
                 entry = emu._stores[kind].entries.get(key)
-                data = entry.data if entry else None
+                data = entry[_DATA] if entry else None
             if data is None:
                 raise _not_found(kind, key[1])
             self._send(200, _full_object(kind, data))
@@ -2663,6 +2694,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             raise ApiError(400, "invalid timeoutSeconds", "BadRequest") from None
         w, initial, error = emu._open_watch(kind, namespace, flt, query.get("resourceVersion", ""), self.connection)
+        emu._count_response(200)
         self.wfile.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
             b"Cache-Control: no-cache, private\r\n\r\n"
@@ -2701,6 +2733,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     emu._count("watches_dropped")
                     break
                 if state == "expired":
+                    emu._count("watch_expired")
                     finished = True
                     continue
                 now = time.monotonic()
@@ -2713,7 +2746,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     abrupt = True
                     break
             if not abrupt:
-                self.wfile.write(b"0\r\n\r\n")
+                # Unregister before the terminator: once the client has it, it may reuse this
+                # connection for another request, which drop_watches() must not cut.
+                if not emu._close_watch(w):
+                    abrupt = True  # dropped meanwhile: the socket is already shut down
+                else:
+                    self.wfile.write(b"0\r\n\r\n")
         except OSError:
             abrupt = True
         except Exception:  # a bug mid-stream: the response cannot turn into a Status any more
@@ -2754,7 +2792,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--demo-nodes",
         type=int,
         default=0,
-        help="generate a demo fleet of this many nodes (8 pods each) when no scenario is given",
+        help="generate a demo fleet of this many nodes when no scenario is given",
+    )
+    parser.add_argument(
+        "--demo-pods", type=int, default=None, help="pods in the generated demo fleet (default: 8 per node)"
     )
     parser.add_argument("--chaos", type=float, metavar="SECONDS", help="make one plausible random change every SECONDS")
     parser.add_argument("--seed", type=int, default=None, help="random seed for --chaos and --demo-nodes")
@@ -2767,15 +2808,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     emu = KubeEmulator(history_size=args.history_size, bookmark_interval=args.bookmark_interval)
+    # The source objects are dropped right after loading: the store keeps only serialized bytes.
     if args.scenario:
         with open(args.scenario, "rb") as fh:
             scenario = orjson.loads(fh.read())
         emu.load(
             nodes=scenario.get("nodes", []), pods=scenario.get("pods", []), namespaces=scenario.get("namespaces", [])
         )
+        del scenario
     elif args.demo_nodes:
-        nodes, pods = generate_cluster(args.demo_nodes, seed=args.seed or 0)
-        emu.load(nodes=nodes, pods=pods)
+        nodes, pod_iter = iter_cluster(args.demo_nodes, args.demo_pods, seed=args.seed or 0)
+        emu.load(nodes=nodes, pods=pod_iter)
+        del nodes, pod_iter
+    gc.collect()
     url = emu.start(args.host, args.port)
     kubeconfig = args.kubeconfig or os.path.join(tempfile.gettempdir(), f"kube-emulator-{emu._port}.kubeconfig")
     emu.write_kubeconfig(kubeconfig, context=args.context)

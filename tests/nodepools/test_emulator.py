@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from nodepools.emulator import (
     KubeEmulator,
     SelectorError,
     generate_cluster,
+    iter_cluster,
     json_merge_patch,
     json_patch,
     make_node,
@@ -180,7 +182,7 @@ def test_expired_continue_token_answers_410_expired(emu: KubeEmulator, api: clie
     emu.compact()
     with pytest.raises(client.ApiException) as exc:
         api.list_node(limit=2, _continue=token)
-    assert exc.value.status == 410
+    assert exc.value.status == 410 and emu.stats()["responses"]["410"] == 1
     assert orjson.loads(exc.value.body) == {
         "kind": "Status",
         "apiVersion": "v1",
@@ -384,6 +386,7 @@ def test_watch_with_too_old_resource_version_gets_410(emu: KubeEmulator, api: cl
     with pytest.raises(client.ApiException) as exc:
         list(watch.Watch().stream(api.list_node, resource_version=start_rv, timeout_seconds=5))
     assert exc.value.status == 410
+    assert emu.stats()["watch_expired"] == 2
     # A recent rv inside the window still works; compact() forgets everything.
     recent = str(emu.resource_version - 2)
     resp = api.list_node(watch=True, resource_version=recent, timeout_seconds=0.3, _preload_content=False)
@@ -670,7 +673,7 @@ def test_chaos_keeps_changing_the_cluster(emu: KubeEmulator) -> None:
     time.sleep(0.6)
     emu.stop_chaos()
     assert emu.resource_version > rv + 5
-    described = {emu.chaos_step(__import__("random").Random(i)).split()[0] for i in range(30)}
+    described = {emu.chaos_step(random.Random(i)).split()[0] for i in range(30)}
     assert described <= {"node", "pod"}
 
 
@@ -687,20 +690,43 @@ def test_load_without_events_compacts_and_drops_watches(emu: KubeEmulator, api: 
     assert exc.value.status == 410
 
 
+def test_create_and_delete_through_the_api(emu: KubeEmulator, api: client.CoreV1Api) -> None:
+    created = api.create_namespaced_pod("ml", gpu_pod("job", "ml", None, phase="Pending"))
+    assert created.metadata.uid and created.metadata.namespace == "ml"
+    with pytest.raises(client.ApiException) as exc:
+        api.create_namespaced_pod("ml", gpu_pod("job", "ml", None))
+    assert exc.value.status == 409 and orjson.loads(exc.value.body)["reason"] == "AlreadyExists"
+    api.create_node(make_node("n1"))
+    rv = str(emu.resource_version)
+    api.delete_namespaced_pod("job", "ml")
+    api.delete_node("n1")
+    resp = api.list_pod_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=0.2, _preload_content=False)
+    events = [orjson.loads(line) for line in watch.watch.iter_resp_lines(resp) if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("DELETED", "job")]
+    assert api.list_node().items == [] and emu.get_pod("ml", "job") is None
+
+
 # --------------------------------------------------------------------------- scale
 
 
 def test_scale_list_50k_pods_in_pages_of_500(emu: KubeEmulator, api: client.CoreV1Api) -> None:
     started = time.monotonic()
-    nodes, pods = generate_cluster(5000, 50_000, seed=1)
-    emu.load(nodes=nodes, pods=pods)
-    del nodes, pods
+    nodes, pod_iter = iter_cluster(5000, 50_000, seed=1)
+    emu.load(nodes=nodes, pods=pod_iter)
+    del nodes, pod_iter
     load_seconds = time.monotonic() - started
     started = time.monotonic()
-    items, metas = list_all(api.list_pod_for_all_namespaces, 500)
+    keys: set[tuple[str, str]] = set()  # keep keys only, like a sync that stores what it needs
+    token, pages = None, 0
+    while True:
+        body = orjson.loads(api.list_pod_for_all_namespaces(limit=500, _continue=token, _preload_content=False).data)
+        keys.update((p["metadata"]["namespace"], p["metadata"]["name"]) for p in body["items"])
+        pages += 1
+        token = body["metadata"].get("continue")
+        if not token:
+            break
     list_seconds = time.monotonic() - started
-    assert len(items) == 50_000 and len(metas) == 100
-    assert len({(p["metadata"]["namespace"], p["metadata"]["name"]) for p in items}) == 50_000
+    assert len(keys) == 50_000 and pages == 100
     node_items, _ = list_all(api.list_node, 500)
     assert len(node_items) == 5000
     print(f"\ngenerate+load {load_seconds:.2f}s, list 50k pods in 100 pages {list_seconds:.2f}s")
@@ -708,6 +734,22 @@ def test_scale_list_50k_pods_in_pages_of_500(emu: KubeEmulator, api: client.Core
 
 
 # --------------------------------------------------------------------------- pure helpers
+
+
+def test_generated_cluster_is_deterministic_and_lazy_variant_matches() -> None:
+    nodes, pods = generate_cluster(12, 40, seed=5)
+    lazy_nodes, lazy_pods = iter_cluster(12, 40, seed=5)
+    assert nodes == lazy_nodes and pods == list(lazy_pods)
+    assert len({n["metadata"]["name"] for n in nodes}) == 12 and len(pods) == 40
+    for node in nodes:  # GPUs are never over-committed
+        gpus = int(node["status"]["capacity"].get("nvidia.com/gpu", "0"))
+        used = sum(
+            int(c["resources"].get("requests", {}).get("nvidia.com/gpu", 0))
+            for p in pods
+            if p["spec"].get("nodeName") == node["metadata"]["name"]
+            for c in p["spec"]["containers"]
+        )
+        assert used <= gpus
 
 
 def test_make_node_is_realistic() -> None:
