@@ -20,10 +20,9 @@ migrate: install
 demo: migrate
 	$(BIN)/python manage.py demo
 
-run: demo
-	@echo
-	@echo "Serving on http://127.0.0.1:8000  (log in with one of the demo logins above; Ctrl-C stops)"
-	$(BIN)/daphne -b 127.0.0.1 -p 8000 console.asgi:application
+# The demo cluster served by the Kubernetes API emulator, the sync and the web server; Ctrl-C stops all.
+run: migrate
+	$(BIN)/python manage.py run_demo
 
 test: install
 	$(BIN)/python -m pytest

@@ -1,2 +1,20 @@
-"""REST API under /api/v1/, its OpenAPI schema at /api/schema/ and docs at /api/docs/."""
-urlpatterns: list = []
+"""REST API under /api/v1/, its OpenAPI schema at /api/schema/ and docs at /api/docs/.
+
+Every app's `api/urls.py` contributes its routes; all are named in the one namespace `api`.
+"""
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from audit.api.urls import urlpatterns as audit_api
+from nodepools.api.urls import urlpatterns as nodepools_api
+from projects.api.urls import urlpatterns as projects_api
+from usage.api.urls import urlpatterns as usage_api
+
+api_v1 = [*nodepools_api, *projects_api, *audit_api, *usage_api]
+
+urlpatterns = [
+    path("api/v1/", include((api_v1, "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # The split view serves Swagger UI's start-up script as a file, so the CSP needs no inline script.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+]

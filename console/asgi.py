@@ -1,4 +1,8 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne)."""
+"""ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne).
+
+Websockets are origin-checked against ALLOWED_HOSTS and carry the Django session (AuthMiddlewareStack);
+the consumer refuses anonymous connections and joins only the clusters the user may view.
+"""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -6,6 +10,16 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from nodepools.consumers import LiveConsumer  # noqa: E402
+
+websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]
+
+application = ProtocolTypeRouter({
+    "http": django_asgi_app,
+    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+})

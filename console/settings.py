@@ -47,14 +47,19 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "nodepools",
     "projects",
     "audit",
+    "accounts",
+    "usage",
+    "ui",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "console.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -139,10 +144,56 @@ WHITENOISE_AUTOREFRESH = DEBUG
 DJANGO_TABLES2_TEMPLATE = "django_tables2/bootstrap5.html"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # Personal API tokens (Authorization: Bearer ...) or the browser session (with CSRF on writes).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "console.api.Pagination",
+    "EXCEPTION_HANDLER": "console.api.exception_handler",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU capacity console API",
+    "DESCRIPTION": (
+        "Clusters, node pools, nodes, departments, projects, quotas, priority lists, role assignments, the "
+        "audit trail and usage history. Authenticate with a personal API token (`Authorization: Bearer <token>`, "
+        "created under /account/tokens/) or the browser session (writes then need the `X-CSRFToken` header). "
+        "Errors are JSON: `{\"detail\": ..., \"errors\": {field: [messages]}}`. Quota writes need `If-Match` "
+        "with the ETag of the last read: 412 when it is stale, 428 when it is missing."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's assets come from the drf-spectacular-sidecar package, served by the app (no CDN).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {"PlacementStrategyEnum": "nodepools.models.PlacementStrategy"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.api.document_error_responses",
+    ],
+}
+
+# Content-Security-Policy (console/security.py). Styles allow 'unsafe-inline' for htmx's indicator
+# style and Swagger UI's page style; scripts are same-origin files only.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+# Login throttling (console/security.py): after this many failures for one username from one address
+# within the window (seconds), further attempts are refused until the window has passed.
+LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+LOGIN_FAILURE_WINDOW = int(os.environ.get("LOGIN_FAILURE_WINDOW", "900"))
+# Usage history (usage/): seconds between snapshots taken by `manage.py snapshot_usage`.
+USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
 
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
@@ -150,7 +201,7 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {

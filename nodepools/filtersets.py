@@ -5,6 +5,7 @@ Choice lists are restricted to what the requesting user may see, so a filter nev
 from __future__ import annotations
 
 import django_filters
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
@@ -12,6 +13,25 @@ from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatu
 
 def _user(request):
     return getattr(request, "user", None)
+
+
+class _IdsField(django_filters.fields.ModelMultipleChoiceField):
+    """Refuses ids that are not 64-bit integers before asking the database (which would fail with a 500)."""
+
+    def _check_values(self, value):
+        if (self.to_field_name or "pk") == "pk":
+            for item in value:
+                try:
+                    number = int(str(item))
+                except ValueError:
+                    continue  # the field's own message ("… is not a valid value") follows
+                if not -(2**63) <= number < 2**63:
+                    raise ValidationError(f"“{item}” is not a valid id.", code="invalid_pk_value")
+        return super()._check_values(value)
+
+
+class ModelMultipleChoiceFilter(django_filters.ModelMultipleChoiceFilter):
+    field_class = _IdsField
 
 
 def visible_clusters(request):
@@ -47,7 +67,7 @@ class ClusterFilterSet(SearchMixin, django_filters.FilterSet):
 class NodePoolFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "label_key", "label_value", "description")
     q = django_filters.CharFilter(method="search", label="Search")
-    cluster = django_filters.ModelMultipleChoiceFilter(queryset=visible_clusters)
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
     gpu_placement = django_filters.CharFilter()
     cpu_placement = django_filters.CharFilter()
 
@@ -59,8 +79,8 @@ class NodePoolFilterSet(SearchMixin, django_filters.FilterSet):
 class NodeFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "gpu_product", "instance_type", "zone")
     q = django_filters.CharFilter(method="search", label="Search")
-    cluster = django_filters.ModelMultipleChoiceFilter(queryset=visible_clusters)
-    pool = django_filters.ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
+    pool = ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
     status = django_filters.MultipleChoiceFilter(choices=NodeStatus.choices)
     reason = django_filters.CharFilter(method="filter_reason", label="Not-ready reason")
     gpu_product = django_filters.CharFilter(label="GPU type")
@@ -80,7 +100,7 @@ class NodeFilterSet(SearchMixin, django_filters.FilterSet):
 class PodFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "namespace")
     q = django_filters.CharFilter(method="search", label="Search")
-    cluster = django_filters.ModelMultipleChoiceFilter(queryset=visible_clusters)
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
     namespace = django_filters.CharFilter()
     phase = django_filters.CharFilter()
     node = django_filters.CharFilter(field_name="node_name")

@@ -260,38 +260,24 @@ POD_FIELDS = [
 def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, int]:
     """Make the mirror of a cluster equal to these Node and Pod objects (a full list).
 
-    Malformed objects are logged by name and skipped. Rows missing from the lists are removed.
-    Returns counts of rows kept and objects skipped.
+    The same engine as the live sync (`nodepools.sync.Mirror`): malformed objects are logged by name and
+    skipped, rows missing from the lists are removed, only changed rows are written, and pool
+    membership and node status are derived for the nodes concerned. Returns counts of rows kept and
+    objects skipped.
     """
-    node_rows, pod_rows, skipped = [], [], 0
+    from nodepools.sync import NODES, PODS, Mirror
+
+    mirror = Mirror(cluster)
+    seen_nodes: set = set()
+    seen_pods: set = set()
     for obj in nodes:
-        try:
-            node_rows.append(node_from_object(cluster, obj))
-        except (KeyError, TypeError, ValueError) as exc:
-            skipped += 1
-            logger.warning("cluster %s: skipped malformed Node %s: %s", cluster, _object_name(obj), exc)
+        mirror.apply(NODES, obj, seen_nodes)
     for obj in pods:
-        try:
-            pod_rows.append(pod_from_object(cluster, obj))
-        except (KeyError, TypeError, ValueError) as exc:
-            skipped += 1
-            logger.warning("cluster %s: skipped malformed Pod %s: %s", cluster, _object_name(obj), exc)
-    Node.objects.bulk_create(
-        node_rows, update_conflicts=True, unique_fields=["cluster", "name"], update_fields=NODE_FIELDS, batch_size=500
-    )
-    Node.objects.filter(cluster=cluster).exclude(name__in=[n.name for n in node_rows]).delete()
-    Pod.objects.bulk_create(
-        pod_rows, update_conflicts=True, unique_fields=["cluster", "namespace", "name"], update_fields=POD_FIELDS,
-        batch_size=500,
-    )
-    keep = {(p.namespace, p.name) for p in pod_rows}
-    stale = [pk for pk, ns, name in Pod.objects.filter(cluster=cluster).values_list("pk", "namespace", "name")
-             if (ns, name) not in keep]
-    Pod.objects.filter(pk__in=stale).delete()
-    pods_link(cluster=cluster)
-    nodes_assign_pools(cluster=cluster)
-    nodes_refresh_status(cluster=cluster)
-    return {"nodes": len(node_rows), "pods": len(pod_rows), "skipped": skipped}
+        mirror.apply(PODS, obj, seen_pods)
+    mirror.sweep(NODES, seen_nodes)
+    mirror.sweep(PODS, seen_pods)
+    mirror.flush()
+    return {"nodes": len(mirror.nodes), "pods": len(mirror.pods), "skipped": mirror.skipped}
 
 
 def _object_name(obj: Any) -> str:
@@ -349,3 +335,37 @@ def nodes_refresh_status(*, cluster: Cluster) -> int:
             changed.append(node)
     Node.objects.bulk_update(changed, ["status", "status_reasons"], batch_size=500)
     return len(changed)
+
+
+def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool) -> None:
+    """Move a node to a pool by setting the pool's label on the Node in the cluster (DOMAIN §3).
+
+    The labels of the node's other pools are removed (moving to `default` removes every pool label the
+    node carries). The database is not written here: the sync's watch brings the change back. A patch
+    the API refuses raises ValidationError naming the node and the API's message, and changes nothing.
+    """
+    _require_system_admin(actor, "move nodes between pools")
+    if pool.cluster_id != node.cluster_id:
+        raise ValidationError({"pool": f"Pool '{pool.name}' belongs to another cluster than node '{node.name}'."})
+    from kubernetes import client
+
+    from nodepools.sync import api_client_for, api_error_message
+
+    labels: dict[str, str | None] = {}
+    for other in node.cluster.pools.exclude(pk=pool.pk).exclude(is_default=True):
+        if node.labels.get(other.label_key) == other.label_value and other.label_key != pool.label_key:
+            labels[other.label_key] = None
+    if not pool.is_default:
+        labels[pool.label_key] = pool.label_value
+    before = {"pool": node.pool.name if node.pool_id else None, "labels": {k: node.labels.get(k) for k in labels}}
+    try:
+        with api_client_for(node.cluster) as api_client:
+            client.CoreV1Api(api_client).patch_node(
+                node.name, {"metadata": {"labels": labels}}, _request_timeout=(5, 15)
+            )
+    except Exception as exc:
+        raise ValidationError(
+            {"pool": f"Could not move node '{node.name}' to pool '{pool.name}': {api_error_message(exc)}"}
+        ) from None
+    audit_record(actor=actor, action=AuditEvent.Action.MOVE, obj=node, before=before,
+                 after={"pool": pool.name, "labels": labels})

@@ -1,10 +1,278 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+"""Pages of clusters, node pools and nodes. Thin: they read through selectors (restricted to what
+the user may see) and write through services; a 404 hides what the user may not see."""
+from __future__ import annotations
 
-from nodepools import selectors
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Q
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from nodepools import selectors, services
+from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
+from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
+from nodepools.models import Cluster, Node, NodePool
+from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
+from projects.access import is_system_admin
+from ui.pages import table_page
+from ui.tables import table_build
+from ui.views import form_errors_from
+
+SESSION_CLUSTER = "console.cluster"
+
+
+def _require_admin(request) -> None:
+    if not is_system_admin(request.user):
+        raise PermissionDenied("Only system administrators may do this.")
+
+
+def current_cluster(request, clusters=None) -> Cluster | None:
+    """The cluster the user last switched to (kept in the session), else the first one it may see."""
+    clusters = clusters if clusters is not None else selectors.cluster_list(user=request.user)
+    wanted = request.session.get(SESSION_CLUSTER)
+    return (clusters.filter(pk=wanted).first() if wanted else None) or clusters.first()
 
 
 @login_required
 def home(request):
-    """Each pool the user may see, with its nodes and GPUs total / allocated / free."""
-    return render(request, "home.html", {"pools": selectors.pool_list(user=request.user)})
+    """Department managers land on their departments; everyone else on the current cluster's overview."""
+    from projects.selectors import landing_departments
+
+    departments = landing_departments(user=request.user)
+    if departments is not None:
+        if len(departments) == 1:
+            return redirect("department-detail", departments[0])
+        return redirect("department-list")
+    cluster = current_cluster(request)
+    if cluster is None:
+        return render(request, "home.html", {"cluster": None})
+    return overview(request, cluster)
+
+
+@login_required
+def cluster_overview(request, pk: int):
+    cluster = get_object_or_404(selectors.cluster_list(user=request.user), pk=pk)
+    request.session[SESSION_CLUSTER] = cluster.pk
+    return overview(request, cluster)
+
+
+def overview(request, cluster: Cluster):
+    """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
+    from projects.selectors import overview_chart
+    from ui.charts import quota_bars
+
+    pools = list(selectors.pool_table_list(user=request.user, cluster=cluster))
+    # One pass over the cluster's pods serves the pool totals and the chart.
+    usage = selectors.pod_usage(NodePool.objects.filter(cluster=cluster).values_list("pk", flat=True))
+    selectors.pools_attach_usage(pools, usage)
+    table = table_build(request, OverviewPoolTable, pools, paginate=False)
+    context = {
+        "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
+        "column_choices": OverviewPoolTable.column_choices(request.user),
+        "chart": quota_bars(overview_chart(user=request.user, cluster=cluster, usage=usage)),
+        "live_clusters": [cluster.pk],
+    }
+    template = "home.html"
+    if request.htmx and request.htmx.target == "table":
+        template += "#table"
+    return render(request, template, context)
+
+
+@login_required
+def cluster_switch(request):
+    """The cluster switcher (a GET form): remember the choice and show that cluster's overview."""
+    try:
+        pk = int(request.GET.get("cluster", ""))
+    except ValueError:
+        raise Http404("No such cluster.")
+    cluster = get_object_or_404(selectors.cluster_list(user=request.user), pk=pk)
+    request.session[SESSION_CLUSTER] = cluster.pk
+    return redirect("cluster-overview", cluster.pk)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Node pools
+
+@login_required
+def pool_list(request):
+    pools = selectors.pool_table_list(user=request.user)
+    return table_page(
+        request, template="nodepools/pool_list.html", table_class=NodePoolTable, queryset=pools,
+        filterset_class=NodePoolFilterSet, csv_name="node-pools", dropdown_fields=["cluster"],
+        rows_hook=lambda rows: selectors.pools_attach_usage(list(rows)),
+        context={"can_add": is_system_admin(request.user),
+                 "live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
+    )
+
+
+@login_required
+def pool_detail(request, pk: int):
+    from projects.models import Quota
+
+    from projects.selectors import quotas_attach_allocation
+
+    pool = get_object_or_404(selectors.pool_table_list(user=request.user), pk=pk)
+    usage = selectors.pod_usage([pool.pk])
+    selectors.pools_attach_usage([pool], usage)
+    nodes = table_build(request, NodeTable, selectors.node_table_list(user=request.user,
+                                                                      sort=request.GET.get("nodes-sort", ""))
+                        .filter(pool=pool), prefix="nodes-")
+    quotas = quotas_attach_allocation(list(
+        Quota.objects.restrict(request.user, "view").filter(pool=pool)
+        .select_related("department", "project__department")
+        .order_by("department__name", "project__department__name", "project__name")), usage=usage)
+    conflicts = (selectors.node_list(user=request.user).filter(cluster=pool.cluster)
+                 .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
+    conflicts = [n for n in conflicts if pool.name in n.pool_conflicts]
+    context = {
+        "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts,
+        "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
+        "department_quotas": [q for q in quotas if q.department_id],
+        "project_quotas": [q for q in quotas if q.project_id],
+    }
+    template = "nodepools/pool_detail.html"
+    if request.htmx and request.htmx.target == "table":
+        template += "#table"
+    return render(request, template, context)
+
+
+@login_required
+def pool_create(request):
+    _require_admin(request)
+    clusters = selectors.cluster_list(user=request.user)
+    initial = {"cluster": request.GET.get("cluster") or (current_cluster(request, clusters) or Cluster()).pk}
+    form = PoolCreateForm(request.POST or None, clusters=clusters, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        try:
+            pool = services.pool_create(actor=request.user, **data)
+        except ValidationError as exc:
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Node pool '{pool.name}' created: nodes labelled {pool.label} belong to it.")
+            _hint(pool.cluster_id, ["pools", "nodes", "quotas"])
+            return redirect("pool-detail", pool.pk)
+    return render(request, "nodepools/pool_form.html", {"form": form, "pool": None})
+
+
+@login_required
+def pool_edit(request, pk: int):
+    _require_admin(request)
+    pool = get_object_or_404(NodePool.objects.restrict(request.user, "change"), pk=pk)
+    fields = ["description", "gpu_placement", "cpu_placement", "gpu_limit"]
+    if not pool.is_default:
+        fields = ["name", "label_key", "label_value"] + fields
+    form = PoolForm(request.POST or None, default_pool=pool.is_default,
+                    initial={name: getattr(pool, name) for name in fields})
+    if request.method == "POST" and form.is_valid():
+        changes = {k: v for k, v in form.cleaned_data.items() if getattr(pool, k) != v}
+        try:
+            services.pool_update(actor=request.user, pool=pool, **changes)
+        except ValidationError as exc:
+            pool.refresh_from_db()
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Node pool '{pool.name}' saved.")
+            _hint(pool.cluster_id, ["pools", "nodes"])
+            return redirect("pool-detail", pool.pk)
+    return render(request, "nodepools/pool_form.html", {"form": form, "pool": pool})
+
+
+@login_required
+def pool_delete(request, pk: int):
+    """A confirmation page that says what happens to the pool's nodes, workloads and quota rows."""
+    _require_admin(request)
+    pool = get_object_or_404(selectors.pool_table_list(user=request.user), pk=pk)
+    selectors.pools_attach_usage([pool])
+    if pool.is_default:
+        messages.error(request, "The default pool cannot be deleted: it holds every node that matches no other pool.")
+        return redirect("pool-detail", pool.pk)
+    quotas = pool.quotas.aggregate(rows=Count("pk"), nonzero=Count("pk", filter=Q(gpu_deserved__gt=0)))
+    needs_confirmation = bool(pool.node_count or pool.workload_count)
+    form = PoolDeleteForm(request.POST if request.method == "POST" else None, needs_confirmation=needs_confirmation)
+    if request.method == "POST" and form.is_valid():
+        name, cluster_id = pool.name, pool.cluster_id
+        try:
+            services.pool_delete(actor=request.user, pool=NodePool.objects.get(pk=pool.pk))
+        except ValidationError as exc:
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Node pool '{name}' deleted; its {pool.node_count} node(s) are now in the "
+                                      "default pool.")
+            _hint(cluster_id, ["pools", "nodes"])
+            return redirect(reverse("pool-list"))
+    return render(request, "nodepools/pool_confirm_delete.html", {
+        "pool": pool, "form": form, "needs_confirmation": needs_confirmation, "quotas": quotas,
+        "quota_owners": pool.quotas.filter(gpu_deserved__gt=0).select_related("department", "project"),
+    })
+
+
+def _hint(cluster_id: int, kinds) -> None:
+    """Tell live pages of this cluster to refetch (the sync does the same after its writes)."""
+    from nodepools import hints
+
+    try:
+        hints.publish(cluster_id, kinds)
+    except Exception:  # a live-update hiccup must never fail the write that already happened
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nodes
+
+@login_required
+def node_list(request):
+    nodes = selectors.node_table_list(user=request.user, sort=request.GET.get("sort", ""))
+    visible = selectors.node_list(user=request.user).order_by()
+    return table_page(
+        request, template="nodepools/node_list.html", table_class=NodeTable, queryset=nodes,
+        filterset_class=NodeFilterSet, csv_name="nodes", dropdown_fields=["cluster", "pool", "status"],
+        dropdown_values={
+            "gpu_product": sorted(set(visible.values_list("gpu_product", flat=True).distinct())),
+            "zone": sorted(set(visible.values_list("zone", flat=True).distinct())),
+        },
+        context={"live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
+    )
+
+
+@login_required
+def node_detail(request, pk: int):
+    node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
+    selectors.nodes_attach_usage([node])
+    pods = table_build(request, PodTable, selectors.pod_list(user=request.user, node=node), prefix="pods-")
+    can_move = is_system_admin(request.user)
+    context = {
+        "node": node, "pods": pods, "can_move": can_move, "live_clusters": [node.cluster_id],
+        "move_form": NodeMoveForm(node=node) if can_move else None,
+        "labels": sorted(node.labels.items()),
+    }
+    template = "nodepools/node_detail.html"
+    if request.htmx and request.htmx.target == "table":
+        template += "#table"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def node_move(request, pk: int):
+    _require_admin(request)
+    node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
+    form = NodeMoveForm(request.POST, node=node)
+    if form.is_valid():
+        pool = form.cleaned_data["pool"]
+        try:
+            services.node_move_to_pool(actor=request.user, node=node, pool=pool)
+        except ValidationError as exc:
+            for message in exc.messages:
+                messages.error(request, message)
+        else:
+            messages.success(request, f"Node '{node.name}' is being moved to pool '{pool.name}': its label was set "
+                                      "in the cluster; this page follows when the sync sees it.")
+    else:
+        for errors in form.errors.values():
+            for message in errors:
+                messages.error(request, message)
+    return redirect("node-detail", node.pk)

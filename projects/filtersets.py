@@ -4,7 +4,7 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 
-from nodepools.filtersets import SearchMixin, visible_clusters, visible_pools
+from nodepools.filtersets import ModelMultipleChoiceFilter, SearchMixin, visible_clusters, visible_pools
 from projects.access import Role, ScopeType
 from projects.models import Department, Project, Quota, RoleAssignment
 
@@ -20,7 +20,7 @@ def visible_projects(request):
 class DepartmentFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "description")
     q = django_filters.CharFilter(method="search", label="Search")
-    cluster = django_filters.ModelMultipleChoiceFilter(queryset=visible_clusters)
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
 
     class Meta:
         model = Department
@@ -30,8 +30,8 @@ class DepartmentFilterSet(SearchMixin, django_filters.FilterSet):
 class ProjectFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "description", "namespaces__name")
     q = django_filters.CharFilter(method="search", label="Search")
-    cluster = django_filters.ModelMultipleChoiceFilter(queryset=visible_clusters)
-    department = django_filters.ModelMultipleChoiceFilter(queryset=visible_departments)
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
+    department = ModelMultipleChoiceFilter(queryset=visible_departments)
 
     class Meta:
         model = Project
@@ -42,12 +42,12 @@ class ProjectFilterSet(SearchMixin, django_filters.FilterSet):
 
 
 class QuotaFilterSet(django_filters.FilterSet):
-    cluster = django_filters.ModelMultipleChoiceFilter(field_name="pool__cluster", queryset=visible_clusters)
-    pool = django_filters.ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
-    department = django_filters.ModelMultipleChoiceFilter(
+    cluster = ModelMultipleChoiceFilter(field_name="pool__cluster", queryset=visible_clusters)
+    pool = ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
+    department = ModelMultipleChoiceFilter(
         queryset=visible_departments, method="filter_department", label="Department (and its projects)"
     )
-    project = django_filters.ModelMultipleChoiceFilter(queryset=visible_projects)
+    project = ModelMultipleChoiceFilter(queryset=visible_projects)
     owner = django_filters.ChoiceFilter(choices=[("department", "Departments"), ("project", "Projects")],
                                         method="filter_owner")
 
@@ -71,8 +71,8 @@ class QuotaFilterSet(django_filters.FilterSet):
 class RoleAssignmentFilterSet(django_filters.FilterSet):
     role = django_filters.MultipleChoiceFilter(choices=Role.choices)
     scope_type = django_filters.MultipleChoiceFilter(choices=ScopeType.choices)
-    department = django_filters.ModelMultipleChoiceFilter(queryset=visible_departments)
-    project = django_filters.ModelMultipleChoiceFilter(queryset=visible_projects)
+    department = ModelMultipleChoiceFilter(queryset=visible_departments)
+    project = ModelMultipleChoiceFilter(queryset=visible_projects)
     username = django_filters.CharFilter(field_name="user__username", lookup_expr="icontains")
 
     class Meta:

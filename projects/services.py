@@ -19,7 +19,7 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from console.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
-from projects.access import Role, ScopeType, forget_grants, user_can
+from projects.access import ScopeType, forget_grants, user_can
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota, RoleAssignment
 
 
@@ -178,7 +178,8 @@ def _namespaces_replace(project: Project, namespaces: list[str]) -> list[Project
         try:
             row.full_clean(exclude=["cluster", "project"], validate_unique=False)
         except ValidationError as exc:
-            raise ValidationError({"namespaces": [f"'{name}': {m}" for m in exc.message_dict.get("name", exc.messages)]})
+            messages = exc.message_dict.get("name", exc.messages)
+            raise ValidationError({"namespaces": [f"'{name}': {m}" for m in messages]}) from None
         clash = ProjectNamespace.objects.filter(cluster_id=project.cluster_id, name=name).exclude(project=project).first()
         if clash:
             raise ValidationError({"namespaces": f"Namespace '{name}' already belongs to project '{clash.project}'."})
@@ -238,9 +239,6 @@ _RESOURCES = (  # (deserved field, label, unit, allocation annotation in the sam
 class QuotaResult:
     quota: Quota
     warnings: list[str] = field(default_factory=list)
-
-
-_UNSET = object()
 
 
 @transaction.atomic

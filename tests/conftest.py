@@ -136,3 +136,17 @@ def users(org):
     services.role_assign(actor=None, role=Role.RESEARCHER, user=made["researcher"], project=org.rnd_a)
     services.role_assign(actor=None, role=Role.VIEWER, user=made["cluster_viewer"], cluster=org.cluster)
     return made
+
+
+@pytest.fixture
+def api():
+    """`api(user)`: a DRF test client logged in as `user` (None: anonymous); session auth, CSRF not enforced."""
+    from rest_framework.test import APIClient
+
+    def make(user=None):
+        client = APIClient()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return make

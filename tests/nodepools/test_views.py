@@ -1,33 +1,42 @@
-"""The home page: each pool the user may see, with nodes and GPUs total / allocated / free."""
+"""Pages of clusters, node pools and nodes: what each role sees, may do, and is refused."""
 import re
 
 import pytest
 from django.urls import reverse
 
+from nodepools.models import Node, NodePool
+from tests.pages import ROLES, first_column, headers, htmx, login, page_text, table_rows, text
 
-def rows(response):
-    """Table rows of the home page as lists of cell texts."""
-    html = response.content.decode()
-    if "<tbody>" not in html:
-        return []
-    return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1], re.S)]
+SEEING = ["sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer"]
 
+
+@pytest.fixture
+def other(db):
+    from nodepools import services
+
+    cluster = services.cluster_create(actor=None, name="other")
+    services.pool_create(actor=None, cluster=cluster, name="t4", label_key="gpu-type", label_value="T4")
+    return cluster
+
+
+# --- Log in, log out, landing ------------------------------------------------------------------------
 
 def test_anonymous_users_are_sent_to_log_in(client, db):
-    response = client.get(reverse("home"))
-    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+    for url in [reverse("home"), reverse("pool-list"), reverse("node-list"), reverse("department-list")]:
+        response = client.get(url)
+        assert response.status_code == 302 and response.url.startswith(reverse("login")), url
 
 
-def test_login_then_home_lists_pools_with_gpu_numbers(client, org, users):
+def test_login_then_overview_lists_pools_with_gpu_numbers(client, org, users):
     org.run("train-1", org.rnd_a, "a100-1", gpus=3)
     response = client.post(reverse("login"), {"username": "sysadmin", "password": "pw-sysadmin"}, follow=True)
     assert response.status_code == 200
-    assert rows(response) == [
-        # cluster, pool, status, label, nodes, GPUs total, ready, allocated, free
-        ["lab", "default", "Ready", "—", "2", "8", "8", "0", "8"],
-        ["lab", "a100", "Ready", "gpu-type=A100", "2", "8", "8", "3", "5"],
+    assert table_rows(response) == [
+        # pool, status, label, nodes, GPUs total, ready, allocated, free
+        ["default", "Ready", "—", "2", "8", "8", "0", "8"],
+        ["a100", "Ready", "gpu-type=A100", "2", "8", "8", "3", "5"],
     ]
+    assert "Cluster lab" in text(response.content.decode())
 
 
 def test_wrong_password_is_refused(client, users):
@@ -36,27 +45,412 @@ def test_wrong_password_is_refused(client, users):
 
 
 def test_user_without_roles_sees_no_pools(client, users):
-    client.force_login(users["nobody"])
+    login(client, users, "nobody")
     response = client.get(reverse("home"))
-    assert b"No node pools you may see yet" in response.content and rows(response) == []
+    assert b"No node pools you may see yet" in response.content and table_rows(response) == []
 
 
-@pytest.mark.parametrize("role", ["rnd_admin", "rnd_viewer", "researcher"])
-def test_scoped_roles_see_their_clusters_pools(client, users, second_cluster_pool, role):
-    client.force_login(users[role])
-    assert [row[:2] for row in rows(client.get(reverse("home")))] == [["lab", "default"], ["lab", "a100"]]
+@pytest.mark.parametrize("role", ["rnd_admin", "rnd_viewer"])
+def test_department_managers_land_on_their_department(client, org, users, role):
+    login(client, users, role)
+    response = client.get(reverse("home"))
+    assert response.status_code == 302 and response.url == reverse("department-detail", args=[org.rnd.pk])
 
 
-@pytest.fixture
-def second_cluster_pool(db):
-    from nodepools import services
-
-    other = services.cluster_create(actor=None, name="other")
-    return services.pool_create(actor=None, cluster=other, name="t4", label_key="gpu-type", label_value="T4")
+@pytest.mark.parametrize("role", ["proj_admin", "researcher", "cluster_viewer"])
+def test_other_scoped_roles_land_on_their_clusters_overview(client, users, other, role):
+    login(client, users, role)
+    response = client.get(reverse("home"))
+    assert first_column(response) == ["default", "a100"]
 
 
 def test_logout(client, users):
-    client.force_login(users["sysadmin"])
+    login(client, users, "sysadmin")
     response = client.post(reverse("logout"))
     assert response.status_code == 302
     assert client.get(reverse("home")).status_code == 302
+
+
+# --- Overview and the cluster switcher -------------------------------------------------------------
+
+def test_cluster_switcher_lists_only_visible_clusters_and_remembers_the_choice(client, org, users, other):
+    login(client, users, "sysadmin")
+    page = client.get(reverse("home")).content.decode()
+    assert '<option value="%d"' % other.pk in page and '<option value="%d"' % org.cluster.pk in page
+    response = client.get(reverse("cluster-switch"), {"cluster": other.pk})
+    assert response.url == reverse("cluster-overview", args=[other.pk])
+    assert first_column(client.get(reverse("home"))) == ["default", "t4"]
+    # The quota link of the navigation follows the current cluster.
+    assert reverse("quota-grid", args=[other.pk]) in client.get(reverse("home")).content.decode()
+
+
+def test_cluster_switcher_refuses_a_cluster_the_user_may_not_see(client, users, other):
+    login(client, users, "rnd_viewer")
+    assert f'<option value="{other.pk}"'.encode() not in client.get(reverse("pool-list")).content
+    assert client.get(reverse("cluster-switch"), {"cluster": other.pk}).status_code == 404
+    assert client.get(reverse("cluster-switch"), {"cluster": "x"}).status_code == 404
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_overview_page_per_role(client, org, users, role):
+    login(client, users, role)
+    response = client.get(reverse("cluster-overview", args=[org.cluster.pk]))
+    if role == "nobody":
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    assert first_column(response) == ["default", "a100"]
+
+
+def test_overview_chart_shows_deserved_allocated_and_over_quota_per_department_and_pool(client, org, users):
+    from projects import services
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=2)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=3)
+    login(client, users, "sysadmin")
+    page = client.get(reverse("cluster-overview", args=[org.cluster.pk])).content.decode()
+    assert "<svg" in page
+    assert "a100 · rnd: Deserved 2 GPUs" in page
+    assert "a100 · rnd: Allocated 3 GPUs" in page
+    assert "a100 · rnd: Over quota 1 GPUs" in page
+
+
+def test_overview_chart_shows_only_the_users_departments(client, org, users):
+    login(client, users, "rnd_viewer")
+    page = client.get(reverse("cluster-overview", args=[org.cluster.pk])).content.decode()
+    assert "a100 · rnd" in page and "· ops" not in page
+
+
+def test_overview_htmx_refresh_returns_only_the_table_partial(client, org, users):
+    login(client, users, "sysadmin")
+    response = htmx(client, reverse("cluster-overview", args=[org.cluster.pk]))
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="table"') and "<html" not in html
+    assert first_column(response) == ["default", "a100"]
+
+
+# --- Node pools -------------------------------------------------------------------------------------
+
+def test_pools_table_has_the_reference_columns(client, org, users):
+    login(client, users, "sysadmin")
+    from nodepools.tables import NodePoolTable
+
+    labels = [NodePoolTable.column_label(n) for n in NodePoolTable.column_names()]
+    for column in ["Node pool", "Status", "Label key", "Label value", "Nodes", "GPU placement strategy",
+                   "CPU placement strategy", "Total GPU devices", "Total GPU memory (GiB)", "Allocated GPUs",
+                   "Total CPU (cores)", "Total CPU memory (GiB)", "Allocated CPU (cores)",
+                   "Allocated CPU memory (GiB)", "Projects' GPU quota (sum)", "Workloads", "Last updated",
+                   "Creation time"]:
+        assert column in labels
+
+
+def test_pools_table_numbers(client, org, users):
+    from projects import services
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=1.5)
+    services.quota_update(actor=None, quota=org.quota(org.ops_a, org.a100), expected_version=None, gpu_deserved=1)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=3)
+    login(client, users, "sysadmin")
+    response = client.get(reverse("pool-list"), {"sort": "name"})
+    assert headers(response)[:6] == ["Node pool", "Cluster", "Status", "Label key", "Label value", "Nodes"]
+    assert table_rows(response) == [
+        # pool, cluster, status, key, value, nodes, GPUs total, allocated, free, projects' quota, workloads, placement
+        ["a100", "lab", "Ready", "gpu-type", "A100", "2", "8", "3", "5", "2.5", "1", "Bin-pack"],
+        ["default", "lab", "Ready", "", "", "2", "8", "0", "8", "0", "0", "Bin-pack"],
+    ]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_pool_list_per_role(client, org, users, other, role):
+    login(client, users, role)
+    response = client.get(reverse("pool-list"), {"sort": "name"})
+    assert response.status_code == 200
+    expected = {"sysadmin": ["a100", "default", "default", "t4"], "nobody": []}.get(role, ["a100", "default"])
+    assert first_column(response) == expected
+    assert (b"Add node pool" in response.content) == (role == "sysadmin")
+
+
+def test_pool_list_filters_and_searches(client, org, users, other):
+    login(client, users, "sysadmin")
+    assert first_column(client.get(reverse("pool-list"), {"cluster": other.pk, "sort": "name"})) == ["default", "t4"]
+    assert first_column(client.get(reverse("pool-list"), {"q": "A100"})) == ["a100"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_pool_page_per_role(client, org, users, role):
+    login(client, users, role)
+    response = client.get(reverse("pool-detail", args=[org.a100.pk]))
+    if role == "nobody":
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    assert first_column(response) == ["a100-1", "a100-2"]  # its nodes
+    assert (b"Delete" in response.content) == (role == "sysadmin")
+
+
+def test_pool_page_shows_quotas_of_departments_and_projects_the_user_may_see(client, org, users):
+    login(client, users, "rnd_viewer")
+    rows = table_rows(client.get(reverse("pool-detail", args=[org.a100.pk])), "pool-quotas")
+    assert [r[0] for r in rows] == ["rnd", "rnd-a (rnd)", "rnd-b (rnd)"]
+    login(client, users, "sysadmin")
+    rows = table_rows(client.get(reverse("pool-detail", args=[org.a100.pk])), "pool-quotas")
+    assert [r[0] for r in rows] == ["ops", "rnd", "ops-a (ops)", "rnd-a (rnd)", "rnd-b (rnd)"]
+
+
+def test_pool_page_names_label_conflicts(client, org, users):
+    from nodepools import services
+    from nodepools.emulator import make_node
+
+    services.pool_create(actor=None, cluster=org.cluster, name="fast", label_key="speed", label_value="fast")
+    org.nodes.append(make_node("both-1", gpus=4, labels={"gpu-type": "A100", "speed": "fast"}))
+    org.load()
+    login(client, users, "sysadmin")
+    page = text(client.get(reverse("pool-detail", args=[org.a100.pk])).content.decode())
+    assert "Label conflicts" in page and "both-1: matches a100, fast — counted in a100" in page
+
+
+def test_pool_create_edit_are_for_system_administrators_only(client, org, users):
+    for role in ["rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer", "nobody"]:
+        login(client, users, role)
+        assert client.get(reverse("pool-create")).status_code == 403, role
+        assert client.post(reverse("pool-create"), {"cluster": org.cluster.pk, "name": "x", "label_key": "k",
+                                                    "label_value": "v", "gpu_placement": "binpack",
+                                                    "cpu_placement": "binpack"}).status_code == 403, role
+        assert client.get(reverse("pool-edit", args=[org.a100.pk])).status_code == 403, role
+        assert client.post(reverse("pool-delete", args=[org.a100.pk]), {"confirm": "on"}).status_code == 403, role
+    assert NodePool.objects.filter(name="x").count() == 0 and NodePool.objects.filter(pk=org.a100.pk).exists()
+
+
+def test_create_a_pool_moves_matching_nodes_into_it(client, org, users):
+    from nodepools.emulator import make_node
+
+    org.nodes.append(make_node("h100-1", gpus=8, labels={"gpu-type": "H100"}))
+    org.load()
+    login(client, users, "sysadmin")
+    response = client.post(reverse("pool-create"), {
+        "cluster": org.cluster.pk, "name": "h100", "label_key": "gpu-type", "label_value": "H100",
+        "gpu_placement": "spread", "cpu_placement": "binpack", "description": "", "gpu_limit": "",
+    })
+    pool = NodePool.objects.get(name="h100")
+    assert response.status_code == 302 and response.url == reverse("pool-detail", args=[pool.pk])
+    assert pool.gpu_placement == "spread" and list(pool.nodes.values_list("name", flat=True)) == ["h100-1"]
+
+
+def test_create_pool_errors_name_the_field_and_the_rule(client, org, users):
+    login(client, users, "sysadmin")
+    response = client.post(reverse("pool-create"), {
+        "cluster": org.cluster.pk, "name": "Bad_Name", "label_key": "gpu-type", "label_value": "A100",
+        "gpu_placement": "binpack", "cpu_placement": "binpack",
+    })
+    page = text(response.content.decode())
+    assert response.status_code == 200
+    assert "Name: a lowercase RFC 1123 label must consist of" in page
+    assert "Label value: Pool 'a100' already selects nodes by gpu-type=A100." in page
+    assert not NodePool.objects.filter(name="Bad_Name").exists()
+
+
+def test_edit_a_pool(client, org, users):
+    login(client, users, "sysadmin")
+    response = client.post(reverse("pool-edit", args=[org.a100.pk]), {
+        "name": "a100", "label_key": "gpu-type", "label_value": "A100", "description": "Fast ones",
+        "gpu_placement": "spread", "cpu_placement": "spread", "gpu_limit": "6",
+    })
+    assert response.status_code == 302
+    org.a100.refresh_from_db()
+    assert (org.a100.description, org.a100.gpu_placement, org.a100.gpu_limit) == ("Fast ones", "spread", 6)
+
+
+def test_default_pool_form_has_no_name_or_label_and_it_cannot_be_deleted(client, org, users):
+    login(client, users, "sysadmin")
+    page = client.get(reverse("pool-edit", args=[org.default.pk])).content.decode()
+    assert 'name="label_key"' not in page and 'name="name"' not in page
+    assert b"Delete" not in client.get(reverse("pool-detail", args=[org.default.pk])).content
+    response = client.post(reverse("pool-delete", args=[org.default.pk]), {"confirm": "on"}, follow=True)
+    assert "The default pool cannot be deleted" in response.content.decode()
+    assert NodePool.objects.filter(pk=org.default.pk).exists()
+
+
+def test_deleting_a_pool_with_nodes_and_workloads_says_what_happens_and_needs_confirmation(client, org, users):
+    from projects import services
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=4)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=2)
+    login(client, users, "sysadmin")
+    page = text(client.get(reverse("pool-delete", args=[org.a100.pk])).content.decode())
+    assert "Its 2 nodes will move to the default pool" in page
+    assert "Its 1 running workload keep running on those nodes" in page
+    assert "Its 5 quota rows (departments and projects) will be deleted, 1 of them with deserved GPUs" in page
+    assert "department rnd: 4 GPUs" in page
+    # Without ticking the box nothing happens.
+    response = client.post(reverse("pool-delete", args=[org.a100.pk]), {})
+    assert response.status_code == 200 and "Tick the box to confirm" in response.content.decode()
+    assert NodePool.objects.filter(pk=org.a100.pk).exists()
+    response = client.post(reverse("pool-delete", args=[org.a100.pk]), {"confirm": "on"})
+    assert response.status_code == 302 and not NodePool.objects.filter(pk=org.a100.pk).exists()
+    assert set(Node.objects.filter(name__startswith="a100").values_list("pool__name", flat=True)) == {"default"}
+
+
+def test_deleting_an_empty_pool_needs_no_tick(client, org, users):
+    from nodepools import services
+
+    pool = services.pool_create(actor=None, cluster=org.cluster, name="empty", label_key="k", label_value="v")
+    login(client, users, "sysadmin")
+    assert "It has no nodes." in text(client.get(reverse("pool-delete", args=[pool.pk])).content.decode())
+    assert client.post(reverse("pool-delete", args=[pool.pk]), {}).status_code == 302
+    assert not NodePool.objects.filter(pk=pool.pk).exists()
+
+
+# --- Nodes -----------------------------------------------------------------------------------------
+
+def test_nodes_table_default_columns_and_values(client, org, users):
+    org.run("train-1", org.rnd_a, "a100-1", gpus=3, cpu="2", memory="4Gi")
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"sort": "name"})
+    assert headers(response) == ["Node", "Status", "Node pool", "GPU type", "Ready/total GPU devices",
+                                 "Allocated GPUs", "Free GPU devices", "CPU (cores)", "CPU memory (GiB)", "Pods",
+                                 "Zone"]
+    rows = table_rows(response)
+    assert rows[0] == ["a100-1", "Ready", "a100", "NVIDIA-A100-SXM4-40GB", "4/4", "3", "1", "64", "512",
+                       "3", "—"]
+    assert [r[0] for r in rows] == ["a100-1", "a100-2", "v100-1", "v100-2"]
+
+
+def test_node_status_shows_main_reason_and_every_reason_on_hover(client, org, users):
+    from nodepools.emulator import make_node
+
+    org.nodes[0] = make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", unschedulable=True,
+                             conditions={"DiskPressure": "True"})
+    org.load()
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"status": "not_ready"})
+    assert [r[:2] for r in table_rows(response)] == [["v100-1", "Not ready (Disk pressure)"]]
+    assert 'title="Disk pressure\nScheduling disabled"' in response.content.decode()
+    node = Node.objects.get(name="v100-1")
+    page = client.get(reverse("node-detail", args=[node.pk]))
+    assert [r for r in table_rows(page, "node-conditions") if r[0] == "DiskPressure"][0][1] == "True"
+    assert "Reasons Disk pressure Scheduling disabled" in text(page.content.decode())
+
+
+def test_nodes_filters_search_sort_and_pagination(client, org, users, other):
+    login(client, users, "sysadmin")
+    url = reverse("node-list")
+    assert first_column(client.get(url, {"pool": org.a100.pk})) == ["a100-1", "a100-2"]
+    assert first_column(client.get(url, {"gpu_product": "Tesla-V100-SXM2-16GB"})) == ["v100-1", "v100-2"]
+    assert first_column(client.get(url, {"q": "a100-2"})) == ["a100-2"]
+    assert first_column(client.get(url, {"cluster": other.pk})) == []
+    assert first_column(client.get(url, {"sort": "-name"})) == ["v100-2", "v100-1", "a100-2", "a100-1"]
+    page2 = client.get(url, {"sort": "name", "per_page": 25, "page": 1})
+    assert len(table_rows(page2)) == 4
+    # A page past the end shows the last page.
+    assert first_column(client.get(url, {"sort": "name", "per_page": 25, "page": 99})) == first_column(page2)
+
+
+def test_nodes_filter_by_zone(client, org, users):
+    from nodepools.emulator import make_node
+
+    org.nodes.append(make_node("zoned", gpus=0, zone="eu-west-1b"))
+    org.load()
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"zone": "eu-west-1b"})
+    assert first_column(response) == ["zoned"]
+    assert re.search(r'<option value="eu-west-1b"[^>]*>eu-west-1b</option>', response.content.decode())
+
+
+def test_nodes_pagination_pages_through_many_nodes(client, org, users):
+    from nodepools.emulator import make_node
+
+    org.nodes += [make_node(f"cpu-{i:03d}") for i in range(60)]
+    org.load()
+    login(client, users, "sysadmin")
+    first = client.get(reverse("node-list"), {"sort": "name"})
+    second = client.get(reverse("node-list"), {"sort": "name", "page": 2})
+    assert len(table_rows(first)) == 50 and len(table_rows(second)) == 14
+    assert "51–64 of 64" in second.content.decode()
+
+
+def test_empty_dropdowns_mean_all(client, org, users):
+    # What the filter form sends when every dropdown says "All".
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list") + f"?q=&cluster=&pool={org.a100.pk}&status=&reason=&gpu_product=&zone=")
+    assert first_column(response) == ["a100-1", "a100-2"]
+
+
+def test_invalid_filter_value_shows_no_rows_and_the_error(client, org, users):
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"status": "sleepy"})
+    assert response.status_code == 200 and table_rows(response) == []
+    assert "Select a valid choice" in response.content.decode()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_node_list_and_page_per_role(client, org, users, other, role):
+    login(client, users, role)
+    response = client.get(reverse("node-list"), {"sort": "name"})
+    assert response.status_code == 200
+    assert first_column(response) == ([] if role == "nobody" else ["a100-1", "a100-2", "v100-1", "v100-2"])
+    node = Node.objects.get(name="a100-1")
+    detail = client.get(reverse("node-detail", args=[node.pk]))
+    assert detail.status_code == (404 if role == "nobody" else 200)
+    if role != "nobody":
+        assert (b"Move to pool" in detail.content) == (role == "sysadmin")
+
+
+def test_node_page_shows_labels_taints_and_pods(client, org, users):
+    org.run("train-1", org.rnd_a, "a100-1", gpus=1)
+    login(client, users, "sysadmin")
+    node = Node.objects.get(name="a100-1")
+    page = client.get(reverse("node-detail", args=[node.pk]))
+    labels = dict(tuple(r) for r in table_rows(page, "node-labels"))
+    assert labels["gpu-type"] == "A100"
+    assert "train-1" in first_column(page, "node-pods-table")
+
+
+def test_node_pods_are_restricted_to_what_the_user_may_see(client, org, users):
+    org.run("rnd-job", org.rnd_a, "a100-1", gpus=1)
+    org.run("ops-job", org.ops_a, "a100-1", gpus=1)
+    node = Node.objects.get(name="a100-1")
+    login(client, users, "researcher")
+    pods = first_column(client.get(reverse("node-detail", args=[node.pk])), "node-pods-table")
+    assert "rnd-job" in pods and "ops-job" not in pods
+
+
+def test_node_move_is_refused_to_non_administrators(client, org, users):
+    node = Node.objects.get(name="v100-1")
+    login(client, users, "rnd_admin")
+    assert client.post(reverse("node-move", args=[node.pk]), {"pool": org.a100.pk}).status_code == 403
+    login(client, users, "nobody")
+    assert client.post(reverse("node-move", args=[node.pk]), {"pool": org.a100.pk}).status_code == 403
+
+
+def test_node_move_reports_an_unreachable_cluster_and_changes_nothing(client, org, users):
+    # The lab cluster has no kubeconfig: the patch fails and the page says so.
+    node = Node.objects.get(name="v100-1")
+    login(client, users, "sysadmin")
+    response = client.post(reverse("node-move", args=[node.pk]), {"pool": org.a100.pk}, follow=True)
+    assert "Could not move node 'v100-1' to pool 'a100'" in page_text(response)
+    node.refresh_from_db()
+    assert node.pool == org.default
+
+
+def test_node_move_form_rejects_a_pool_of_another_cluster(client, org, users, other):
+    node = Node.objects.get(name="v100-1")
+    login(client, users, "sysadmin")
+    response = client.post(reverse("node-move", args=[node.pk]), {"pool": other.default_pool.pk}, follow=True)
+    assert "Select a valid choice" in response.content.decode()
+
+
+def test_nodes_htmx_partial_keeps_filters(client, org, users):
+    login(client, users, "sysadmin")
+    response = htmx(client, reverse("node-list") + "?pool=%d&sort=-name" % org.a100.pk)
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="table"') and "<html" not in html
+    assert first_column(response) == ["a100-2", "a100-1"]
+
+
+def test_pages_are_readable_without_javascript(client, org, users):
+    # Sort links, pagination, filters and the column chooser are plain links and forms.
+    login(client, users, "sysadmin")
+    page = client.get(reverse("node-list")).content.decode()
+    assert 'href="?sort=name"' in page
+    assert '<form method="get" class="filters" action="/nodes/"' in page
+    assert 'action="/tables/nodes/columns/"' in page

@@ -1,6 +1,7 @@
 """Load the example organisation of seed 001 ("Plan your Node-Pools deployment"), idempotently."""
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
@@ -38,12 +39,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--no-cluster-objects", action="store_true",
                             help="Create the organisation only; leave nodes and pods to the sync.")
+        parser.add_argument("--kubeconfig", metavar="PATH",
+                            help="Register cluster demo at this kubeconfig (e.g. the emulator's); implies "
+                                 "--no-cluster-objects: `sync_clusters` mirrors its nodes and pods.")
+        parser.add_argument("--context", default="", help="kubeconfig context for --kubeconfig")
 
     @transaction.atomic
     def handle(self, *args, **options):
         cluster = Cluster.objects.filter(name=CLUSTER).first() or pool_services.cluster_create(
             actor=None, name=CLUSTER, description="Demo cluster of the node-pools planning example."
         )
+        if options.get("kubeconfig"):
+            options["no_cluster_objects"] = True
+            pool_services.cluster_update(actor=None, cluster=cluster, in_cluster=False,
+                                         kubeconfig_path=os.path.abspath(options["kubeconfig"]),
+                                         kube_context=options.get("context") or "")
         pools = {"default": cluster.default_pool}
         for name, description in POOLS.items():
             pools[name] = NodePool.objects.filter(cluster=cluster, name=name).first() or pool_services.pool_create(

@@ -1,0 +1,50 @@
+"""Pages of the audit trail: the filterable list, one event's before/after, and the CSV download."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, render
+from django_tables2 import RequestConfig
+
+from audit import selectors
+from audit.filtersets import AuditEventFilterSet
+from audit.tables import AuditEventTable
+from console.csv import csv_response
+
+
+def _require_reader(user) -> None:
+    if not selectors.user_may_read_audit(user):
+        raise PermissionDenied("Only system and department administrators may read the audit trail.")
+
+
+def _filtered(request):
+    return AuditEventFilterSet(request.GET or None, queryset=selectors.audit_event_list(user=request.user), request=request)
+
+
+@login_required
+def event_list(request):
+    _require_reader(request.user)
+    filterset = _filtered(request)
+    table = AuditEventTable(filterset.qs)
+    RequestConfig(request, paginate={"per_page": 50}).configure(table)
+    template = "audit/event_list.html#table" if request.htmx else "audit/event_list.html"
+    return render(request, template, {"filter": filterset, "table": table, "query": request.GET.urlencode()})
+
+
+@login_required
+def event_detail(request, pk: int):
+    _require_reader(request.user)
+    event = get_object_or_404(selectors.audit_event_list(user=request.user), pk=pk)
+    before, after = event.before or {}, event.after or {}
+    fields = [
+        {"name": key, "before": before.get(key), "after": after.get(key), "changed": before.get(key) != after.get(key)}
+        for key in sorted(set(before) | set(after))
+    ]
+    return render(request, "audit/event_detail.html", {"event": event, "fields": fields})
+
+
+@login_required
+def event_export(request):
+    _require_reader(request.user)
+    events = _filtered(request).qs
+    return csv_response("audit-events.csv", selectors.CSV_HEADER, selectors.audit_csv_rows(events))

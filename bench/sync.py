@@ -1,0 +1,320 @@
+"""Benchmark of the live mirror (nodepools/sync.py) at 5,000 nodes and 150,000 pods.
+
+    .venv/bin/python bench/sync.py [--database sqlite|postgres|both] [--nodes 5000] [--pods 150000]
+
+Per database, in one run, against the Kubernetes API emulator (in this process) and a real
+`manage.py sync_clusters` process:
+
+  (a) floor: fetch every list page (limit 500) with the kubernetes client and parse it with orjson
+  (b) initial full sync (from starting the sync process to every row stored), and b/a
+  (c) a watch burst of 200 pod changes/s for 60 s: how long after the burst the database caught up
+  (d) a relist after 410 with 1 % of objects changed: rows written per changed object, no-op writes
+  (e) the sync process's peak RSS
+
+Targets: b <= 60 s and b/a <= 4; c <= 30 s; d <= 1.05 with 0 no-op writes; e <= 512 MiB.
+The machine is shared: the load average before and after each run is printed with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/console_bench_sync")
+TARGETS = {"b_seconds": 60, "b_over_a": 4, "c_seconds": 30, "d_rows_per_change": 1.05, "d_noop_writes": 0,
+           "e_peak_rss_mib": 512}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def database_url(kind: str) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tempfile.gettempdir()}/bench-sync-{os.getpid()}.sqlite3"
+    return PG_URL
+
+
+def recreate_database(url: str) -> None:
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+        return
+    import psycopg
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username or "postgres",
+                         dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_for(condition, timeout: float, poll: float = 0.2) -> float | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return time.monotonic()
+        time.sleep(poll)
+    return None
+
+
+def run_one(kind: str, args) -> dict:
+    """One database: everything in this process (Django configured for that database)."""
+    url = database_url(kind)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    recreate_database(url)
+    import django
+
+    django.setup()
+    import orjson
+    from django.core.management import call_command
+    from django.db import connection
+    from kubernetes import client
+
+    from nodepools import services
+    from nodepools.emulator import KubeEmulator, generate_cluster
+    from nodepools.models import Cluster, Node, Pod
+    from nodepools.sync import api_client_for
+    from projects import services as project_services
+
+    result: dict = {"database": kind, "load_before": os.getloadavg()[0]}
+    call_command("migrate", verbosity=0)
+    log(f"{kind}: generating {args.nodes} nodes / {args.pods} pods")
+    nodes, pods = generate_cluster(args.nodes, args.pods, seed=1)
+    emu = KubeEmulator(history_size=100_000, bookmark_interval=1.0)
+    emu.load(nodes=nodes, pods=pods)
+    pod_keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+    node_names = [n["metadata"]["name"] for n in nodes]
+    del nodes, pods
+    gc.collect()
+    emu.start()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-sync-"))
+    kubeconfig = emu.write_kubeconfig(workdir / "kubeconfig")
+
+    cluster = services.cluster_create(actor=None, name="bench", kubeconfig_path=kubeconfig, kube_context="emulator")
+    for pool in ("a100-train", "h100-train", "a100-spot", "l4-inference", "t4-batch"):
+        services.pool_create(actor=None, cluster=cluster, name=pool, label_key="karpenter.sh/nodepool", label_value=pool)
+    department = project_services.department_create(actor=None, cluster=cluster, name="ai")
+    for ns in ("ml-training", "inference", "research", "batch", "data-eng"):
+        project_services.project_create(actor=None, department=department, name=ns, namespaces=[ns])
+
+    # (a) the floor: every page fetched and parsed, nothing else.
+    floors = []
+    with api_client_for(cluster) as api_client:
+        api = client.CoreV1Api(api_client)
+        for _ in range(args.floor_runs):
+            start = time.monotonic()
+            count = 0
+            for fn in (api.list_node, api.list_pod_for_all_namespaces):
+                token = None
+                while True:
+                    body = orjson.loads(fn(limit=500, _continue=token, _preload_content=False).data)
+                    count += len(body["items"])
+                    token = body["metadata"].get("continue")
+                    if not token:
+                        break
+            floors.append(time.monotonic() - start)
+            del body
+    result["a_runs"] = floors
+    result["a_seconds"] = statistics.median(floors)
+    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects; runs {', '.join(f'{f:.2f}' for f in floors)})")
+
+    # (b) initial full sync by a real sync process.
+    env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+    sync_log = open(workdir / "sync.log", "wb")
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "sync_clusters", "--cluster", "bench", "--unreachable-after", "3600",
+         "--backoff-base", "0.2", "--backoff-max", "2"],
+        cwd=BASE_DIR, env=env, stdout=sync_log, stderr=subprocess.STDOUT,
+    )
+    try:
+        def synced():
+            return Cluster.objects.filter(pk=cluster.pk, last_full_sync__isnull=False).exists()
+
+        done = wait_for(synced, timeout=600)
+        if done is None:
+            raise RuntimeError("initial sync did not finish in 10 minutes")
+        result["b_seconds"] = done - start
+        result["b_over_a"] = result["b_seconds"] / result["a_seconds"]
+        counts = (Node.objects.filter(cluster=cluster).count(), Pod.objects.filter(cluster=cluster).count())
+        result["rows"] = counts
+        log(f"{kind}: (b) initial sync {result['b_seconds']:.2f}s, b/a {result['b_over_a']:.2f}; rows {counts}")
+        assert counts == (len(node_names), len(pod_keys)), counts
+
+        # (c) a watch burst: `rate` pod changes per second for `seconds`.
+        rng = random.Random(2)
+        targets = rng.sample(pod_keys, 2000)
+        expected: dict[tuple[str, str], str] = {}
+        total = args.burst_rate * args.burst_seconds
+        burst_start = time.monotonic()
+        for i in range(total):
+            due = burst_start + i / args.burst_rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            ns, name = targets[i % len(targets)] if i < len(targets) else rng.choice(targets)
+            value = str(i)
+            emu.update_pod(ns, name, lambda p, v=value: p["metadata"].setdefault("labels", {}).__setitem__("bench-burst", v))
+            expected[(ns, name)] = value
+        burst_end = time.monotonic()
+        result["c_burst_seconds"] = burst_end - burst_start
+        names = sorted({name for _, name in expected})
+
+        def caught_up():
+            stored = {}
+            for i in range(0, len(names), 500):
+                for ns, name, labels in Pod.objects.filter(cluster=cluster, name__in=names[i:i + 500]).values_list(
+                        "namespace", "name", "labels"):
+                    stored[(ns, name)] = (labels or {}).get("bench-burst")
+            return all(stored.get(key) == value for key, value in expected.items())
+
+        done = wait_for(caught_up, timeout=600, poll=0.25)
+        result["c_seconds"] = (done - burst_end) if done else float("inf")
+        log(f"{kind}: (c) {total} events in {result['c_burst_seconds']:.1f}s; caught up {result['c_seconds']:.2f}s after")
+
+        # (d) relist after 410 with 1 % of the objects changed while the watch was down.
+        def snapshot():
+            rows = {}
+            for model, key in ((Node, ("name",)), (Pod, ("namespace", "name"))):
+                fields = [f.attname for f in model._meta.concrete_fields if f.attname not in ("id",)]
+                for row in model.objects.filter(cluster=cluster).values_list(*fields).iterator(chunk_size=5000):
+                    values = dict(zip(fields, row))
+                    updated = values.pop("updated")
+                    rows[(model.__name__,) + tuple(values[k] for k in key)] = (updated, orjson.dumps(values, default=str))
+            return rows
+
+        time.sleep(2)
+        before = snapshot()
+        last_sync = Cluster.objects.get(pk=cluster.pk).last_full_sync
+        emu.set_offline(True, mode="reset")
+        time.sleep(1)
+        n_nodes, n_pods = max(1, len(node_names) // 100), max(1, len(pod_keys) // 100)
+        changed_nodes = rng.sample(node_names, n_nodes)
+        changed_pods = rng.sample(pod_keys, n_pods)
+        for name in changed_nodes:
+            emu.set_node_labels(name, {"bench-touched": "yes"})
+        for ns, name in changed_pods:
+            emu.update_pod(ns, name, lambda p: p["metadata"].setdefault("labels", {}).__setitem__("bench-touched", "yes"))
+        emu.compact()  # the watch's resourceVersion is now too old: 410 Gone, then a relist
+        online = time.monotonic()
+        emu.set_offline(False)
+        touched_pods = sorted({name for _, name in changed_pods})
+
+        def relisted():
+            if Cluster.objects.get(pk=cluster.pk).last_full_sync == last_sync:
+                return False
+            if Node.objects.filter(cluster=cluster, name__in=changed_nodes, labels__has_key="bench-touched").count() < n_nodes:
+                return False
+            return sum(Pod.objects.filter(cluster=cluster, name__in=touched_pods[i:i + 500],
+                                          labels__has_key="bench-touched").count()
+                       for i in range(0, len(touched_pods), 500)) >= n_pods
+
+        done = wait_for(relisted, timeout=600, poll=0.5)
+        result["d_relist_seconds"] = (done - online) if done else float("inf")
+        time.sleep(3)  # anything still in flight
+        after = snapshot()
+        written = noop = 0
+        for key, (updated, values) in after.items():
+            old = before.get(key)
+            if old is None or updated != old[0]:
+                written += 1
+                if old is not None and values == old[1]:
+                    noop += 1
+        deleted = len(set(before) - set(after))
+        changed = n_nodes + n_pods
+        result.update(d_changed_objects=changed, d_rows_written=written + deleted, d_noop_writes=noop,
+                      d_rows_per_change=(written + deleted) / changed)
+        log(f"{kind}: (d) relist {result['d_relist_seconds']:.2f}s; {written + deleted} rows written for {changed} "
+            f"changed objects ({result['d_rows_per_change']:.3f}), {noop} no-op writes")
+        result["e_peak_rss_mib"] = peak_rss_mib(proc.pid)
+        log(f"{kind}: (e) sync peak RSS {result['e_peak_rss_mib']:.0f} MiB")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        sync_log.close()
+        emu.stop()
+        connection.close()
+    result["load_after"] = os.getloadavg()[0]
+    errors = [line for line in (workdir / "sync.log").read_text(errors="replace").splitlines()
+              if "ERROR" in line or "Traceback" in line]
+    result["sync_errors"] = errors[:5]
+    return result
+
+
+def verdict(name: str, value: float) -> str:
+    target = TARGETS[name]
+    return "met" if value <= target else "NOT met"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=150_000)
+    parser.add_argument("--burst-rate", type=int, default=200)
+    parser.add_argument("--burst-seconds", type=int, default=60)
+    parser.add_argument("--floor-runs", type=int, default=3)
+    parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:  # a child: one database, result as JSON on stdout
+        print(json.dumps(run_one(args.one, args)))
+        return 0
+    kinds = ["sqlite", "postgres"] if args.database == "both" else [args.database]
+    results = []
+    for kind in kinds:
+        argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
+                "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
+                "--floor-runs", str(args.floor_runs)]
+        out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
+        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    print(f"\nSync benchmark: {args.nodes} nodes, {args.pods} pods; burst {args.burst_rate}/s for {args.burst_seconds}s; "
+          f"{os.cpu_count()} CPUs")
+    for r in results:
+        print(f"\n[{r['database']}]  load average {r['load_before']:.2f} before, {r['load_after']:.2f} after")
+        print(f"  (a) floor: fetch + orjson every page      {r['a_seconds']:8.2f} s   "
+              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})")
+        print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 60 s: {verdict('b_seconds', r['b_seconds'])}")
+        print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 4: {verdict('b_over_a', r['b_over_a'])}")
+        print(f"  (c) caught up after the watch burst       {r['c_seconds']:8.2f} s   target <= 30 s: {verdict('c_seconds', r['c_seconds'])}"
+              f"   (burst took {r['c_burst_seconds']:.1f} s)")
+        print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target <= 1.05: "
+              f"{verdict('d_rows_per_change', r['d_rows_per_change'])}   ({r['d_rows_written']} rows for "
+              f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)")
+        print(f"      no-op writes                          {r['d_noop_writes']:8d}       target 0: "
+              f"{verdict('d_noop_writes', r['d_noop_writes'])}")
+        print(f"  (e) sync process peak RSS                 {r['e_peak_rss_mib']:8.0f} MiB target <= 512: "
+              f"{verdict('e_peak_rss_mib', r['e_peak_rss_mib'])}")
+        if r["sync_errors"]:
+            print("  sync errors:", *r["sync_errors"], sep="\n    ")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""What every API view shares: JSON errors, pagination, access-restricted querysets, ETags.
+
+Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
+for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
+there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
+428 `If-Match` missing on a write that needs it.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
+from django.db.models import ProtectedError
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from console.exceptions import ConcurrentUpdate
+
+
+class PreconditionFailed(exceptions.APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The resource changed since you read it (If-Match does not match its ETag): nothing was saved."
+    default_code = "precondition_failed"
+
+
+class PreconditionRequired(exceptions.APIException):
+    status_code = 428
+    default_detail = "Send If-Match with the ETag from your last GET, so that a concurrent change is not overwritten."
+    default_code = "precondition_required"
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+def _django_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {("non_field_errors" if f == "__all__" else f): msgs for f, msgs in exc.message_dict.items()}
+    return {"non_field_errors": list(exc.messages)}
+
+
+def _first_message(errors: Any, prefix: str = "") -> str:
+    """'field: rule' of the first error, for the one-line `detail`."""
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            label = key if key != "non_field_errors" else ""
+            found = _first_message(value, f"{prefix}.{label}" if prefix and label else (label or prefix))
+            if found:
+                return found
+        return ""
+    if isinstance(errors, list):
+        for index, value in enumerate(errors):
+            found = _first_message(value, prefix if not isinstance(value, (dict, list)) else f"{prefix}[{index}]")
+            if found:
+                return found
+        return ""
+    return f"{prefix}: {errors}" if prefix else str(errors)
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(_django_errors(exc))
+    elif isinstance(exc, ConcurrentUpdate):
+        response = Response({"detail": str(exc), "current_version": exc.current_version}, status=status.HTTP_409_CONFLICT)
+        return response
+    elif isinstance(exc, ProtectedError):
+        exc = Conflict(f"Still in use: {exc.args[0]}" if exc.args else None)
+    elif isinstance(exc, IntegrityError):
+        # A unique constraint raced past validation (two writes at once): refuse, keep what is stored.
+        exc = Conflict("A concurrent change conflicts with this one (a name or row already exists). Reload and retry.")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = response.data if isinstance(response.data, dict) else {"non_field_errors": response.data}
+        message = _first_message(errors) or "Invalid input."
+        response.data = {"detail": f"Invalid input: {message}", "errors": errors}
+    return response
+
+
+class Pagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class RestrictedQuerysetMixin:
+    """Every object an API view touches comes through `restrict(user, "view")`: what a user may not
+    see does not exist for them (404), whatever the id; writes are then checked by the services (403)."""
+
+    # Ids are 64-bit integers: anything else in the URL is a 404 from the router, never a database error.
+    lookup_value_regex = r"[0-9]{1,18}"
+
+    def base_queryset(self):
+        raise NotImplementedError
+
+    def get_queryset(self):
+        return self.base_queryset().restrict(self.request.user, "view")
+
+
+class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A reference to another object by id, limited to what the requesting user may see."""
+
+    def __init__(self, *, model, **kwargs):
+        self.restricted_model = model
+        kwargs.setdefault("queryset", model.objects.all())
+        super().__init__(**kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return self.restricted_model.objects.restrict(getattr(request, "user", None), "view")
+
+    def to_internal_value(self, data):
+        # Beyond 64 bits the database cannot even be asked: the same answer as any unknown id.
+        if isinstance(data, int) and not isinstance(data, bool) and not -(2**63) <= data < 2**63:
+            self.fail("does_not_exist", pk_value=data)
+        if isinstance(data, str) and data.strip().lstrip("-").isdigit() and not -(2**63) <= int(data) < 2**63:
+            self.fail("does_not_exist", pk_value=data)
+        return super().to_internal_value(data)
+
+
+def etag_of(rows: Iterable[tuple[Any, Any]]) -> str:
+    """A strong ETag for a set of (id, version) pairs."""
+    text = ",".join(f"{pk}:{version}" for pk, version in sorted(rows))
+    return '"' + hashlib.sha256(text.encode()).hexdigest()[:24] + '"'
+
+
+def if_match_required(request, current_etag: str) -> None:
+    """412 when If-Match names another version, 428 when it is missing."""
+    header = request.headers.get("If-Match")
+    if not header:
+        raise PreconditionRequired()
+    candidates = [tag.strip().removeprefix("W/") for tag in header.split(",")]
+    if "*" not in candidates and current_etag not in candidates:
+        raise PreconditionFailed()
+
+
+class Router(SimpleRouter):
+    """Routes answer with or without the trailing slash (`/api/v1/projects/1/quotas` as well as `.../quotas/`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.trailing_slash = "/?"
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "detail": {"type": "string", "description": "One sentence: what went wrong (first field and rule, for 400)."},
+        "errors": {"type": "object", "additionalProperties": True,
+                   "description": "Invalid input only: field name -> list of the rules it broke (nested for lists)."},
+        "current_version": {"type": "integer", "nullable": True},
+    },
+    "required": ["detail"],
+}
+_ERROR_MEANINGS = {
+    "400": "Invalid input: `errors` names each field and the rule it broke.",
+    "401": "Not authenticated: log in, or send `Authorization: Bearer <token>`.",
+    "403": "Your role does not allow this (or the CSRF token is missing on a session write).",
+    "404": "No such object that you may see (or no such page of a list).",
+    "409": "Conflicts with a concurrent change; nothing was saved.",
+}
+
+
+def document_error_responses(result, generator, request, public):
+    """drf-spectacular post-processing hook: every operation documents the JSON error responses."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    ref = {"$ref": "#/components/schemas/Error"}
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            codes = ["400", "401", "403", "404"]  # 404 also for a page number past the end of a list
+            if method in ("post", "put", "patch", "delete"):
+                codes.append("409")
+            for code in codes + [c for c in ("412", "428") if c in operation["responses"]]:
+                response = operation["responses"].setdefault(code, {"description": _ERROR_MEANINGS.get(code, "")})
+                response.setdefault("content", {"application/json": {"schema": ref}})
+    return result

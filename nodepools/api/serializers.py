@@ -1,0 +1,111 @@
+"""Representations of clusters, node pools and nodes in the API (input is handed to the services)."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from rest_framework import serializers
+
+from console.api import RestrictedPrimaryKeyRelatedField
+from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
+from projects.access import is_system_admin
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Cluster
+        fields = [
+            "id", "name", "description", "kubeconfig_path", "kube_context", "in_cluster",
+            "limit_projects_to_department_quota", "connection_state", "last_error", "last_full_sync", "created",
+            "updated",
+        ]
+        read_only_fields = ["connection_state", "last_error", "last_full_sync", "created", "updated"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and not is_system_admin(request.user):
+            # Where the server keeps credentials is for the administrators who configure clusters.
+            data["kubeconfig_path"] = ""
+            data["kube_context"] = ""
+        return data
+
+
+class ClusterUpdateSerializer(ClusterSerializer):
+    class Meta(ClusterSerializer.Meta):
+        read_only_fields = ClusterSerializer.Meta.read_only_fields + ["name"]
+        extra_kwargs = {f: {"required": False} for f in ClusterSerializer.Meta.fields}
+
+
+class NodePoolSerializer(serializers.ModelSerializer):
+    cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
+    status = serializers.CharField(read_only=True, help_text="Empty, Ready or Unschedulable.")
+    label = serializers.CharField(read_only=True)
+    node_count = serializers.IntegerField(read_only=True)
+    ready_node_count = serializers.IntegerField(read_only=True)
+    gpu_total = serializers.IntegerField(read_only=True)
+    gpu_ready = serializers.IntegerField(read_only=True)
+    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_memory_total_mib = serializers.IntegerField(read_only=True)
+    cpu_total = serializers.SerializerMethodField(help_text="Allocatable CPU cores of the pool's nodes.")
+    cpu_allocated = serializers.SerializerMethodField(help_text="CPU cores requested by the pool's running pods.")
+    memory_total_bytes = serializers.IntegerField(read_only=True)
+    memory_allocated_bytes = serializers.IntegerField(read_only=True)
+    workload_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = NodePool
+        fields = [
+            "id", "cluster", "name", "description", "is_default", "label_key", "label_value", "label",
+            "gpu_placement", "cpu_placement", "gpu_limit", "status", "node_count", "ready_node_count", "gpu_total",
+            "gpu_ready", "gpu_allocated", "gpu_free", "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
+            "memory_total_bytes", "memory_allocated_bytes", "workload_count", "created", "updated",
+        ]
+        read_only_fields = ["is_default", "created", "updated"]
+
+    def get_cpu_total(self, pool) -> Decimal:
+        return Decimal(pool.cpu_total_millis) / 1000
+
+    def get_cpu_allocated(self, pool) -> Decimal:
+        return Decimal(pool.cpu_allocated_millis) / 1000
+
+
+class NodePoolCreateSerializer(serializers.Serializer):
+    cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
+    name = serializers.CharField(max_length=63)
+    label_key = serializers.CharField(max_length=317)
+    label_value = serializers.CharField(max_length=63, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
+    cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
+    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
+
+
+class NodePoolUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=63, required=False)
+    label_key = serializers.CharField(max_length=317, required=False)
+    label_value = serializers.CharField(max_length=63, allow_blank=True, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
+    cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
+    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    status_text = serializers.CharField(read_only=True)
+    pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id", "cluster", "name", "pool", "pool_name", "pool_conflicts", "status", "status_text", "status_reasons",
+            "unschedulable", "labels", "taints", "gpu_product", "gpu_capacity", "gpu_allocatable", "gpu_memory_mib",
+            "gpu_family", "mig_strategy", "is_gpu_node", "cpu_capacity_millis", "cpu_allocatable_millis",
+            "memory_capacity_bytes", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
+            "created_in_cluster", "updated",
+        ]
+        read_only_fields = fields
+
+
+class NodeMoveSerializer(serializers.Serializer):
+    pool = RestrictedPrimaryKeyRelatedField(model=NodePool, help_text="Id of the pool to move the node to.")

@@ -1,0 +1,107 @@
+"""Clusters, node pools and nodes over the API: reads through restrict(), writes through the services."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from console.api import RestrictedQuerysetMixin
+from nodepools import services
+from nodepools.api import serializers as s
+from nodepools.filtersets import ClusterFilterSet, NodeFilterSet, NodePoolFilterSet
+from nodepools.models import Cluster, Node, NodePool
+
+
+class ClusterViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
+    """Clusters. Reading: anyone with a role in the cluster; writing: system administrators."""
+
+    serializer_class = s.ClusterSerializer
+    filterset_class = ClusterFilterSet
+    ordering_fields = ["name", "created", "connection_state", "last_full_sync"]
+    ordering = ["name"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def base_queryset(self):
+        return Cluster.objects.all()
+
+    def get_serializer_class(self):
+        return s.ClusterUpdateSerializer if self.action == "partial_update" else s.ClusterSerializer
+
+    def perform_create(self, serializer):
+        serializer.instance = services.cluster_create(actor=self.request.user, **serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = services.cluster_update(
+            actor=self.request.user, cluster=serializer.instance, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance):
+        services.cluster_delete(actor=self.request.user, cluster=instance)
+
+
+class NodePoolViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
+    """Node pools with capacity and allocation. Reading: anyone with a role in the cluster; writing:
+    system administrators."""
+
+    serializer_class = s.NodePoolSerializer
+    filterset_class = NodePoolFilterSet
+    ordering_fields = ["name", "created", "node_count", "gpu_total", "gpu_allocated", "workload_count"]
+    ordering = ["cluster__name", "-is_default", "created", "pk"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def base_queryset(self):
+        return NodePool.objects.select_related("cluster").with_capacity()
+
+    def _read(self, pool):
+        fresh = self.get_queryset().get(pk=pool.pk)
+        return s.NodePoolSerializer(fresh, context=self.get_serializer_context()).data
+
+    @extend_schema(request=s.NodePoolCreateSerializer, responses={201: s.NodePoolSerializer})
+    def create(self, request, *args, **kwargs):
+        form = s.NodePoolCreateSerializer(data=request.data, context=self.get_serializer_context())
+        form.is_valid(raise_exception=True)
+        pool = services.pool_create(actor=request.user, **form.validated_data)
+        return Response(self._read(pool), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.NodePoolUpdateSerializer, responses={200: s.NodePoolSerializer})
+    def partial_update(self, request, *args, **kwargs):
+        pool = self.get_object()
+        form = s.NodePoolUpdateSerializer(data=request.data, context=self.get_serializer_context())
+        form.is_valid(raise_exception=True)
+        services.pool_update(actor=request.user, pool=pool, **form.validated_data)
+        return Response(self._read(pool))
+
+    def perform_destroy(self, instance):
+        services.pool_delete(actor=self.request.user, pool=instance)
+
+
+class NodeViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Nodes mirrored from the clusters (read-only: the cluster is their source of truth)."""
+
+    serializer_class = s.NodeSerializer
+    filterset_class = NodeFilterSet
+    ordering_fields = ["name", "status", "gpu_allocatable", "cpu_allocatable_millis", "memory_allocatable_bytes",
+                       "created_in_cluster", "updated"]
+    ordering = ["cluster__name", "name"]
+
+    def base_queryset(self):
+        return Node.objects.select_related("cluster", "pool")
+
+    @extend_schema(
+        request=s.NodeMoveSerializer,
+        responses={
+            202: OpenApiResponse(s.NodeSerializer, description="The cluster accepted the new labels; the node's pool "
+                                 "changes here when the sync brings the change back."),
+            400: OpenApiResponse(description="`errors.pool` says why (another cluster, or the cluster refused)."),
+            403: OpenApiResponse(description="Only system administrators move nodes."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="move")
+    def move(self, request, pk=None):
+        """Move the node to a pool by setting that pool's label on the Node in its cluster."""
+        node = self.get_object()
+        form = s.NodeMoveSerializer(data=request.data, context=self.get_serializer_context())
+        form.is_valid(raise_exception=True)
+        services.node_move_to_pool(actor=request.user, node=node, pool=form.validated_data["pool"])
+        return Response(s.NodeSerializer(node, context=self.get_serializer_context()).data, status=status.HTTP_202_ACCEPTED)

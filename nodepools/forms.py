@@ -1,0 +1,59 @@
+"""Forms of the pool and node pages: they check types; the services check the rules."""
+from __future__ import annotations
+
+from django import forms
+
+from nodepools.models import Cluster, NodePool, PlacementStrategy
+
+
+class PoolForm(forms.Form):
+    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    label_key = forms.CharField(max_length=317, help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
+    label_value = forms.CharField(max_length=63, required=False, help_text="Node label value, e.g. A100.")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    gpu_placement = forms.ChoiceField(label="GPU placement strategy", choices=PlacementStrategy.choices,
+                                      initial=PlacementStrategy.BINPACK)
+    cpu_placement = forms.ChoiceField(label="CPU placement strategy", choices=PlacementStrategy.choices,
+                                      initial=PlacementStrategy.BINPACK)
+    gpu_limit = forms.IntegerField(label="GPU capacity limit", min_value=0, required=False,
+                                   help_text="At most this many GPUs (empty: no limit).")
+
+    def __init__(self, *args, default_pool: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if default_pool:
+            # The default pool keeps its name and has no label: it holds every unmatched node.
+            for name in ("name", "label_key", "label_value"):
+                del self.fields[name]
+
+
+class PoolCreateForm(PoolForm):
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.none())
+    field_order = ["cluster", "name", "label_key", "label_value"]
+
+    def __init__(self, *args, clusters=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].queryset = clusters if clusters is not None else Cluster.objects.none()
+
+
+class PoolDeleteForm(forms.Form):
+    confirm = forms.BooleanField(
+        required=False, label="I understand what happens to these nodes, workloads and quotas.",
+    )
+
+    def __init__(self, *args, needs_confirmation: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.needs_confirmation = needs_confirmation
+
+    def clean_confirm(self):
+        value = self.cleaned_data.get("confirm")
+        if self.needs_confirmation and not value:
+            raise forms.ValidationError("Tick the box to confirm: this pool still has nodes or running workloads.")
+        return value
+
+
+class NodeMoveForm(forms.Form):
+    pool = forms.ModelChoiceField(queryset=NodePool.objects.none(), label="Move to pool")
+
+    def __init__(self, *args, node=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["pool"].queryset = NodePool.objects.filter(cluster_id=node.cluster_id).exclude(pk=node.pool_id)

@@ -1,0 +1,45 @@
+"""Keep every registered cluster's Nodes and Pods mirrored until stopped (see nodepools/sync.py).
+
+Run one per deployment (more on PostgreSQL for failover: one leader per cluster, the others standby).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from nodepools.sync import SyncOptions, run_clusters
+
+logger = logging.getLogger("nodepools.sync")
+
+
+class Command(BaseCommand):
+    help = "Mirror the Nodes and Pods of every registered cluster (list + watch), until stopped."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--cluster", action="append", dest="clusters", metavar="NAME",
+                            help="sync only this cluster (repeatable); default: every registered cluster")
+        defaults = SyncOptions()
+        for field in dataclasses.fields(SyncOptions):
+            parser.add_argument("--" + field.name.replace("_", "-"), type=type(getattr(defaults, field.name)),
+                                default=getattr(defaults, field.name), help=f"(default {getattr(defaults, field.name)})")
+
+    def handle(self, *args, clusters=None, **options):
+        # A long-running writer: no per-query debug logging (it costs more than the writes themselves).
+        settings.DEBUG = False
+        values = {f.name: options[f.name] for f in dataclasses.fields(SyncOptions)}
+        stop = threading.Event()
+
+        def on_signal(signum, frame):
+            logger.info("sync stopping (signal %s)", signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        logger.info("sync started%s", f" for {', '.join(clusters)}" if clusters else "")
+        run_clusters(stop, SyncOptions(**values), clusters)
+        logger.info("sync stopped")

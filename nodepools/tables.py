@@ -1,0 +1,302 @@
+"""Tables of pools, nodes and pods (django-tables2): every column declared, a default set chosen.
+
+Numbers are shown in the unit their header names, so that the page and its CSV agree.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import django_tables2 as tables
+from django.db.models import Count, Sum
+from django.urls import reverse
+from django.utils.html import format_html
+
+from nodepools.models import NodeStatus
+from ui.tables import ConsoleTable
+from ui.views import register
+
+GIB = 1024 ** 3
+
+
+def _gib(value) -> float:
+    return round((value or 0) / GIB, 1)
+
+
+def _cores(millis) -> float:
+    return round((millis or 0) / 1000, 2)
+
+
+def _num(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, Decimal):
+        value = value.normalize()
+        return f"{value:f}"
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+class NumberColumn(tables.Column):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("attrs", {"td": {"class": "num"}, "th": {"class": "num"}})
+        super().__init__(*args, **kwargs)
+
+    def render(self, value):
+        return _num(value)
+
+
+class PoolStatusColumn(tables.Column):
+    def render(self, value):
+        return format_html('<span class="status status-{}">{}</span>', value.lower(), value)
+
+
+@register
+class NodePoolTable(ConsoleTable):
+    key = "pools"
+    default_columns = (
+        "name", "cluster", "status", "label_key", "label_value", "node_count", "gpu_total", "gpu_allocated",
+        "gpu_free", "projects_gpu_quota", "workload_count", "gpu_placement",
+    )
+
+    name = tables.Column("Node pool", linkify=lambda record: reverse("pool-detail", args=[record.pk]))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    status = PoolStatusColumn("Status", accessor="status", order_by=("ready_node_count", "node_count"))
+    label_key = tables.Column("Label key", default="")
+    label_value = tables.Column("Label value", default="")
+    node_count = NumberColumn("Nodes")
+    gpu_placement = tables.Column("GPU placement strategy")
+    cpu_placement = tables.Column("CPU placement strategy")
+    gpu_total = NumberColumn("Total GPU devices")
+    gpu_ready = NumberColumn("Ready GPU devices")
+    gpu_memory = NumberColumn("Total GPU memory (GiB)", accessor="gpu_memory_total_mib",
+                              order_by=("gpu_memory_total_mib",))
+    gpu_allocated = NumberColumn("Allocated GPUs")
+    gpu_free = NumberColumn("Free GPUs", accessor="gpu_free")
+    cpu_total = NumberColumn("Total CPU (cores)", accessor="cpu_total_millis", order_by=("cpu_total_millis",))
+    memory_total = NumberColumn("Total CPU memory (GiB)", accessor="memory_total_bytes",
+                                order_by=("memory_total_bytes",))
+    cpu_allocated = NumberColumn("Allocated CPU (cores)", accessor="cpu_allocated_millis",
+                                 order_by=("cpu_allocated_millis",))
+    memory_allocated = NumberColumn("Allocated CPU memory (GiB)", accessor="memory_allocated_bytes",
+                                    order_by=("memory_allocated_bytes",))
+    projects_gpu_quota = NumberColumn("Projects' GPU quota (sum)")
+    workload_count = NumberColumn("Workloads")
+    updated = tables.DateTimeColumn(verbose_name="Last updated", format="Y-m-d H:i")
+    created = tables.DateTimeColumn(verbose_name="Creation time", format="Y-m-d H:i")
+
+    class Meta(ConsoleTable.Meta):
+        row_attrs = {"data-pool": lambda record: record.name}
+
+    def render_gpu_memory(self, value):
+        return _num(round(value / 1024, 1))
+
+    def render_cpu_total(self, value):
+        return _num(_cores(value))
+
+    def render_cpu_allocated(self, value):
+        return _num(_cores(value))
+
+    def render_memory_total(self, value):
+        return _num(_gib(value))
+
+    def render_memory_allocated(self, value):
+        return _num(_gib(value))
+
+    def render_gpu_placement(self, record):
+        return record.get_gpu_placement_display()
+
+    def render_cpu_placement(self, record):
+        return record.get_cpu_placement_display()
+
+    def export_gpu_memory(self, record):
+        return round(record.gpu_memory_total_mib / 1024, 1)
+
+    def export_gpu_placement(self, record):
+        return record.get_gpu_placement_display()
+
+    def export_cpu_placement(self, record):
+        return record.get_cpu_placement_display()
+
+    def export_cpu_total(self, record):
+        return _cores(record.cpu_total_millis)
+
+    def export_cpu_allocated(self, record):
+        return _cores(record.cpu_allocated_millis)
+
+    def export_memory_total(self, record):
+        return _gib(record.memory_total_bytes)
+
+    def export_memory_allocated(self, record):
+        return _gib(record.memory_allocated_bytes)
+
+
+@register
+class OverviewPoolTable(NodePoolTable):
+    """The overview's pool table: a separate key, so its columns are chosen apart from the pools page."""
+
+    key = "overview"
+    default_columns = ("name", "status", "label", "node_count", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_free")
+
+    label = tables.Column("Label", accessor="label", orderable=False, default="—")
+
+    class Meta(NodePoolTable.Meta):
+        pass
+
+
+class NodeStatusColumn(tables.Column):
+    def render(self, value, record):
+        reasons = record.status_reasons or []
+        return format_html('<span class="status status-{}" title="{}">{}</span>', record.status,
+                           "\n".join(reasons) if reasons else record.get_status_display(), record.status_text)
+
+
+def _attach_node_usage(nodes):
+    from nodepools.selectors import nodes_attach_usage
+
+    return nodes_attach_usage(nodes)
+
+
+@register
+class NodeTable(ConsoleTable):
+    key = "nodes"
+    enrich = staticmethod(_attach_node_usage)
+    default_columns = (
+        "name", "status", "pool", "gpu_product", "gpu_devices", "gpu_allocated", "gpu_free", "cpu", "memory", "pods",
+        "zone",
+    )
+
+    name = tables.Column("Node", linkify=lambda record: reverse("node-detail", args=[record.pk]))
+    status = NodeStatusColumn("Status", accessor="status", order_by=("status",),
+                              attrs={"td": {"class": "status-cell"}})
+    pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",), default="—")
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    gpu_product = tables.Column("GPU type", default="—")
+    gpu_devices = tables.Column("Ready/total GPU devices", accessor="gpu_ready", order_by=("gpu_ready", "gpu_capacity"),
+                                attrs={"td": {"class": "num"}, "th": {"class": "num"}})
+    gpu_memory = NumberColumn("GPU memory (GiB)", accessor="gpu_memory_mib", order_by=("gpu_memory_mib",))
+    gpu_allocated = NumberColumn("Allocated GPUs")
+    gpu_free = NumberColumn("Free GPU devices")
+    cpu = NumberColumn("CPU (cores)", accessor="cpu_allocatable_millis", order_by=("cpu_allocatable_millis",))
+    memory = NumberColumn("CPU memory (GiB)", accessor="memory_allocatable_bytes", order_by=("memory_allocatable_bytes",))
+    cpu_allocated = NumberColumn("Allocated CPU (cores)", accessor="cpu_allocated_millis",
+                                 order_by=("cpu_allocated_millis",))
+    memory_allocated = NumberColumn("Allocated CPU memory (GiB)", accessor="memory_allocated_bytes",
+                                    order_by=("memory_allocated_bytes",))
+    pods = NumberColumn("Pods", accessor="pod_count", order_by=("pod_count",))
+    zone = tables.Column("Zone", default="—")
+    instance_type = tables.Column("Instance type", default="—")
+    capacity_type = tables.Column("Capacity type", default="—")
+
+    class Meta(ConsoleTable.Meta):
+        row_attrs = {"data-node": lambda record: record.name}
+
+    def render_gpu_devices(self, record):
+        return f"{record.gpu_ready}/{record.gpu_capacity}"
+
+    def render_gpu_memory(self, record):
+        return _num(self.export_gpu_memory(record))
+
+    def render_cpu(self, value):
+        return _num(_cores(value))
+
+    def render_cpu_allocated(self, value):
+        return _num(_cores(value))
+
+    def render_memory(self, value):
+        return _num(_gib(value))
+
+    def render_memory_allocated(self, value):
+        return _num(_gib(value))
+
+    # The CSV of every node reads plain dicts (`values()`), not model instances: see ui.tables.
+    export_fields = (
+        "pk", "name", "status", "status_reasons", "pool__name", "cluster__name", "gpu_product", "gpu_capacity",
+        "gpu_allocatable", "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone",
+        "instance_type", "capacity_type",
+    )
+
+    def export_enricher(self, queryset):
+        """Usage of every exported node from one grouped query, then applied batch by batch."""
+        from decimal import Decimal
+
+        from nodepools.models import Pod
+
+        usage = {r["node_id"]: r for r in Pod.objects.active().filter(node__in=queryset.order_by().values("pk"))
+                 .order_by().values("node_id").annotate(g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"),
+                                                        n=Count("pk"))}
+        ready = NodeStatus.READY
+
+        def enrich(rows):
+            for row in rows:
+                u = usage.get(row["pk"])
+                row["gpu_allocated"] = (u["g"] or Decimal(0)) if u else Decimal(0)
+                row["cpu_allocated_millis"] = (u["c"] or 0) if u else 0
+                row["memory_allocated_bytes"] = (u["m"] or 0) if u else 0
+                row["pod_count"] = u["n"] if u else 0
+                row["gpu_ready"] = row["gpu_allocatable"] if row["status"] == ready else 0
+                row["gpu_free"] = max(Decimal(row["gpu_ready"]) - row["gpu_allocated"], Decimal(0))
+
+        return enrich
+
+    def export_status(self, row):
+        return node_status_text(row["status"], row["status_reasons"])
+
+    def export_gpu_devices(self, row):
+        return f"{row['gpu_ready']}/{row['gpu_capacity']}"
+
+    def export_gpu_memory(self, row):
+        if not row["gpu_memory_mib"]:
+            return None
+        return round(row["gpu_capacity"] * row["gpu_memory_mib"] / 1024, 1)
+
+    def export_cpu(self, row):
+        return _cores(row["cpu_allocatable_millis"])
+
+    def export_memory(self, row):
+        return _gib(row["memory_allocatable_bytes"])
+
+    def export_cpu_allocated(self, row):
+        return _cores(row["cpu_allocated_millis"])
+
+    def export_memory_allocated(self, row):
+        return _gib(row["memory_allocated_bytes"])
+
+    def export_pods(self, row):
+        return row["pod_count"]
+
+
+def node_status_text(status: str, reasons: list[str]) -> str:
+    """Like `Node.status_text`, from the stored values."""
+    if status == NodeStatus.NOT_READY:
+        return f"Not ready ({reasons[0]})" if reasons else "Not ready"
+    return NodeStatus(status).label
+
+
+@register
+class PodTable(ConsoleTable):
+    key = "node-pods"
+    default_columns = ("name", "namespace", "project", "phase", "priority", "gpus", "cpu", "memory")
+
+    name = tables.Column("Pod")
+    namespace = tables.Column("Namespace")
+    project = tables.Column("Project", accessor="project__name", order_by=("project__name",), default="—")
+    phase = tables.Column("Phase")
+    priority = NumberColumn("Priority")
+    priority_class = tables.Column("Priority class", default="—")
+    gpus = NumberColumn("GPUs")
+    cpu = NumberColumn("CPU (cores)", accessor="cpu_millis", order_by=("cpu_millis",))
+    memory = NumberColumn("Memory (GiB)", accessor="memory_bytes", order_by=("memory_bytes",))
+    ready = tables.BooleanColumn(verbose_name="Ready")
+
+    def render_cpu(self, value):
+        return _num(_cores(value))
+
+    def render_memory(self, value):
+        return _num(_gib(value))
+
+    def export_cpu(self, record):
+        return _cores(record.cpu_millis)
+
+    def export_memory(self, record):
+        return _gib(record.memory_bytes)

@@ -1,0 +1,133 @@
+"""Representations of departments, projects, quotas, priority lists and role assignments."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from rest_framework import serializers
+
+from console.api import RestrictedPrimaryKeyRelatedField
+from nodepools.models import Cluster, NodePool
+from projects.access import Role
+from projects.models import Department, Project, Quota, Rank, RoleAssignment
+
+
+class DepartmentSerializer(serializers.ModelSerializer):
+    cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
+
+    class Meta:
+        model = Department
+        fields = ["id", "cluster", "name", "description", "created", "updated"]
+        read_only_fields = ["created", "updated"]
+
+
+class DepartmentUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=63, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+
+
+class NamespacesField(serializers.ListField):
+    """Namespace names in, namespace names out (read from the project's namespaces)."""
+
+    def to_representation(self, data):
+        return [ns.name for ns in data.all()] if hasattr(data, "all") else list(data)
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    department = RestrictedPrimaryKeyRelatedField(model=Department)
+    namespaces = NamespacesField(
+        child=serializers.CharField(max_length=63), required=False, min_length=1,
+        help_text="Kubernetes namespaces the project owns (default: runai-<name>).",
+    )
+    priority = serializers.SerializerMethodField(help_text="Ids of the node pools in the project's priority order.")
+
+    class Meta:
+        model = Project
+        fields = ["id", "cluster", "department", "name", "description", "allow_over_quota", "namespaces", "priority",
+                  "created", "updated"]
+        read_only_fields = ["cluster", "created", "updated"]
+
+    def get_priority(self, project) -> list[int]:
+        return [entry.pool_id for entry in project.priority_entries.all()]
+
+
+class ProjectUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=63, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    allow_over_quota = serializers.BooleanField(required=False)
+    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1)
+
+
+_QUOTA_VALUES = ["gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
+                 "over_quota_weight", "rank"]
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    pool_name = serializers.CharField(source="pool.name", read_only=True)
+    owner_kind = serializers.CharField(read_only=True, help_text="department or project")
+    rank_label = serializers.CharField(source="get_rank_display", read_only=True)
+    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_over_quota = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
+    cpu_allocated = serializers.FloatField(read_only=True, help_text="cores")
+    cpu_over_quota = serializers.FloatField(read_only=True, help_text="cores")
+    memory_allocated_mib = serializers.FloatField(read_only=True)
+    memory_over_quota_mib = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = Quota
+        fields = ["id", "pool", "pool_name", "owner_kind", "department", "project", *_QUOTA_VALUES, "rank_label",
+                  "version", "gpu_allocated", "gpu_over_quota", "cpu_allocated", "cpu_over_quota",
+                  "memory_allocated_mib", "memory_over_quota_mib", "updated"]
+        read_only_fields = fields
+
+
+class QuotaEntrySerializer(serializers.Serializer):
+    """New values for the quota of one pool; fields left out keep their value, null means unlimited."""
+
+    pool = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the node pool.")
+    gpu_deserved = serializers.DecimalField(max_digits=9, decimal_places=2, required=False, min_value=0)
+    cpu_deserved = serializers.DecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
+    memory_deserved_mib = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
+    gpu_limit = serializers.DecimalField(max_digits=9, decimal_places=2, required=False, allow_null=True, min_value=0)
+    cpu_limit = serializers.DecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
+    memory_limit_mib = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
+    over_quota_weight = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    rank = serializers.ChoiceField(choices=Rank.choices, required=False)
+
+
+class OwnerQuotasSerializer(serializers.Serializer):
+    quotas = QuotaSerializer(many=True, read_only=True)
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
+class OwnerQuotasUpdateSerializer(serializers.Serializer):
+    quotas = QuotaEntrySerializer(many=True, help_text="One entry per pool to change; pools left out are unchanged.")
+
+    def validate_quotas(self, entries):
+        pools = [entry["pool"] for entry in entries]
+        if len(set(pools)) != len(pools):
+            raise serializers.ValidationError("Name each pool at most once.")
+        return entries
+
+
+class PrioritySerializer(serializers.Serializer):
+    pools = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        help_text="Node pool ids, first choice first (empty: the cluster's order).",
+    )
+
+
+class RoleAssignmentSerializer(serializers.ModelSerializer):
+    user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False,
+                                        allow_null=True)
+    group = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False, allow_null=True)
+    role = serializers.ChoiceField(choices=Role.choices)
+    cluster = RestrictedPrimaryKeyRelatedField(model=Cluster, required=False, allow_null=True)
+    department = RestrictedPrimaryKeyRelatedField(model=Department, required=False, allow_null=True)
+    project = RestrictedPrimaryKeyRelatedField(model=Project, required=False, allow_null=True)
+    description = serializers.CharField(source="__str__", read_only=True)
+
+    class Meta:
+        model = RoleAssignment
+        fields = ["id", "user", "group", "role", "scope_type", "cluster", "department", "project", "description",
+                  "created"]
+        read_only_fields = ["scope_type", "created"]

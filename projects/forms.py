@@ -1,0 +1,95 @@
+"""Forms of the organisation pages: they check types; the services check the rules."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from projects.access import Role
+from projects.models import Rank
+
+
+class DepartmentForm(forms.Form):
+    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+
+class DepartmentCreateForm(DepartmentForm):
+    cluster = forms.ModelChoiceField(queryset=None)
+    field_order = ["cluster", "name", "description"]
+
+    def __init__(self, *args, clusters=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].queryset = clusters
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    allow_over_quota = forms.BooleanField(required=False, initial=True, label="Allow over-quota",
+                                          help_text="Let workloads use idle GPUs beyond the deserved quota.")
+    namespaces = forms.CharField(required=False, help_text="Kubernetes namespaces, separated by commas "
+                                 "(empty on creation: runai-<name>).")
+
+    def clean_namespaces(self):
+        return [n.strip() for n in self.cleaned_data["namespaces"].split(",") if n.strip()]
+
+
+class ProjectCreateForm(ProjectForm):
+    department = forms.ModelChoiceField(queryset=None)
+    field_order = ["department", "name"]
+
+    def __init__(self, *args, departments=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["department"].queryset = departments
+
+
+class QuotaForm(forms.Form):
+    """One quota row. Empty CPU / memory / limits mean unlimited."""
+
+    gpu_deserved = forms.DecimalField(label="Deserved GPUs", max_digits=9, decimal_places=2)
+    cpu_deserved = forms.DecimalField(label="Deserved CPU (cores)", max_digits=10, decimal_places=3, required=False)
+    memory_deserved_mib = forms.IntegerField(label="Deserved CPU memory (MiB)", required=False)
+    gpu_limit = forms.DecimalField(label="GPU limit", max_digits=9, decimal_places=2, required=False)
+    cpu_limit = forms.DecimalField(label="CPU limit (cores)", max_digits=10, decimal_places=3, required=False)
+    memory_limit_mib = forms.IntegerField(label="CPU memory limit (MiB)", required=False)
+    over_quota_weight = forms.IntegerField(label="Over-quota weight", min_value=0)
+    rank = forms.TypedChoiceField(choices=Rank.choices, coerce=int)
+    version = forms.IntegerField(widget=forms.HiddenInput)
+
+    FIELDS = ("gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
+              "over_quota_weight", "rank")
+
+    @classmethod
+    def initial_from(cls, quota) -> dict:
+        values = {name: getattr(quota, name) for name in cls.FIELDS}
+        values["version"] = quota.version
+        return values
+
+    def values(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.FIELDS}
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=[])
+
+    def __init__(self, *args, roles=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["role"].choices = [(r, Role(r).label) for r in roles]
+
+    def clean_username(self):
+        name = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"No active user named '{name}'.")
+        return user
+
+
+class PriorityForm(forms.Form):
+    """The ordered pool ids of a project's priority list (`pools` repeated, in order)."""
+
+    pools = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
+
+    def __init__(self, *args, pools=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["pools"].choices = [(p.pk, p.name) for p in pools]

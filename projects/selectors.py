@@ -1,0 +1,265 @@
+"""Reads of the organisation for the pages; each takes the user and returns only what it may see."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+from django.db.models import Count, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+from nodepools.models import Cluster, NodePool, Pod
+from projects.access import Role, ScopeType, user_grants
+from projects.fairshare import Claim, hierarchical_fair_shares
+from projects.models import Department, Project, Quota, RoleAssignment
+
+GPU = models.DecimalField(max_digits=14, decimal_places=3)
+
+
+def department_list(*, user: Any):
+    """Departments the user may see, with their projects' count, deserved and allocated GPUs."""
+    deserved = Quota.objects.filter(department=OuterRef("pk")).order_by().values("department")
+    allocated = Pod.objects.active().filter(project__department=OuterRef("pk")).order_by().values("project__department")
+    projects = Project.objects.filter(department=OuterRef("pk")).order_by().values("department")
+    return Department.objects.restrict(user, "view").select_related("cluster").annotate(
+        project_count=Coalesce(Subquery(projects.annotate(v=Count("pk")).values("v")), Value(0)),
+        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
+                              Value(Decimal(0)), output_field=GPU),
+        gpu_allocated=Coalesce(Subquery(allocated.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
+                               Value(Decimal(0)), output_field=GPU),
+    )
+
+
+def project_list(*, user: Any):
+    """Projects the user may see, with deserved and allocated GPUs and running workloads."""
+    deserved = Quota.objects.filter(project=OuterRef("pk")).order_by().values("project")
+    active = Pod.objects.active().filter(project=OuterRef("pk")).order_by().values("project")
+    return Project.objects.restrict(user, "view").select_related("department", "cluster").annotate(
+        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
+                              Value(Decimal(0)), output_field=GPU),
+        gpu_allocated=Coalesce(Subquery(active.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
+                               Value(Decimal(0)), output_field=GPU),
+        workload_count=Coalesce(Subquery(active.annotate(v=Count("pk")).values("v")), Value(0)),
+    )
+
+
+def members_list(*, user: Any, department: Department | None = None, project: Project | None = None):
+    """Role assignments in exactly this department's or project's scope that the user may see."""
+    rows = RoleAssignment.objects.restrict(user, "view").select_related("user", "group")
+    if department is not None:
+        return rows.filter(scope_type=ScopeType.DEPARTMENT, department=department)
+    return rows.filter(scope_type=ScopeType.PROJECT, project=project)
+
+
+def landing_departments(*, user: Any) -> list[int] | None:
+    """For a user whose roles are only department roles (administrator or viewer), the departments
+    to land on; None for everyone else (they land on the cluster overview)."""
+    grants = user_grants(user)
+    if not grants:
+        return None
+    department_roles = {Role.DEPARTMENT_ADMIN, Role.DEPARTMENT_VIEWER}
+    if all(g.role in department_roles and g.scope_type == ScopeType.DEPARTMENT for g in grants):
+        return sorted({g.department_id for g in grants})
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Allocation of quota rows, by one grouped query (instead of subqueries per row)
+
+def allocation_by_project_pool(pool_ids, usage: list[dict[str, Any]] | None = None
+                                ) -> dict[tuple[int, int], dict[str, Any]]:
+    """What running pods use per (project, pool), with the project's department, from `pod_usage`."""
+    from nodepools.selectors import pod_usage
+
+    rows = [r for r in (usage if usage is not None else pod_usage(pool_ids)) if r["project_id"]]
+    departments = dict(Project.objects.filter(pk__in={r["project_id"] for r in rows})
+                       .values_list("pk", "department_id"))
+    return {(r["project_id"], r["pool_id"]): {**r, "project__department_id": departments.get(r["project_id"])}
+            for r in rows}
+
+
+def quotas_attach_allocation(quotas: list[Quota], allocation: dict | None = None,
+                             usage: list[dict[str, Any]] | None = None) -> list[Quota]:
+    """Set gpu/cpu/memory `_allocated` and `_over_quota` on quota rows (department rows: the sum of their
+    projects), as `Quota.objects.with_allocation()` annotates them (the non-preemptible floor is the
+    service's business, not the pages')."""
+    if allocation is None:
+        allocation = allocation_by_project_pool({q.pool_id for q in quotas}, usage)
+    by_department: dict[tuple[int, int], dict[str, Any]] = {}
+    for (project_id, pool_id), r in allocation.items():
+        total = by_department.setdefault((r["project__department_id"], pool_id), {})
+        for key in ("gpu", "cpu", "mem"):
+            total[key] = (total.get(key) or 0) + (r[key] or 0)
+    for q in quotas:
+        r = allocation.get((q.project_id, q.pool_id)) if q.project_id else by_department.get((q.department_id, q.pool_id))
+        r = r or {}
+        q.gpu_allocated = Decimal(r.get("gpu") or 0)
+        q.cpu_allocated = (r.get("cpu") or 0) / 1000
+        q.memory_allocated_mib = (r.get("mem") or 0) / 1048576
+        q.gpu_over_quota = max(q.gpu_allocated - q.gpu_deserved, Decimal(0))
+        q.cpu_over_quota = 0.0 if q.cpu_deserved is None else max(q.cpu_allocated - float(q.cpu_deserved), 0.0)
+        q.memory_over_quota_mib = (0.0 if q.memory_deserved_mib is None
+                                   else max(q.memory_allocated_mib - q.memory_deserved_mib, 0.0))
+    return quotas
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quota, allocation and fair share per pool
+
+@dataclass
+class QuotaLine:
+    """One owner's numbers in one pool."""
+
+    quota: Quota
+    fair_share: Decimal = Decimal(0)
+
+    @property
+    def deserved(self) -> Decimal:
+        return self.quota.gpu_deserved
+
+    @property
+    def allocated(self) -> Decimal:
+        return self.quota.gpu_allocated
+
+    @property
+    def over_quota(self) -> Decimal:
+        return self.quota.gpu_over_quota
+
+
+@dataclass
+class PoolSummary:
+    pool: NodePool
+    department: QuotaLine | None
+    projects: list[tuple[Project, QuotaLine]] = field(default_factory=list)
+
+
+def _pending_requests(cluster: Cluster, pools: list[NodePool]) -> dict[tuple[int, int], Decimal]:
+    """GPUs that pending workloads ask for, per (project, pool): a pod's node selector names its pool
+    (the default pool when it names none)."""
+    by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
+    default = next((p.pk for p in pools if p.is_default), None)
+    pending: dict[tuple[int, int], Decimal] = {}
+    # By the projects of the cluster (few), so that the (node, phase, project, ...) index answers it.
+    rows = Pod.objects.filter(node__isnull=True, phase="Pending", gpus__gt=0,
+                              project__in=Project.objects.filter(cluster=cluster).values("pk"))
+    for project_id, gpus, selector in rows.values_list("project_id", "gpus", "node_selector"):
+        pool_id = next((by_label[(k, v)] for k, v in (selector or {}).items() if (k, v) in by_label), default)
+        if pool_id is not None:
+            pending[(project_id, pool_id)] = pending.get((project_id, pool_id), Decimal(0)) + gpus
+    return pending
+
+
+def cluster_fair_shares(*, cluster: Cluster) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
+    """Every quota row of the cluster with its allocation and fair share, keyed (kind, owner id, pool id).
+
+    Fair share needs every department's and project's numbers, so this reads the whole cluster; callers
+    show only what the user may see. A fixed number of queries, whatever the size of the cluster.
+    """
+    from nodepools.selectors import pod_usage, pools_attach_usage
+
+    pools = list(NodePool.objects.filter(cluster=cluster))
+    usage = pod_usage([p.pk for p in pools])
+    pools_attach_usage(pools, usage)
+    rows = quotas_attach_allocation(list(Quota.objects.filter(pool__cluster=cluster)
+                                         .select_related("project", "department", "pool")), usage=usage)
+    pending = _pending_requests(cluster, pools)
+    lines: dict[tuple[str, int, int], QuotaLine] = {}
+    for q in rows:
+        kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)
+        lines[(kind, owner, q.pool_id)] = QuotaLine(q)
+    project_department = {q.project_id: q.project.department_id for q in rows if q.project_id}
+    for pool in pools:
+        capacity = Decimal(pool.gpu_ready)
+        if pool.gpu_limit is not None:
+            capacity = min(capacity, Decimal(pool.gpu_limit))
+        children: dict[int, list[Claim]] = {}
+        for q in rows:
+            if q.pool_id == pool.pk and q.project_id:
+                requested = Decimal(q.gpu_allocated) + pending.get((q.project_id, pool.pk), Decimal(0))
+                if not q.project.allow_over_quota:
+                    requested = min(requested, q.gpu_deserved)
+                children.setdefault(project_department[q.project_id], []).append(
+                    Claim(("project", q.project_id), q.gpu_deserved, requested, q.gpu_limit, q.over_quota_weight, q.rank)
+                )
+        departments = [
+            Claim(("department", q.department_id), q.gpu_deserved, None, q.gpu_limit, q.over_quota_weight, q.rank,
+                  tuple(children.get(q.department_id, ())) or (Claim(("none", q.department_id), requested=Decimal(0)),))
+            for q in rows if q.pool_id == pool.pk and q.department_id
+        ]
+        for (kind, owner), share in hierarchical_fair_shares(capacity, departments).items():
+            if kind in ("department", "project") and (kind, owner, pool.pk) in lines:
+                lines[(kind, owner, pool.pk)].fair_share = share
+    return pools, lines
+
+
+def department_summary(*, user: Any, department: Department) -> list[PoolSummary]:
+    """Per pool: the department's deserved, allocated, over-quota and fair share, and those of the
+    projects under it that the user may see."""
+    pools, lines = cluster_fair_shares(cluster=department.cluster)
+    projects = list(Project.objects.restrict(user, "view").filter(department=department).order_by("name"))
+    summaries = []
+    for pool in pools:
+        summaries.append(PoolSummary(
+            pool=pool,
+            department=lines.get(("department", department.pk, pool.pk)),
+            projects=[(p, lines[("project", p.pk, pool.pk)]) for p in projects if ("project", p.pk, pool.pk) in lines],
+        ))
+    return summaries
+
+
+def project_summary(*, user: Any, project: Project) -> list[tuple[NodePool, QuotaLine]]:
+    pools, lines = cluster_fair_shares(cluster=project.cluster)
+    return [(pool, lines[("project", project.pk, pool.pk)]) for pool in pools if ("project", project.pk, pool.pk) in lines]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The quota grid and the overview chart
+
+@dataclass
+class GridRow:
+    owner: Department | Project
+    kind: str
+    cells: list[Quota | None]
+    children: list["GridRow"] = field(default_factory=list)
+
+
+def quota_grid(*, user: Any, cluster: Cluster) -> dict[str, Any]:
+    """Rows = departments (each with its projects), columns = pools, cells = quota rows the user may see,
+    with `editable` the ids of those it may change."""
+    pools = list(NodePool.objects.filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    quotas = quotas_attach_allocation(list(Quota.objects.restrict(user, "view").filter(pool__cluster=cluster)
+                                           .select_related("department", "project__department", "pool")))
+    editable = set(Quota.objects.restrict(user, "change").filter(pool__cluster=cluster).values_list("pk", flat=True))
+    cell: dict[tuple[str, int], dict[int, Quota]] = {}
+    departments: dict[int, Department] = {}
+    projects: dict[int, Project] = {}
+    for q in quotas:
+        if q.project_id:
+            projects[q.project_id] = q.project
+            cell.setdefault(("project", q.project_id), {})[q.pool_id] = q
+        else:
+            departments[q.department_id] = q.department
+            cell.setdefault(("department", q.department_id), {})[q.pool_id] = q
+    rows: list[GridRow] = []
+    for department in sorted(departments.values(), key=lambda d: d.name):
+        row = GridRow(department, "department", [cell[("department", department.pk)].get(p.pk) for p in pools])
+        for project in sorted((p for p in projects.values() if p.department_id == department.pk), key=lambda p: p.name):
+            row.children.append(GridRow(project, "project", [cell[("project", project.pk)].get(p.pk) for p in pools]))
+        rows.append(row)
+    # Projects visible without their department (a project role): rows of their own.
+    for project in sorted((p for p in projects.values() if p.department_id not in departments), key=lambda p: p.name):
+        rows.append(GridRow(project, "project", [cell[("project", project.pk)].get(p.pk) for p in pools]))
+    return {"pools": pools, "rows": rows, "editable": editable}
+
+
+def overview_chart(*, user: Any, cluster: Cluster, usage: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Deserved, allocated and over-quota GPUs per department (that the user may see) and pool."""
+    rows = quotas_attach_allocation(list(
+        Quota.objects.restrict(user, "view").filter(pool__cluster=cluster, project__isnull=True)
+        .select_related("department", "pool").order_by("pool__created", "pool_id", "department__name")), usage=usage)
+    return [
+        {"department": q.department.name, "pool": q.pool.name, "deserved": q.gpu_deserved,
+         "allocated": q.gpu_allocated, "over_quota": q.gpu_over_quota}
+        for q in rows
+    ]

@@ -1,0 +1,305 @@
+"""Pages of departments, projects, members, the quota grid and priority lists. Thin: selectors read
+(restricted to what the user may see; anything else is a 404), services write and check the rules."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from console.exceptions import ConcurrentUpdate
+from nodepools.models import Cluster, NodePool
+from nodepools.selectors import cluster_list
+from projects import selectors, services
+from projects.access import Role, ScopeType, is_system_admin, user_can
+from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
+from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
+                            ProjectForm, QuotaForm)
+from projects.models import Department, Project, Quota, RoleAssignment
+from projects.tables import DepartmentTable, ProjectTable
+from ui.pages import table_page
+from ui.views import form_errors_from
+
+DEPARTMENT_ROLES = [r for r in Role.values if ScopeType.DEPARTMENT in Role.SCOPES[r]]
+PROJECT_ROLES = [r for r in Role.values if ScopeType.PROJECT in Role.SCOPES[r]]
+
+
+def _hint(cluster_id: int, kinds) -> None:
+    from nodepools.views import _hint as hint
+
+    hint(cluster_id, kinds)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Departments
+
+@login_required
+def department_list(request):
+    return table_page(
+        request, template="projects/department_list.html", table_class=DepartmentTable,
+        queryset=selectors.department_list(user=request.user), filterset_class=DepartmentFilterSet,
+        csv_name="departments", dropdown_fields=["cluster"], context={"can_add": is_system_admin(request.user)},
+    )
+
+
+@login_required
+def department_detail(request, pk: int):
+    department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
+    return render(request, "projects/department_detail.html", {
+        "department": department,
+        "summaries": selectors.department_summary(user=request.user, department=department),
+        "members": selectors.members_list(user=request.user, department=department),
+        "can_manage_members": user_can(request.user, department, "manage_members"),
+        "can_edit": is_system_admin(request.user),
+        "can_add_project": user_can(request.user, department, "add_project"),
+        "member_form": MemberForm(roles=DEPARTMENT_ROLES),
+    })
+
+
+@login_required
+def department_create(request):
+    if not is_system_admin(request.user):
+        raise PermissionDenied("Only system administrators may add departments.")
+    form = DepartmentCreateForm(request.POST or None, clusters=cluster_list(user=request.user),
+                                initial={"cluster": request.GET.get("cluster")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            department = services.department_create(actor=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Department '{department}' created, with a zero quota in every pool.")
+            return redirect("department-detail", department.pk)
+    return render(request, "projects/form.html", {"form": form, "title": "Add a department",
+                                                  "cancel": "department-list"})
+
+
+@login_required
+def department_edit(request, pk: int):
+    if not is_system_admin(request.user):
+        raise PermissionDenied("Only system administrators may change departments.")
+    department = get_object_or_404(Department.objects.restrict(request.user, "view"), pk=pk)
+    form = DepartmentForm(request.POST or None, initial={"name": department.name, "description": department.description})
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.department_update(actor=request.user, department=department, **form.cleaned_data)
+        except ValidationError as exc:
+            department.refresh_from_db()
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Department '{department}' saved.")
+            return redirect("department-detail", department.pk)
+    return render(request, "projects/form.html", {"form": form, "title": f"Edit department {department}",
+                                                  "object": department})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Projects
+
+@login_required
+def project_list(request):
+    return table_page(
+        request, template="projects/project_list.html", table_class=ProjectTable,
+        queryset=selectors.project_list(user=request.user).prefetch_related("namespaces"),
+        filterset_class=ProjectFilterSet, csv_name="projects", dropdown_fields=["cluster", "department"],
+        context={"can_add": Department.objects.restrict(request.user, "add_project").exists()},
+    )
+
+
+@login_required
+def project_detail(request, pk: int):
+    project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
+                                pk=pk)
+    priority = list(NodePool.objects.filter(priority_entries__project=project).order_by("priority_entries__position"))
+    return render(request, "projects/project_detail.html", {
+        "project": project,
+        "summary": selectors.project_summary(user=request.user, project=project),
+        "members": selectors.members_list(user=request.user, project=project),
+        "namespaces": project.namespaces.all(),
+        "priority": priority,
+        "other_pools": NodePool.objects.filter(cluster=project.cluster_id).exclude(pk__in=[p.pk for p in priority]),
+        "can_change": user_can(request.user, project, "change"),
+        "can_manage_members": user_can(request.user, project, "manage_members"),
+        "member_form": MemberForm(roles=PROJECT_ROLES),
+    })
+
+
+@login_required
+def project_create(request):
+    departments = Department.objects.restrict(request.user, "add_project").select_related("cluster")
+    if not departments.exists():
+        raise PermissionDenied("You may not add projects.")
+    form = ProjectCreateForm(request.POST or None, departments=departments,
+                             initial={"department": request.GET.get("department"), "allow_over_quota": True})
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        data["namespaces"] = data["namespaces"] or None
+        try:
+            project = services.project_create(actor=request.user, **data)
+        except ValidationError as exc:
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Project '{project}' created, with a zero quota in every pool.")
+            _hint(project.cluster_id, ["quotas"])
+            return redirect("project-detail", project.pk)
+    return render(request, "projects/form.html", {"form": form, "title": "Add a project", "cancel": "project-list"})
+
+
+@login_required
+def project_edit(request, pk: int):
+    project = get_object_or_404(Project.objects.restrict(request.user, "change"), pk=pk)
+    form = ProjectForm(request.POST or None, initial={
+        "name": project.name, "description": project.description, "allow_over_quota": project.allow_over_quota,
+        "namespaces": ", ".join(project.namespaces.values_list("name", flat=True)),
+    })
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        namespaces = data.pop("namespaces")
+        try:
+            services.project_update(actor=request.user, project=project, **data)
+            if namespaces and sorted(namespaces) != sorted(project.namespaces.values_list("name", flat=True)):
+                services.project_namespaces_set(actor=request.user, project=project, namespaces=namespaces)
+        except ValidationError as exc:
+            project.refresh_from_db()
+            form_errors_from(form, exc)
+        else:
+            messages.success(request, f"Project '{project}' saved.")
+            return redirect("project-detail", project.pk)
+    return render(request, "projects/form.html", {"form": form, "title": f"Edit project {project}", "object": project})
+
+
+@login_required
+@require_POST
+def project_priority(request, pk: int):
+    """Reorder a project's node pool priority list: `pools` in the new order, or `move=up:<id>` /
+    `move=down:<id>` / `remove=<id>` / `add=<id>` against the posted order (works without JavaScript)."""
+    project = get_object_or_404(Project.objects.restrict(request.user, "change"), pk=pk)
+    pools = NodePool.objects.filter(cluster=project.cluster_id)
+    form = PriorityForm(request.POST, pools=pools)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for message in errors:
+                messages.error(request, message)
+        return redirect("project-detail", project.pk)
+    order = list(form.cleaned_data["pools"])
+    move, remove, add = request.POST.get("move", ""), request.POST.get("remove"), request.POST.get("add")
+    if ":" in move:
+        direction, raw = move.split(":", 1)
+        if raw.isdigit() and int(raw) in order:
+            i = order.index(int(raw))
+            j = i - 1 if direction == "up" else i + 1
+            if 0 <= j < len(order):
+                order[i], order[j] = order[j], order[i]
+    if remove and remove.isdigit() and int(remove) in order:
+        order.remove(int(remove))
+    if add and add.isdigit() and int(add) not in order:
+        order.append(int(add))
+    by_id = {p.pk: p for p in pools}
+    try:
+        services.project_priority_set(actor=request.user, project=project,
+                                      pools=[by_id[i] for i in order if i in by_id])
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, "Node pool priority saved.")
+    return redirect("project-detail", project.pk)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Members
+
+def _members(request, *, department=None, project=None):
+    owner = department or project
+    roles = DEPARTMENT_ROLES if department else PROJECT_ROLES
+    if "remove" in request.POST:
+        assignment = get_object_or_404(selectors.members_list(user=request.user, department=department,
+                                                               project=project), pk=request.POST["remove"])
+        services.role_unassign(actor=request.user, assignment=assignment)
+        messages.success(request, f"{assignment.subject} is no longer {assignment.get_role_display()} of {owner}.")
+    else:
+        form = MemberForm(request.POST, roles=roles)
+        if form.is_valid():
+            try:
+                assignment = services.role_assign(actor=request.user, role=form.cleaned_data["role"],
+                                                  user=form.cleaned_data["username"], department=department,
+                                                  project=project)
+            except ValidationError as exc:
+                for message in exc.messages:
+                    messages.error(request, message)
+            else:
+                messages.success(request, f"{assignment.subject} is {assignment.get_role_display()} of {owner}.")
+        else:
+            for name, errors in form.errors.items():
+                for message in errors:
+                    messages.error(request, f"{form[name].label}: {message}" if name in form.fields
+                                   else message)
+
+
+@login_required
+@require_POST
+def department_members(request, pk: int):
+    department = get_object_or_404(Department.objects.restrict(request.user, "manage_members"), pk=pk)
+    _members(request, department=department)
+    return redirect("department-detail", department.pk)
+
+
+@login_required
+@require_POST
+def project_members(request, pk: int):
+    project = get_object_or_404(Project.objects.restrict(request.user, "manage_members"), pk=pk)
+    _members(request, project=project)
+    return redirect("project-detail", project.pk)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quota
+
+@login_required
+def quota_grid(request, pk: int):
+    cluster = get_object_or_404(cluster_list(user=request.user), pk=pk)
+    request.session["console.cluster"] = cluster.pk
+    grid = selectors.quota_grid(user=request.user, cluster=cluster)
+    if not grid["rows"]:
+        # Nothing of this cluster's organisation is the user's to see.
+        grid["empty"] = True
+    template = "projects/quota_grid.html"
+    if request.htmx and request.htmx.target == "table":
+        template += "#table"
+    return render(request, template, {"cluster": cluster, "live_clusters": [cluster.pk], **grid})
+
+
+@login_required
+def quota_edit(request, pk: int):
+    """The inline editor of one grid cell (an htmx fragment), or a page of its own without JavaScript.
+
+    The form carries the version it was read at; the service refuses a save over someone else's
+    change (ConcurrentUpdate) and the editor says so, keeping what the user typed."""
+    quota = get_object_or_404(Quota.objects.restrict(request.user, "view")
+                              .select_related("pool__cluster", "department", "project__department"), pk=pk)
+    can_change = Quota.objects.restrict(request.user, "change").filter(pk=quota.pk).exists()
+    warnings, conflict, saved = [], None, False
+    if request.method == "POST":
+        if not can_change:
+            raise PermissionDenied(f"You may not change the quota of {quota.owner_kind} '{quota.owner}'.")
+        form = QuotaForm(request.POST)
+        if form.is_valid():
+            try:
+                result = services.quota_update(actor=request.user, quota=quota,
+                                               expected_version=form.cleaned_data["version"], **form.values())
+            except ConcurrentUpdate as exc:
+                conflict = str(exc)
+            except ValidationError as exc:
+                form_errors_from(form, exc)
+            else:
+                quota, warnings, saved = result.quota, result.warnings, True
+                form = QuotaForm(initial=QuotaForm.initial_from(quota))
+                _hint(quota.pool.cluster_id, ["quotas"])
+    else:
+        form = QuotaForm(initial=QuotaForm.initial_from(quota))
+    context = {"quota": quota, "form": form, "warnings": warnings, "conflict": conflict, "saved": saved,
+               "can_change": can_change, "cluster": quota.pool.cluster}
+    if request.htmx:
+        return render(request, "projects/quota_edit.html#editor", context)
+    return render(request, "projects/quota_edit.html", context)

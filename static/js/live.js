@@ -1,0 +1,102 @@
+/* Live tables and small conveniences of the console (no framework besides htmx).
+ *
+ * Pages that follow the database put `data-live-clusters="1,2"` on <body> and mark each region that
+ * should refetch with `data-live="nodes pods pools"` (the kinds of change it shows) and an id. The
+ * server sends hints over /ws/live/; the region refetches itself through its normal view (the same
+ * URL with the current query string, HX-Target = its id), so filters, sort and permissions apply.
+ * When the connection drops, #live-status says so and the socket reconnects with backoff; on
+ * reconnecting, every region refetches once (a hint may have been missed).
+ */
+(function () {
+  "use strict";
+
+  function autosubmit() {
+    document.querySelectorAll("select[data-autosubmit]").forEach(function (el) {
+      if (el.getAttribute("data-bound")) return;
+      el.setAttribute("data-bound", "1");
+      el.addEventListener("change", function () { el.form.submit(); });
+    });
+  }
+
+  function regions() { return Array.prototype.slice.call(document.querySelectorAll("[data-live][id]")); }
+
+  var pending = {}, inflight = {};
+  function refetch(el) {
+    var id = el.id;
+    if (inflight[id]) { pending[id] = true; return; }
+    inflight[id] = true;
+    var url = el.getAttribute("data-live-url") || (window.location.pathname + window.location.search);
+    var done = function () {
+      inflight[id] = false;
+      if (pending[id]) { pending[id] = false; var again = document.getElementById(id); if (again) refetch(again); }
+      document.dispatchEvent(new CustomEvent("live:refreshed", { detail: { id: id } }));
+    };
+    if (!window.htmx) { done(); return; }
+    window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" }).then(done, done);
+  }
+
+  var timers = {};
+  function hinted(kinds) {
+    regions().forEach(function (el) {
+      var wanted = (el.getAttribute("data-live") || "").split(/\s+/);
+      if (kinds.some(function (k) { return wanted.indexOf(k) >= 0; })) {
+        clearTimeout(timers[el.id]);
+        // Coalesce bursts of hints into one refetch, well within a second.
+        timers[el.id] = setTimeout(function () { var cur = document.getElementById(el.id); if (cur) refetch(cur); }, 80);
+      }
+    });
+  }
+
+  function status(state) {
+    var el = document.getElementById("live-status");
+    if (!el) return;
+    el.hidden = false;
+    el.className = "live live-" + state;
+    el.textContent = state === "on" ? "Live" : "Live updates disconnected — reconnecting…";
+    el.setAttribute("data-state", state);
+  }
+
+  function connect() {
+    var clusters = document.body.getAttribute("data-live-clusters");
+    if (clusters === null || !regions().length || !window.WebSocket) return;
+    var delay = 500, socket = null, everConnected = false;
+    function open() {
+      var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+      socket = new WebSocket(scheme + window.location.host + "/ws/live/?clusters=" + encodeURIComponent(clusters));
+      window.consoleLive = { socket: socket };
+      socket.onopen = function () {
+        delay = 500;
+        status("on");
+        if (everConnected) hinted(["nodes", "pods", "pools", "quotas", "cluster"]);
+        everConnected = true;
+      };
+      socket.onmessage = function (event) {
+        var data;
+        try { data = JSON.parse(event.data); } catch (e) { return; }
+        if (data.type === "changed") hinted(data.kinds || []);
+      };
+      socket.onclose = function () {
+        status("off");
+        setTimeout(open, delay + Math.random() * delay * 0.3);
+        delay = Math.min(delay * 2, 15000);
+      };
+    }
+    status("off");
+    open();
+    setInterval(function () {
+      if (socket && socket.readyState === 1) socket.send(JSON.stringify({ type: "ping" }));
+    }, 25000);
+  }
+
+  // Quota grid: a department's <details> folds its project rows (all rows show without JavaScript).
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (!details.classList || !details.classList.contains("expander")) return;
+    var body = details.closest("tbody");
+    if (!body) return;
+    body.querySelectorAll("tr.project-row").forEach(function (row) { row.hidden = !details.open; });
+  }, true);
+
+  document.addEventListener("DOMContentLoaded", function () { autosubmit(); connect(); });
+  document.addEventListener("htmx:afterSwap", autosubmit);
+})();

@@ -1,0 +1,440 @@
+"""The live mirror (nodepools/sync.py) against the Kubernetes API emulator, over real HTTP.
+
+The writer runs in the test's thread (`ClusterSync.run_until`), the informers in their own threads, so
+the test database is only ever touched from one thread. Intervals are shrunk so the suite runs fast.
+"""
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from audit.models import AuditEvent
+from nodepools import services
+from nodepools.emulator import KubeEmulator, make_node, make_pod
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
+from nodepools.sync import ClusterSync, SyncOptions
+from projects import services as project_services
+from projects.models import Quota
+
+FAST = dict(backoff_base=0.05, backoff_max=0.3, read_timeout=5, unreachable_after=0.4, batch_delay=0.02,
+            tick=0.05, lock_poll=0.3, watch_timeout_min=30, watch_timeout_max=40, hint_interval=0.05)
+OPERANDS = ("nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter")
+
+
+def gpu_node(name, **kw):
+    kw.setdefault("gpus", 4)
+    kw.setdefault("gpu_product", "NVIDIA-A100-SXM4-40GB")
+    kw.setdefault("gpu_memory_mib", 40960)
+    return make_node(name, **kw)
+
+
+def operands(node, apps=OPERANDS, ready=True):
+    return [make_pod(f"{app}-{node}", "gpu-operator", node=node, labels={"app": app}, ready=ready,
+                     containers=[{"name": "main", "requests": {"cpu": "100m", "memory": "128Mi"}}]) for app in apps]
+
+
+def workload(name, project, node, *, gpus=1, priority=50, phase="Running", **kw):
+    requests = {"cpu": "1", "memory": "1Gi"}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    kw.setdefault("containers", [{"name": "main", "requests": requests}])
+    return make_pod(name, f"runai-{project}", node=node, phase=phase, priority=priority, **kw)
+
+
+@pytest.fixture
+def emulator():
+    emu = KubeEmulator(bookmark_interval=0.1)
+    emu.start()
+    yield emu
+    emu.stop()
+
+
+class Lab:
+    """Cluster `lab` reached through the emulator's kubeconfig; pools default and a100 (gpu-type=A100);
+    department rnd with project rnd-a (namespace runai-rnd-a)."""
+
+    def __init__(self, emu, tmp_path, **options):
+        self.emu = emu
+        kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        self.cluster = services.cluster_create(actor=None, name="lab", kubeconfig_path=str(kubeconfig),
+                                               kube_context="emulator")
+        self.a100 = services.pool_create(actor=None, cluster=self.cluster, name="a100", label_key="gpu-type",
+                                         label_value="A100")
+        self.rnd = project_services.department_create(actor=None, cluster=self.cluster, name="rnd")
+        self.rnd_a = project_services.project_create(actor=None, department=self.rnd, name="rnd-a")
+        self.options = SyncOptions(**{**FAST, **options})
+        self.sync: ClusterSync | None = None
+
+    def start(self):
+        self.cluster.refresh_from_db()
+        self.sync = ClusterSync(self.cluster, self.options)
+        self.sync.start()
+        return self
+
+    def stop(self):
+        if self.sync:
+            self.sync.stop()
+            self.sync = None
+
+    def until(self, condition, timeout=15):
+        assert self.sync.run_until(condition, timeout), "the mirror did not reach the expected state in time"
+
+    def synced(self):
+        self.until(lambda: Cluster.objects.get(pk=self.cluster.pk).last_full_sync is not None)
+
+    def node(self, name):
+        return Node.objects.filter(cluster=self.cluster, name=name).first()
+
+    def state(self):
+        return Cluster.objects.get(pk=self.cluster.pk)
+
+
+@pytest.fixture
+def lab(db, emulator, tmp_path):
+    lab = Lab(emulator, tmp_path)
+    yield lab
+    lab.stop()
+
+
+def load_small_cluster(emu):
+    emu.load(
+        nodes=[gpu_node("a100-1", labels={"gpu-type": "A100"}), gpu_node("a100-2", labels={"gpu-type": "A100"}),
+               gpu_node("v100-1", gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384), make_node("cpu-1")],
+        pods=operands("a100-1") + operands("a100-2") + operands("v100-1")
+        + [workload("train-1", "rnd-a", "a100-1", gpus=2), workload("serve-1", "rnd-a", "v100-1", gpus=1, priority=125)],
+    )
+
+
+# ------------------------------------------------------------------------------------------- initial sync
+
+def test_initial_sync_mirrors_nodes_pods_gpu_facts_and_pools(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    state = lab.state()
+    assert state.connection_state == ConnectionState.CONNECTED and state.last_full_sync is not None
+    assert dict(Node.objects.values_list("name", "pool__name")) == {
+        "a100-1": "a100", "a100-2": "a100", "v100-1": "default", "cpu-1": "default"}
+    a100 = lab.node("a100-1")
+    assert (a100.gpu_product, a100.gpu_memory_mib, a100.gpu_allocatable, a100.gpu_count_label, a100.gpu_family) == (
+        "NVIDIA-A100-SXM4-40GB", 40960, 4, 4, "ampere")
+    assert a100.status == NodeStatus.READY and a100.status_reasons == []
+    assert not lab.node("cpu-1").is_gpu_node and lab.node("cpu-1").status == NodeStatus.READY
+    assert Pod.objects.count() == 8
+    train = Pod.objects.get(name="train-1")
+    assert (train.node.name, train.project, train.gpus) == ("a100-1", lab.rnd_a, Decimal(2))
+    assert lab.emu.stats()["requests"].get("list nodes") or lab.emu.stats()["list_pages"] >= 2
+
+
+def test_list_is_paginated_with_limit_500(lab):
+    lab.emu.load(nodes=[make_node("n-1")],
+                 pods=[make_pod(f"p-{i:04d}", "batch", node="n-1", containers=[{"name": "c", "requests": {"cpu": "1m"}}])
+                       for i in range(1201)])
+    lab.start().synced()
+    assert Pod.objects.count() == 1201
+    assert lab.emu.stats()["list_pages"] >= 3 + 1  # pods in pages of 500, and the nodes
+
+
+def test_a_second_full_list_writes_nothing_when_nothing_changed(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    before = dict(Pod.objects.values_list("name", "updated"))
+    lab.emu.compact()  # the next watch gets 410: relist
+    lab.emu.drop_watches()
+    first_sync = lab.state().last_full_sync
+    lab.until(lambda: lab.state().last_full_sync != first_sync)
+    assert dict(Pod.objects.values_list("name", "updated")) == before
+    assert lab.sync.mirror.stats["unchanged"] >= 12
+
+
+# ------------------------------------------------------------------------------------ node status reasons
+
+REASON_CASES = {
+    "Disk pressure": lambda emu: emu.set_node_condition("g-1", "DiskPressure", True),
+    "Memory pressure": lambda emu: emu.set_node_condition("g-1", "MemoryPressure", True),
+    "PID pressure": lambda emu: emu.set_node_condition("g-1", "PIDPressure", True),
+    "Network unavailable": lambda emu: emu.set_node_condition("g-1", "NetworkUnavailable", True),
+    "Kubelet not ready": lambda emu: emu.set_node_condition("g-1", "Ready", False),
+    "Node unreachable": lambda emu: emu.set_node_condition("g-1", "Ready", "Unknown"),
+    "Scheduling disabled": lambda emu: emu.cordon("g-1"),
+    "Missing NVIDIA container toolkit": lambda emu: emu.delete_pod("gpu-operator", f"{OPERANDS[0]}-g-1"),
+    "Missing NVIDIA DCGM exporter": lambda emu: emu.set_pod_phase("gpu-operator", f"{OPERANDS[1]}-g-1", "Running",
+                                                                  ready=False),
+}
+
+
+@pytest.mark.parametrize("reason", list(REASON_CASES))
+def test_each_not_ready_reason_is_detected_live_and_cleared(lab, reason):
+    lab.emu.load(nodes=[gpu_node("g-1")], pods=operands("g-1"))
+    lab.start().synced()
+    assert lab.node("g-1").status == NodeStatus.READY
+    REASON_CASES[reason](lab.emu)
+    lab.until(lambda: lab.node("g-1").status_reasons == [reason])
+    node = lab.node("g-1")
+    assert node.status == NodeStatus.NOT_READY and node.status_text == f"Not ready ({reason})"
+
+
+def test_operand_disabled_on_purpose_is_not_missing(lab):
+    lab.emu.load(nodes=[gpu_node("g-1", labels={"nvidia.com/gpu.deploy.dcgm-exporter": "false"})],
+                 pods=operands("g-1", apps=OPERANDS[:1]))
+    lab.start().synced()
+    assert lab.node("g-1").status == NodeStatus.READY
+    lab.emu.set_node_labels("g-1", {"nvidia.com/gpu.deploy.dcgm-exporter": None})
+    lab.until(lambda: lab.node("g-1").status_reasons == ["Missing NVIDIA DCGM exporter"])
+
+
+def test_undrained_migrated_node_until_the_old_pools_pod_ends(lab):
+    lab.emu.load(
+        nodes=[gpu_node("g-1", labels={"gpu-type": "A100"})],
+        pods=operands("g-1") + [workload("serve", "rnd-a", "g-1", priority=125)],
+    )
+    lab.emu.update_pod("runai-rnd-a", "serve", lambda pod: pod["spec"].update(nodeSelector={"gpu-type": "A100"}))
+    lab.start().synced()
+    assert lab.node("g-1").status == NodeStatus.READY
+    lab.emu.set_node_labels("g-1", {"gpu-type": None})  # moved to the default pool, its pod still runs
+    lab.until(lambda: lab.node("g-1").status_reasons == ["Undrained migrated node"])
+    assert lab.node("g-1").pool == lab.cluster.default_pool
+    lab.emu.set_pod_phase("runai-rnd-a", "serve", "Succeeded")
+    lab.until(lambda: lab.node("g-1").status == NodeStatus.READY)
+
+
+# --------------------------------------------------------------------------------------- pool membership
+
+def test_relabelled_node_changes_pool_and_a_double_match_is_a_conflict(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    fast = services.pool_create(actor=None, cluster=lab.cluster, name="fast", label_key="fast", label_value="yes")
+    lab.emu.set_node_labels("a100-1", {"fast": "yes"})
+    lab.emu.set_node_labels("v100-1", {"fast": "yes"})
+    lab.until(lambda: lab.node("v100-1").pool_id == fast.pk and lab.node("a100-1").pool_conflicts)
+    a100 = lab.node("a100-1")
+    assert a100.pool == lab.a100 and a100.pool_conflicts == ["a100", "fast"]
+    lab.emu.set_node_labels("a100-1", {"gpu-type": None})
+    lab.until(lambda: lab.node("a100-1").pool_id == fast.pk and lab.node("a100-1").pool_conflicts == [])
+
+
+def test_pool_created_while_syncing_is_applied_to_the_mirror(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    services.pool_delete(actor=None, pool=lab.a100)
+    lab.emu.set_node_condition("a100-1", "DiskPressure", True)
+    lab.until(lambda: lab.node("a100-1").status_reasons == ["Disk pressure"])
+    assert set(Node.objects.values_list("pool__name", flat=True)) == {"default"}
+
+
+# -------------------------------------------------------------------------------------------- allocation
+
+def test_allocation_counts_effective_requests_of_running_pods_only(lab):
+    lab.emu.load(
+        nodes=[gpu_node("a100-1", labels={"gpu-type": "A100"}, cpu="96", memory="1Ti")],
+        pods=operands("a100-1") + [
+            # max(init 4 CPU, app 1+2 CPU) + overhead 250m; memory max(8Gi, 3Gi) + 1Gi
+            make_pod("init-heavy", "runai-rnd-a", node="a100-1", priority=50,
+                     init_containers=[{"name": "fetch", "requests": {"cpu": "4", "memory": "8Gi"}}],
+                     containers=[{"name": "a", "requests": {"cpu": "1", "memory": "1Gi"}},
+                                 {"name": "b", "requests": {"cpu": "2", "memory": "2Gi"}}],
+                     overhead={"cpu": "250m", "memory": "1Gi"}),
+            # a GPU limit without a request counts as the request
+            make_pod("limit-only", "runai-rnd-a", node="a100-1", priority=125,
+                     containers=[{"name": "main", "limits": {"nvidia.com/gpu": "2"}}]),
+            workload("done", "rnd-a", "a100-1", gpus=4, phase="Succeeded"),
+            workload("failed", "rnd-a", "a100-1", gpus=4, phase="Failed"),
+            workload("waiting", "rnd-a", None, gpus=4, phase="Pending"),
+        ],
+    )
+    lab.start().synced()
+    heavy = Pod.objects.get(name="init-heavy")
+    assert (heavy.cpu_millis, heavy.memory_bytes) == (4250, 9 * 2**30)
+    assert Pod.objects.get(name="limit-only").gpus == Decimal(2)
+    pool = NodePool.objects.with_capacity().get(pk=lab.a100.pk)
+    assert pool.gpu_allocated == Decimal(2) and pool.workload_count == 2
+    assert pool.cpu_allocated_millis == 4250 + 1000 * 0 + 2 * 100  # limit-only requests no CPU; operands 100m each
+    project = Quota.objects.with_allocation().get(project=lab.rnd_a, pool=lab.a100)
+    department = Quota.objects.with_allocation().get(department=lab.rnd, pool=lab.a100)
+    assert project.gpu_allocated == department.gpu_allocated == Decimal(2)
+    assert project.gpu_non_preemptible == Decimal(2)  # limit-only runs at priority 125; init-heavy has no GPU
+    # The pending pod is scheduled: it starts counting.
+    lab.emu.update_pod("runai-rnd-a", "waiting", lambda p: p["spec"].update(nodeName="a100-1"))
+    lab.emu.set_pod_phase("runai-rnd-a", "waiting", "Running")
+    lab.until(lambda: NodePool.objects.with_capacity().get(pk=lab.a100.pk).gpu_allocated == Decimal(6))
+
+
+# ------------------------------------------------------------------------------- watch, relist, sweeping
+
+def test_watch_resumes_after_the_stream_ends_without_relisting(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    pages = lab.emu.stats()["list_pages"]
+    for _ in range(3):
+        lab.emu.drop_watches()
+        lab.emu.add_pod(workload(f"after-drop-{_}", "rnd-a", "a100-2"))
+        lab.until(lambda: Pod.objects.filter(name=f"after-drop-{_}").exists()
+                  and lab.emu.stats()["watch_streams_active"] == 2)
+    assert lab.emu.stats()["list_pages"] == pages
+    assert lab.emu.stats()["watch_streams_opened"] == 2 + 3 * 2
+    assert lab.state().connection_state == ConnectionState.CONNECTED
+
+
+def test_410_on_watch_relists_and_sweeps_what_was_deleted(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    lab.emu.set_offline(True)
+    lab.emu.delete_pod("runai-rnd-a", "train-1")
+    lab.emu.delete_node("cpu-1")
+    lab.emu.add_pod(workload("new-1", "rnd-a", "a100-2"))
+    lab.emu.compact()  # the deletions' events are gone: only a relist can see them
+    lab.emu.set_offline(False)
+    lab.until(lambda: not Pod.objects.filter(name="train-1").exists() and lab.node("cpu-1") is None
+              and Pod.objects.filter(name="new-1").exists())
+    assert lab.state().connection_state == ConnectionState.CONNECTED
+
+
+def test_expired_continue_in_the_middle_of_a_list_restarts_the_list(emulator, tmp_path, db):
+    lab = Lab(emulator, tmp_path, page_limit=5, queue_pages=4)
+    try:
+        lab.emu.load(nodes=[make_node("n-1")],
+                     pods=[make_pod(f"p-{i:03d}", "batch", node="n-1") for i in range(100)])
+        lab.start()
+        # The writer has not taken anything yet, so the pods informer blocks after a few pages.
+        import time
+
+        deadline = time.monotonic() + 10
+        while not lab.sync.queue.full() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lab.sync.queue.full()
+        lab.emu.delete_pod("batch", "p-000")  # already listed: only the restarted list can drop it
+        lab.emu.compact()  # the informer's next continue token is now too old: 410 Expired
+        lab.synced()
+        assert Pod.objects.count() == 99 and not Pod.objects.filter(name="p-000").exists()
+        assert sum(n for key, n in lab.emu.stats()["requests"].items() if "410" in key) >= 1 or \
+            lab.emu.stats()["list_pages"] > 100 // 5 + 1
+    finally:
+        lab.stop()
+
+
+def test_outage_turns_nodes_unknown_deletes_nothing_then_recovers(lab):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    lab.emu.set_offline(True)
+    lab.until(lambda: lab.state().connection_state == ConnectionState.UNREACHABLE)
+    assert set(Node.objects.values_list("status", flat=True)) == {NodeStatus.UNKNOWN}
+    assert Node.objects.count() == 4 and Pod.objects.count() == 8
+    assert lab.state().last_error
+    lab.emu.set_offline(False)
+    lab.until(lambda: lab.state().connection_state == ConnectionState.CONNECTED
+              and lab.node("a100-1").status == NodeStatus.READY)
+    assert Node.objects.count() == 4 and Pod.objects.count() == 8
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_api_errors_back_off_and_the_sync_recovers(lab, status):
+    load_small_cluster(lab.emu)
+    lab.emu.fail_next(4, status=status, path_prefix="/api/v1/pods", retry_after=0 if status == 429 else None)
+    lab.start().synced()
+    assert Pod.objects.count() == 8
+    state = lab.state()
+    assert state.connection_state == ConnectionState.CONNECTED and str(status) in state.last_error
+    assert lab.emu.stats()["faults_injected"] == 4
+
+
+def test_backoff_grows_from_base_to_cap_with_jitter():
+    from nodepools.sync import Backoff
+
+    backoff = Backoff(0.8, 30)
+    delays = [backoff.next() for _ in range(10)]
+    assert 0.6 <= delays[0] <= 1.0 and 1.2 <= delays[1] <= 2.0
+    assert all(24 <= d <= 36 for d in delays[7:])
+    backoff.reset()
+    assert backoff.next() <= 1.0
+
+
+def test_malformed_objects_are_logged_by_name_and_skipped(lab, caplog):
+    load_small_cluster(lab.emu)
+    lab.emu.add_pod(make_pod("bad-quantity", "runai-rnd-a", node="a100-1",
+                             containers=[{"name": "main", "requests": {"cpu": "12x"}}]))
+    lab.emu.add_node(make_node("bad-node", allocatable={"memory": "lots"}))
+    with caplog.at_level(logging.WARNING, logger="nodepools.sync"):
+        lab.start().synced()
+    assert "runai-rnd-a/bad-quantity" in caplog.text and "bad-node" in caplog.text
+    assert Pod.objects.count() == 8 and Node.objects.count() == 4
+    # The sync went on: a later valid version is stored.
+    lab.emu.update_pod("runai-rnd-a", "bad-quantity",
+                       lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="12"))
+    lab.until(lambda: Pod.objects.filter(name="bad-quantity", cpu_millis=12000).exists())
+
+
+# ------------------------------------------------------------------------------------------ moving nodes
+
+@pytest.fixture
+def sysadmin(db):
+    from django.contrib.auth import get_user_model
+
+    from projects.access import Role
+
+    user = get_user_model().objects.create_user("root", password="pw")
+    project_services.role_assign(actor=None, role=Role.SYSTEM_ADMIN, user=user)
+    return user
+
+
+def test_moving_a_node_patches_its_label_and_the_watch_brings_it_back(lab, sysadmin):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    node = lab.node("v100-1")
+    services.node_move_to_pool(actor=sysadmin, node=node, pool=lab.a100)
+    assert lab.emu.get_node("v100-1")["metadata"]["labels"]["gpu-type"] == "A100"
+    lab.until(lambda: lab.node("v100-1").pool_id == lab.a100.pk)
+    event = AuditEvent.objects.get(action=AuditEvent.Action.MOVE)
+    assert (event.object_repr, event.after["pool"], event.before["pool"]) == ("v100-1", "a100", "default")
+    # Back to default: every other pool's label goes.
+    services.node_move_to_pool(actor=sysadmin, node=lab.node("v100-1"), pool=lab.cluster.default_pool)
+    assert "gpu-type" not in lab.emu.get_node("v100-1")["metadata"]["labels"]
+    lab.until(lambda: lab.node("v100-1").pool_id == lab.cluster.default_pool.pk)
+
+
+def test_a_refused_patch_names_the_node_and_changes_nothing(lab, sysadmin):
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    lab.emu.fail_next(1, status=500, path_prefix="/api/v1/nodes/v100-1")
+    with pytest.raises(ValidationError) as exc:
+        services.node_move_to_pool(actor=sysadmin, node=lab.node("v100-1"), pool=lab.a100)
+    message = " ".join(exc.value.message_dict["pool"])
+    assert "v100-1" in message and "a100" in message and "500" in message
+    assert lab.node("v100-1").pool == lab.cluster.default_pool
+    assert "gpu-type" not in lab.emu.get_node("v100-1")["metadata"]["labels"]
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.MOVE).exists()
+
+
+def test_only_system_administrators_move_nodes(lab):
+    from django.contrib.auth import get_user_model
+
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    user = get_user_model().objects.create_user("someone", password="pw")
+    with pytest.raises(PermissionDenied):
+        services.node_move_to_pool(actor=user, node=lab.node("v100-1"), pool=lab.a100)
+    assert "gpu-type" not in lab.emu.get_node("v100-1")["metadata"]["labels"]
+
+
+# ------------------------------------------------------------------------------------------ change hints
+
+def test_a_committed_batch_publishes_a_coalesced_change_hint(lab):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from nodepools import hints
+
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(hints.group_name(lab.cluster.pk), channel)
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    message = async_to_sync(layer.receive)(channel)
+    assert message["type"] == hints.MESSAGE_TYPE and message["cluster"] == lab.cluster.pk
+    assert {"nodes", "pods"} <= set(message["kinds"]) | {"nodes", "pods"}
+    sent = lab.sync.hinter.sent
+    for i in range(20):  # a burst of changes: a few hints, not one per event
+        lab.emu.add_pod(workload(f"burst-{i}", "rnd-a", "a100-2"))
+    lab.until(lambda: Pod.objects.filter(name__startswith="burst-").count() == 20)
+    assert 1 <= lab.sync.hinter.sent - sent <= 10

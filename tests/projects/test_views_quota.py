@@ -1,0 +1,183 @@
+"""The quota grid and its inline editor: rules of DOMAIN §4 shown in place, concurrent edits refused."""
+import re
+
+import pytest
+from django.urls import reverse
+
+from projects.models import Quota
+from tests.pages import ROLES, htmx, login, page_text, table_rows, text
+
+
+def grid_rows(response):
+    return [r[0] for r in table_rows(response, "quota-grid")]
+
+
+def editor_post(client, quota, **values):
+    data = {"gpu_deserved": quota.gpu_deserved, "cpu_deserved": "", "memory_deserved_mib": "", "gpu_limit": "",
+            "cpu_limit": "", "memory_limit_mib": "", "over_quota_weight": quota.over_quota_weight,
+            "rank": quota.rank, "version": quota.version}
+    data.update(values)
+    return client.post(reverse("quota-edit", args=[quota.pk]), data, HTTP_HX_REQUEST="true",
+                       HTTP_HX_TARGET=f"quota-{quota.pk}")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_quota_grid_per_role(client, org, users, role):
+    login(client, users, role)
+    response = client.get(reverse("quota-grid", args=[org.cluster.pk]))
+    if role == "nobody":
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    expected = {
+        "sysadmin": ["ops", "ops-a", "rnd", "rnd-a", "rnd-b"], "cluster_viewer": ["ops", "ops-a", "rnd", "rnd-a", "rnd-b"],
+        "rnd_admin": ["rnd", "rnd-a", "rnd-b"], "rnd_viewer": ["rnd", "rnd-a", "rnd-b"],
+        "proj_admin": ["rnd-a"], "researcher": ["rnd-a"],
+    }[role]
+    assert grid_rows(response) == expected
+    html = response.content.decode()
+    editable = set(re.findall(r'hx-get="/quota/(\d+)/edit/"', html))
+    if role == "sysadmin":
+        assert len(editable) == 10  # every row of every pool
+    elif role == "rnd_admin":
+        # Its projects' quotas, not its own department's (that is the system administrator's).
+        assert editable == {str(q.pk) for q in Quota.objects.filter(project__department=org.rnd)}
+    else:
+        assert editable == set()
+
+
+def test_grid_cells_show_deserved_and_allocated(client, org, users):
+    from projects import services
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=1.5)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=2)
+    login(client, users, "sysadmin")
+    rows = {r[0]: r[1:] for r in table_rows(client.get(reverse("quota-grid", args=[org.cluster.pk])), "quota-grid")}
+    assert rows["rnd-a"] == ["0 0", "1.5 2"]  # default: 0 deserved / 0 allocated; a100: 1.5 / 2
+
+
+def test_editor_opens_inline_as_an_htmx_fragment(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    response = htmx(client, reverse("quota-edit", args=[quota.pk]), target=f"quota-{quota.pk}")
+    html = response.content.decode()
+    assert "<html" not in html and html.lstrip().startswith('<div class="quota-editor"')
+    for name in ["gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
+                 "over_quota_weight", "rank"]:
+        assert f'name="{name}"' in html
+    assert f'<input type="hidden" name="version" value="{quota.version}"' in html
+
+
+def test_saving_a_valid_quota(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    response = editor_post(client, quota, gpu_deserved="0", cpu_deserved="8", over_quota_weight="5", rank="6",
+                           gpu_limit="4")
+    assert "Saved: 0 deserved GPUs." in text(response.content.decode())
+    quota.refresh_from_db()
+    assert (quota.cpu_deserved, quota.over_quota_weight, quota.rank, quota.gpu_limit, quota.version) == (8, 5, 6, 4, 2)
+
+
+def test_projects_over_their_department_is_a_warning_shown_in_place(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    page = text(editor_post(client, quota, gpu_deserved="3").content.decode())
+    assert ("Warning: Projects of department 'rnd' would have 3 GPUs of deserved GPU quota in pool 'a100', "
+            "more than the department's 0.") in page
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 3
+
+
+def test_projects_over_their_department_is_an_error_when_the_cluster_says_so(client, org, users):
+    org.cluster.limit_projects_to_department_quota = True
+    org.cluster.save()
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    page = text(editor_post(client, quota, gpu_deserved="3").content.decode())
+    assert "Deserved GPUs: Projects of department 'rnd' would have 3 GPUs" in page
+    assert "This cluster limits projects to their department's quota." in page
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 0 and quota.version == 1
+
+
+def test_quota_below_non_preemptible_usage_is_refused(client, org, users):
+    org.run("serve-1", org.rnd_a, "a100-1", gpus=2, priority=125)
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, gpu_deserved="1").content.decode())
+    assert ("Deserved GPUs: Non-preemptible workloads of project 'rnd-a' already use 2 GPUs in pool 'a100'; "
+            "its GPU quota cannot be set below that.") in page
+
+
+def test_bad_numbers_name_the_field(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, gpu_deserved="-1").content.decode())
+    assert "Deserved GPUs: GPU quota cannot be negative." in page
+    page = text(editor_post(client, quota, gpu_limit="abc", over_quota_weight="-2").content.decode())
+    assert "GPU limit: Enter a number." in page
+    assert "Over-quota weight: Ensure this value is greater than or equal to 0." in page
+    quota.refresh_from_db()
+    assert quota.version == 1
+
+
+def test_limit_below_deserved_is_refused_on_the_limit_field(client, org, users):
+    quota = org.quota(org.rnd, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, gpu_deserved="4", gpu_limit="2").content.decode())
+    assert "GPU limit: The GPU limit (2) cannot be lower than the deserved GPU quota (4)." in page
+
+
+def test_oversubscription_is_a_warning(client, org, users):
+    quota = org.quota(org.rnd, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, gpu_deserved="10").content.decode())
+    assert "Warning: Departments' deserved GPU quota in pool 'a100' adds up to 10, more than its 8 GPUs" in page
+
+
+def test_a_concurrent_change_is_reported_and_nothing_is_overwritten(client, org, users):
+    from projects import services
+
+    quota = org.quota(org.rnd_a, org.a100)
+    stale_version = quota.version
+    # Someone else saves first.
+    services.quota_update(actor=users["sysadmin"], quota=quota, expected_version=stale_version, gpu_deserved=1)
+    login(client, users, "rnd_admin")
+    page = text(editor_post(client, quota, gpu_deserved="2", version=stale_version).content.decode())
+    assert "was changed by someone else meanwhile (version 2, you edited version 1). Nothing was saved" in page
+    assert "Reload the current values" in page
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 1 and quota.version == 2
+
+
+def test_viewers_see_the_quota_but_cannot_save(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_viewer")
+    response = client.get(reverse("quota-edit", args=[quota.pk]))
+    assert response.status_code == 200 and "<form method=\"post\" action=\"/quota/" not in response.content.decode()
+    assert editor_post(client, quota, gpu_deserved="3").status_code == 403
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 0
+
+
+def test_department_admin_cannot_edit_its_own_department_row_or_others(client, org, users):
+    login(client, users, "rnd_admin")
+    assert editor_post(client, org.quota(org.rnd, org.a100), gpu_deserved="5").status_code == 403
+    assert editor_post(client, org.quota(org.ops_a, org.a100), gpu_deserved="5").status_code == 404
+    assert client.get(reverse("quota-edit", args=[org.quota(org.ops, org.a100).pk])).status_code == 404
+
+
+def test_editor_works_without_javascript_as_a_page(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    page = client.get(reverse("quota-edit", args=[quota.pk])).content.decode()
+    assert "<html" in page and "Quota of project rnd-a in pool a100" in text(page)
+    response = client.post(reverse("quota-edit", args=[quota.pk]), {
+        "gpu_deserved": "0.5", "over_quota_weight": "2", "rank": "3", "version": "1"})
+    assert "Saved: 0.5 deserved GPUs." in page_text(response)
+
+
+def test_grid_htmx_refresh(client, org, users):
+    login(client, users, "sysadmin")
+    response = htmx(client, reverse("quota-grid", args=[org.cluster.pk]))
+    assert response.content.decode().lstrip().startswith('<div id="table"')

@@ -1,0 +1,290 @@
+"""Every page and API endpoint, called as each role and anonymously, against one table of who may.
+
+The URL patterns are enumerated from the resolver when the test runs, so a page or endpoint added
+later is covered too: one without a row in MATRIX fails `test_every_url_has_a_row` naming it.
+Objects of department `rnd` (where the scoped roles live) and of department `ops` (where none of them
+has a role) are both requested by id: cross-department access must be denied everywhere.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+ROLES = ("sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer", "nobody")
+EVERYONE = frozenset(ROLES)
+SYSADMIN = frozenset({"sysadmin"})
+IN_CLUSTER = EVERYONE - {"nobody"}                  # any role inside cluster `lab`
+RND_READERS = frozenset({"sysadmin", "rnd_admin", "rnd_viewer", "cluster_viewer"})  # read department rnd
+RND_A_READERS = RND_READERS | {"proj_admin", "researcher"}                           # read project rnd-a
+OPS_READERS = frozenset({"sysadmin", "cluster_viewer"})                              # read department ops / ops-a
+AUDITORS = frozenset({"sysadmin", "rnd_admin"})     # read (part of) the audit trail
+RND_A_CHANGERS = frozenset({"sysadmin", "rnd_admin", "proj_admin"})
+RND_MEMBER_MANAGERS = frozenset({"sysadmin", "rnd_admin"})
+NOBODY = frozenset()
+
+
+@dataclass
+class Case:
+    allowed: frozenset                       # roles that get through (anonymous never does, unless public)
+    kwargs: Callable[["World"], dict] = lambda w: {}
+    method: str = "get"
+    public: bool = False                     # anonymous users get through too
+    label: str = ""
+    data: Callable[["World"], dict] = lambda w: {}   # query (GET) or form (POST)
+    to_login: bool = False                   # sends everyone to the login page by design
+
+
+@dataclass
+class World:
+    org: object
+    users: dict
+    objects: dict = field(default_factory=dict)
+
+    def __getattr__(self, name):
+        return self.objects[name]
+
+
+def pk(name):
+    return lambda w: {"pk": getattr(w, name).pk}
+
+
+# URL name -> cases. Names without a namespace are pages; `api:` the REST API.
+MATRIX: dict[str, list[Case]] = {
+    # --- sign-in and account ---
+    "home": [Case(EVERYONE)],
+    "login": [Case(EVERYONE, public=True)],
+    "logout": [Case(NOBODY, method="post", to_login=True)],
+    "admin-login-redirect": [Case(NOBODY, to_login=True)],
+    "account-tokens": [Case(EVERYONE)],
+    "account-token-revoke": [Case(SYSADMIN, pk("sysadmin_token"), method="post", label="the sysadmin's own token")],
+    "table-columns": [Case(EVERYONE, lambda w: {"table": "nodes"}, method="post")],
+    # --- clusters, pools, nodes (pages) ---
+    "cluster-switch": [Case(IN_CLUSTER, data=lambda w: {"cluster": w.cluster.pk})],
+    "cluster-overview": [Case(IN_CLUSTER, pk("cluster"))],
+    "pool-list": [Case(EVERYONE)],
+    "pool-create": [Case(SYSADMIN)],
+    "pool-detail": [Case(IN_CLUSTER, pk("a100"))],
+    "pool-edit": [Case(SYSADMIN, pk("a100"))],
+    "pool-delete": [Case(SYSADMIN, pk("a100"))],
+    "node-list": [Case(EVERYONE)],
+    "node-detail": [Case(IN_CLUSTER, pk("node"))],
+    "node-move": [Case(SYSADMIN, pk("node"), method="post")],
+    # --- organisation (pages) ---
+    "department-list": [Case(EVERYONE)],
+    "department-create": [Case(SYSADMIN)],
+    "department-detail": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
+    "department-edit": [Case(SYSADMIN, pk("rnd")), Case(SYSADMIN, pk("ops"), label="other department")],
+    "department-members": [Case(RND_MEMBER_MANAGERS, pk("rnd"), method="post"),
+                           Case(SYSADMIN, pk("ops"), method="post", label="other department")],
+    "project-list": [Case(EVERYONE)],
+    "project-create": [Case(RND_MEMBER_MANAGERS)],
+    "project-detail": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "project-edit": [Case(RND_A_CHANGERS, pk("rnd_a")), Case(SYSADMIN, pk("ops_a"), label="other department")],
+    "project-members": [Case(RND_A_CHANGERS, pk("rnd_a"), method="post"),
+                        Case(SYSADMIN, pk("ops_a"), method="post", label="other department")],
+    "project-priority": [Case(RND_A_CHANGERS, pk("rnd_a"), method="post"),
+                         Case(SYSADMIN, pk("ops_a"), method="post", label="other department")],
+    "quota-grid": [Case(IN_CLUSTER, pk("cluster"))],
+    "quota-edit": [Case(RND_A_READERS, pk("rnd_a_quota")), Case(OPS_READERS, pk("ops_a_quota"), label="other department")],
+    # --- audit trail and usage history (pages) ---
+    "audit-events": [Case(AUDITORS)],
+    "audit-export": [Case(AUDITORS)],
+    "audit-event": [Case(AUDITORS, pk("rnd_event")), Case(SYSADMIN, pk("ops_event"), label="other department")],
+    "usage-history": [Case(EVERYONE)],
+    "usage-export": [Case(EVERYONE)],
+    # --- REST API (lists answer everyone logged in, with only what they may see) ---
+    "api-schema": [Case(EVERYONE, public=True)],
+    "api-docs": [Case(EVERYONE, public=True)],
+    "api:cluster-list": [Case(EVERYONE)],
+    "api:cluster-detail": [Case(IN_CLUSTER, pk("cluster"))],
+    "api:nodepool-list": [Case(EVERYONE)],
+    "api:nodepool-detail": [Case(IN_CLUSTER, pk("a100"))],
+    "api:node-list": [Case(EVERYONE)],
+    "api:node-detail": [Case(IN_CLUSTER, pk("node"))],
+    "api:node-move": [Case(SYSADMIN, pk("node"), method="post", data=lambda w: {"pool": w.a100.pk})],
+    "api:department-list": [Case(EVERYONE)],
+    "api:department-detail": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
+    "api:department-quotas": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
+    "api:department-priority": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
+    "api:project-list": [Case(EVERYONE)],
+    "api:project-detail": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "api:project-quotas": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "api:project-priority": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "api:quota-list": [Case(EVERYONE)],
+    "api:quota-detail": [Case(RND_A_READERS, pk("rnd_a_quota")),
+                         Case(OPS_READERS, pk("ops_a_quota"), label="other department")],
+    "api:roleassignment-list": [Case(EVERYONE)],
+    "api:roleassignment-detail": [Case(RND_A_CHANGERS, pk("rnd_a_role")),
+                                  Case(SYSADMIN, pk("ops_a_role"), label="other department")],
+    "api:auditevent-list": [Case(EVERYONE)],
+    "api:auditevent-export": [Case(EVERYONE)],
+    "api:auditevent-detail": [Case(AUDITORS, pk("rnd_event")), Case(SYSADMIN, pk("ops_event"), label="other department")],
+    "api:usagesnapshot-list": [Case(EVERYONE)],
+    "api:usagesnapshot-export": [Case(EVERYONE)],
+    "api:usagesnapshot-detail": [Case(RND_A_READERS, pk("rnd_a_usage")),
+                                 Case(OPS_READERS, pk("ops_a_usage"), label="other department")],
+}
+
+# The Django admin is for staff accounts only (none of the roles above is staff); checked on its index.
+EXEMPT_NAMESPACES = ("admin",)
+
+
+def url_names() -> list[str]:
+    names = []
+
+    def walk(patterns, namespace):
+        if namespace.split(":")[0] in EXEMPT_NAMESPACES:
+            return
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                inner = ":".join(filter(None, [namespace, pattern.namespace])) if pattern.namespace else namespace
+                walk(pattern.url_patterns, inner)
+            elif isinstance(pattern, URLPattern):
+                name = f"{namespace}:{pattern.name}" if namespace and pattern.name else pattern.name
+                names.append(name or f"<unnamed {pattern.pattern}>")
+
+    walk(get_resolver().url_patterns, "")
+    return sorted(set(names))
+
+
+def test_every_url_has_a_row():
+    missing = [name for name in url_names() if name not in MATRIX]
+    assert not missing, (
+        "These URL patterns have no row in tests/test_permission_matrix.py MATRIX, so nobody checks who may "
+        f"call them; add one per pattern (allowed roles, kwargs): {missing}"
+    )
+
+
+def test_no_stale_rows():
+    stale = sorted(set(MATRIX) - set(url_names()))
+    assert not stale, f"MATRIX rows for URL names that no longer exist: {stale}"
+
+
+@pytest.fixture
+def world(org, users):
+    from accounts.services import token_create
+    from audit.models import AuditEvent
+    from projects import services
+    from projects.access import Role
+    from projects.models import RoleAssignment
+    from usage.models import UsageSnapshot
+    from usage.services import usage_snapshot_take
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.default), expected_version=None, gpu_deserved=1)
+    services.quota_update(actor=None, quota=org.quota(org.ops_a, org.default), expected_version=None, gpu_deserved=1)
+    from tests.conftest import make_user
+
+    # An ops-a member outside the matrix's roles, so that ops-a has a role assignment to ask for.
+    ops_role = services.role_assign(actor=None, role=Role.RESEARCHER, user=make_user("ops-member"), project=org.ops_a)
+    usage_snapshot_take()
+    objects = {
+        "cluster": org.cluster, "a100": org.a100, "node": org.cluster.nodes.get(name="a100-1"),
+        "rnd": org.rnd, "ops": org.ops, "rnd_a": org.rnd_a, "ops_a": org.ops_a,
+        "rnd_a_quota": org.quota(org.rnd_a, org.default), "ops_a_quota": org.quota(org.ops_a, org.default),
+        "rnd_a_role": RoleAssignment.objects.get(project=org.rnd_a, role=Role.RESEARCHER),
+        "ops_a_role": ops_role,
+        "rnd_event": AuditEvent.objects.filter(object_type="quota", department_id=org.rnd.pk).first(),
+        "ops_event": AuditEvent.objects.filter(object_type="quota", department_id=org.ops.pk).first(),
+        "rnd_a_usage": UsageSnapshot.objects.filter(project=org.rnd_a).first(),
+        "ops_a_usage": UsageSnapshot.objects.filter(project=org.ops_a).first(),
+        "sysadmin_token": token_create(actor=users["sysadmin"], name="matrix")[0],
+    }
+    return World(org, users, objects)
+
+
+def outcome(response, login_url="/login/") -> str:
+    """'allowed', 'denied' (403/404) or 'login' (sent to log in / 401); anything else is reported as is."""
+    code = response.status_code
+    if code in (401,) or (code in (302, 303) and response.url.startswith(login_url)):
+        return "login"
+    if code in (403, 404):
+        return "denied"
+    if code < 400 or code in (400, 409, 412, 428):  # got past the access check to the request's own rules
+        return "allowed"
+    return f"status {code}"
+
+
+def call(client, name, case, world):
+    url = reverse(name, kwargs=case.kwargs(world))
+    response = getattr(client, case.method)(url, case.data(world))
+    if hasattr(response, "streaming_content"):
+        # Reading it to the end lets the test client close it (closing it here would close the database).
+        b"".join(response.streaming_content)
+    return url, outcome(response)
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_permission_matrix(name, world, client):
+    if name not in url_names():
+        pytest.skip(f"{name} is not routed (see test_no_stale_rows)")
+    wrong = []
+    for case in MATRIX[name]:
+        client.logout()
+        url, got = call(client, name, case, world)
+        expected = "allowed" if case.public and not case.to_login else "login"
+        if got != expected:
+            wrong.append(f"anonymous {case.method.upper()} {url}: expected {expected}, got {got}")
+        for role in ROLES:
+            client.force_login(world.users[role])
+            url, got = call(client, name, case, world)
+            expected = "login" if case.to_login else "allowed" if role in case.allowed else "denied"
+            if got != expected:
+                wrong.append(f"{role} {case.method.upper()} {url} {case.label}: expected {expected}, got {got}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_admin_is_for_staff_only(client, users):
+    for role in ROLES:
+        client.force_login(users[role])
+        response = client.get("/admin/")
+        assert response.status_code == 302 and "login" in response.url, role
+
+
+# --- Websockets (the live-update consumer, when the pages helper's consumer exists) ---------------
+
+consumers = pytest.importorskip("nodepools.consumers", reason="no websocket consumer yet")
+
+
+def _communicator(user, origin=b"http://testserver", query="", session_client=None):
+    from channels.testing import WebsocketCommunicator
+
+    from console.asgi import application
+
+    headers = [(b"origin", origin), (b"host", b"testserver")]
+    if session_client is not None:
+        headers.append((b"cookie", f"sessionid={session_client.cookies['sessionid'].value}".encode()))
+    return WebsocketCommunicator(application, f"/ws/live/{query}", headers=headers)
+
+
+async def _connect(communicator):
+    connected, code = await communicator.connect(timeout=5)
+    hello = await communicator.receive_json_from(timeout=5) if connected else None
+    await communicator.disconnect()
+    return connected, hello
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_refuses_foreign_origins_and_anonymous_users(org, users, client):
+    client.force_login(users["sysadmin"])
+    connected, _ = asyncio.run(_connect(_communicator(None, origin=b"https://evil.example", session_client=client)))
+    assert not connected
+    connected, _ = asyncio.run(_connect(_communicator(None)))
+    assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_joins_only_visible_clusters(org, users, client):
+    from nodepools import services
+
+    other = services.cluster_create(actor=None, name="other")
+    client.force_login(users["rnd_admin"])
+    connected, hello = asyncio.run(_connect(_communicator(None, query=f"?clusters={org.cluster.pk},{other.pk}",
+                                                          session_client=client)))
+    assert connected and hello["clusters"] == [org.cluster.pk]
+    client.force_login(users["sysadmin"])
+    connected, hello = asyncio.run(_connect(_communicator(None, session_client=client)))
+    assert connected and sorted(hello["clusters"]) == sorted([org.cluster.pk, other.pk])

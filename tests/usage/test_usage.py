@@ -1,0 +1,147 @@
+"""Usage history: snapshots per pool / department / project, the command that takes them, the
+compliance CSV for a date range (restricted by role), the API, and the server-rendered chart."""
+import csv
+import datetime
+import io
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.template import Context, Template
+from django.test import RequestFactory
+from django.utils import timezone
+
+from projects import services
+from usage.models import UsageSnapshot
+from usage.services import usage_snapshot_take
+
+
+@pytest.fixture
+def history(org):
+    """Three snapshots a day apart: rnd-a grows from 1 to 3 GPUs in a100 over a 2-GPU quota."""
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=4)
+    services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=2)
+    now = timezone.now().replace(microsecond=0)
+    times = [now - datetime.timedelta(days=2), now - datetime.timedelta(days=1), now]
+    for index, at in enumerate(times):
+        org.run(f"train-{index}", org.rnd_a, "a100-1", gpus=1, cpu="2", memory="2Gi")
+        usage_snapshot_take(at=at)
+    return times
+
+
+def rows(**filters):
+    return list(UsageSnapshot.objects.filter(**filters).order_by("taken"))
+
+
+def test_a_snapshot_has_one_row_per_pool_and_per_owner_in_each_pool(org):
+    count = usage_snapshot_take()
+    # 2 pools + 2 pools x (2 departments + 3 projects)
+    assert count == 2 + 2 * 5 == UsageSnapshot.objects.count()
+
+
+def test_values_per_project_department_and_pool(org, history):
+    project = rows(kind=UsageSnapshot.Kind.PROJECT, project=org.rnd_a, pool=org.a100)
+    assert [(r.gpu_deserved, r.gpu_allocated, r.gpu_over_quota) for r in project] == [
+        (Decimal("2.00"), Decimal("1.00"), Decimal("0.00")),
+        (Decimal("2.00"), Decimal("2.00"), Decimal("0.00")),
+        (Decimal("2.00"), Decimal("3.00"), Decimal("1.00")),
+    ]
+    last = project[-1]
+    assert (last.cpu_allocated, last.memory_allocated_mib, last.cpu_deserved) == (Decimal("6.000"), 6144, None)
+    assert last.department_id == org.rnd.pk
+    department = rows(kind=UsageSnapshot.Kind.DEPARTMENT, department=org.rnd, pool=org.a100)[-1]
+    assert (department.gpu_deserved, department.gpu_allocated, department.gpu_over_quota) == (4, 3, 0)
+    pool = rows(kind=UsageSnapshot.Kind.POOL, pool=org.a100)[-1]
+    assert (pool.gpu_capacity, pool.gpu_deserved, pool.gpu_allocated) == (8, 4, 3)
+
+
+def test_command_once_and_bounded_loop(org, capsys):
+    call_command("snapshot_usage", "--once")
+    assert UsageSnapshot.objects.values("taken").distinct().count() == 1
+    call_command("snapshot_usage", "--every", "1", "--count", "2")
+    assert UsageSnapshot.objects.values("taken").distinct().count() == 3
+    assert "usage snapshot: 12 rows" in capsys.readouterr().out
+
+
+def download(response):
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def test_compliance_csv_for_a_date_range(client, users, org, history):
+    client.force_login(users["sysadmin"])
+    day = history[1].date().isoformat()
+    table = download(client.get("/usage/export.csv", {"date_from": day, "date_to": day}))
+    assert table[0][:6] == ["Time (UTC)", "Cluster", "Node pool", "Kind", "Department", "Project"]
+    assert len(table) == 1 + 12 and {row[0][:10] for row in table[1:]} == {day}
+    rnd_a = next(row for row in table[1:] if row[5] == "rnd-a" and row[2] == "a100")
+    assert rnd_a[1:5] == ["lab", "a100", "Project", "rnd"] and rnd_a[7:10] == ["2.00", "2.00", "0.00"]
+    assert rnd_a[11] == "unlimited"
+
+
+def test_csv_holds_only_rows_the_role_may_see(client, users, org, history):
+    client.force_login(users["researcher"])  # project rnd-a only
+    table = download(client.get("/usage/export.csv"))
+    kinds = {(row[3], row[4], row[5]) for row in table[1:]}
+    assert kinds == {("Pool", "", ""), ("Project", "rnd", "rnd-a")}
+    client.force_login(users["rnd_viewer"])
+    owners = {row[5] or row[4] for row in download(client.get("/usage/export.csv"))[1:] if row[3] != "Pool"}
+    assert owners == {"rnd", "rnd-a", "rnd-b"}
+    client.force_login(users["nobody"])
+    assert download(client.get("/usage/export.csv")) == [download(client.get("/usage/export.csv"))[0]]
+
+
+def test_filtering_another_departments_rows_by_id_is_refused(client, users, org, history):
+    client.force_login(users["rnd_admin"])
+    response = client.get("/usage/", {"department": org.ops.pk})
+    assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    table = download(client.get("/usage/export.csv", {"department": org.ops.pk}))
+    assert not any(row[4] == "ops" for row in table[1:])
+
+
+def test_history_survives_deleting_a_project(client, users, org, history):
+    pk = org.rnd_b.pk
+    services.project_delete(actor=None, project=org.rnd_b)
+    client.force_login(users["sysadmin"])
+    table = download(client.get("/usage/export.csv", {"kind": "project"}))
+    assert any(row[5] == f"#{pk} (deleted)" for row in table[1:])
+
+
+def test_api_lists_and_exports_restricted_rows(api, users, org, history):
+    body = api(users["researcher"]).get("/api/v1/usage-snapshots/", {"kind": "project"}).json()
+    assert body["count"] == 6 and {r["project"] for r in body["results"]} == {org.rnd_a.pk}
+    response = api(users["researcher"]).get("/api/v1/usage-snapshots/export/", {"kind": "project", "pool": org.a100.pk})
+    table = download(response)
+    assert [row[8] for row in table[1:]] == ["1.00", "2.00", "3.00"]
+    response = api(users["researcher"]).get("/api/v1/usage-snapshots/", {"date_from": "not a date"})
+    assert response.status_code == 400 and "date_from" in response.json()["errors"]
+
+
+def render_chart(user, **context):
+    request = RequestFactory().get("/")
+    request.user = user
+    return Template('{% include "usage/_chart.html" %}').render(Context({"request": request, **context}))
+
+
+def test_chart_of_a_pool_is_an_svg_with_capacity_deserved_and_allocated(users, org, history):
+    html = render_chart(users["rnd_viewer"], pool=org.a100)
+    assert "<svg" in html and "<script" not in html and html.count("<polyline") == 3
+    assert "GPUs of node pool a100" in html and "Allocated: 3" in html and "Capacity (Ready GPUs): 8" in html
+
+
+def test_chart_of_a_department_and_of_everything(users, org, history):
+    html = render_chart(users["rnd_viewer"], department=org.rnd)
+    assert "GPUs of department rnd" in html and "Deserved: 4" in html and "Allocated: 3" in html
+    html = render_chart(users["rnd_viewer"])
+    assert "all node pools you may see" in html and "<svg" in html
+
+
+def test_chart_shows_nothing_the_user_may_not_see(users, org, history):
+    html = render_chart(users["researcher"], department=org.ops)
+    assert "<svg" not in html and "No usage history yet" in html
+
+
+def test_usage_page(client, users, org, history):
+    client.force_login(users["rnd_admin"])
+    html = client.get("/usage/").content.decode()
+    assert "<svg" in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html

@@ -1,0 +1,45 @@
+"""Template helpers of the console's pages."""
+from __future__ import annotations
+
+from django import template
+from django.utils.http import urlencode
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def csv_url(context, all_columns: bool = False, prefix: str = "") -> str:
+    """The current view's URL (filters, sort) as a CSV download; `all_columns` for every column."""
+    request = context["request"]
+    params = [(k, v) for k in request.GET for v in request.GET.getlist(k)
+              if k not in ("format", "columns", f"{prefix}page", f"{prefix}per_page")]
+    params.append(("format", "csv"))
+    if all_columns:
+        params.append(("columns", "all"))
+    return f"{request.path}?{urlencode(params)}"
+
+
+@register.simple_tag(takes_context=True)
+def console_nav(context):
+    """The clusters the user may see and the current one (for the switcher and the quota link)."""
+    request = context["request"]
+    from nodepools.selectors import cluster_list
+
+    clusters = list(cluster_list(user=request.user).only("pk", "name"))
+    current = request.session.get("console.cluster")
+    if current not in [c.pk for c in clusters]:
+        current = clusters[0].pk if clusters else None
+    return {"clusters": clusters, "current": current}
+
+
+@register.filter
+def num(value):
+    """Decimal/float without trailing zeros; None as an em dash (unlimited)."""
+    from nodepools.tables import _num
+
+    return _num(value)
+
+
+@register.filter
+def joinlist(value, sep=", "):
+    return sep.join(str(v) for v in value or [])

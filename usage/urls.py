@@ -1,0 +1,8 @@
+from django.urls import path
+
+from usage import views
+
+urlpatterns = [
+    path("usage/", views.history, name="usage-history"),
+    path("usage/export.csv", views.export, name="usage-export"),
+]
