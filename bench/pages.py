@@ -94,6 +94,12 @@ def load(name: str, nodes: int, pods: int):
     started = time.perf_counter()
     services.cluster_objects_replace(cluster=cluster, nodes=node_objs, pods=pod_objs)
     log(f"loaded cluster {name}: {nodes} nodes, {pods} pods in {time.perf_counter() - started:.1f}s")
+    # Fresh tables have no planner statistics yet (in production autovacuum / a periodic ANALYZE
+    # keeps them): gather them, as a running database would have.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     return cluster, pools
 
 

@@ -846,7 +846,27 @@ def leadership_for(cluster_id: int, options: SyncOptions):
 # ---------------------------------------------------------------------------------------------------
 # Change hints, coalesced
 
+_hint_loop: Any = None
+_hint_loop_lock = threading.Lock()
+
+
+def _hints_loop():
+    """One event loop thread for publishing hints: works from any thread (even one running its own
+    event loop, as a test driving a browser does) and never makes the writer wait for Redis."""
+    global _hint_loop
+    with _hint_loop_lock:
+        if _hint_loop is None:
+            import asyncio
+
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="sync-hints", daemon=True).start()
+            _hint_loop = loop
+        return _hint_loop
+
+
 class Hinter:
+    """Coalesces the kinds changed by committed batches into at most one hint per `interval`."""
+
     def __init__(self, cluster_id: int, interval: float) -> None:
         self.cluster_id, self.interval = cluster_id, interval
         self.kinds: set[str] = set()
@@ -860,12 +880,16 @@ class Hinter:
         now = time.monotonic()
         if not self.kinds or (not force and now - self.last < self.interval):
             return
+        import asyncio
+
         kinds, self.kinds, self.last = self.kinds, set(), now
-        try:
-            hints.publish(self.cluster_id, kinds)
-            self.sent += 1
-        except Exception as exc:  # the live pages miss a hint; the sync goes on
-            logger.warning("cluster %s: could not publish a change hint: %s", self.cluster_id, exc)
+        future = asyncio.run_coroutine_threadsafe(hints.publish_async(self.cluster_id, kinds), _hints_loop())
+        future.add_done_callback(self._published)
+        self.sent += 1
+
+    def _published(self, future) -> None:
+        if future.exception() is not None:  # the live pages miss a hint; the sync goes on
+            logger.warning("cluster %s: could not publish a change hint: %s", self.cluster_id, future.exception())
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from nodepools import selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
-from nodepools.models import Cluster, Node, NodePool
+from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
 from projects.access import is_system_admin
 from ui.pages import table_page
@@ -102,6 +102,7 @@ def pool_list(request):
     return table_page(
         request, template="nodepools/pool_list.html", table_class=NodePoolTable, queryset=pools,
         filterset_class=NodePoolFilterSet, csv_name="node-pools", dropdown_fields=["cluster"],
+        dropdown_values={"gpu_placement": ["binpack", "spread"], "cpu_placement": ["binpack", "spread"]},
         rows_hook=lambda rows: selectors.pools_attach_usage(list(rows)),
         context={"can_add": is_system_admin(request.user),
                  "live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},

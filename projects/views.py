@@ -9,14 +9,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from console.exceptions import ConcurrentUpdate
-from nodepools.models import Cluster, NodePool
+from nodepools.models import NodePool
 from nodepools.selectors import cluster_list
 from projects import selectors, services
 from projects.access import Role, ScopeType, is_system_admin, user_can
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
 from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
                             ProjectForm, QuotaForm)
-from projects.models import Department, Project, Quota, RoleAssignment
+from projects.models import Department, Project, Quota
 from projects.tables import DepartmentTable, ProjectTable
 from ui.pages import table_page
 from ui.views import form_errors_from

@@ -86,17 +86,19 @@ def live_asgi(django_db_setup):
 
 @pytest.fixture(autouse=True)
 def _hints_reach_the_in_process_server(live_asgi, settings, monkeypatch):
-    """With the in-memory channel layer, Daphne runs in this process: deliver hints on its event loop
-    (asyncio queues are not thread-safe). With Redis (REDIS_URL), hints travel through Redis as in
-    production and nothing is changed."""
+    """With Redis (REDIS_URL) hints travel through Redis as in production: nothing is changed. With the
+    in-memory layer, Daphne runs in this process and asyncio queues are not thread-safe, so a hint sent
+    from another thread (the sync's, a view's) is delivered on Daphne's event loop."""
     if settings.REDIS_URL:
         return
     from nodepools import hints
 
-    def publish(cluster_id, kinds):
-        asyncio.run_coroutine_threadsafe(hints.publish_async(cluster_id, kinds), live_asgi.loop).result(5)
+    original = hints.publish_async
 
-    monkeypatch.setattr(hints, "publish", publish)
+    async def publish_async(cluster_id, kinds):
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(original(cluster_id, kinds), live_asgi.loop))
+
+    monkeypatch.setattr(hints, "publish_async", publish_async)
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,8 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
     except ValueError:
         per_page = PER_PAGE
     per_page = per_page if per_page in PER_PAGE_CHOICES or per_page == PER_PAGE else PER_PAGE
+    # tables2 would read ?per_page= itself, unchecked: it gets the validated value instead.
+    table.per_page_field = "per_page_checked"
     RequestConfig(request, paginate={"per_page": per_page} if paginate else False).configure(table)
     return table
 
@@ -118,7 +120,8 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
 def csv_cell(value: Any) -> str:
     """The text of a cell; a text starting like a spreadsheet formula gets a leading `'` (the rule and
     its characters are console.csv's)."""
-    text = value if value.__class__ is str else csv_text(value)
+    cls = value.__class__
+    text = value if cls is str else str(value) if cls is int else csv_text(value)
     return escape_cell(text) if text.startswith(FORMULA_STARTS) else text
 
 

@@ -23,6 +23,9 @@
   var pending = {}, inflight = {};
   function refetch(el) {
     var id = el.id;
+    // Someone is typing in an inline editor of this region: do not swap it away; the editor's own
+    // save or close brings the region up to date.
+    if (el.querySelector("[data-live-hold]")) return;
     if (inflight[id]) { pending[id] = true; return; }
     inflight[id] = true;
     var url = el.getAttribute("data-live-url") || (window.location.pathname + window.location.search);

@@ -454,3 +454,36 @@ def test_pages_are_readable_without_javascript(client, org, users):
     assert 'href="?sort=name"' in page
     assert '<form method="get" class="filters" action="/nodes/"' in page
     assert 'action="/tables/nodes/columns/"' in page
+
+
+def test_node_move_sets_the_pools_label_in_the_cluster(client, users, tmp_path):
+    # The form calls nodepools.services.node_move_to_pool, which patches the Node over HTTP (emulator).
+    from nodepools import services
+    from nodepools.emulator import KubeEmulator, make_node
+
+    emu = KubeEmulator()
+    emu.start()
+    try:
+        emu.load(nodes=[make_node("n-1", gpus=4, labels={"gpu-type": "V100"})], pods=[])
+        cluster = services.cluster_create(actor=None, name="emu", kube_context="emulator",
+                                          kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
+        pool = services.pool_create(actor=None, cluster=cluster, name="fast", label_key="speed", label_value="fast")
+        services.cluster_objects_replace(cluster=cluster, nodes=[emu.get_node("n-1")], pods=[])
+        node = Node.objects.get(cluster=cluster, name="n-1")
+        login(client, users, "sysadmin")
+        page = client.get(reverse("node-detail", args=[node.pk])).content.decode()
+        assert f'<option value="{pool.pk}">fast</option>' in page
+        response = client.post(reverse("node-move", args=[node.pk]), {"pool": pool.pk}, follow=True)
+        assert "Node 'n-1' is being moved to pool 'fast'" in page_text(response)
+        assert emu.get_node("n-1")["metadata"]["labels"]["speed"] == "fast"
+    finally:
+        emu.stop()
+
+
+@pytest.mark.parametrize("query", ["sort=password", "sort=-", "page=abc", "per_page=-5", "pool=abc", "cluster=999999",
+                                   "sort=password&format=csv", "format=csv&columns=nope"])
+def test_bad_query_strings_never_fail(client, org, users, query):
+    login(client, users, "sysadmin")
+    for url in [reverse("node-list"), reverse("pool-list"), reverse("department-list"), reverse("project-list")]:
+        response = client.get(f"{url}?{query}")
+        assert response.status_code == 200, (url, query)
