@@ -6,6 +6,9 @@ user may view; an anonymous connection is refused.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -13,6 +16,8 @@ from nodepools import hints
 from nodepools.models import Cluster
 
 CLOSE_UNAUTHENTICATED = 4401
+# Without a channel layer shared between processes, how often the database marks are polled.
+POLL_SECONDS = 0.4
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -32,6 +37,25 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "hello", "clusters": self.cluster_ids})
+        self.poller = None
+        if self.cluster_ids and not hints.layer_spans_processes():
+            self.poller = asyncio.create_task(self._poll_marks())
+
+    async def _poll_marks(self):
+        """Turn the sync's database marks (`Cluster.hint_seq`) into hints: the in-memory layer cannot
+        carry them from the sync's process to this one."""
+        seen = await self._marks()
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            marks = await self._marks()
+            for pk, seq in marks.items():
+                if seen.get(pk) != seq:
+                    await self.send_json({"type": "changed", "cluster": pk, "kinds": sorted(hints.KINDS)})
+            seen = marks
+
+    @database_sync_to_async
+    def _marks(self) -> dict[int, int]:
+        return dict(Cluster.objects.filter(pk__in=self.cluster_ids).values_list("pk", "hint_seq"))
 
     def _wanted(self) -> set[int] | None:
         query = self.scope.get("query_string", b"").decode("latin-1")
@@ -49,6 +73,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         return sorted(clusters.values_list("pk", flat=True))
 
     async def disconnect(self, code):
+        poller = getattr(self, "poller", None)
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
         for group in getattr(self, "joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 

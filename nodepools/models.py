@@ -62,6 +62,9 @@ class Cluster(models.Model):
     connection_state = models.CharField(max_length=16, choices=ConnectionState, default=ConnectionState.PENDING)
     last_error = models.TextField(blank=True)
     last_full_sync = models.DateTimeField(null=True, blank=True)
+    # Bumped with every change hint when the channel layer cannot reach other processes (the
+    # in-memory default), so that live pages in the web process notice the sync's changes by polling.
+    hint_seq = models.PositiveBigIntegerField(default=0, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -883,6 +883,7 @@ class Hinter:
         import asyncio
 
         kinds, self.kinds, self.last = self.kinds, set(), now
+        hints.record(self.cluster_id)
         future = asyncio.run_coroutine_threadsafe(hints.publish_async(self.cluster_id, kinds), _hints_loop())
         future.add_done_callback(self._published)
         self.sent += 1

@@ -123,3 +123,19 @@ async def test_hints_travel_through_redis(org, users, settings):
     await hints.publish_async(org.cluster.pk, ["nodes"])
     assert await comm.receive_json_from(timeout=3) == {"type": "changed", "cluster": org.cluster.pk, "kinds": ["nodes"]}
     await comm.disconnect()
+
+
+async def test_without_a_shared_layer_changes_written_by_another_process_still_reach_the_browser(org, users, settings):
+    # The sync runs in its own process; with the in-memory layer only the database connects them.
+    from channels.db import database_sync_to_async
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    assert not hints.layer_spans_processes()
+    comm = communicator(users["rnd_viewer"])
+    await comm.connect()
+    await comm.receive_json_from()
+    await comm.receive_nothing(timeout=0.6)  # no mark moved: no hint
+    await database_sync_to_async(hints.record)(org.cluster.pk)
+    assert await comm.receive_json_from(timeout=2) == {
+        "type": "changed", "cluster": org.cluster.pk, "kinds": sorted(hints.KINDS)}
+    await comm.disconnect()
