@@ -112,6 +112,7 @@ _FIELD_NAMES: dict[str, tuple[str, ...]] = {
     ),
 }
 _FIELD_INDEX = {kind: {f: i for i, f in enumerate(names)} for kind, names in _FIELD_NAMES.items()}
+_GPU = "nvidia.com/gpu"
 
 EXPIRED_CONTINUE_MESSAGE = (
     "The provided continue parameter is too old to display a consistent list result. "
@@ -2140,6 +2141,21 @@ class KubeEmulator:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
 
+    def _gpus_in_use(self, node: str) -> int:
+        """GPUs requested by the unfinished pods bound to a node (call with the lock held)."""
+        name_at = _FIELD_INDEX[PODS]["spec.nodeName"]
+        phase_at = _FIELD_INDEX[PODS]["status.phase"]
+        used = 0
+        for entry in self._stores[PODS].entries.values():
+            fields = entry[_FIELDS]
+            if fields[name_at] != node or fields[phase_at] in ("Succeeded", "Failed"):
+                continue
+            for container in orjson.loads(entry[_DATA]).get("spec", {}).get("containers", []):
+                resources = container.get("resources") or {}
+                gpus = (resources.get("requests") or {}).get(_GPU) or (resources.get("limits") or {}).get(_GPU) or 0
+                used += int(gpus) if str(gpus).isdigit() else 0
+        return used
+
     def chaos_step(self, rng: random.Random | None = None) -> str:
         """Make one random plausible change; returns a short description of it.
 
@@ -2185,7 +2201,11 @@ class KubeEmulator:
             phase = rng.choice(("Succeeded", "Succeeded", "Failed"))
             self.set_pod_phase(ns, name, phase)
             return f"pod {ns}/{name} {phase}"
-        target, gpus = rng.choice(gpu_nodes) if gpu_nodes else (node, 0)
+        # Like the scheduler, place GPU pods only where GPUs are free.
+        with self._lock:
+            free = [(name, count - self._gpus_in_use(name)) for name, count in gpu_nodes]
+        free = [(name, gpus) for name, gpus in free if gpus > 0]
+        target, gpus = rng.choice(free) if free else (node, 0)
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((4, 8, 16))}Gi"}
         if gpus:
             requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus])

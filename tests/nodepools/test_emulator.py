@@ -921,3 +921,15 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_chaos_places_gpu_pods_only_where_gpus_are_free():
+    # An over-full node would show more GPUs allocated than it has in the demo console.
+    emu = KubeEmulator()
+    emu.add_node(make_node("gpu-1", gpus=4))
+    emu.add_pod(make_pod("busy", "team", node="gpu-1", containers=[{"name": "m", "requests": {"nvidia.com/gpu": "4"}}]))
+    rng = random.Random(3)
+    for _ in range(60):
+        emu.chaos_step(rng)
+    with emu._lock:
+        assert emu._gpus_in_use("gpu-1") <= 4
