@@ -1,15 +1,16 @@
-"""Pages of the audit trail: the filterable list, one event's before/after, and the CSV download."""
+"""Pages of the audit trail: the filterable list (columns chosen per user, CSV of the current view),
+one event's before/after, and the complete CSV of the filtered trail."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, render
-from django_tables2 import RequestConfig
 
 from audit import selectors
 from audit.filtersets import AuditEventFilterSet
 from audit.tables import AuditEventTable
 from console.csv import csv_response
+from ui.pages import table_page
 
 
 def _require_reader(user) -> None:
@@ -24,11 +25,11 @@ def _filtered(request):
 @login_required
 def event_list(request):
     _require_reader(request.user)
-    filterset = _filtered(request)
-    table = AuditEventTable(filterset.qs)
-    RequestConfig(request, paginate={"per_page": 50}).configure(table)
-    template = "audit/event_list.html#table" if request.htmx else "audit/event_list.html"
-    return render(request, template, {"filter": filterset, "table": table, "query": request.GET.urlencode()})
+    return table_page(
+        request, template="audit/event_list.html", table_class=AuditEventTable,
+        queryset=selectors.audit_event_list(user=request.user), filterset_class=AuditEventFilterSet,
+        csv_name="audit-events", default_order="-when", dropdown_fields=["via", "action"],
+    )
 
 
 @login_required
@@ -45,6 +46,7 @@ def event_detail(request, pk: int):
 
 @login_required
 def event_export(request):
+    """Every field of every filtered event (the API's format), whatever columns the page shows."""
     _require_reader(request.user)
     events = _filtered(request).qs
     return csv_response("audit-events.csv", selectors.CSV_HEADER, selectors.audit_csv_rows(events))

@@ -66,15 +66,45 @@ NODE_TABLE_FIELDS = (
 )
 
 
-def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
-    """Nodes the user may see, with the fields the nodes table shows. Usage columns are filled per page
-    by `nodes_attach_usage` (one grouped query); only the column the table is sorted by, if it is one
-    of them, is computed by the database for every row."""
+NODE_USAGE_FIELDS = ("gpu_allocated", "cpu_allocated_millis", "memory_allocated_bytes", "pod_count")
+
+
+def nodes_annotate_usage(nodes: NodeQuerySet) -> NodeQuerySet:
+    """Annotate gpu_allocated, cpu_allocated_millis, memory_allocated_bytes and pod_count on every node
+    by one grouped pass over the running pods (a common table expression, via django-cte), left-joined
+    to the nodes: never a subquery per node. PostgreSQL inlines it (a hash aggregate, hash-joined);
+    nodes without running pods get 0."""
     from decimal import Decimal
 
     from django.db import models
-    from django.db.models import Case, Count, F, OuterRef, Subquery, Sum, Value, When
-    from django.db.models.functions import Cast, Coalesce, Greatest
+    from django.db.models import Count, Sum, Value
+    from django.db.models.functions import Coalesce
+    from django.db.models.sql.constants import LOUTER
+    from django_cte import CTE, with_cte
+
+    if "pod_count" in nodes.query.annotations:
+        return nodes
+    usage = CTE(Pod.objects.active().order_by().values("node_id").annotate(
+        g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), n=Count("pk")), name="node_usage")
+    nodes = with_cte(usage, select=usage.join(nodes, pk=usage.col.node_id, _join_type=LOUTER))
+    gpu, big = models.DecimalField(max_digits=14, decimal_places=3), models.BigIntegerField()
+    return nodes.annotate(
+        gpu_allocated=Coalesce(usage.col.g, Value(Decimal(0)), output_field=gpu),
+        cpu_allocated_millis=Coalesce(usage.col.c, Value(0), output_field=big),
+        memory_allocated_bytes=Coalesce(usage.col.m, Value(0), output_field=big),
+        pod_count=Coalesce(usage.col.n, Value(0), output_field=models.IntegerField()),
+    )
+
+
+def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
+    """Nodes the user may see, with the fields the nodes table shows. Usage columns are filled per page
+    by `nodes_attach_usage` (one grouped query); only when the table is sorted by one of them does the
+    database compute usage for every row, by `nodes_annotate_usage` (one grouped pass, joined)."""
+    from decimal import Decimal
+
+    from django.db import models
+    from django.db.models import Case, F, Value, When
+    from django.db.models.functions import Cast, Greatest
 
     from nodepools.models import NodeStatus
 
@@ -82,28 +112,16 @@ def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
     key = sort.lstrip("-")
     if key not in USAGE_SORTS:
         return nodes
-    pods = Pod.objects.active().filter(node=OuterRef("pk")).order_by().values("node")
-    gpu = models.DecimalField(max_digits=14, decimal_places=3)
-
-    def total(expr, output):
-        return Coalesce(Subquery(pods.annotate(v=expr).values("v"), output_field=output), Value(0), output_field=output)
-
     ready = Case(When(status=NodeStatus.READY, then=F("gpu_allocatable")), default=Value(0),
                  output_field=models.IntegerField())
     if key == "gpu_devices":
         return nodes.annotate(gpu_ready=ready)
-    if key in ("gpu_allocated", "gpu_free"):
-        nodes = nodes.annotate(gpu_allocated=total(Sum("gpus"), gpu))
-        if key == "gpu_free":
-            nodes = nodes.annotate(gpu_ready=ready).annotate(
-                gpu_free=Greatest(Cast(F("gpu_ready"), gpu) - F("gpu_allocated"), Value(Decimal(0)), output_field=gpu))
-        return nodes
-    field, expr, output = {
-        "cpu_allocated": ("cpu_allocated_millis", Sum("cpu_millis"), models.BigIntegerField()),
-        "memory_allocated": ("memory_allocated_bytes", Sum("memory_bytes"), models.BigIntegerField()),
-        "pods": ("pod_count", Count("pk"), models.IntegerField()),
-    }[key]
-    return nodes.annotate(**{field: total(expr, output)})
+    nodes = nodes_annotate_usage(nodes)
+    if key == "gpu_free":
+        gpu = models.DecimalField(max_digits=14, decimal_places=3)
+        nodes = nodes.annotate(gpu_ready=ready).annotate(
+            gpu_free=Greatest(Cast(F("gpu_ready"), gpu) - F("gpu_allocated"), Value(Decimal(0)), output_field=gpu))
+    return nodes
 
 
 def pod_usage(pool_ids) -> list[dict[str, Any]]:

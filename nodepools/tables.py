@@ -7,7 +7,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import django_tables2 as tables
-from django.db.models import Count, Sum
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -16,6 +15,7 @@ from ui.tables import ConsoleTable
 from ui.views import register
 
 GIB = 1024 ** 3
+ZERO = Decimal(0)
 
 
 def _gib(value) -> float:
@@ -195,7 +195,10 @@ class NodeTable(ConsoleTable):
         return f"{record.gpu_ready}/{record.gpu_capacity}"
 
     def render_gpu_memory(self, record):
-        return _num(self.export_gpu_memory(record))
+        # The node's GPU memory in all (devices x memory per device), like the CSV's.
+        if not record.gpu_memory_mib:
+            return "—"
+        return _num(round(record.gpu_capacity * record.gpu_memory_mib / 1024, 1))
 
     def render_cpu(self, value):
         return _num(_cores(value))
@@ -209,41 +212,33 @@ class NodeTable(ConsoleTable):
     def render_memory_allocated(self, value):
         return _num(_gib(value))
 
-    # The CSV of every node reads plain dicts (`values()`), not model instances: see ui.tables.
+    # The CSV of every node reads plain dicts (`values()`), not model instances, with the usage of
+    # every node joined in the same query: see ui.tables and nodepools.selectors.nodes_annotate_usage.
     export_fields = (
-        "pk", "name", "status", "status_reasons", "pool__name", "cluster__name", "gpu_product", "gpu_capacity",
-        "gpu_allocatable", "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone",
-        "instance_type", "capacity_type",
+        "pk", "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
+        "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type",
+        "capacity_type",
     )
 
-    def export_enricher(self, queryset):
-        """Usage of every exported node from one grouped query, then applied batch by batch."""
-        from decimal import Decimal
+    def export_values(self, queryset):
+        from django.db.models.fields.json import KT
 
-        from nodepools.models import Pod
+        from nodepools.selectors import NODE_USAGE_FIELDS, nodes_annotate_usage
 
-        usage = {r["node_id"]: r for r in Pod.objects.active().filter(node__in=queryset.order_by().values("pk"))
-                 .order_by().values("node_id").annotate(g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"),
-                                                        n=Count("pk"))}
-        ready = NodeStatus.READY
-
-        def enrich(rows):
-            for row in rows:
-                u = usage.get(row["pk"])
-                row["gpu_allocated"] = (u["g"] or Decimal(0)) if u else Decimal(0)
-                row["cpu_allocated_millis"] = (u["c"] or 0) if u else 0
-                row["memory_allocated_bytes"] = (u["m"] or 0) if u else 0
-                row["pod_count"] = u["n"] if u else 0
-                row["gpu_ready"] = row["gpu_allocatable"] if row["status"] == ready else 0
-                row["gpu_free"] = max(Decimal(row["gpu_ready"]) - row["gpu_allocated"], Decimal(0))
-
-        return enrich
+        # The status text needs the main reason only: read as text, no JSON list decoded per row.
+        return nodes_annotate_usage(queryset).annotate(main_reason=KT("status_reasons__0")).values(
+            *self.export_fields, "main_reason", *NODE_USAGE_FIELDS)
 
     def export_status(self, row):
-        return node_status_text(row["status"], row["status_reasons"])
+        reason = row["main_reason"]
+        return node_status_text(row["status"], [reason] if reason else [])
 
     def export_gpu_devices(self, row):
-        return f"{row['gpu_ready']}/{row['gpu_capacity']}"
+        return f"{row['gpu_allocatable'] if row['status'] == NodeStatus.READY else 0}/{row['gpu_capacity']}"
+
+    def export_gpu_free(self, row):
+        ready = row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
+        return max(ready - row["gpu_allocated"], ZERO)
 
     def export_gpu_memory(self, row):
         if not row["gpu_memory_mib"]:

@@ -18,7 +18,7 @@ from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
 from projects.access import is_system_admin
 from ui.pages import table_page
-from ui.tables import table_build
+from ui.tables import table_build, wants_csv
 from ui.views import form_errors_from
 
 SESSION_CLUSTER = "console.cluster"
@@ -228,13 +228,16 @@ def _hint(cluster_id: int, kinds) -> None:
 def node_list(request):
     nodes = selectors.node_table_list(user=request.user, sort=request.GET.get("sort", ""))
     visible = selectors.node_list(user=request.user).order_by()
+    # The filter form's dropdowns of the values present (one pass over the nodes): only a page shows
+    # them, not its CSV.
+    dropdown_values = {}
+    if not wants_csv(request):
+        pairs = list(visible.values_list("gpu_product", "zone").distinct())
+        dropdown_values = {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
     return table_page(
         request, template="nodepools/node_list.html", table_class=NodeTable, queryset=nodes,
         filterset_class=NodeFilterSet, csv_name="nodes", dropdown_fields=["cluster", "pool", "status"],
-        dropdown_values={
-            "gpu_product": sorted(set(visible.values_list("gpu_product", flat=True).distinct())),
-            "zone": sorted(set(visible.values_list("zone", flat=True).distinct())),
-        },
+        dropdown_values=dropdown_values,
         context={"live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
     )
 

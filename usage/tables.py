@@ -1,25 +1,101 @@
+"""The usage history table: every value of a snapshot row is a column; the user chooses and orders
+them (saved through the `ui` app) and the page's CSV holds the chosen columns in their order."""
+from __future__ import annotations
+
 import django_tables2 as tables
 
+from ui.tables import ConsoleTable
+from ui.views import register
 from usage.models import UsageSnapshot
 
+NUM = {"td": {"class": "num"}, "th": {"class": "num"}}
 
-class UsageSnapshotTable(tables.Table):
+
+def _attach_cluster_names(rows) -> None:
+    """Rows keep the cluster's id only (history outlives a deleted cluster): one query names them."""
+    from nodepools.models import Cluster
+
+    ids = {row.cluster_id for row in rows}
+    names = dict(Cluster.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+    for row in rows:
+        row.cluster_name = names.get(row.cluster_id, f"#{row.cluster_id} (deleted)")
+
+
+def _owner(obj, pk) -> str | None:
+    """A pool's, department's or project's name; '#id (deleted)' once it is gone; None if the row has none."""
+    if pk is None:
+        return None
+    return obj.name if obj is not None else f"#{pk} (deleted)"
+
+
+class OwnerColumn(tables.Column):
+    """The name of the row's pool, department or project, or '#id (deleted)' when the row outlived it."""
+
+    def __init__(self, verbose_name, field: str, **kwargs):
+        self.field = field
+        super().__init__(verbose_name, accessor=f"{field}__name", order_by=(f"{field}__name",), empty_values=(),
+                         default="—", **kwargs)
+
+    def render(self, record):
+        return _owner(getattr(record, self.field), getattr(record, f"{self.field}_id")) or "—"
+
+
+class UnlimitedColumn(tables.Column):
+    """A deserved value where empty means unlimited (department and project rows; pool rows have none)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("empty_values", ())
+        kwargs.setdefault("attrs", NUM)
+        super().__init__(*args, **kwargs)
+
+    def render(self, value, record):
+        return unlimited(value, record) if value is not None or record.kind != UsageSnapshot.Kind.POOL else "—"
+
+
+def unlimited(value, record):
+    return "unlimited" if value is None and record.kind != UsageSnapshot.Kind.POOL else value
+
+
+@register
+class UsageSnapshotTable(ConsoleTable):
+    key = "usage"
+    enrich = staticmethod(_attach_cluster_names)
+    default_columns = ("taken", "kind", "pool", "department", "project", "gpu_capacity", "gpu_deserved",
+                       "gpu_allocated", "gpu_over_quota", "cpu_allocated", "memory_allocated_mib")
+
     taken = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="Time (UTC)")
-    kind = tables.Column()
-    pool = tables.Column(verbose_name="Node pool", accessor="pool__name", default="—")
-    department = tables.Column(accessor="department__name", default="—")
-    project = tables.Column(accessor="project__name", default="—")
-    gpu_capacity = tables.Column(verbose_name="GPU capacity", default="—", attrs={"td": {"class": "num"}})
-    gpu_deserved = tables.Column(verbose_name="GPU deserved", attrs={"td": {"class": "num"}})
-    gpu_allocated = tables.Column(verbose_name="GPU allocated", attrs={"td": {"class": "num"}})
-    gpu_over_quota = tables.Column(verbose_name="GPU over-quota", attrs={"td": {"class": "num"}})
-    cpu_allocated = tables.Column(verbose_name="CPU allocated (cores)", attrs={"td": {"class": "num"}})
-    memory_allocated_mib = tables.Column(verbose_name="Memory allocated (MiB)", attrs={"td": {"class": "num"}})
+    cluster = tables.Column("Cluster", accessor="cluster_name", order_by=("cluster_id",))
+    pool = OwnerColumn("Node pool", "pool")
+    kind = tables.Column("Kind")
+    department = OwnerColumn("Department", "department")
+    project = OwnerColumn("Project", "project")
+    gpu_capacity = tables.Column("GPU capacity (Ready)", default="—", attrs=NUM)
+    gpu_deserved = tables.Column("GPU deserved", attrs=NUM)
+    gpu_allocated = tables.Column("GPU allocated", attrs=NUM)
+    gpu_over_quota = tables.Column("GPU over-quota", attrs=NUM)
+    cpu_capacity = tables.Column("CPU capacity (cores)", default="—", attrs=NUM)
+    cpu_deserved = UnlimitedColumn("CPU deserved (cores)")
+    cpu_allocated = tables.Column("CPU allocated (cores)", attrs=NUM)
+    cpu_over_quota = tables.Column("CPU over-quota (cores)", attrs=NUM)
+    memory_capacity_mib = tables.Column("Memory capacity (MiB)", default="—", attrs=NUM)
+    memory_deserved_mib = UnlimitedColumn("Memory deserved (MiB)")
+    memory_allocated_mib = tables.Column("Memory allocated (MiB)", attrs=NUM)
+    memory_over_quota_mib = tables.Column("Memory over-quota (MiB)", attrs=NUM)
 
-    class Meta:
-        model = UsageSnapshot
-        fields = ["taken", "kind", "pool", "department", "project", "gpu_capacity", "gpu_deserved", "gpu_allocated",
-                  "gpu_over_quota", "cpu_allocated", "memory_allocated_mib"]
-        order_by = "-taken"
-        attrs = {"class": "data"}
-        template_name = "django_tables2/table.html"
+    def export_kind(self, record):
+        return record.get_kind_display()
+
+    def export_pool(self, record):
+        return _owner(record.pool, record.pool_id)
+
+    def export_department(self, record):
+        return _owner(record.department, record.department_id)
+
+    def export_project(self, record):
+        return _owner(record.project, record.project_id)
+
+    def export_cpu_deserved(self, record):
+        return unlimited(record.cpu_deserved, record)
+
+    def export_memory_deserved_mib(self, record):
+        return unlimited(record.memory_deserved_mib, record)

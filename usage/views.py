@@ -1,11 +1,11 @@
-"""Usage history pages: the filterable history with its chart, and the compliance CSV for any date range."""
+"""Usage history pages: the filterable history with its chart (columns chosen per user, CSV of the
+current view), and the compliance CSV (every value, oldest first) for any date range."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django_tables2 import RequestConfig
 
 from console.csv import csv_response
+from ui.pages import table_page
 from usage import selectors
 from usage.filtersets import UsageSnapshotFilterSet
 from usage.tables import UsageSnapshotTable
@@ -17,11 +17,12 @@ def _filtered(request):
 
 @login_required
 def history(request):
-    filterset = _filtered(request)
-    table = UsageSnapshotTable(filterset.qs)
-    RequestConfig(request, paginate={"per_page": 100}).configure(table)
-    template = "usage/history.html#table" if request.htmx else "usage/history.html"
-    return render(request, template, {"filter": filterset, "table": table, "query": request.GET.urlencode()})
+    return table_page(
+        request, template="usage/history.html", table_class=UsageSnapshotTable,
+        queryset=selectors.snapshot_list(user=request.user), filterset_class=UsageSnapshotFilterSet,
+        csv_name="usage-history", default_order="-taken",
+        dropdown_fields=["kind", "cluster", "pool", "department", "project"],
+    )
 
 
 @login_required

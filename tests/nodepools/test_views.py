@@ -5,6 +5,7 @@ import pytest
 from django.urls import reverse
 
 from nodepools.models import Node, NodePool
+from nodepools.tables import NodeTable
 from tests.pages import ROLES, first_column, headers, htmx, login, page_text, table_rows, text
 
 SEEING = ["sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer"]
@@ -487,3 +488,42 @@ def test_bad_query_strings_never_fail(client, org, users, query):
     for url in [reverse("node-list"), reverse("pool-list"), reverse("department-list"), reverse("project-list")]:
         response = client.get(f"{url}?{query}")
         assert response.status_code == 200, (url, query)
+
+
+@pytest.mark.parametrize("sort, first_two", [
+    ("-gpu_allocated", ["v100-2", "a100-2"]),
+    ("gpu_free", ["v100-2", "a100-2"]),
+    ("-cpu_allocated", ["v100-2", "a100-2"]),
+    ("-memory_allocated", ["v100-2", "a100-2"]),
+    ("-pods", ["a100-2", "v100-2"]),
+])
+def test_nodes_sorted_by_a_usage_column_count_running_pods_only(client, org, users, sort, first_two):
+    org.run("big", org.rnd_a, "v100-2", gpus=2, cpu="8", memory="64Gi")
+    org.run("small", org.rnd_a, "a100-2", gpus=1, cpu="4", memory="8Gi")
+    org.run("helper", org.rnd_b, "a100-2", gpus=0, cpu="1", memory="1Gi")
+    # A finished pod holds nothing: were it counted, a100-1 would lead every usage sort.
+    org.run("done", org.rnd_a, "a100-1", gpus=4, cpu="60", memory="400Gi", phase="Succeeded")
+    login(client, users, "rnd_viewer")
+    # Every column shown: a table sorts only by the columns it shows.
+    client.post(reverse("table-columns", args=["nodes"]), {"order": NodeTable.column_names(),
+                                                           "columns": NodeTable.column_names()})
+    assert first_column(client.get(reverse("node-list"), {"sort": sort}))[:2] == first_two
+    # With a filter, and with another page size: the sort spans the filtered rows only.
+    assert first_column(client.get(reverse("node-list"), {"sort": sort, "pool": org.a100.pk})) == ["a100-2", "a100-1"]
+    rows = first_column(client.get(reverse("node-list"), {"sort": sort, "per_page": 25, "page": 1}))
+    assert rows[:2] == first_two and len(rows) == 4
+
+
+def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
+    from tests.pages import csv_of
+
+    org.run("train-1", org.rnd_a, "a100-1", gpus=3)
+    login(client, users, "sysadmin")
+    client.post(reverse("table-columns", args=["nodes"]), {"order": NodeTable.column_names(),
+                                                           "columns": NodeTable.column_names()})
+    response = client.get(reverse("node-list"), {"sort": "name"})
+    assert response.status_code == 200
+    csv_rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    assert headers(response) == csv_rows[0]
+    # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.
+    assert [[cell if cell != "—" else "" for cell in row] for row in table_rows(response)] == csv_rows[1:]

@@ -145,3 +145,62 @@ def test_usage_page(client, users, org, history):
     client.force_login(users["rnd_admin"])
     html = client.get("/usage/").content.decode()
     assert "<svg" in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html
+
+
+# --- Columns chosen per user, and the page's CSV following them -------------------------------------
+
+def test_usage_columns_are_chosen_ordered_and_remembered(client, users, org, history):
+    from django.urls import reverse
+
+    from tests.pages import headers, login
+
+    login(client, users, "rnd_admin")
+    assert headers(client.get("/usage/")) == [
+        "Time (UTC)", "Kind", "Node pool", "Department", "Project", "GPU capacity (Ready)", "GPU deserved",
+        "GPU allocated", "GPU over-quota", "CPU allocated (cores)", "Memory allocated (MiB)"]
+    assert reverse("table-columns", args=["usage"]) in client.get("/usage/").content.decode()
+    client.post(reverse("table-columns", args=["usage"]),
+                {"order": ["project", "gpu_allocated", "cpu_deserved", "taken"],
+                 "columns": ["project", "gpu_allocated", "cpu_deserved"]})
+    assert headers(client.get("/usage/")) == ["Project", "GPU allocated", "CPU deserved (cores)"]
+    client.post(reverse("table-columns", args=["usage"]),
+                {"order": ["project", "gpu_allocated", "cpu_deserved"], "columns": ["project", "gpu_allocated",
+                                                                                    "cpu_deserved"],
+                 "move": "down:project"})
+    assert headers(client.get("/usage/")) == ["GPU allocated", "Project", "CPU deserved (cores)"]
+    login(client, users, "rnd_viewer")
+    assert headers(client.get("/usage/"))[:2] == ["Time (UTC)", "Kind"]
+
+
+def test_usage_page_csv_holds_the_chosen_columns_in_order_with_filters_and_sort(client, users, org, history):
+    from tests.pages import csv_of, login
+    from ui import services
+    from usage.tables import UsageSnapshotTable
+
+    login(client, users, "researcher")  # project rnd-a only, and the pools' own rows
+    services.table_preference_set(user=users["researcher"], table="usage",
+                                  columns=["project", "gpu_allocated", "cpu_deserved", "kind"],
+                                  allowed=UsageSnapshotTable.column_names())
+    rows = csv_of(client.get("/usage/", {"kind": "project", "pool": org.a100.pk, "sort": "gpu_allocated",
+                                         "format": "csv"}))
+    assert rows == [["Project", "GPU allocated", "CPU deserved (cores)", "Kind"],
+                    ["rnd-a", "1", "unlimited", "Project"], ["rnd-a", "2", "unlimited", "Project"],
+                    ["rnd-a", "3", "unlimited", "Project"]]
+    rows = csv_of(client.get("/usage/", {"format": "csv", "columns": "all", "sort": "-taken"}))
+    assert rows[0] == ["Time (UTC)", "Cluster", "Node pool", "Kind", "Department", "Project", "GPU capacity (Ready)",
+                       "GPU deserved", "GPU allocated", "GPU over-quota", "CPU capacity (cores)", "CPU deserved (cores)",
+                       "CPU allocated (cores)", "CPU over-quota (cores)", "Memory capacity (MiB)",
+                       "Memory deserved (MiB)", "Memory allocated (MiB)", "Memory over-quota (MiB)"]
+    assert {(row[1], row[3], row[4], row[5]) for row in rows[1:]} == {
+        ("lab", "Pool", "", ""), ("lab", "Project", "rnd", "rnd-a")}
+    newest_a100 = next(row for row in rows[1:] if row[2] == "a100" and row[5] == "rnd-a")
+    assert newest_a100[7:10] == ["2", "3", "1"] and newest_a100[11] == "unlimited"
+
+
+def test_usage_page_names_deleted_owners(client, users, org, history):
+    from tests.pages import login, table_rows
+
+    pk = org.rnd_b.pk
+    services.project_delete(actor=None, project=org.rnd_b)
+    login(client, users, "sysadmin")
+    assert any(row[4] == f"#{pk} (deleted)" for row in table_rows(client.get("/usage/", {"kind": "project"})))
