@@ -11,7 +11,6 @@ from typing import Any, Iterable
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from nodepools import kube
@@ -278,14 +277,6 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
     mirror.sweep(PODS, seen_pods)
     mirror.flush()
     return {"nodes": len(mirror.nodes), "pods": len(mirror.pods), "skipped": mirror.skipped}
-
-
-def _object_name(obj: Any) -> str:
-    try:
-        metadata = obj.get("metadata") or {}
-        return "/".join(filter(None, [metadata.get("namespace"), metadata.get("name")])) or "<unnamed>"
-    except AttributeError:
-        return "<not an object>"
 
 
 def pods_link(*, cluster: Cluster) -> None:

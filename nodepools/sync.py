@@ -22,8 +22,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from decimal import Decimal
+from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
 import orjson

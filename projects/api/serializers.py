@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from rest_framework import serializers
 
 from console.api import RestrictedPrimaryKeyRelatedField
-from nodepools.models import Cluster, NodePool
+from nodepools.models import Cluster
 from projects.access import Role
 from projects.models import Department, Project, Quota, Rank, RoleAssignment
 

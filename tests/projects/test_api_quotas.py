@@ -4,7 +4,6 @@ import threading
 import pytest
 
 from audit.models import AuditEvent
-from projects import services
 
 
 def url(owner):
