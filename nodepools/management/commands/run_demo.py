@@ -1,7 +1,8 @@
 """`make run`: the emulator serving the demo cluster (with chaos), the sync and the web server, until Ctrl-C.
 
-Starts three child processes: `python -m nodepools.emulator` (the demo cluster of
-`nodepools.demo_cluster`, changing now and then), `manage.py sync_clusters` and daphne; loads the demo
+Starts four child processes: `python -m nodepools.emulator` (the demo cluster of
+`nodepools.demo_cluster`, changing now and then), `manage.py sync_clusters`, `manage.py
+snapshot_usage` (every minute, for the demo's usage charts) and daphne; loads the demo
 organisation with cluster `demo` registered at the emulator's kubeconfig (its nodes and pods come from
 the sync), prints the logins, and stops every child on Ctrl-C (or when one of them dies).
 """
@@ -22,15 +23,17 @@ from nodepools.demo_cluster import demo_objects
 
 
 class Command(BaseCommand):
-    help = "Run the demo: Kubernetes API emulator + sync + web server; Ctrl-C stops everything."
+    help = "Run the demo: Kubernetes API emulator + sync + usage snapshots + web server; Ctrl-C stops everything."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000, help="web server port (default 8000)")
         parser.add_argument("--emulator-port", type=int, default=0, help="emulator port (default: a free one)")
         parser.add_argument("--chaos", type=float, default=5.0, help="seconds between random cluster changes (0: off)")
+        parser.add_argument("--snapshot-every", type=int, default=60,
+                            help="seconds between usage-history snapshots (production default: 900)")
 
-    def handle(self, *args, host, port, emulator_port, chaos, **options):
+    def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, **options):
         run_dir = Path(settings.BASE_DIR) / ".run"
         run_dir.mkdir(exist_ok=True)
         scenario, kubeconfig = run_dir / "demo-cluster.json", run_dir / "emulator.kubeconfig"
@@ -64,6 +67,8 @@ class Command(BaseCommand):
                 time.sleep(0.1)
             call_command("demo", kubeconfig=str(kubeconfig), stdout=self.stdout)
             start("sync", [python, "manage.py", "sync_clusters"])
+            # Often, so that the usage charts of the demo fill within minutes.
+            start("snapshots", [python, "manage.py", "snapshot_usage", "--every", str(snapshot_every)])
             start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "console.asgi:application"])
             self.stdout.write(f"\nServing on http://{host}:{port}  (log in with one of the demo logins above; "
                               "the demo cluster changes every few seconds; Ctrl-C stops)")
@@ -74,7 +79,7 @@ class Command(BaseCommand):
                     break
                 time.sleep(0.3)
         finally:
-            for name, proc in reversed(children):  # web, then sync, then the emulator
+            for name, proc in reversed(children):  # web, snapshots, sync, then the emulator
                 if proc.poll() is None:
                     proc.terminate()
                 try:
