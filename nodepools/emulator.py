@@ -1739,6 +1739,9 @@ class KubeEmulator:
             watches = list(self._watches)
             for w in watches:
                 w.dropped = True
+            # Gone at once, as far as anyone asking the emulator is concerned; the serving threads
+            # still see `dropped` and end without a final chunk.
+            self._watches.clear()
             self._cond.notify_all()
         for w in watches:
             _shutdown_socket(w.sock)
