@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from nodepools import kube
 from projects.access import RestrictedQuerySet
@@ -65,6 +66,9 @@ class Cluster(models.Model):
     # Bumped with every change hint when the channel layer cannot reach other processes (the
     # in-memory default), so that live pages in the web process notice the sync's changes by polling.
     hint_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    # Left every few seconds by the sync process that leads this cluster (see nodepools/sync): a
+    # heartbeat older than STALE_AFTER means nobody keeps the mirror current (a hung or dead leader).
+    leader_heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -75,6 +79,20 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    STALE_AFTER_SECONDS = 30
+
+    def stale_since(self, now=None):
+        """When the figures shown for this cluster stopped being current, or None while they are.
+
+        Stale = the cluster is unreachable or degraded (since its last full sync), or the sync's
+        leader has left no heartbeat for STALE_AFTER_SECONDS (since that heartbeat)."""
+        now = now or timezone.now()
+        if self.connection_state in (ConnectionState.UNREACHABLE, ConnectionState.DEGRADED):
+            return self.last_full_sync or self.leader_heartbeat or self.updated
+        if self.leader_heartbeat is not None and (now - self.leader_heartbeat).total_seconds() > self.STALE_AFTER_SECONDS:
+            return self.leader_heartbeat
+        return None
 
     @property
     def default_pool(self) -> "NodePool":
