@@ -6,7 +6,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 from audit.context import CHANNELS
-from projects.access import RestrictedQuerySet
+from access.rules import RestrictedQuerySet
 
 
 class AuditEventQuerySet(RestrictedQuerySet):

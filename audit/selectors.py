@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from audit.models import AuditEvent
-from projects.access import role_grants, user_grants
+from access.rules import role_grants, user_grants
 
 CSV_HEADER = ["When (UTC)", "Actor", "Through", "Action", "Object type", "Object id", "Object", "Cluster id",
               "Department id", "Before", "After"]

@@ -212,7 +212,7 @@ def main() -> int:
     from django.test import Client
 
     from projects import services as org
-    from projects.access import Role
+    from access.rules import Role
     from projects.models import Department
 
     admin = get_user_model().objects.create_user("bench-admin", password="x")

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "access",
     "nodepools",
     "projects",
     "audit",

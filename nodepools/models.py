@@ -10,7 +10,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from nodepools import kube
-from projects.access import RestrictedQuerySet
+from access.rules import RestrictedQuerySet
 
 
 def validate_dns1123_label(value: str) -> None:

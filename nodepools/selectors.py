@@ -152,7 +152,6 @@ def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None
     from django.db.models.functions import Coalesce
 
     from nodepools.models import NodeStatus
-    from projects.models import Quota
 
     ids = [p.pk for p in pools]
     ready = Q(status=NodeStatus.READY)
@@ -170,8 +169,9 @@ def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None
         total["memory_allocated_bytes"] += r["mem"] or 0
         # Workloads are the projects' pods; system pods (NVIDIA operands, ...) still use allocation.
         total["workload_count"] += r["pods"] if r["project_id"] else 0
-    quota = dict(Quota.objects.filter(pool_id__in=ids, project__isnull=False).order_by().values("pool_id")
-                 .annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
+    # Projects' deserved GPUs, through the quota rows' relation to their pool (declared by projects).
+    quota = dict(NodePool.objects.filter(pk__in=ids).order_by().annotate(
+        v=Sum("quotas__gpu_deserved", filter=Q(quotas__project__isnull=False))).values_list("pk", "v"))
     for pool in pools:
         values = {**nodes.get(pool.pk, {}), **pods.get(pool.pk, {})}
         for name in POOL_USAGE_FIELDS[:-1]:

@@ -13,11 +13,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from nodepools import kube
+from nodepools import kube, signals
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, PlacementStrategy, Pod
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from projects.access import is_system_admin
+from access.rules import is_system_admin
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +82,8 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
     _require_system_admin(actor, "delete clusters")
-    from projects.models import Project
-
-    # Projects are protected by their departments; a cluster takes its whole organisation with it.
-    Project.objects.filter(cluster=cluster).delete()
+    # A cluster takes its whole organisation with it (the projects app removes its part).
+    signals.cluster_deleting.send(sender=Cluster, cluster=cluster)
     before, pk = snapshot(cluster), cluster.pk
     cluster.delete()
     audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=cluster, before=before, object_id=pk)
@@ -109,15 +107,14 @@ def pool_create(
 ) -> NodePool:
     """Create a pool; every department and project of the cluster gets a zero quota row in it."""
     _require_system_admin(actor, "add node pools")
-    from projects.services import quota_rows_create_for_pool
-
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
     )
     pool.full_clean()
     pool.save()
-    quota_rows_create_for_pool(pool=pool)
+    # Every department and project of the cluster gets a zero quota row (the projects app's receiver).
+    signals.pool_created.send(sender=NodePool, pool=pool)
     nodes_assign_pools(cluster=cluster)
     audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=pool, after=snapshot(pool))
     return pool
@@ -283,13 +280,10 @@ def pods_link(*, cluster: Cluster) -> None:
     """Resolve each pod's node (by spec.nodeName) and project (by namespace) in two UPDATEs."""
     from django.db.models import OuterRef, Subquery
 
-    from projects.models import ProjectNamespace
-
     Pod.objects.filter(cluster=cluster).update(
         node=Subquery(Node.objects.filter(cluster=cluster, name=OuterRef("node_name")).values("pk")[:1]),
-        project=Subquery(
-            ProjectNamespace.objects.filter(cluster=cluster, name=OuterRef("namespace")).values("project")[:1]
-        ),
+        # The namespaces the projects app declared for this cluster (its relation to Cluster).
+        project=Subquery(cluster.project_namespaces.filter(name=OuterRef("namespace")).values("project")[:1]),
     )
 
 

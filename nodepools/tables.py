@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from nodepools.models import NodeStatus
+from ui.formats import number as _num
 from ui.tables import ConsoleTable
 from ui.views import register
 
@@ -24,17 +25,6 @@ def _gib(value) -> float:
 
 def _cores(millis) -> float:
     return round((millis or 0) / 1000, 2)
-
-
-def _num(value) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, Decimal):
-        value = value.normalize()
-        return f"{value:f}"
-    if isinstance(value, float):
-        return f"{value:.2f}".rstrip("0").rstrip(".")
-    return str(value)
 
 
 class NumberColumn(tables.Column):

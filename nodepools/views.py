@@ -16,7 +16,7 @@ from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
 from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
-from projects.access import is_system_admin
+from access.rules import is_system_admin
 from ui.pages import table_page
 from ui.tables import table_build, wants_csv
 from ui.views import form_errors_from

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota, RoleAssignment
+from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
+from access.models import RoleAssignment
 
 
 class NamespaceInline(admin.TabularInline):

@@ -5,8 +5,9 @@ import django_filters
 from django.db.models import Q
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, SearchMixin, visible_clusters, visible_pools
-from projects.access import Role, ScopeType
-from projects.models import Department, Project, Quota, RoleAssignment
+from access.rules import Role, ScopeType
+from projects.models import Department, Project, Quota
+from access.models import RoleAssignment
 
 
 def visible_departments(request):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
-from projects.access import Role
+from access.rules import Role
 from projects.models import Rank
 
 

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.conf import settings
-from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -14,7 +12,7 @@ from django.db.models.functions import Cast, Coalesce, Greatest
 from nodepools.kube import PREEMPTIBLE_BELOW
 
 from nodepools.models import validate_dns1123_label
-from projects.access import RestrictedQuerySet, Role, ScopeType
+from access.rules import RestrictedQuerySet
 
 
 class DepartmentQuerySet(RestrictedQuerySet):
@@ -34,6 +32,9 @@ class Department(models.Model):
     class Meta:
         ordering = ["cluster__name", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="department_unique_name")]
+
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        return self.cluster_id, pk  # self.pk is None once deleted
 
     def __str__(self) -> str:
         return self.name
@@ -61,6 +62,9 @@ class Project(models.Model):
     class Meta:
         ordering = ["cluster__name", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="project_unique_name")]
+
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        return self.cluster_id, self.department_id
 
     def __str__(self) -> str:
         return self.name
@@ -112,7 +116,7 @@ class QuotaQuerySet(RestrictedQuerySet):
     def restrict(self, user, action: str = "view"):
         # A department's own row and a project's row are governed by different permissions: a
         # department administrator sets the quota of its projects, not its own.
-        from projects.access import access_q
+        from access.rules import access_q
 
         if action == "view":
             return super().restrict(user, action)
@@ -237,6 +241,11 @@ class Quota(models.Model):
             ),
         ]
 
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        """(cluster id, department id) of this row, for the audit trail."""
+        department_id = self.department_id or (self.project.department_id if self.project_id else None)
+        return self.pool.cluster_id, department_id
+
     def __str__(self) -> str:
         return f"{self.owner} in {self.pool}"
 
@@ -286,69 +295,3 @@ class PriorityEntry(models.Model):
                 fields=["department", "pool"], condition=Q(department__isnull=False), name="priority_department_pool"
             ),
         ]
-
-
-class RoleAssignmentQuerySet(RestrictedQuerySet):
-    access_level = "project"
-    access_paths = {
-        "cluster": ["cluster_id", "department__cluster_id", "project__cluster_id"],
-        "department": ["department_id", "project__department_id"],
-        "project": ["project_id"],
-    }
-
-
-class RoleAssignment(models.Model):
-    """Subject (a user or a group) has a role in a scope: the system, a cluster, a department or a project."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments"
-    )
-    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
-    role = models.CharField(max_length=32, choices=Role)
-    scope_type = models.CharField(max_length=16, choices=ScopeType)
-    cluster = models.ForeignKey("nodepools.Cluster", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
-    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
-    created = models.DateTimeField(auto_now_add=True)
-
-    objects = RoleAssignmentQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["scope_type", "role", "pk"]
-        constraints = [
-            models.CheckConstraint(
-                condition=(Q(user__isnull=False) & Q(group__isnull=True)) | (Q(user__isnull=True) & Q(group__isnull=False)),
-                name="role_user_xor_group",
-            ),
-            models.CheckConstraint(
-                condition=(
-                    Q(scope_type="system", cluster__isnull=True, department__isnull=True, project__isnull=True)
-                    | Q(scope_type="cluster", cluster__isnull=False, department__isnull=True, project__isnull=True)
-                    | Q(scope_type="department", cluster__isnull=True, department__isnull=False, project__isnull=True)
-                    | Q(scope_type="project", cluster__isnull=True, department__isnull=True, project__isnull=False)
-                ),
-                name="role_scope_matches_type",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.subject} is {self.get_role_display()} of {self.scope_label}"
-
-    @property
-    def subject(self):
-        return self.user if self.user_id else self.group
-
-    @property
-    def scope_label(self) -> str:
-        if self.scope_type == ScopeType.SYSTEM:
-            return "the system"
-        target = {"cluster": self.cluster, "department": self.department, "project": self.project}[self.scope_type]
-        return f"{self.scope_type} {target}"
-
-    def clean(self) -> None:
-        allowed = Role.SCOPES[self.role] if self.role in Role.SCOPES else ()
-        if self.role and self.scope_type and self.scope_type not in allowed:
-            raise ValidationError(
-                {"scope_type": f"A {Role(self.role).label} is assigned in the scope of {' or '.join(allowed)}, "
-                 f"not of a {self.scope_type}."}
-            )

@@ -10,9 +10,10 @@ from django.db.models import Count, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from nodepools.models import Cluster, NodePool, Pod
-from projects.access import Role, ScopeType, user_grants
+from access.rules import Role, ScopeType, user_grants
 from projects.fairshare import Claim, hierarchical_fair_shares
-from projects.models import Department, Project, Quota, RoleAssignment
+from projects.models import Department, Project, Quota
+from access.models import RoleAssignment
 
 GPU = models.DecimalField(max_digits=14, decimal_places=3)
 

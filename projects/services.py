@@ -19,8 +19,9 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from console.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
-from projects.access import ScopeType, forget_grants, user_can
-from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota, RoleAssignment
+from access.rules import ScopeType, forget_grants, user_can
+from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
+from access.models import RoleAssignment
 
 
 def _require(actor: Any, obj: Any, action: str, message: str) -> None:
@@ -29,7 +30,7 @@ def _require(actor: Any, obj: Any, action: str, message: str) -> None:
 
 
 def _require_system_admin(actor: Any, what: str) -> None:
-    from projects.access import is_system_admin
+    from access.rules import is_system_admin
 
     if actor is not None and not is_system_admin(actor):
         raise PermissionDenied(f"Only system administrators may {what}.")

@@ -12,7 +12,7 @@ from console.exceptions import ConcurrentUpdate
 from nodepools.models import NodePool
 from nodepools.selectors import cluster_list
 from projects import selectors, services
-from projects.access import Role, ScopeType, is_system_admin, user_can
+from access.rules import Role, ScopeType, is_system_admin, user_can
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
 from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
                             ProjectForm, QuotaForm)

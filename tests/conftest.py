@@ -118,7 +118,7 @@ def make_user(username, **extra):
 def users(org):
     """One login per role, scoped into the org: department roles on rnd, project roles on rnd-a."""
     from projects import services
-    from projects.access import Role
+    from access.rules import Role
 
     made = {
         "sysadmin": make_user("sysadmin"),

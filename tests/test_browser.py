@@ -249,7 +249,7 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
     from nodepools.models import Node, NodeStatus
     from nodepools.sync import ClusterSync, SyncOptions
     from projects import services as org_services
-    from projects.access import Role
+    from access.rules import Role
 
     emu = KubeEmulator(bookmark_interval=0.1)
     emu.start()

@@ -169,8 +169,8 @@ def world(org, users):
     from accounts.services import token_create
     from audit.models import AuditEvent
     from projects import services
-    from projects.access import Role
-    from projects.models import RoleAssignment
+    from access.rules import Role
+    from access.models import RoleAssignment
     from usage.models import UsageSnapshot
     from usage.services import usage_snapshot_take
 

@@ -37,7 +37,7 @@ def no_connection_closing():
 def fuzz_world(org, users, no_connection_closing):
     from accounts.services import token_create
     from audit.models import AuditEvent
-    from projects.models import RoleAssignment
+    from access.models import RoleAssignment
     from usage.models import UsageSnapshot
     from usage.services import usage_snapshot_take
 

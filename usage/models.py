@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from projects.access import access_q
+from access.rules import access_q
 
 
 class _PoolRows:  # access rule of a pool's own rows: like the pool (anyone with a role in the cluster)

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from console.api import RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
-from projects.access import is_system_admin
+from access.rules import is_system_admin
 
 
 class ClusterSerializer(serializers.ModelSerializer):

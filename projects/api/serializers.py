@@ -7,8 +7,9 @@ from rest_framework import serializers
 
 from console.api import RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
-from projects.access import Role
-from projects.models import Department, Project, Quota, Rank, RoleAssignment
+from access.rules import Role
+from projects.models import Department, Project, Quota, Rank
+from access.models import RoleAssignment
 
 
 class DepartmentSerializer(serializers.ModelSerializer):

@@ -20,7 +20,8 @@ from nodepools.models import NodePool
 from projects import services
 from projects.api import serializers as s
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet, QuotaFilterSet, RoleAssignmentFilterSet
-from projects.models import Department, PriorityEntry, Project, Quota, RoleAssignment
+from projects.models import Department, PriorityEntry, Project, Quota
+from access.models import RoleAssignment
 
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,

@@ -386,7 +386,7 @@ def test_malformed_objects_are_logged_by_name_and_skipped(lab, caplog):
 def sysadmin(db):
     from django.contrib.auth import get_user_model
 
-    from projects.access import Role
+    from access.rules import Role
 
     user = get_user_model().objects.create_user("root", password="pw")
     project_services.role_assign(actor=None, role=Role.SYSTEM_ADMIN, user=user)

@@ -6,8 +6,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from nodepools import services as pool_services
 from nodepools.models import Cluster, Node, NodePool, Pod
 from projects import services
-from projects.access import Role
-from projects.models import Department, Project, Quota, RoleAssignment
+from access.rules import Role
+from projects.models import Department, Project, Quota
+from access.models import RoleAssignment
 from tests.conftest import make_user
 
 

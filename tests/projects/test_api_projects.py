@@ -2,7 +2,8 @@
 import pytest
 
 from audit.models import AuditEvent
-from projects.models import Project, RoleAssignment
+from projects.models import Project
+from access.models import RoleAssignment
 
 
 def names(response):

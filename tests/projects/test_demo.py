@@ -7,8 +7,9 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 
 from nodepools.models import Node, NodePool, NodeStatus
-from projects.access import Role
-from projects.models import Department, Project, Quota, RoleAssignment
+from access.rules import Role
+from projects.models import Department, Project, Quota
+from access.models import RoleAssignment
 
 
 def load():

@@ -3,8 +3,9 @@ department manager's view (deserved, allocated, over-quota and fair share per po
 import pytest
 from django.urls import reverse
 
-from projects.access import Role
-from projects.models import Department, Project, RoleAssignment
+from access.rules import Role
+from projects.models import Department, Project
+from access.models import RoleAssignment
 from tests.pages import ROLES, first_column, login, page_text, table_rows
 
 DEPARTMENT_SEERS = {"sysadmin", "rnd_admin", "rnd_viewer", "cluster_viewer"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 from django import template
 from django.utils.http import urlencode
 
+from ui.formats import number
+
 register = template.Library()
 
 
@@ -19,27 +21,10 @@ def csv_url(context, all_columns: bool = False, prefix: str = "") -> str:
     return f"{request.path}?{urlencode(params)}"
 
 
-@register.simple_tag(takes_context=True)
-def console_nav(context):
-    """The clusters the user may see and the current one (for the switcher and the quota link), and
-    whether the user may read the audit trail (the same access rule as the audit pages)."""
-    request = context["request"]
-    from audit.selectors import user_may_read_audit
-    from nodepools.selectors import cluster_list
-
-    clusters = list(cluster_list(user=request.user).only("pk", "name"))
-    current = request.session.get("console.cluster")
-    if current not in [c.pk for c in clusters]:
-        current = clusters[0].pk if clusters else None
-    return {"clusters": clusters, "current": current, "audit": user_may_read_audit(request.user)}
-
-
 @register.filter
 def num(value):
     """Decimal/float without trailing zeros; None as an em dash (unlimited)."""
-    from nodepools.tables import _num
-
-    return _num(value)
+    return number(value)
 
 
 @register.filter

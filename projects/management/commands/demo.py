@@ -12,7 +12,7 @@ from nodepools import services as pool_services
 from nodepools.demo_cluster import DEPARTMENTS, POOL_LABEL_KEY, demo_objects
 from nodepools.models import Cluster, NodePool
 from projects import services
-from projects.access import Role
+from access.rules import Role
 from projects.models import Department, Project, Quota
 
 CLUSTER = "demo"

@@ -1,0 +1,10 @@
+"""What this floor tells the apps above it. Apps above (projects) connect receivers at start-up, so
+that a cross-app reaction (a new pool gets zero quota rows) goes one way: nodepools imports none of them.
+"""
+from django.dispatch import Signal
+
+# Sent inside the creating transaction, after the pool is saved: `pool=`.
+pool_created = Signal()
+# Sent inside the deleting transaction, before the cluster is deleted: `cluster=`. Receivers remove
+# what a plain cascade cannot (projects are protected by their departments).
+cluster_deleting = Signal()
