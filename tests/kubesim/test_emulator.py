@@ -1,6 +1,6 @@
 """Tests of the Kubernetes API emulator, over real HTTP with the official ``kubernetes`` client.
 
-No Django needed: run with ``pytest tests/nodepools/test_emulator.py -p no:django``.
+No Django needed: run with ``pytest tests/kubesim/test_emulator.py -p no:django``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 import urllib3
 from kubernetes import client, config, watch
 
-from nodepools.emulator import (
+from kubesim import (
     EXPIRED_CONTINUE_MESSAGE,
     ApiError,
     KubeEmulator,
@@ -884,7 +884,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "nodepools.emulator",
+            "kubesim",
             "--port",
             "0",
             "--kubeconfig",
