@@ -19,8 +19,10 @@ PODS = "pods"
 NAMESPACES = "namespaces"
 
 Schema = dict[str, Any]
-# Printer column: (header, JSONPath-ish dotted path, type); served in Table responses (kubectl get).
-Column = tuple[str, str, str]
+# Printer column: (header, dotted path or "@computed", type[, priority]); served in Table responses
+# (kubectl get; priority 1 only with -o wide).  Type "date" shows an age ("5m").
+Column = tuple
+AGE: Column = ("Age", "metadata.creationTimestamp", "date")
 
 
 @dataclass(eq=False)
@@ -147,7 +149,7 @@ def register_crd(path: str | Path) -> Resource:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     names = data["names"]
     columns = tuple(
-        (c["name"], c["jsonPath"].lstrip("."), c["type"]) for c in data.get("printerColumns", []) if not c.get("priority")
+        (c["name"], c["jsonPath"].lstrip("."), c["type"], c.get("priority", 0)) for c in data.get("printerColumns", [])
     )
     return register_resource(Resource(
         group=data["group"],
@@ -180,20 +182,24 @@ _POD_FIELDS = (
 register_resource(Resource(
     "", "v1", NODES, "Node", namespaced=False, short_names=("no",), fields=("spec.unschedulable",),
     strict_status=False, generation=False,
-    columns=(("Status", "@node-status", "string"), ("Roles", "@node-roles", "string"),
-             ("Version", "status.nodeInfo.kubeletVersion", "string")),
+    columns=(("Status", "@node-status", "string"), ("Roles", "@node-roles", "string"), AGE,
+             ("Version", "status.nodeInfo.kubeletVersion", "string"),
+             ("Internal-IP", "@node-internal-ip", "string", 1), ("OS-Image", "status.nodeInfo.osImage", "string", 1),
+             ("Kernel-Version", "status.nodeInfo.kernelVersion", "string", 1),
+             ("Container-Runtime", "status.nodeInfo.containerRuntimeVersion", "string", 1)),
 ))
 register_resource(Resource(
     "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS,
     strict_status=False, generation=False,
     columns=(("Ready", "@pod-ready", "string"), ("Status", "status.phase", "string"),
-             ("Restarts", "@pod-restarts", "integer"), ("Node", "spec.nodeName", "string")),
+             ("Restarts", "@pod-restarts", "integer"), AGE, ("IP", "status.podIP", "string", 1),
+             ("Node", "spec.nodeName", "string", 1), ("Nominated Node", "status.nominatedNodeName", "string", 1)),
 ))
 register_resource(Resource(
     "", "v1", "events", "Event", short_names=("ev",), status_subresource=False, strict_status=False,
     generation=False, fields=("involvedObject.kind", "involvedObject.name", "reason", "type"),
-    columns=(("Type", "type", "string"), ("Reason", "reason", "string"), ("Object", "@event-object", "string"),
-             ("Message", "message", "string")),
+    columns=(("Last Seen", "lastTimestamp", "date"), ("Type", "type", "string"), ("Reason", "reason", "string"),
+             ("Object", "@event-object", "string"), ("Message", "message", "string")),
     schema={"type": "object", "required": ["involvedObject"], "properties": {
         "involvedObject": {"type": "object"}, "type": {"type": "string"}, "reason": {"type": "string"},
         "message": {"type": "string"}, "count": {"type": "integer"}}},
@@ -202,14 +208,15 @@ register_resource(Resource(
 NAMESPACE_RESOURCE = Resource(
     "", "v1", NAMESPACES, "Namespace", namespaced=False, short_names=("ns",), status_subresource=False,
     strict_status=False, generation=False, verbs=("create", "delete", "get", "list"),
-    columns=(("Status", "status.phase", "string"),),
+    columns=(("Status", "status.phase", "string"), AGE),
 )
 
 _POD_TEMPLATE: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 register_resource(Resource(
     "batch", "v1", "jobs", "Job", categories=("all",), fields=("status.successful",),
     source="k8s.io/api batch/v1 JobSpec (required fields, minimums and defaults of the API server)",
-    columns=(("Status", "@job-status", "string"), ("Completions", "@job-completions", "string")),
+    columns=(("Status", "@job-status", "string"), ("Completions", "@job-completions", "string"),
+             ("Duration", "@job-duration", "string"), AGE),
     schema={"type": "object", "required": ["spec"], "properties": {
         "spec": {"type": "object", "required": ["template"], "properties": {
             "parallelism": {"type": "integer", "minimum": 0, "default": 1},
@@ -232,7 +239,7 @@ register_resource(Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short_names=("pc",),
     status_subresource=False, generation=False,
     source="k8s.io/api scheduling/v1 PriorityClass",
-    columns=(("Value", "value", "integer"), ("Global-Default", "globalDefault", "boolean"),
+    columns=(("Value", "value", "integer"), ("Global-Default", "globalDefault", "boolean"), AGE,
              ("Preemption", "preemptionPolicy", "string")),
     schema={"type": "object", "required": ["value"], "properties": {
         "value": {"type": "integer", "minimum": -2147483648, "maximum": 1000000000},

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+from kubesim import protobuf
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
@@ -213,6 +214,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ resources
 
+    def _object_body(self, body: bytes) -> Obj:
+        """The request's object: JSON, or the protobuf kubectl's typed generators send."""
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype == protobuf.CONTENT_TYPE:
+            return protobuf.decode(body)
+        return _parse_json_object(body)
+
     def _wants_table(self) -> bool:
         return "as=Table" in (self.headers.get("Accept") or "")
 
@@ -222,7 +230,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         emu, kind = self.emu, res.key
         if method == "POST":
             emu._count_request(f"create {kind}")
-            obj = _parse_json_object(body)
+            obj = self._object_body(body)
             self._check_type(res, obj)
             if res.namespaced and namespace is not None:
                 md = obj.setdefault("metadata", {})
@@ -331,7 +339,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, _full(res, new))
             return
         if method == "PUT":
-            obj = _parse_json_object(body)
+            obj = self._object_body(body)
             self._check_type(res, obj)
             if res.namespaced:
                 obj.setdefault("metadata", {}).setdefault("namespace", key[0])
@@ -348,7 +356,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _namespaces(self, method: str, query: dict[str, str], body: bytes) -> None:
         if method == "POST":
             self.emu._count_request("create namespaces")
-            obj = _parse_json_object(body)
+            obj = self._object_body(body)
             name = (obj.get("metadata") or {}).get("name")
             if not name or not isinstance(name, str):
                 raise ApiError(422, 'Namespace "" is invalid: metadata.name: Required value: name or generateName '
@@ -415,8 +423,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         self._send_json(doc)
 
+    _table_watch: Resource | None = None
+    _table_query: dict[str, str] = {}
+
     def _write_chunk(self, data: bytes) -> None:
+        if self._table_watch is not None:
+            data = self._as_table_events(self._table_watch, data)
         self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+
+    def _as_table_events(self, res: Resource, data: bytes) -> bytes:
+        """Watch events as kubectl asks for them (Accept ...;as=Table): each object a one-row Table."""
+        out = []
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            event = orjson.loads(line)
+            obj = event.get("object") or {}
+            if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and obj.get("kind") == res.kind:
+                event["object"] = table_for_list(res, {"metadata": {}, "items": [obj]}, self._table_query)
+            out.append(orjson.dumps(event) + b"\n")
+        return b"".join(out)
 
     def _watch(self, kind: str, namespace: str | None, flt: _Filter, query: dict[str, str]) -> None:
         emu = self.emu
@@ -426,6 +452,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             raise ApiError(400, "invalid timeoutSeconds", "BadRequest") from None
         w, initial, error = emu._open_watch(kind, namespace, flt, query.get("resourceVersion", ""), self.connection)
+        self._table_watch = get_resource(kind) if self._wants_table() else None
+        self._table_query = query
         emu._count_response(200)
         self.wfile.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"

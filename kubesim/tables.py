@@ -82,6 +82,19 @@ def _job_completions(obj: Obj) -> str:
     return f"{(obj.get('status') or {}).get('succeeded') or 0}/{(obj.get('spec') or {}).get('completions', 1)}"
 
 
+def _node_internal_ip(obj: Obj) -> str:
+    return next((a.get("address") for a in (obj.get("status") or {}).get("addresses") or []
+                 if a.get("type") == "InternalIP"), "<none>")
+
+
+def _job_duration(obj: Obj) -> str:
+    status = obj.get("status") or {}
+    start = status.get("startTime")
+    if not start:
+        return ""
+    return human_age(start)
+
+
 def _event_object(obj: Obj) -> str:
     involved = obj.get("involvedObject") or {}
     return f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}"
@@ -94,6 +107,8 @@ _COMPUTED = {
     "@pod-restarts": _pod_restarts,
     "@job-status": _job_status,
     "@job-completions": _job_completions,
+    "@job-duration": _job_duration,
+    "@node-internal-ip": _node_internal_ip,
     "@event-object": _event_object,
 }
 
@@ -129,7 +144,7 @@ def table_for_list(res: Resource, listing: Obj, query: dict[str, str]) -> Obj:
     for obj in listing.get("items") or []:
         obj.setdefault("kind", res.kind)
         obj.setdefault("apiVersion", res.api_version)
-        row: Obj = {"cells": [_cell(obj, path, type_) for _name, path, type_ in columns]}
+        row: Obj = {"cells": [_cell(obj, c[1], c[2]) for c in columns]}
         row_obj = _row_object(res, obj, include)
         if row_obj is not None:
             row["object"] = row_obj
@@ -139,9 +154,9 @@ def table_for_list(res: Resource, listing: Obj, query: dict[str, str]) -> Obj:
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {k: v for k, v in (listing.get("metadata") or {}).items() if k in ("resourceVersion", "continue")},
         "columnDefinitions": [
-            {"name": name, "type": "string" if type_ == "date" else type_, "format": "name" if name == "Name" else "",
-             "description": "", "priority": 0}
-            for name, _path_, type_ in columns
+            {"name": c[0], "type": "string" if c[2] == "date" else c[2], "format": "name" if c[0] == "Name" else "",
+             "description": "", "priority": c[3] if len(c) > 3 else 0}
+            for c in columns
         ],
         "rows": rows,
     }
