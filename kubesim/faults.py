@@ -34,7 +34,8 @@ class FaultsMixin:
             self._watches.clear()
             self._cond.notify_all()
         for w in watches:
-            _shutdown_socket(w.sock)
+            if w.started:  # otherwise its thread sends the headers, sees `dropped` and ends the stream
+                _shutdown_socket(w.sock)
         return len(watches)
 
     def fail_next(

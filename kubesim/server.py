@@ -459,6 +459,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
             b"Cache-Control: no-cache, private\r\n\r\n"
         )
+        # From now on drop_watches() may cut the socket: before the headers, that would look like a
+        # broken server rather than a watch that ended.
+        w.started = True
         pending: list[bytes] = [error] if error else []
         finished = error is not None
         res = get_resource(kind)

@@ -136,7 +136,7 @@ def _extract_fields(kind: str, obj: Obj) -> tuple[str, ...]:
 class _Watch:
     """State of one open watch stream."""
 
-    __slots__ = ("kind", "namespace", "filter", "next_seq", "sock", "dropped")
+    __slots__ = ("kind", "namespace", "filter", "next_seq", "sock", "dropped", "started")
 
     def __init__(self, kind: str, namespace: str | None, flt: _Filter, next_seq: int, sock: socket.socket) -> None:
         self.kind = kind
@@ -145,6 +145,7 @@ class _Watch:
         self.next_seq = next_seq
         self.sock = sock
         self.dropped = False
+        self.started = False  # response headers sent
 
 
 class _Fault:
