@@ -8,6 +8,7 @@ create/update/patch/delete, discovery and OpenAPI entries.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,10 @@ class Resource:
     columns: tuple[Column, ...] = ()
     source: str = ""  # where the schema comes from
     verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
+    # Strategic merge patch needs Go struct tags: the API server refuses it for custom resources.
+    strategic_patch: bool = True
+    # A faster hand-written extract_fields for hot kinds (pods: 150,000 objects in a bulk load).
+    extractor: Callable[[Obj], tuple[str, ...]] | None = None
 
     key: str = field(init=False)
     api_version: str = field(init=False)
@@ -76,6 +81,8 @@ class Resource:
 
     def extract_fields(self, obj: Obj) -> tuple[str, ...]:
         """The values of :attr:`field_names` as strings (booleans as "true"/"false", missing as "")."""
+        if self.extractor is not None:
+            return self.extractor(obj)
         out = []
         for path in self._paths:
             value: Any = obj
@@ -86,7 +93,7 @@ class Resource:
             if isinstance(value, bool):
                 out.append("true" if value else "false")
             elif value is None:
-                out.append("false" if path == ("spec", "unschedulable") else "")
+                out.append("")
             else:
                 out.append(str(value))
         return tuple(out)
@@ -163,6 +170,7 @@ def register_crd(path: str | Path) -> Resource:
         status_subresource="status" in data.get("subresources", ()),
         schema=data["schema"],
         columns=columns,
+        strategic_patch=False,
         source=data.get("source", ""),
     ))
 
@@ -179,8 +187,27 @@ _POD_FIELDS = (
     "status.nominatedNodeName",
 )
 
+def _node_fields(obj: Obj) -> tuple[str, ...]:
+    return (obj["metadata"]["name"], "", "true" if (obj.get("spec") or {}).get("unschedulable") else "false")
+
+
+def _pod_fields(obj: Obj) -> tuple[str, ...]:
+    md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    return (
+        md["name"],
+        md.get("namespace") or "",
+        spec.get("nodeName") or "",
+        status.get("phase") or "",
+        spec.get("restartPolicy") or "",
+        spec.get("schedulerName") or "",
+        spec.get("serviceAccountName") or "",
+        status.get("podIP") or "",
+        status.get("nominatedNodeName") or "",
+    )
+
+
 register_resource(Resource(
-    "", "v1", NODES, "Node", namespaced=False, short_names=("no",), fields=("spec.unschedulable",),
+    "", "v1", NODES, "Node", extractor=_node_fields, namespaced=False, short_names=("no",), fields=("spec.unschedulable",),
     strict_status=False, generation=False,
     columns=(("Status", "@node-status", "string"), ("Roles", "@node-roles", "string"), AGE,
              ("Version", "status.nodeInfo.kubeletVersion", "string"),
@@ -189,7 +216,7 @@ register_resource(Resource(
              ("Container-Runtime", "status.nodeInfo.containerRuntimeVersion", "string", 1)),
 ))
 register_resource(Resource(
-    "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS,
+    "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS, extractor=_pod_fields,
     strict_status=False, generation=False,
     columns=(("Ready", "@pod-ready", "string"), ("Status", "status.phase", "string"),
              ("Restarts", "@pod-restarts", "integer"), AGE, ("IP", "status.podIP", "string", 1),

@@ -315,12 +315,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "application/strategic-merge-patch+json": "strategic",
                 "application/json-patch+json": "json",
             }.get(ctype)
+            if patch_type == "strategic" and not res.strategic_patch:
+                patch_type = None
             if patch_type is None:
                 raise ApiError(
                     415,
                     "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json-patch+json, application/merge-patch+json, "
-                    f"application/strategic-merge-patch+json (got {ctype!r})",
+                    "application/json-patch+json, application/merge-patch+json"
+                    + (", application/strategic-merge-patch+json" if res.strategic_patch else "")
+                    + f" (got {ctype!r})",
                     "UnsupportedMediaType",
                 )
             try:

@@ -159,3 +159,18 @@ def test_api_resources_lists_every_registered_resource(sim: KubeEmulator, kubect
     out = kubectl("get", "resourceflavors,clusterqueues,cohorts,nodepools.karpenter.sh,nodeclaims", check=False)
     assert out.returncode == 0, out.stderr
     assert "No resources found" in out.stderr
+
+
+def test_patch_of_a_custom_resource_needs_merge_or_json_like_a_real_cluster(sim: KubeEmulator, kubectl, tmp_path) -> None:
+    path = tmp_path / "queue.yaml"
+    path.write_text(QUEUE % 8)
+    kubectl("create", "-f", str(path))
+    out = kubectl("patch", "queues.scheduling.run.ai", "team-a", "-p", '{"spec":{"priority":3}}', check=False)
+    assert out.returncode != 0 and "application/strategic-merge-patch+json is not supported" in out.stderr
+    kubectl("patch", "queues.scheduling.run.ai", "team-a", "--type=merge", "-p", '{"spec":{"priority":3}}')
+    queue = sim.get("queues.scheduling.run.ai", "team-a")
+    assert queue["spec"]["priority"] == 3 and queue["metadata"]["generation"] == 2
+    out = kubectl("patch", "queues.scheduling.run.ai", "team-a", "--type=merge", "-p", '{"spec":{"priority":"high"}}',
+                  check=False)
+    assert out.returncode != 0 and "spec.priority" in out.stderr
+    assert sim.get("queues.scheduling.run.ai", "team-a")["spec"]["priority"] == 3
