@@ -77,7 +77,7 @@ def setup_django(url: str) -> None:
 
 def load(name: str, nodes: int, pods: int):
     from nodepools import services
-    from nodepools.emulator import generate_cluster
+    from kubesim import generate_cluster
     from projects import services as org
 
     cluster = services.cluster_create(actor=None, name=name)

@@ -94,7 +94,7 @@ def run_one(kind: str, args) -> dict:
     from kubernetes import client
 
     from nodepools import services
-    from nodepools.emulator import KubeEmulator, generate_cluster
+    from kubesim import KubeEmulator, generate_cluster
     from nodepools.models import Cluster, Node, Pod
     from nodepools.sync import api_client_for
     from projects import services as project_services

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepools.emulator import make_node, make_pod
+from kubesim import make_node, make_pod
 
 POOL_LABEL_KEY = "gpu-type"
 DEPARTMENTS = {

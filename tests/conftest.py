@@ -56,7 +56,7 @@ class Org:
     def __init__(self, cluster):
         from nodepools import services as pool_services
         from nodepools.demo_cluster import operand_pods
-        from nodepools.emulator import make_node
+        from kubesim import make_node
         from projects import services
 
         self.cluster = cluster
@@ -87,7 +87,7 @@ class Org:
 
     def run(self, name, project, node, *, gpus=1, priority=50, phase="Running", cpu="1", memory="1Gi", **extra):
         """Add a pod of `project` on `node` and reload the mirror."""
-        from nodepools.emulator import make_pod
+        from kubesim import make_pod
 
         requests = {"cpu": cpu, "memory": memory}
         if gpus:

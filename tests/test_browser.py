@@ -245,7 +245,7 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
     from playwright.sync_api import expect
 
     from nodepools import services
-    from nodepools.emulator import KubeEmulator, make_node, make_pod
+    from kubesim import KubeEmulator, make_node, make_pod
     from nodepools.models import Node, NodeStatus
     from nodepools.sync import ClusterSync, SyncOptions
     from projects import services as org_services

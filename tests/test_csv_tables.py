@@ -97,7 +97,7 @@ def test_nodes_csv_is_the_current_view_columns_order_filters_and_sort(client, or
 
 
 def test_nodes_csv_with_all_columns(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes[0] = make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384,
                              unschedulable=True, zone="us-east-1a", instance_type="p3.8xlarge",
@@ -116,7 +116,7 @@ def test_nodes_csv_with_all_columns(client, org, users):
 
 def test_csv_holds_only_rows_the_user_may_see(client, org, users):
     from nodepools import services as pool_services
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     other = pool_services.cluster_create(actor=None, name="other")
     pool_services.cluster_objects_replace(cluster=other, nodes=[make_node("secret-node")], pods=[])

@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from audit.models import AuditEvent
 from nodepools import services
-from nodepools.emulator import KubeEmulator, make_node, make_pod
+from kubesim import KubeEmulator, make_node, make_pod
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
 from nodepools.sync import ClusterSync, SyncOptions
 from projects import services as project_services

@@ -200,7 +200,7 @@ def test_pool_page_shows_quotas_of_departments_and_projects_the_user_may_see(cli
 
 def test_pool_page_names_label_conflicts(client, org, users):
     from nodepools import services
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     services.pool_create(actor=None, cluster=org.cluster, name="fast", label_key="speed", label_value="fast")
     org.nodes.append(make_node("both-1", gpus=4, labels={"gpu-type": "A100", "speed": "fast"}))
@@ -223,7 +223,7 @@ def test_pool_create_edit_are_for_system_administrators_only(client, org, users)
 
 
 def test_create_a_pool_moves_matching_nodes_into_it(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes.append(make_node("h100-1", gpus=8, labels={"gpu-type": "H100"}))
     org.load()
@@ -317,7 +317,7 @@ def test_nodes_table_default_columns_and_values(client, org, users):
 
 
 def test_node_status_shows_main_reason_and_every_reason_on_hover(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes[0] = make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", unschedulable=True,
                              conditions={"DiskPressure": "True"})
@@ -347,7 +347,7 @@ def test_nodes_filters_search_sort_and_pagination(client, org, users, other):
 
 
 def test_nodes_filter_by_zone(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes.append(make_node("zoned", gpus=0, zone="eu-west-1b"))
     org.load()
@@ -358,7 +358,7 @@ def test_nodes_filter_by_zone(client, org, users):
 
 
 def test_nodes_pagination_pages_through_many_nodes(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes += [make_node(f"cpu-{i:03d}") for i in range(60)]
     org.load()
@@ -460,7 +460,7 @@ def test_pages_are_readable_without_javascript(client, org, users):
 def test_node_move_sets_the_pools_label_in_the_cluster(client, users, tmp_path):
     # The form calls nodepools.services.node_move_to_pool, which patches the Node over HTTP (emulator).
     from nodepools import services
-    from nodepools.emulator import KubeEmulator, make_node
+    from kubesim import KubeEmulator, make_node
 
     emu = KubeEmulator()
     emu.start()

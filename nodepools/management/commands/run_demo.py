@@ -55,7 +55,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
         try:
-            emulator = [python, "-m", "nodepools.emulator", "--port", str(emulator_port), "--kubeconfig",
+            emulator = [python, "-m", "kubesim", "--port", str(emulator_port), "--kubeconfig",
                         str(kubeconfig), "--scenario", str(scenario)]
             if chaos:
                 emulator += ["--chaos", str(chaos)]

@@ -1,6 +1,6 @@
 """Tests of the Kubernetes API emulator, over real HTTP with the official ``kubernetes`` client.
 
-No Django needed: run with ``pytest tests/nodepools/test_emulator.py -p no:django``.
+No Django needed: run with ``pytest tests/kubesim/test_emulator.py -p no:django``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 import urllib3
 from kubernetes import client, config, watch
 
-from nodepools.emulator import (
+from kubesim import (
     EXPIRED_CONTINUE_MESSAGE,
     ApiError,
     KubeEmulator,
@@ -710,12 +710,14 @@ def test_create_and_delete_through_the_api(emu: KubeEmulator, api: client.CoreV1
 
 
 def test_scale_list_50k_pods_in_pages_of_500(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    started = time.monotonic()
+    # CPU seconds of this process (the emulator's threads and the client alike): the shared 2-core
+    # machine's load makes wall-clock time measure the neighbours, not the emulator.
+    started = time.process_time()
     nodes, pod_iter = iter_cluster(5000, 50_000, seed=1)
     emu.load(nodes=nodes, pods=pod_iter)
     del nodes, pod_iter
-    load_seconds = time.monotonic() - started
-    started = time.monotonic()
+    load_seconds = time.process_time() - started
+    started = time.process_time()
     keys: set[tuple[str, str]] = set()  # keep keys only, like a sync that stores what it needs
     token, pages = None, 0
     while True:
@@ -725,7 +727,7 @@ def test_scale_list_50k_pods_in_pages_of_500(emu: KubeEmulator, api: client.Core
         token = body["metadata"].get("continue")
         if not token:
             break
-    list_seconds = time.monotonic() - started
+    list_seconds = time.process_time() - started
     assert len(keys) == 50_000 and pages == 100
     node_items, _ = list_all(api.list_node, 500)
     assert len(node_items) == 5000
@@ -884,7 +886,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "nodepools.emulator",
+            "kubesim",
             "--port",
             "0",
             "--kubeconfig",

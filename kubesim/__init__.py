@@ -1,0 +1,55 @@
+"""kubesim: a Kubernetes API server emulator (in-process or standalone), free of Django.
+
+A small, fast HTTP server (stdlib + orjson) that serves every registered resource — core ``nodes``,
+``pods``, ``namespaces``, ``events``; ``batch/v1`` jobs; ``scheduling.k8s.io/v1`` priorityclasses; and
+custom resources checked against the schemas of their published CRDs (KAI scheduler queues and
+scheduling shards, Kueue, Karpenter) — with list paging (``limit``/``continue``), label and field
+selectors, watches (chunked JSON lines, bookmarks, bounded history, 410 Expired), PATCH (merge,
+strategic merge, JSON patch), status subresources, ``metadata.generation``, optimistic concurrency,
+discovery, OpenAPI and Table answers.  The real ``kubectl`` and the official ``kubernetes`` Python client
+work against it unchanged.
+
+It also offers a scripting surface (:class:`KubeEmulator` methods, mirrored as
+``POST /_emulator/<op>``), fault injection, a chaos mode that keeps a demo cluster believable, and pure
+factories for realistic Node and Pod objects.
+
+Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``server`` (HTTP, watch),
+``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
+``selectors``, ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``crds/`` (compact
+CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``.
+
+Run standalone::
+
+    python -m kubesim --port 8001 --kubeconfig /tmp/kubesim.kubeconfig \\
+        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0]
+"""
+
+from kubesim.cli import main
+from kubesim.emulator import KubeEmulator
+from kubesim.errors import EXPIRED_CONTINUE_MESSAGE, ApiError
+from kubesim.factories import generate_cluster, iter_cluster, make_node, make_pod
+from kubesim.patch import json_merge_patch, json_patch, strategic_merge_patch
+from kubesim.resources import Resource, get_resource, register_crd, register_resource, resolve_resource
+from kubesim.selectors import SelectorError, parse_field_selector, parse_label_selector
+
+__all__ = [
+    "EXPIRED_CONTINUE_MESSAGE",
+    "ApiError",
+    "KubeEmulator",
+    "Resource",
+    "SelectorError",
+    "generate_cluster",
+    "get_resource",
+    "iter_cluster",
+    "json_merge_patch",
+    "json_patch",
+    "main",
+    "make_node",
+    "make_pod",
+    "parse_field_selector",
+    "parse_label_selector",
+    "register_crd",
+    "register_resource",
+    "resolve_resource",
+    "strategic_merge_patch",
+]

@@ -1,0 +1,170 @@
+"""The emulator: the store, faults, chaos and control surface, served over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections import Counter
+
+from kubesim.chaos import ChaosMixin
+from kubesim.control import ControlMixin
+from kubesim.faults import FaultsMixin
+from kubesim.server import _Handler, _Server, _Server6
+from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
+
+class KubeEmulator(ControlMixin, ChaosMixin, FaultsMixin, Store):
+    """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
+
+    Use as a context manager or call :meth:`start`/:meth:`stop`::
+
+        with KubeEmulator() as emu:
+            emu.add_node(make_node("gpu-1", gpus=8))
+            emu.write_kubeconfig("/tmp/kc")
+            ...
+
+    Every mutating method takes effect atomically, assigns the next global
+    resourceVersion and records an event that open watches receive.
+    ``update_*`` callables run under the emulator lock and receive a private
+    copy of the object (mutate it in place or return a new dict).
+    """
+
+    def __init__(
+        self,
+        *,
+        history_size: int = 10_000,
+        bookmark_interval: float = 1.0,
+        initial_resource_version: int = 1000,
+        watch_timeout: float = 1800.0,
+        node_controller: bool = True,
+    ) -> None:
+        """
+        :param history_size: events kept for watch replay and consistent paging.
+        :param bookmark_interval: seconds between BOOKMARK events on watches that allow them.
+        :param initial_resource_version: the first resourceVersion handed out is this + 1.
+        :param watch_timeout: watch duration when the client gives no ``timeoutSeconds``.
+        :param node_controller: keep node taints in line with spec.unschedulable and
+            conditions, as the node lifecycle controller does.
+        """
+        self.bookmark_interval = bookmark_interval
+        self.watch_timeout = watch_timeout
+        self.node_controller = node_controller
+        self.url: str | None = None
+
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._stores = _Stores()
+        self._rv = initial_resource_version
+        # Event ring buffer: event with sequence number s lives at _ring[s % _ring_size]
+        # while s >= _seq - _ring_size.  _floor_rv: watches/continues from an rv below it
+        # cannot be served completely any more (410).
+        self._ring_size = max(1, int(history_size))
+        self._ring: list[_Event | None] = [None] * self._ring_size
+        self._seq = 0
+        self._min_seq = 0  # compact() makes older (still physically present) events unusable
+        self._floor_rv = initial_resource_version
+        self._explicit_namespaces: set[str] = set()
+        self._ns_counts: Counter[str] = Counter()  # namespace -> objects in it
+        self._namespace_meta: dict[str, tuple[str, int, str]] = {}  # name -> (uid, rv, created)
+        self._namespace_labels: dict[str, dict[str, str]] = {}
+
+        self._watches: set[_Watch] = set()
+        self._faults: list[_Fault] = []
+        self._stats_lock = threading.Lock()
+        self._stats: Counter[str] = Counter()
+        self._requests: Counter[str] = Counter()
+        self._responses: Counter[str] = Counter()
+
+        self._server: _Server | None = None
+        self._server_thread: threading.Thread | None = None
+        self._host = "127.0.0.1"
+        self._port = 0
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._offline_mode: str | None = None  # None, "refuse" or "reset"
+        self._offline_timer: threading.Timer | None = None
+        self._init_chaos()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on ``host:port`` (0 = any free port); returns and sets :attr:`url`."""
+        with self._lock:
+            if self._server is not None:
+                raise RuntimeError("emulator already started")
+            self._host = host
+            self._offline_mode = None
+            self._bind(port)
+            shown = f"[{host}]" if ":" in host else host
+            self.url = f"http://{shown}:{self._port}"
+            return self.url
+
+    def stop(self) -> None:
+        """Stop chaos, close all watches and connections and the listening socket."""
+        self.stop_chaos()
+        with self._lock:
+            if self._offline_timer is not None:
+                self._offline_timer.cancel()
+                self._offline_timer = None
+            self._offline_mode = None
+        self.drop_watches()
+        self._unbind()
+
+    def __enter__(self) -> KubeEmulator:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _bind(self, port: int) -> None:
+        server_cls = _Server6 if ":" in self._host else _Server
+        server = server_cls((self._host, port), _Handler)
+        server.emulator = self
+        self._port = server.server_address[1]
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"kube-emulator:{self._port}", daemon=True
+        )
+        self._server, self._server_thread = server, thread
+        thread.start()
+
+    def _unbind(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        self._cut_connections()
+
+    def write_kubeconfig(
+        self, path: str | os.PathLike[str], context: str = "emulator", cluster_name: str = "emulator"
+    ) -> str:
+        """Write a kubeconfig (server = :attr:`url`, TLS verify off, dummy bearer token); returns the path."""
+        if self.url is None:
+            raise RuntimeError("start() the emulator before writing a kubeconfig")
+        path = os.fspath(path)
+        user = f"{cluster_name}-user"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster_name, "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": user, "user": {"token": "emulator-token"}}],
+            "contexts": [{"name": context, "context": {"cluster": cluster_name, "user": user, "namespace": "default"}}],
+            "current-context": context,
+            "preferences": {},
+        }
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        # JSON is valid YAML, so kubernetes.config (yaml.safe_load) reads it.
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=2)
+            fh.write("\n")
+        return path
+
+    @property
+    def resource_version(self) -> int:
+        """The current global resourceVersion."""
+        with self._lock:
+            return self._rv
+

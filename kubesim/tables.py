@@ -1,0 +1,162 @@
+"""``application/json;as=Table`` answers: what ``kubectl get`` prints (columns like the real API server's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kubesim.resources import Resource
+from kubesim.util import Obj
+
+
+def human_age(created: str | None, now: dt.datetime | None = None) -> str:
+    """Like k8s.io/apimachinery duration.HumanDuration: 45s, 3m12s, 25m, 5h3m, 2d4h, 30d, 2y."""
+    if not created:
+        return "<unknown>"
+    try:
+        then = dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return "<unknown>"
+    seconds = int(((now or dt.datetime.now(dt.UTC)) - then).total_seconds())
+    if seconds < 0:
+        return "0s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def _path(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _node_status(obj: Obj) -> str:
+    ready = next((c.get("status") for c in (obj.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), "Unknown")
+    status = {"True": "Ready", "False": "NotReady"}.get(ready, "Unknown")
+    if (obj.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    return status
+
+
+def _node_roles(obj: Obj) -> str:
+    roles = sorted(k.split("/", 1)[1] for k in (obj["metadata"].get("labels") or {})
+                   if k.startswith("node-role.kubernetes.io/"))
+    return ",".join(roles) or "<none>"
+
+
+def _pod_ready(obj: Obj) -> str:
+    statuses = (obj.get("status") or {}).get("containerStatuses") or []
+    total = len((obj.get("spec") or {}).get("containers") or []) or len(statuses)
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _pod_restarts(obj: Obj) -> int:
+    return sum(int(s.get("restartCount") or 0) for s in (obj.get("status") or {}).get("containerStatuses") or [])
+
+
+def _job_status(obj: Obj) -> str:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed", "Suspended"):
+            return cond["type"]
+    return "Running"
+
+
+def _job_completions(obj: Obj) -> str:
+    return f"{(obj.get('status') or {}).get('succeeded') or 0}/{(obj.get('spec') or {}).get('completions', 1)}"
+
+
+def _node_internal_ip(obj: Obj) -> str:
+    return next((a.get("address") for a in (obj.get("status") or {}).get("addresses") or []
+                 if a.get("type") == "InternalIP"), "<none>")
+
+
+def _job_duration(obj: Obj) -> str:
+    status = obj.get("status") or {}
+    start = status.get("startTime")
+    if not start:
+        return ""
+    return human_age(start)
+
+
+def _event_object(obj: Obj) -> str:
+    involved = obj.get("involvedObject") or {}
+    return f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}"
+
+
+_COMPUTED = {
+    "@node-status": _node_status,
+    "@node-roles": _node_roles,
+    "@pod-ready": _pod_ready,
+    "@pod-restarts": _pod_restarts,
+    "@job-status": _job_status,
+    "@job-completions": _job_completions,
+    "@job-duration": _job_duration,
+    "@node-internal-ip": _node_internal_ip,
+    "@event-object": _event_object,
+}
+
+
+def _cell(obj: Obj, path: str, type_: str) -> Any:
+    if path in _COMPUTED:
+        return _COMPUTED[path](obj)
+    value = _path(obj, path)
+    if value is None:
+        return "<none>" if type_ == "string" else None
+    if type_ == "date" and isinstance(value, str):
+        return human_age(value)
+    if isinstance(value, (dict, list)):
+        return str(value)
+    return value
+
+
+def _row_object(res: Resource, obj: Obj, include: str) -> Obj | None:
+    if include == "None":
+        return None
+    if include == "Object":
+        return obj
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+
+
+def table_for_list(res: Resource, listing: Obj, query: dict[str, str]) -> Obj:
+    """A meta.k8s.io/v1 Table of a list (or of one object wrapped in ``items``)."""
+    columns = [("Name", "metadata.name", "string"), *res.columns]
+    if not any(c[0] == "Age" for c in columns):
+        columns.append(("Age", "metadata.creationTimestamp", "date"))
+    include = query.get("includeObject", "Metadata")
+    rows = []
+    for obj in listing.get("items") or []:
+        obj.setdefault("kind", res.kind)
+        obj.setdefault("apiVersion", res.api_version)
+        row: Obj = {"cells": [_cell(obj, c[1], c[2]) for c in columns]}
+        row_obj = _row_object(res, obj, include)
+        if row_obj is not None:
+            row["object"] = row_obj
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {k: v for k, v in (listing.get("metadata") or {}).items() if k in ("resourceVersion", "continue")},
+        "columnDefinitions": [
+            {"name": c[0], "type": "string" if c[2] == "date" else c[2], "format": "name" if c[0] == "Name" else "",
+             "description": "", "priority": c[3] if len(c) > 3 else 0}
+            for c in columns
+        ],
+        "rows": rows,
+    }

@@ -1,0 +1,53 @@
+"""Fixtures of the kubesim tests: an emulator on a free port, its kubeconfig, clients and kubectl."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubesim import KubeEmulator
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+# CI sets this: there a missing kubectl is a failure, not a skip.
+REQUIRE_KUBECTL = os.environ.get("CONSOLE_REQUIRE_KUBECTL") == "1"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeEmulator]:
+    emulator = KubeEmulator(bookmark_interval=0.2)
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
+def sim_kubeconfig(sim: KubeEmulator, tmp_path: Path) -> str:
+    return sim.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def kubectl(sim_kubeconfig: str, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the real kubectl against the emulator: ``kubectl("get", "nodes")``; ``input=`` is its stdin."""
+    if not os.path.exists(KUBECTL):
+        if REQUIRE_KUBECTL:
+            pytest.fail(f"CONSOLE_REQUIRE_KUBECTL=1 but kubectl is missing ({KUBECTL})")
+        pytest.skip("kubectl is not installed (set CONSOLE_REQUIRE_KUBECTL=1 to make this a failure)")
+    env = {**os.environ, "KUBECONFIG": sim_kubeconfig, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
+
+    def run(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [KUBECTL, *args], input=input, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc
+
+    run.env = env  # type: ignore[attr-defined]
+    return run
