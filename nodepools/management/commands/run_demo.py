@@ -1,6 +1,6 @@
 """`make run`: the emulator serving the demo cluster (with chaos), the sync and the web server, until Ctrl-C.
 
-Starts four child processes: `python -m nodepools.emulator` (the demo cluster of
+Starts four child processes: `python -m kubesim` (the demo cluster of
 `nodepools.demo_cluster`, changing now and then), `manage.py sync_clusters`, `manage.py
 snapshot_usage` (every minute, for the demo's usage charts) and daphne; loads the demo
 organisation with cluster `demo` registered at the emulator's kubeconfig (its nodes and pods come from
