@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
+from enforcers.models import RefusedWrite, SchedulerQueue
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
 
@@ -80,3 +84,57 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
         ),
         **({"pool_label": pool_label} if pool_label else {}),
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the scheduler reports, beside the console's own figures
+
+@dataclass
+class QueueStatusRow:
+    queue: SchedulerQueue
+    owner_kind: str
+    owner_name: str
+    console_allocated: Decimal | None
+
+    @property
+    def differs(self) -> bool:
+        """The scheduler's allocation and the console's differ by more than rounding."""
+        reported = self.queue.gpu_allocated
+        if reported is None or self.console_allocated is None:
+            return False
+        return abs(Decimal(reported) - Decimal(self.console_allocated)) >= Decimal("0.01")
+
+
+def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
+    """Mirrored queue status the user may see (the queues of the departments and projects it may see),
+    each with the console's own allocation of that owner in that pool."""
+    from projects.selectors import quotas_attach_allocation
+
+    queues = list(SchedulerQueue.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
+    if not queues:
+        return []
+    visible = list(Quota.objects.restrict(user, "view").filter(pool__cluster=cluster)
+                   .select_related("project", "department"))
+    quotas_attach_allocation(visible)
+    by_owner = {}
+    for q in visible:
+        key = (f"project.{q.project.name}" if q.project_id else f"department.{q.department.name}", q.pool_id)
+        by_owner[key] = q
+    rows = []
+    for queue in queues:
+        quota = by_owner.get((queue.owner, queue.pool_id))
+        if quota is None:
+            continue  # an owner the user may not see (or not the console's)
+        kind, _, name = queue.owner.partition(".")
+        rows.append(QueueStatusRow(queue, kind, name, quota.gpu_allocated))
+    return rows
+
+
+def refused_writes(*, user: Any, cluster: Cluster) -> list[RefusedWrite]:
+    return list(RefusedWrite.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
+
+
+def refused_for_quota(*, quota: Quota) -> RefusedWrite | None:
+    """The cluster's refusal of the object a quota row becomes (shown in its cell of the grid)."""
+    owner = f"project.{quota.project.name}" if quota.project_id else f"department.{quota.department.name}"
+    return RefusedWrite.objects.filter(pool_id=quota.pool_id, owner=owner).first()
