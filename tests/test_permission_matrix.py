@@ -73,6 +73,9 @@ MATRIX: dict[str, list[Case]] = {
     "node-list": [Case(EVERYONE)],
     "node-detail": [Case(IN_CLUSTER, pk("node"))],
     "node-move": [Case(SYSADMIN, pk("node"), method="post")],
+    "cluster-enforcement": [Case(IN_CLUSTER, pk("cluster")),
+                            Case(SYSADMIN, pk("cluster"), method="post", data=lambda w: {"enforcer": "none"},
+                                 label="choose the enforcer")],
     # --- organisation (pages) ---
     "department-list": [Case(EVERYONE)],
     "department-create": [Case(SYSADMIN)],
