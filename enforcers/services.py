@@ -35,7 +35,7 @@ _KIND_BY_NAME = {(f"{g}/{v}", k): (g, v, p, k) for g, v, p, k in ALL_KINDS}
 OWNED_SELECTOR = f"{d.MANAGED_BY_LABEL}={d.MANAGED_BY}"
 
 
-def _require_system_admin(actor: Any, what: str) -> None:
+def require_system_admin(actor: Any, what: str) -> None:
     if actor is not None and not is_system_admin(actor):
         raise PermissionDenied(f"Only system administrators may {what}.")
 
@@ -48,7 +48,7 @@ def enforcement_get(*, cluster: Cluster) -> Enforcement:
 def enforcement_set(*, actor: Any, cluster: Cluster, enforcer: str) -> Enforcement:
     """Choose the cluster's enforcer (none, KAI Scheduler, Kueue). The sync's leader then brings the
     cluster in step: it creates the new enforcer's objects and removes those of the old one."""
-    _require_system_admin(actor, "choose a cluster's enforcer")
+    require_system_admin(actor, "choose a cluster's enforcer")
     row = Enforcement.objects.select_for_update().filter(cluster=cluster).first()
     before = snapshot(row)
     if row is None:
