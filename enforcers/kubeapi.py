@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 
 TIMEOUT = (5, 20)
+# Named in the objects' managedFields, so that the cluster says which writes were the console's.
+FIELD_MANAGER = "gpu-capacity-console"
 
 
 @dataclass
@@ -90,16 +92,19 @@ class Objects:
         group, version, plural, _ = kind
         namespace = (obj.get("metadata") or {}).get("namespace")
         if namespace:
-            return self._call(self.api.create_namespaced_custom_object, group, version, namespace, plural, obj)
-        return self._call(self.api.create_cluster_custom_object, group, version, plural, obj)
+            return self._call(self.api.create_namespaced_custom_object, group, version, namespace, plural, obj,
+                              field_manager=FIELD_MANAGER)
+        return self._call(self.api.create_cluster_custom_object, group, version, plural, obj,
+                          field_manager=FIELD_MANAGER)
 
     def replace(self, kind, obj: dict) -> dict:
         group, version, plural, _ = kind
         meta = obj.get("metadata") or {}
         if meta.get("namespace"):
             return self._call(self.api.replace_namespaced_custom_object, group, version, meta["namespace"], plural,
-                              meta["name"], obj)
-        return self._call(self.api.replace_cluster_custom_object, group, version, plural, meta["name"], obj)
+                              meta["name"], obj, field_manager=FIELD_MANAGER)
+        return self._call(self.api.replace_cluster_custom_object, group, version, plural, meta["name"], obj,
+                          field_manager=FIELD_MANAGER)
 
     def delete(self, kind, obj: dict) -> None:
         from kubernetes.client.exceptions import ApiException
