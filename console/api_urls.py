@@ -6,11 +6,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from audit.api.urls import urlpatterns as audit_api
+from enforcers.api.urls import urlpatterns as enforcers_api
 from nodepools.api.urls import urlpatterns as nodepools_api
 from projects.api.urls import urlpatterns as projects_api
 from usage.api.urls import urlpatterns as usage_api
 
-api_v1 = [*nodepools_api, *projects_api, *audit_api, *usage_api]
+api_v1 = [*nodepools_api, *projects_api, *audit_api, *usage_api, *enforcers_api]
 
 urlpatterns = [
     path("api/v1/", include((api_v1, "api"))),

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "access",
+    "enforcers",
     "nodepools",
     "projects",
     "audit",

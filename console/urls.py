@@ -20,6 +20,7 @@ urlpatterns = [
     path("", include("nodepools.urls")),
     path("", include("projects.urls")),
     path("", include("audit.urls")),
+    path("", include("enforcers.urls")),
     # REST API and its OpenAPI description.
     path("", include("console.api_urls")),
 ]

@@ -151,11 +151,13 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool]) -> dict[tuple[int
     return pending
 
 
-def cluster_fair_shares(*, cluster: Cluster) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
+def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]] | None = None
+                        ) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
     """Every quota row of the cluster with its allocation and fair share, keyed (kind, owner id, pool id).
 
     Fair share needs every department's and project's numbers, so this reads the whole cluster; callers
     show only what the user may see. A fixed number of queries, whatever the size of the cluster.
+    `overrides` ({quota id: {field: value}}) computes it as if those rows held other values (what-if).
     """
     from nodepools.selectors import pod_usage, pools_attach_usage
 
@@ -164,6 +166,9 @@ def cluster_fair_shares(*, cluster: Cluster) -> tuple[list[NodePool], dict[tuple
     pools_attach_usage(pools, usage)
     rows = quotas_attach_allocation(list(Quota.objects.filter(pool__cluster=cluster)
                                          .select_related("project", "department", "pool")), usage=usage)
+    for q in rows:
+        for name, value in (overrides or {}).get(q.pk, {}).items():
+            setattr(q, name, value)
     pending = _pending_requests(cluster, pools)
     lines: dict[tuple[str, int, int], QuotaLine] = {}
     for q in rows:
@@ -264,3 +269,42 @@ def overview_chart(*, user: Any, cluster: Cluster, usage: list[dict[str, Any]] |
          "allocated": q.gpu_allocated, "over_quota": q.gpu_over_quota}
         for q in rows
     ]
+
+
+@dataclass
+class WhatIf:
+    kind: str  # "department" / "project"
+    name: str
+    before: Decimal
+    after: Decimal
+    edited: bool = False
+
+    @property
+    def change(self) -> Decimal:
+        return self.after - self.before
+
+
+WHAT_IF_FIELDS = ("gpu_deserved", "gpu_limit", "over_quota_weight", "rank")
+
+
+def quota_what_if(*, user: Any, quota: Quota, values: dict[str, Any]) -> list[WhatIf]:
+    """Each sibling's GPU fair share in the quota's pool before and after a change of the row (before
+    saving): the departments of the pool for a department row, the department's projects for a project
+    row. Only siblings the user may see are listed."""
+    changes = {k: v for k, v in values.items() if k in WHAT_IF_FIELDS}
+    cluster = quota.pool.cluster
+    _, before = cluster_fair_shares(cluster=cluster)
+    _, after = cluster_fair_shares(cluster=cluster, overrides={quota.pk: changes})
+    visible = Quota.objects.restrict(user, "view").filter(pool_id=quota.pool_id)
+    if quota.project_id:
+        visible = visible.filter(project__department_id=quota.project.department_id)
+    else:
+        visible = visible.filter(department__isnull=False)
+    out = []
+    for q in visible.select_related("project", "department").order_by("department__name", "project__name"):
+        kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)
+        key = (kind, owner, q.pool_id)
+        if key in before and key in after:
+            out.append(WhatIf(kind, (q.project or q.department).name, before[key].fair_share, after[key].fair_share,
+                              q.pk == quota.pk))
+    return out

@@ -73,6 +73,9 @@ MATRIX: dict[str, list[Case]] = {
     "node-list": [Case(EVERYONE)],
     "node-detail": [Case(IN_CLUSTER, pk("node"))],
     "node-move": [Case(SYSADMIN, pk("node"), method="post")],
+    "cluster-enforcement": [Case(IN_CLUSTER, pk("cluster")),
+                            Case(SYSADMIN, pk("cluster"), method="post", data=lambda w: {"enforcer": "none"},
+                                 label="choose the enforcer")],
     # --- organisation (pages) ---
     "department-list": [Case(EVERYONE)],
     "department-create": [Case(SYSADMIN)],
@@ -106,6 +109,12 @@ MATRIX: dict[str, list[Case]] = {
     "api:node-list": [Case(EVERYONE)],
     "api:node-detail": [Case(IN_CLUSTER, pk("node"))],
     "api:node-move": [Case(SYSADMIN, pk("node"), method="post", data=lambda w: {"pool": w.a100.pk})],
+    "api:cluster-enforcement": [Case(IN_CLUSTER, pk("cluster")),
+                                Case(SYSADMIN, pk("cluster"), method="put", data=lambda w: {"enforcer": "none"},
+                                     label="choose the enforcer")],
+    "api:cluster-scheduler-queues": [Case(IN_CLUSTER, pk("cluster"))],
+    "api:project-waiting": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "api:department-waiting": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "api:department-list": [Case(EVERYONE)],
     "api:department-detail": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "api:department-quotas": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
@@ -210,7 +219,8 @@ def outcome(response, login_url="/login/") -> str:
 
 def call(client, name, case, world):
     url = reverse(name, kwargs=case.kwargs(world))
-    response = getattr(client, case.method)(url, case.data(world))
+    extra = {"content_type": "application/json"} if case.method in ("put", "patch") else {}
+    response = getattr(client, case.method)(url, case.data(world), **extra)
     if hasattr(response, "streaming_content"):
         # Reading it to the end lets the test client close it (closing it here would close the database).
         b"".join(response.streaming_content)

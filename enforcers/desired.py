@@ -1,0 +1,337 @@
+"""The objects a scheduler needs so that the console's pools and quotas act (DOMAIN §10).
+
+Pure functions: a snapshot of one cluster's organisation (`OrgState`, read by `enforcers.selectors`)
+in, the Kubernetes objects the enforcer must hold out (plain JSON dicts, as sent to the API server).
+Nothing here touches the database or the network, so every mapping rule is tested on its own.
+
+Field names, types and units follow the published CRDs:
+- KAI Scheduler `scheduling.run.ai/v2` Queue (NVIDIA/KAI-Scheduler pkg/apis/scheduling/v2/queue_types.go,
+  docs/queues/README.md): GPU in devices (fractions allowed), CPU in millicores, memory in megabytes
+  (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
+  `priority` orders over-quota allocation (default 100). `kai.scheduler/v1` SchedulingShard
+  (pkg/apis/kai/v1/schedulingshard_types.go): `partitionLabelValue`, `placementStrategy.{gpu,cpu}`.
+- Kueue `kueue.x-k8s.io/v1beta2` (kubernetes-sigs/kueue apis/kueue/v1beta2): ResourceFlavor
+  `nodeLabels`/`nodeTaints`, Cohort, ClusterQueue `cohortName`, `resourceGroups[].coveredResources`,
+  `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities), `fairSharing.weight`,
+  `namespaceSelector`; LocalQueue `clusterQueue`; WorkloadPriorityClass `value`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-capacity-console"
+# The console's own pool label: stamped on every node from the membership it computes, so that a
+# scheduler can select a pool by one key whatever label the pool is defined by.
+POOL_LABEL = "console.gpu-capacity.io/node-pool"
+OWNER_LABEL = "console.gpu-capacity.io/owner"  # "department.<name>" or "project.<name>"
+
+KAI_QUEUE = ("scheduling.run.ai", "v2", "queues", "Queue")
+KAI_SHARD = ("kai.scheduler", "v1", "schedulingshards", "SchedulingShard")
+PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
+KUEUE_FLAVOR = ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
+KUEUE_COHORT = ("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
+KUEUE_CLUSTER_QUEUE = ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue")
+KUEUE_LOCAL_QUEUE = ("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+KUEUE_PRIORITY_CLASS = ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass")
+
+KAI_KINDS = (PRIORITY_CLASS, KAI_SHARD, KAI_QUEUE)
+KUEUE_KINDS = (KUEUE_PRIORITY_CLASS, KUEUE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE)
+# Namespaced kinds (the others are cluster-scoped).
+NAMESPACED = {KUEUE_LOCAL_QUEUE}
+
+# The reference priority classes (DOMAIN §5): below 100 preemptible, 100 and above in-quota only.
+PRIORITY_CLASSES = (
+    ("train", 50, "Training: preemptible, may use over-quota GPUs."),
+    ("build-preemptible", 75, "Interactive build that may be preempted: may use over-quota GPUs."),
+    ("build", 100, "Interactive build: not preemptible, runs within deserved quota only."),
+    ("inference", 125, "Inference: not preemptible, runs within deserved quota only."),
+)
+
+# Rank (1 Lowest … 7 Highest) → KAI queue priority; Medium low, the console's default, is KAI's
+# default priority 100.
+RANK_PRIORITY = {1: 80, 2: 90, 3: 100, 4: 110, 5: 120, 6: 130, 7: 140}
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIB = 1048576
+
+
+@dataclass(frozen=True)
+class PoolState:
+    name: str
+    gpu_placement: str = "binpack"
+    cpu_placement: str = "binpack"
+    # Taints every node of the pool carries (NoSchedule / NoExecute), as Kubernetes taint dicts.
+    taints: tuple[dict[str, str], ...] = ()
+    # Allocatable totals of the pool's nodes: what "unlimited" deserved CPU / memory means to Kueue.
+    cpu_total_millis: int = 0
+    memory_total_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    """One quota row, in the console's units (GPU devices, CPU cores, memory MiB; None = unlimited)."""
+
+    gpu_deserved: Decimal = Decimal(0)
+    cpu_deserved: Decimal | None = None
+    memory_deserved_mib: int | None = None
+    gpu_limit: Decimal | None = None
+    cpu_limit: Decimal | None = None
+    memory_limit_mib: int | None = None
+    over_quota_weight: int = 2
+    rank: int = 3
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    name: str
+    department: str
+    namespaces: tuple[str, ...] = ()
+    allow_over_quota: bool = True
+    # Pool names in the order workloads try them (the project's list, then the cluster's order).
+    pool_order: tuple[str, ...] = ()
+    quotas: dict[str, QuotaState] = field(default_factory=dict)  # by pool name
+
+
+@dataclass(frozen=True)
+class DepartmentState:
+    name: str
+    quotas: dict[str, QuotaState] = field(default_factory=dict)  # by pool name
+
+
+@dataclass(frozen=True)
+class OrgState:
+    cluster: str
+    pools: tuple[PoolState, ...]
+    departments: tuple[DepartmentState, ...]
+    projects: tuple[ProjectState, ...]
+    pool_label: str = POOL_LABEL
+
+
+# ---------------------------------------------------------------------------------------------------
+# Names
+
+def kai_department_queue(department: str, pool: str) -> str:
+    # Department, project and pool names are DNS labels (no dots): dotted names cannot collide.
+    return f"department.{department}.{pool}"
+
+
+def kai_project_queue(project: str, pool: str) -> str:
+    """The name pods carry in `kai.scheduler/queue` (a label value: at most 63 characters)."""
+    return _label_safe(f"{project}.{pool}")
+
+
+def kueue_local_queue(project: str) -> str:
+    return project
+
+
+def _label_safe(name: str) -> str:
+    if len(name) <= 63:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:54].rstrip('.-')}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Units
+
+def _number(value: Decimal | int) -> int | float:
+    value = Decimal(value)
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def kai_gpu(value: Decimal | None, unlimited: int = -1) -> int | float:
+    return unlimited if value is None else _number(value)
+
+
+def kai_cpu(cores: Decimal | None, unlimited: int = -1) -> int:
+    return unlimited if cores is None else int((Decimal(cores) * 1000).to_integral_value(ROUND_FLOOR))
+
+
+def kai_memory(mib: int | None, unlimited: int = -1) -> int:
+    """MiB → megabytes (10^6 bytes), rounded down so that the guarantee never exceeds what was set."""
+    return unlimited if mib is None else int(mib) * MIB // 1_000_000
+
+
+def quantity(value: Decimal | int) -> str:
+    """A Kubernetes quantity string ("4", "0.5", "1500m" is not needed: decimals are valid)."""
+    value = Decimal(value).normalize()
+    return f"{value:f}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Common
+
+def _meta(name: str, state: OrgState, *, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY, **(labels or {})}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _obj(kind: tuple[str, str, str, str], metadata: dict, **body: Any) -> dict:
+    group, version, _, name = kind
+    api_version = f"{group}/{version}" if group else version
+    return {"apiVersion": api_version, "kind": name, "metadata": metadata, **body}
+
+
+def key_of(obj: dict) -> tuple[str, str, str, str]:
+    """(apiVersion, kind, namespace, name): what identifies an object across desired and actual."""
+    meta = obj.get("metadata") or {}
+    return obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("namespace") or "", meta.get("name", "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# KAI Scheduler
+
+def _kai_resource(deserved, limit, weight: int, unit, allow_over_quota: bool) -> dict[str, Any]:
+    quota = unit(deserved)
+    if not allow_over_quota:
+        top = quota  # over-quota off: the limit is the deserved quota
+    else:
+        top = unit(limit)
+    return {"quota": quota, "limit": top, "overQuotaWeight": weight}
+
+
+def _kai_resources(q: QuotaState, allow_over_quota: bool = True) -> dict[str, Any]:
+    return {
+        "gpu": _kai_resource(q.gpu_deserved, q.gpu_limit, q.over_quota_weight, kai_gpu, allow_over_quota),
+        "cpu": _kai_resource(q.cpu_deserved, q.cpu_limit, q.over_quota_weight, kai_cpu, allow_over_quota),
+        "memory": _kai_resource(q.memory_deserved_mib, q.memory_limit_mib, q.over_quota_weight, kai_memory,
+                                allow_over_quota),
+    }
+
+
+def priority_classes(state: OrgState) -> list[dict]:
+    return [
+        _obj(PRIORITY_CLASS, _meta(name, state), value=value, globalDefault=False, description=description,
+             preemptionPolicy="PreemptLowerPriority")
+        for name, value, description in PRIORITY_CLASSES
+    ]
+
+
+def kai_objects(state: OrgState) -> list[dict]:
+    """PriorityClasses; a SchedulingShard per pool; per pool a department Queue and a Queue per project."""
+    objects = priority_classes(state)
+    departments = {d.name: d for d in state.departments}
+    for pool in state.pools:
+        partition = {state.pool_label: pool.name}
+        objects.append(_obj(KAI_SHARD, _meta(pool.name, state), spec={
+            "partitionLabelValue": pool.name,
+            "placementStrategy": {"gpu": pool.gpu_placement, "cpu": pool.cpu_placement},
+        }))
+        for department in state.departments:
+            q = department.quotas.get(pool.name, QuotaState())
+            objects.append(_obj(KAI_QUEUE, _meta(kai_department_queue(department.name, pool.name), state, labels={
+                **partition, OWNER_LABEL: f"department.{department.name}"}), spec={
+                "displayName": f"{department.name} in {pool.name}",
+                "priority": RANK_PRIORITY.get(q.rank, 100),
+                "resources": _kai_resources(q),
+            }))
+        for project in state.projects:
+            if project.department not in departments:
+                continue
+            q = project.quotas.get(pool.name, QuotaState())
+            objects.append(_obj(KAI_QUEUE, _meta(kai_project_queue(project.name, pool.name), state, labels={
+                **partition, OWNER_LABEL: f"project.{project.name}"}), spec={
+                "displayName": f"{project.name} in {pool.name}",
+                "parentQueue": kai_department_queue(project.department, pool.name),
+                "priority": RANK_PRIORITY.get(q.rank, 100),
+                "resources": _kai_resources(q, project.allow_over_quota),
+            }))
+    return objects
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kueue
+
+COVERED = (GPU_RESOURCE, "cpu", "memory")
+
+
+def _kueue_quota(nominal: Decimal | int, limit: Decimal | int | None, allow_over_quota: bool,
+                 unit=quantity) -> dict[str, str]:
+    """nominalQuota = deserved; borrowingLimit = limit − deserved, none when unlimited, 0 when over-quota is off."""
+    out = {"nominalQuota": unit(nominal)}
+    if not allow_over_quota:
+        out["borrowingLimit"] = "0"
+    elif limit is not None:
+        out["borrowingLimit"] = unit(max(Decimal(limit) - Decimal(nominal), Decimal(0)))
+    return out
+
+
+def _flavor_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool) -> dict[str, Any]:
+    # Kueue has no "unlimited" nominal quota: unlimited deserved CPU / memory is the whole pool.
+    cpu = q.cpu_deserved if q.cpu_deserved is not None else Decimal(pool.cpu_total_millis) / 1000
+    memory_bytes = (q.memory_deserved_mib * MIB) if q.memory_deserved_mib is not None else pool.memory_total_bytes
+    memory_limit = q.memory_limit_mib * MIB if q.memory_limit_mib is not None else None
+    cpu_limit = q.cpu_limit
+    if q.cpu_deserved is None:
+        cpu_limit = None
+    if q.memory_deserved_mib is None:
+        memory_limit = None
+    return {"name": pool.name, "resources": [
+        {"name": GPU_RESOURCE, **_kueue_quota(q.gpu_deserved, q.gpu_limit, allow_over_quota)},
+        {"name": "cpu", **_kueue_quota(cpu, cpu_limit, allow_over_quota)},
+        {"name": "memory", **_kueue_quota(memory_bytes, memory_limit, allow_over_quota)},
+    ]}
+
+
+def kueue_objects(state: OrgState) -> list[dict]:
+    """WorkloadPriorityClasses; a ResourceFlavor per pool; a Cohort per department; a ClusterQueue per
+    project (flavors in its pool order) and a LocalQueue in each of its namespaces."""
+    objects = [
+        _obj(KUEUE_PRIORITY_CLASS, _meta(name, state), value=value, description=description)
+        for name, value, description in PRIORITY_CLASSES
+    ]
+    pools = {p.name: p for p in state.pools}
+    for pool in state.pools:
+        spec: dict[str, Any] = {"nodeLabels": {state.pool_label: pool.name}}
+        if pool.taints:
+            spec["nodeTaints"] = [dict(t) for t in pool.taints]
+        objects.append(_obj(KUEUE_FLAVOR, _meta(pool.name, state), spec=spec))
+    departments = {d.name for d in state.departments}
+    for department in state.departments:
+        objects.append(_obj(KUEUE_COHORT, _meta(department.name, state), spec={}))
+    for project in state.projects:
+        if project.department not in departments:
+            continue
+        order = [name for name in project.pool_order if name in pools]
+        order += [p.name for p in state.pools if p.name not in order]
+        first = project.quotas.get(order[0], QuotaState()) if order else QuotaState()
+        spec = {
+            "cohortName": project.department,
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(project.namespaces)}
+            ]},
+            "queueingStrategy": "BestEffortFIFO",
+            # One weight per ClusterQueue: the project's over-quota weight in its first pool.
+            "fairSharing": {"weight": str(first.over_quota_weight)},
+            "resourceGroups": [{
+                "coveredResources": list(COVERED),
+                "flavors": [_flavor_quotas(pools[name], project.quotas.get(name, QuotaState()),
+                                           project.allow_over_quota) for name in order],
+            }] if order else [],
+        }
+        objects.append(_obj(KUEUE_CLUSTER_QUEUE, _meta(project.name, state, labels={
+            OWNER_LABEL: f"project.{project.name}"}), spec=spec))
+        for namespace in sorted(project.namespaces):
+            objects.append(_obj(KUEUE_LOCAL_QUEUE, _meta(kueue_local_queue(project.name), state, namespace=namespace,
+                                                         labels={OWNER_LABEL: f"project.{project.name}"}),
+                                spec={"clusterQueue": project.name}))
+    return objects
+
+
+def desired_objects(enforcer: str, state: OrgState) -> list[dict]:
+    if enforcer == "kai":
+        return kai_objects(state)
+    if enforcer == "kueue":
+        return kueue_objects(state)
+    return []
+
+
+def kinds_of(enforcer: str) -> tuple[tuple[str, str, str, str], ...]:
+    return {"kai": KAI_KINDS, "kueue": KUEUE_KINDS}.get(enforcer, ())

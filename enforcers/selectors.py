@@ -1,0 +1,140 @@
+"""Reads for enforcement: the organisation snapshot the desired objects are built from."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Sum
+
+from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
+from enforcers.models import RefusedWrite, SchedulerQueue
+from nodepools.models import Cluster, Node, NodePool
+from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
+
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _quota_state(q: Quota) -> QuotaState:
+    return QuotaState(
+        gpu_deserved=q.gpu_deserved, cpu_deserved=q.cpu_deserved, memory_deserved_mib=q.memory_deserved_mib,
+        gpu_limit=q.gpu_limit, cpu_limit=q.cpu_limit, memory_limit_mib=q.memory_limit_mib,
+        over_quota_weight=q.over_quota_weight, rank=q.rank,
+    )
+
+
+def _common_taints(nodes: list[Node]) -> tuple[dict[str, str], ...]:
+    """Taints (NoSchedule / NoExecute) that every node of a pool carries: the pool's own taints."""
+    common: list[dict[str, str]] | None = None
+    for node in nodes:
+        taints = [
+            {k: v for k, v in (("key", t.get("key", "")), ("value", t.get("value", "")), ("effect", t.get("effect", "")))
+             if v}
+            for t in node.taints or [] if isinstance(t, dict) and t.get("effect") in _TAINT_EFFECTS
+        ]
+        common = taints if common is None else [t for t in common if t in taints]
+    return tuple(common or ())
+
+
+def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
+    """The cluster's pools, departments and projects with their quotas, namespaces and pool order.
+
+    Not restricted by a user: this is what the enforcer writes for the whole cluster (its callers are
+    the sync's leader and system administrators' dry runs)."""
+    pools = list(NodePool.objects.filter(cluster=cluster).order_by("created", "pk"))
+    nodes_by_pool: dict[int, list[Node]] = defaultdict(list)
+    for node in Node.objects.filter(cluster=cluster, pool__isnull=False).only("pool_id", "taints"):
+        nodes_by_pool[node.pool_id].append(node)
+    totals = {
+        row["pool_id"]: row for row in Node.objects.filter(cluster=cluster).order_by().values("pool_id").annotate(
+            cpu=Sum("cpu_allocatable_millis"), memory=Sum("memory_allocatable_bytes"))
+    }
+    pool_states = tuple(
+        PoolState(name=p.name, gpu_placement=p.gpu_placement, cpu_placement=p.cpu_placement,
+                  taints=_common_taints(nodes_by_pool.get(p.pk, [])),
+                  cpu_total_millis=int((totals.get(p.pk) or {}).get("cpu") or 0),
+                  memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0))
+        for p in pools
+    )
+    pool_names = {p.pk: p.name for p in pools}
+    quotas_d: dict[int, dict[str, QuotaState]] = defaultdict(dict)
+    quotas_p: dict[int, dict[str, QuotaState]] = defaultdict(dict)
+    for q in Quota.objects.filter(pool__cluster=cluster):
+        target = quotas_p[q.project_id] if q.project_id else quotas_d[q.department_id]
+        target[pool_names[q.pool_id]] = _quota_state(q)
+    namespaces: dict[int, list[str]] = defaultdict(list)
+    for project_id, name in ProjectNamespace.objects.filter(cluster=cluster).values_list("project_id", "name"):
+        namespaces[project_id].append(name)
+    order: dict[int, list[str]] = defaultdict(list)
+    for project_id, pool_id in (PriorityEntry.objects.filter(project__cluster=cluster)
+                                .order_by("project_id", "position").values_list("project_id", "pool_id")):
+        order[project_id].append(pool_names[pool_id])
+    departments = list(Department.objects.filter(cluster=cluster).order_by("name"))
+    projects = list(Project.objects.filter(cluster=cluster).select_related("department").order_by("name"))
+    return OrgState(
+        cluster=cluster.name,
+        pools=pool_states,
+        departments=tuple(DepartmentState(name=d.name, quotas=dict(quotas_d.get(d.pk, {}))) for d in departments),
+        projects=tuple(
+            ProjectState(name=p.name, department=p.department.name, namespaces=tuple(sorted(namespaces.get(p.pk, []))),
+                         allow_over_quota=p.allow_over_quota, pool_order=tuple(order.get(p.pk, [])),
+                         quotas=dict(quotas_p.get(p.pk, {})))
+            for p in projects
+        ),
+        **({"pool_label": pool_label} if pool_label else {}),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the scheduler reports, beside the console's own figures
+
+@dataclass
+class QueueStatusRow:
+    queue: SchedulerQueue
+    owner_kind: str
+    owner_name: str
+    console_allocated: Decimal | None
+
+    @property
+    def differs(self) -> bool:
+        """The scheduler's allocation and the console's differ by more than rounding."""
+        reported = self.queue.gpu_allocated
+        if reported is None or self.console_allocated is None:
+            return False
+        return abs(Decimal(reported) - Decimal(self.console_allocated)) >= Decimal("0.01")
+
+
+def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
+    """Mirrored queue status the user may see (the queues of the departments and projects it may see),
+    each with the console's own allocation of that owner in that pool."""
+    from projects.selectors import quotas_attach_allocation
+
+    queues = list(SchedulerQueue.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
+    if not queues:
+        return []
+    visible = list(Quota.objects.restrict(user, "view").filter(pool__cluster=cluster)
+                   .select_related("project", "department"))
+    quotas_attach_allocation(visible)
+    by_owner = {}
+    for q in visible:
+        key = (f"project.{q.project.name}" if q.project_id else f"department.{q.department.name}", q.pool_id)
+        by_owner[key] = q
+    rows = []
+    for queue in queues:
+        quota = by_owner.get((queue.owner, queue.pool_id))
+        if quota is None:
+            continue  # an owner the user may not see (or not the console's)
+        kind, _, name = queue.owner.partition(".")
+        rows.append(QueueStatusRow(queue, kind, name, quota.gpu_allocated))
+    return rows
+
+
+def refused_writes(*, user: Any, cluster: Cluster) -> list[RefusedWrite]:
+    return list(RefusedWrite.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
+
+
+def refused_for_quota(*, quota: Quota) -> RefusedWrite | None:
+    """The cluster's refusal of the object a quota row becomes (shown in its cell of the grid)."""
+    owner = f"project.{quota.project.name}" if quota.project_id else f"department.{quota.department.name}"
+    return RefusedWrite.objects.filter(pool_id=quota.pool_id, owner=owner).first()

@@ -1,0 +1,194 @@
+"""The scheduler objects the console derives from pools and quotas (KAI Scheduler and Kueue)."""
+from __future__ import annotations
+
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from enforcers import desired as d
+from enforcers.diff import covers, merged, plan
+from enforcers.selectors import org_state
+
+
+def small_org(**project_kwargs) -> d.OrgState:
+    pools = (d.PoolState("default", cpu_total_millis=64000, memory_total_bytes=512 * 2**30),
+             d.PoolState("a100", gpu_placement="spread", cpu_placement="binpack",
+                         taints=({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},),
+                         cpu_total_millis=128000, memory_total_bytes=1024 * 2**30))
+    rnd = d.DepartmentState("rnd", quotas={"a100": d.QuotaState(gpu_deserved=Decimal(20), rank=6)})
+    vision = d.ProjectState(
+        "vision", "rnd", namespaces=("runai-vision",), pool_order=("a100",),
+        quotas={"a100": d.QuotaState(gpu_deserved=Decimal("4.5"), gpu_limit=Decimal(8), cpu_deserved=Decimal("16"),
+                                     memory_deserved_mib=1024, over_quota_weight=3, rank=7),
+                "default": d.QuotaState(gpu_deserved=Decimal(2))},
+        **project_kwargs)
+    return d.OrgState(cluster="lab", pools=pools, departments=(rnd,), projects=(vision,))
+
+
+def by_kind(objects, kind):
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def test_kai_objects_follow_pools_departments_and_projects():
+    objects = d.kai_objects(small_org())
+    classes = by_kind(objects, "PriorityClass")
+    assert {name: o["value"] for name, o in classes.items()} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    shards = by_kind(objects, "SchedulingShard")
+    assert shards["a100"]["apiVersion"] == "kai.scheduler/v1"
+    assert shards["a100"]["spec"] == {"partitionLabelValue": "a100",
+                                      "placementStrategy": {"gpu": "spread", "cpu": "binpack"}}
+    queues = by_kind(objects, "Queue")
+    assert set(queues) == {"department.rnd.default", "department.rnd.a100", "vision.default", "vision.a100"}
+    project = queues["vision.a100"]
+    assert project["apiVersion"] == "scheduling.run.ai/v2"
+    assert project["metadata"]["labels"][d.POOL_LABEL] == "a100"
+    assert project["metadata"]["labels"][d.MANAGED_BY_LABEL] == d.MANAGED_BY
+    assert project["spec"]["parentQueue"] == "department.rnd.a100"
+    assert project["spec"]["priority"] == 140  # Highest
+    # GPU in devices, CPU in millicores, memory in megabytes (1024 MiB = 1073 MB); -1 is unlimited.
+    assert project["spec"]["resources"] == {
+        "gpu": {"quota": 4.5, "limit": 8, "overQuotaWeight": 3},
+        "cpu": {"quota": 16000, "limit": -1, "overQuotaWeight": 3},
+        "memory": {"quota": 1073, "limit": -1, "overQuotaWeight": 3},
+    }
+    department = queues["department.rnd.a100"]
+    assert "parentQueue" not in department["spec"]
+    assert department["spec"]["resources"]["gpu"] == {"quota": 20, "limit": -1, "overQuotaWeight": 2}
+    assert department["spec"]["resources"]["cpu"]["quota"] == -1
+
+
+def test_kai_over_quota_off_sets_the_limit_to_the_quota():
+    queues = by_kind(d.kai_objects(small_org(allow_over_quota=False)), "Queue")
+    resources = queues["vision.a100"]["spec"]["resources"]
+    assert resources["gpu"] == {"quota": 4.5, "limit": 4.5, "overQuotaWeight": 3}
+    assert resources["cpu"]["limit"] == resources["cpu"]["quota"] == 16000
+    # Unlimited deserved memory with over-quota off stays unlimited (-1 both).
+    assert queues["vision.default"]["spec"]["resources"]["memory"] == {"quota": -1, "limit": -1, "overQuotaWeight": 2}
+
+
+def test_kueue_objects_follow_pools_departments_and_projects():
+    objects = d.kueue_objects(small_org())
+    assert {n: o["value"] for n, o in by_kind(objects, "WorkloadPriorityClass").items()} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    flavors = by_kind(objects, "ResourceFlavor")
+    assert flavors["a100"]["spec"] == {
+        "nodeLabels": {d.POOL_LABEL: "a100"},
+        "nodeTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+    assert flavors["default"]["spec"] == {"nodeLabels": {d.POOL_LABEL: "default"}}
+    assert set(by_kind(objects, "Cohort")) == {"rnd"}
+    queue = by_kind(objects, "ClusterQueue")["vision"]
+    spec = queue["spec"]
+    assert spec["cohortName"] == "rnd"
+    assert spec["fairSharing"] == {"weight": "3"}
+    assert spec["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["runai-vision"]}]
+    group, = spec["resourceGroups"]
+    assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
+    # Flavors follow the project's priority list, then the remaining pools.
+    assert [f["name"] for f in group["flavors"]] == ["a100", "default"]
+    a100 = {r["name"]: r for r in group["flavors"][0]["resources"]}
+    assert a100["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": "4.5", "borrowingLimit": "3.5"}
+    assert a100["cpu"] == {"name": "cpu", "nominalQuota": "16"}  # unlimited limit: no borrowingLimit
+    assert a100["memory"] == {"name": "memory", "nominalQuota": str(1024 * 2**20)}
+    default = {r["name"]: r for r in group["flavors"][1]["resources"]}
+    # Unlimited deserved CPU / memory is the whole pool's allocatable.
+    assert default["cpu"]["nominalQuota"] == "64"
+    assert default["memory"]["nominalQuota"] == str(512 * 2**30)
+    local = [o for o in objects if o["kind"] == "LocalQueue"]
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"], o["spec"]) for o in local] == [
+        ("runai-vision", "vision", {"clusterQueue": "vision"})]
+
+
+def test_kueue_over_quota_off_borrows_nothing():
+    queue = by_kind(d.kueue_objects(small_org(allow_over_quota=False)), "ClusterQueue")["vision"]
+    for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
+        assert {r["borrowingLimit"] for r in flavor["resources"]} == {"0"}
+
+
+def test_a_long_project_queue_name_still_fits_a_label_value():
+    name = d.kai_project_queue("p" * 63, "q" * 63)
+    assert len(name) <= 63
+    assert name != d.kai_project_queue("p" * 63, "q" * 62 + "r")
+
+
+@pytest.mark.django_db
+def test_the_demo_organisation_gives_the_full_object_set_for_each_enforcer():
+    call_command("demo", stdout=StringIO())
+    from nodepools.models import Cluster
+
+    state = org_state(cluster=Cluster.objects.get(name="demo"))
+    kai = d.kai_objects(state)
+    pools = ["default", "a100-40gb", "a100-80gb"]
+    queues = by_kind(kai, "Queue")
+    # 3 pools × (2 department queues + 8 project queues)
+    assert len(queues) == 30
+    assert set(by_kind(kai, "SchedulingShard")) == set(pools)
+    assert queues["team-vision.a100-80gb"]["spec"]["parentQueue"] == "department.rnd.a100-80gb"
+    assert queues["department.rnd.default"]["spec"]["resources"]["gpu"]["quota"] == 20
+    kueue = d.kueue_objects(state)
+    assert set(by_kind(kueue, "ResourceFlavor")) == set(pools)
+    assert set(by_kind(kueue, "Cohort")) == {"rnd", "ml-ops"}
+    assert len(by_kind(kueue, "ClusterQueue")) == 8
+    assert {o["metadata"]["namespace"] for o in kueue if o["kind"] == "LocalQueue"} == {
+        f"runai-{p}" for p in ("team-nlp", "team-robotics", "team-speech", "team-vision", "batch-scoring",
+                                "serve-chat", "serve-search", "serve-vision")}
+
+
+def test_plan_creates_what_is_missing_and_leaves_matching_objects():
+    wanted = d.kai_objects(small_org())
+    first = plan(wanted, [])
+    assert len(first.create) == len(wanted) and not first.update and not first.delete
+    # The API server adds defaults, status and metadata; quantities may come back normalised.
+    actual = []
+    for obj in wanted:
+        copy = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "7", "uid": "u"}, "status": {}}
+        if obj["kind"] == "Queue":
+            copy["spec"] = {**obj["spec"], "preemptMinRuntime": None}
+        actual.append(copy)
+    again = plan(wanted, actual)
+    assert again.empty and again.unchanged == len(wanted)
+
+
+def test_plan_puts_back_a_changed_owned_object_and_deletes_owned_leftovers():
+    wanted = d.kai_objects(small_org())
+    actual = [dict(o) for o in wanted]
+    queue = next(o for o in actual if o["metadata"]["name"] == "vision.a100")
+    queue["spec"] = {**queue["spec"], "resources": {**queue["spec"]["resources"],
+                                                    "gpu": {"quota": 40, "limit": -1, "overQuotaWeight": 3}}}
+    leftover = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+                "metadata": {"name": "old.a100", "labels": {d.MANAGED_BY_LABEL: d.MANAGED_BY}}, "spec": {}}
+    foreign = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "theirs"}, "spec": {}}
+    result = plan(wanted, actual + [leftover, foreign])
+    assert [(o["metadata"]["name"], fields) for o, _, fields in result.update] == [
+        ("vision.a100", ["spec.resources.gpu.quota", "spec.resources.gpu.limit"])]
+    assert [o["metadata"]["name"] for o in result.delete] == ["old.a100"]  # never "theirs"
+
+
+def test_plan_never_touches_a_same_named_object_someone_else_owns():
+    wanted = d.kai_objects(small_org())
+    theirs = dict(next(o for o in wanted if o["kind"] == "SchedulingShard"))
+    theirs["metadata"] = {"name": theirs["metadata"]["name"], "labels": {}}
+    result = plan(wanted, [theirs])
+    assert [o["metadata"]["name"] for o in result.conflicts] == [theirs["metadata"]["name"]]
+    assert theirs["metadata"]["name"] not in [o["metadata"]["name"] for o in result.create]
+
+
+def test_quantities_compare_by_value():
+    assert covers("500m", "0.5") and covers("1Gi", str(2**30)) and covers(4, "4")
+    assert not covers("4", "5") and not covers(True, 1)
+
+
+def test_merged_keeps_the_clusters_metadata_and_puts_the_console_fields_back():
+    wanted = by_kind(d.kai_objects(small_org()), "Queue")["vision.a100"]
+    actual = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": "9",
+                                     "labels": {"team": "x"}, "annotations": {"note": "y"}},
+              "spec": {"resources": {}}, "status": {"allocated": {}}}
+    out = merged(actual, wanted)
+    assert out["metadata"]["resourceVersion"] == "9"
+    assert out["metadata"]["annotations"] == {"note": "y"}
+    assert out["metadata"]["labels"]["team"] == "x"
+    assert out["metadata"]["labels"][d.MANAGED_BY_LABEL] == d.MANAGED_BY
+    assert out["spec"] == wanted["spec"] and "status" not in out

@@ -1,0 +1,88 @@
+"""Why is it waiting? Each answer from a scripted cluster state."""
+from __future__ import annotations
+
+from decimal import Decimal as D
+
+import pytest
+
+from enforcers.waiting import Owner, PoolFacts, explain, waiting_requests
+
+POOL = PoolFacts("a100", nodes=((D(8), D(0)), (D(8), D(2))),
+                 borrowers=(("project", "team-nlp", D(6)), ("department", "rnd", D(4))))
+ROOMY = PoolFacts("a100", nodes=((D(8), D(8)),))
+
+
+def test_over_the_projects_limit():
+    reason = explain(gpus=D(2), priority=50, project=Owner("vision", D(4), D(7), limit=D(8)),
+                     department=Owner("rnd", D(20)), pool=ROOMY)
+    assert reason.code == "over_limit"
+    assert "project vision uses 7 of its 8 GPU limit in a100; this asks 2 more" in reason.text
+
+
+def test_over_the_departments_limit():
+    reason = explain(gpus=D(1), priority=50, project=Owner("vision", D(4), D(0)),
+                     department=Owner("rnd", D(20), D(24), limit=D(24)), pool=ROOMY)
+    assert reason.code == "over_limit" and "department rnd uses 24 of its 24 GPU limit" in reason.text
+
+
+def test_over_quota_off_keeps_a_preemptible_request_within_deserved():
+    reason = explain(gpus=D(1), priority=50, project=Owner("vision", D(4), D(4)), department=Owner("rnd", D(20)),
+                     pool=ROOMY, allow_over_quota=False)
+    assert reason.code == "over_quota_off" and "Over-quota is off for project vision" in reason.text
+
+
+def test_non_preemptible_work_over_the_projects_deserved_quota():
+    reason = explain(gpus=D(2), priority=125, project=Owner("vision", D(4), D(3), non_preemptible=D(3)),
+                     department=Owner("rnd", D(20), D(3), non_preemptible=D(3)), pool=ROOMY)
+    assert reason.code == "non_preemptible_over_quota"
+    assert "project vision runs 3 non-preemptible GPUs of 4 deserved in a100; this asks 2 more" in reason.text
+
+
+def test_non_preemptible_work_over_the_departments_deserved_quota():
+    reason = explain(gpus=D(2), priority=100, project=Owner("vision", D(4)),
+                     department=Owner("rnd", D(4), D(3), non_preemptible=D(3)), pool=ROOMY)
+    assert reason.code == "non_preemptible_over_quota" and "department rnd" in reason.text
+
+
+def test_no_node_can_fit_it():
+    reason = explain(gpus=D(16), priority=50, project=Owner("vision", D(20)), department=Owner("rnd", D(20)),
+                     pool=POOL)
+    assert reason.code == "no_node_fits"
+    assert "the largest Ready node of a100 has 8 GPUs; this asks 16 on one node" in reason.text
+
+
+def test_the_pool_is_full_and_names_who_borrows():
+    reason = explain(gpus=D(4), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)), pool=POOL)
+    assert reason.code == "pool_full"
+    assert "a100 has 2 GPUs free" in reason.text
+    assert "project team-nlp (+6), department rnd (+4)" in reason.text
+    assert reason.borrowers[0] == ("project", "team-nlp", D(6))
+
+
+def test_a_request_that_fits_waits_for_the_scheduler():
+    reason = explain(gpus=D(2), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)), pool=POOL)
+    assert reason.code == "schedulable"
+
+
+@pytest.mark.django_db
+def test_waiting_requests_read_the_clusters_pending_pods(org, users):
+    """rnd-a's pods fill a100 (two nodes of 4 GPUs) beyond its deserved 2: a pending 2-GPU pod waits for a
+    full pool and names rnd-a as the borrower; an 8-GPU pod fits no node; ops-a sees nothing of rnd."""
+    from projects import services
+
+    quota = org.quota(org.rnd_a, org.a100)
+    services.quota_update(actor=None, quota=quota, expected_version=quota.version, gpu_deserved=2)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=4)
+    org.run("train-2", org.rnd_a, "a100-2", gpus=4)
+    # One names its pool through KAI's queue label, the other through a node selector.
+    org.run("waits", org.rnd_a, None, gpus=2, phase="Pending", labels={"kai.scheduler/queue": "rnd-a.a100"})
+    org.run("too-big", org.rnd_a, None, gpus=8, phase="Pending")
+    org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
+    org.load()
+    rows = {r.name: r for r in waiting_requests(user=users["researcher"], project=org.rnd_a)}
+    assert rows["waits"].pool == "a100" and rows["waits"].reason.code == "pool_full"
+    assert "project rnd-a (+6)" in rows["waits"].reason.text
+    assert rows["too-big"].reason.code == "no_node_fits"
+    assert waiting_requests(user=users["researcher"], department=org.ops) == []
+    by_department = waiting_requests(user=users["rnd_viewer"], department=org.rnd)
+    assert {r.name for r in by_department} == {"waits", "too-big"}

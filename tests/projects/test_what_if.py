@@ -1,0 +1,41 @@
+"""What-if before saving: siblings' fair shares before and after a quota change."""
+from decimal import Decimal
+
+import pytest
+
+from projects.selectors import quota_what_if
+
+
+@pytest.mark.django_db
+def test_raising_one_projects_deserved_quota_shows_what_its_siblings_lose(org, users):
+    # rnd-a and rnd-b both ask for all of a100's 8 GPUs; rnd deserves all 8.
+    from projects import services
+
+    for owner in (org.rnd,):
+        q = org.quota(owner, org.a100)
+        services.quota_update(actor=None, quota=q, expected_version=q.version, gpu_deserved=8)
+    org.run("a-1", org.rnd_a, "a100-1", gpus=4)
+    org.run("b-1", org.rnd_b, "a100-2", gpus=4)
+    # Each also waits for 4 more: both ask for the whole pool.
+    for name, project in (("a-2", org.rnd_a), ("b-2", org.rnd_b)):
+        org.run(name, project, None, gpus=4, phase="Pending")
+        org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
+    org.load()
+    edited = org.quota(org.rnd_a, org.a100)
+    rows = {r.name: r for r in quota_what_if(user=users["rnd_admin"], quota=edited, values={"gpu_deserved": Decimal(6)})}
+    assert set(rows) == {"rnd-a", "rnd-b"}
+    assert rows["rnd-a"].edited and rows["rnd-a"].after > rows["rnd-a"].before
+    assert rows["rnd-b"].after < rows["rnd-b"].before
+    assert rows["rnd-a"].after + rows["rnd-b"].after == rows["rnd-a"].before + rows["rnd-b"].before
+    # Nothing was saved.
+    edited.refresh_from_db()
+    assert edited.gpu_deserved == 0
+
+
+@pytest.mark.django_db
+def test_a_department_rows_what_if_lists_the_pools_departments_the_user_may_see(org, users):
+    q = org.quota(org.rnd, org.a100)
+    names = {r.name for r in quota_what_if(user=users["sysadmin"], quota=q, values={"gpu_deserved": Decimal(4)})}
+    assert names == {"rnd", "ops"}
+    names = {r.name for r in quota_what_if(user=users["rnd_admin"], quota=q, values={"gpu_deserved": Decimal(4)})}
+    assert names == {"rnd"}
