@@ -19,7 +19,7 @@ from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
 from kubesim.resources import NAMESPACE_RESOURCE, Resource, find_resource, get_resource
 from kubesim.selectors import SelectorError, _Filter, parse_label_selector
-from kubesim.store import _event_line, _full_object
+from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
 from kubesim.util import Key, Obj
 
@@ -137,6 +137,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if is_control:
                 self._control(method, path, body)
                 return
+            if method in ("POST", "PUT", "PATCH"):
+                agent = (self.headers.get("User-Agent") or "unknown").split("/", 1)[0].split(" ", 1)[0]
+                WRITER.manager = query.get("fieldManager") or agent
+                WRITER.operation = "Apply" if "apply-patch" in (self.headers.get("Content-Type") or "") else "Update"
             fault = emu._take_fault(path)
             if fault is not None:
                 emu._count_request(f"fault {fault.code}")
@@ -154,6 +158,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send_error(ApiError(500, f"emulator internal error: {exc!r}", "InternalError"))
             except OSError:
                 self.close_connection = True
+        finally:
+            WRITER.manager = None  # in-process writes (tests, chaos) record no manager
 
     def _control(self, method: str, path: str, body: bytes) -> None:
         op = path[len("/_emulator") :].strip("/")

@@ -27,6 +27,7 @@ import binascii
 import bisect
 import socket
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -49,6 +50,22 @@ from kubesim.util import Key, Labels, Obj, _dumps_compact, _gc_paused, _new_uid,
 # dict) stay tracked, and a process that also parses big list pages (tests, the benchmark) runs a
 # full collection about once per page: walking 150,000 extra objects each time tripled its cost.
 _Entry = tuple[bytes, int, Labels, tuple[str, ...]]
+
+# Who is writing through the HTTP API on this thread (set by the server around a client's write), so
+# that the object records it in `metadata.managedFields` as the real API server does: the manager is
+# the request's `fieldManager`, else the client's User-Agent program name.
+WRITER = threading.local()
+
+
+def _stamp_manager(obj: Obj, api_version: str) -> None:
+    manager = getattr(WRITER, "manager", None)
+    if not manager:
+        return
+    md = obj["metadata"]
+    entries = [e for e in md.get("managedFields") or [] if isinstance(e, dict) and e.get("manager") != manager]
+    entries.append({"manager": manager, "operation": getattr(WRITER, "operation", "Update"),
+                    "apiVersion": api_version, "time": _now(), "fieldsType": "FieldsV1", "fieldsV1": {}})
+    md["managedFields"] = entries
 # _Entry positions
 _DATA: Final = 0
 _RV: Final = 1
@@ -275,6 +292,7 @@ class Store:
             entry = None
         else:
             obj["metadata"]["resourceVersion"] = str(rv)
+            _stamp_manager(obj, get_resource(kind).api_version)
             data = _dumps_compact(obj)
             labels = _labels_of(obj)
             fields = _extract_fields(kind, obj)
