@@ -23,7 +23,7 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired as d
 from enforcers.diff import Plan, merged, owned_part, plan
-from enforcers.kubeapi import Objects, Refusal, refusal_from
+from enforcers.kubeapi import FIELD_MANAGER, Objects, Refusal, refusal_from
 from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite
 from enforcers.selectors import org_state
 from nodepools.models import Cluster, Node, NodePool
@@ -91,11 +91,13 @@ def _kind(obj: dict) -> tuple[str, str, str, str]:
 
 
 def changed_by(obj: dict) -> str:
-    """Who the cluster says last changed an object: the newest managedFields entry's manager."""
-    entries = [e for e in (obj.get("metadata") or {}).get("managedFields") or [] if isinstance(e, dict)]
+    """Who the cluster says last changed an object: the newest managedFields entry of a manager other
+    than the console (entries of one second keep their order: the last one is the newest)."""
+    entries = [(i, e) for i, e in enumerate((obj.get("metadata") or {}).get("managedFields") or [])
+               if isinstance(e, dict) and e.get("manager") != FIELD_MANAGER]
     if not entries:
-        return "unknown (the cluster recorded no field manager)"
-    newest = max(entries, key=lambda e: e.get("time") or "")
+        return "unknown (the cluster recorded no other field manager)"
+    _, newest = max(entries, key=lambda item: (item[1].get("time") or "", item[0]))
     return f"{newest.get('manager') or 'unknown'} ({newest.get('operation', 'Update')} at {newest.get('time', '?')})"
 
 
