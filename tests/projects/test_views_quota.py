@@ -82,8 +82,7 @@ def test_projects_over_their_department_is_a_warning_shown_in_place(client, org,
     quota = org.quota(org.rnd_a, org.a100)
     login(client, users, "rnd_admin")
     page = text(editor_post(client, quota, gpu_deserved="3").content.decode())
-    assert ("Warning: Projects of department 'rnd' would have 3 GPUs of deserved GPU quota in pool 'a100', "
-            "more than the department's 0.") in page
+    assert "Warning: Projects of rnd now have 3 GPUs deserved in a100, above the department's 0." in page
     quota.refresh_from_db()
     assert quota.gpu_deserved == 3
 
@@ -132,7 +131,8 @@ def test_oversubscription_is_a_warning(client, org, users):
     quota = org.quota(org.rnd, org.a100)
     login(client, users, "sysadmin")
     page = text(editor_post(client, quota, gpu_deserved="10").content.decode())
-    assert "Warning: Departments' deserved GPU quota in pool 'a100' adds up to 10, more than its 8 GPUs" in page
+    assert ("Warning: Departments now have 10 GPUs deserved in a100, above its 8 ready GPUs (of 8): "
+            "over-subscription ratio 1.25.") in page
 
 
 def test_a_concurrent_change_is_reported_and_nothing_is_overwritten(client, org, users):
