@@ -214,6 +214,49 @@ def project_summary(*, user: Any, project: Project) -> list[tuple[NodePool, Quot
 
 
 # ---------------------------------------------------------------------------------------------------
+# Capacity against quota per pool (the quota grid's summary and the overview)
+
+@dataclass
+class PoolCapacity:
+    """One pool's GPUs against the quota its departments are given.
+
+    `ratio` is the over-subscription ratio Σ departments' deserved / ready GPUs (None when the pool has
+    no ready GPUs); above 1 the pool has promised more than it can run now."""
+
+    pool: NodePool
+    gpu_ready: int
+    gpu_total: int
+    deserved: Decimal
+
+    @property
+    def ratio(self) -> Decimal | None:
+        if not self.gpu_ready:
+            return None
+        return (self.deserved / Decimal(self.gpu_ready)).quantize(Decimal("0.01"))
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.deserved > self.gpu_ready
+
+
+def pool_capacity(*, user: Any, cluster: Cluster) -> list[PoolCapacity]:
+    """Per pool of the cluster the user may see (default first, then by creation): ready and total GPUs
+    and the sum of every department's deserved GPUs there. The sum is a fact of the pool, like its
+    projects' quota sum on the pools page: it names no department. Two grouped queries."""
+    from nodepools.models import Node, NodeStatus
+
+    pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    ids = [p.pk for p in pools]
+    gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
+        total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    deserved = dict(Quota.objects.filter(pool_id__in=ids, project__isnull=True).order_by().values("pool_id")
+                    .annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
+    return [PoolCapacity(pool=p, gpu_ready=(gpus.get(p.pk) or {}).get("ready") or 0,
+                         gpu_total=(gpus.get(p.pk) or {}).get("total") or 0, deserved=deserved.get(p.pk) or Decimal(0))
+            for p in pools]
+
+
+# ---------------------------------------------------------------------------------------------------
 # The quota grid and the overview chart
 
 @dataclass
@@ -224,10 +267,18 @@ class GridRow:
     children: list["GridRow"] = field(default_factory=list)
 
 
+def quota_summary(*, user: Any, cluster: Cluster) -> dict[str, Any]:
+    """The grid's columns (`pools`) and, aligned with them, each pool's capacity against quota."""
+    pools = list(NodePool.objects.filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    capacity = {c.pool.pk: c for c in pool_capacity(user=user, cluster=cluster)}
+    return {"pools": pools, "capacity": [capacity.get(p.pk) for p in pools]}
+
+
 def quota_grid(*, user: Any, cluster: Cluster) -> dict[str, Any]:
     """Rows = departments (each with its projects), columns = pools, cells = quota rows the user may see,
-    with `editable` the ids of those it may change."""
-    pools = list(NodePool.objects.filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    with `editable` the ids of those it may change, and the per-pool summary of `quota_summary`."""
+    summary = quota_summary(user=user, cluster=cluster)
+    pools = summary["pools"]
     quotas = quotas_attach_allocation(list(Quota.objects.restrict(user, "view").filter(pool__cluster=cluster)
                                            .select_related("department", "project__department", "pool")))
     editable = set(Quota.objects.restrict(user, "change").filter(pool__cluster=cluster).values_list("pk", flat=True))
@@ -250,7 +301,7 @@ def quota_grid(*, user: Any, cluster: Cluster) -> dict[str, Any]:
     # Projects visible without their department (a project role): rows of their own.
     for project in sorted((p for p in projects.values() if p.department_id not in departments), key=lambda p: p.name):
         rows.append(GridRow(project, "project", [cell[("project", project.pk)].get(p.pk) for p in pools]))
-    return {"pools": pools, "rows": rows, "editable": editable}
+    return {**summary, "rows": rows, "editable": editable}
 
 
 def overview_chart(*, user: Any, cluster: Cluster, usage: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:

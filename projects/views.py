@@ -299,7 +299,10 @@ def quota_edit(request, pk: int):
     else:
         form = QuotaForm(initial=QuotaForm.initial_from(quota))
     context = {"quota": quota, "form": form, "warnings": warnings, "conflict": conflict, "saved": saved,
-               "can_change": can_change, "cluster": quota.pool.cluster}
+               "can_change": can_change, "cluster": quota.pool.cluster, "inline": bool(request.htmx)}
     if request.htmx:
-        return render(request, "projects/quota_edit.html#editor", context)
+        if saved:
+            # The grid's per-pool summary (Σ deserved, ratio) changes with the save: sent along, out of band.
+            context.update(selectors.quota_summary(user=request.user, cluster=quota.pool.cluster))
+        return render(request, "projects/quota_edit.html#inline", context)
     return render(request, "projects/quota_edit.html", context)
