@@ -61,7 +61,7 @@ def cluster_overview(request, pk: int):
 
 def overview(request, cluster: Cluster):
     """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
-    from projects.selectors import overview_chart
+    from projects.selectors import overview_chart, pool_capacity
     from ui.charts import quota_bars
 
     pools = list(selectors.pool_table_list(user=request.user, cluster=cluster))
@@ -73,6 +73,7 @@ def overview(request, cluster: Cluster):
         "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
         "column_choices": OverviewPoolTable.column_choices(request.user),
         "chart": quota_bars(overview_chart(user=request.user, cluster=cluster, usage=usage)),
+        "capacity": pool_capacity(user=request.user, cluster=cluster),
         "live_clusters": [cluster.pk],
     }
     template = "home.html"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import models
@@ -232,7 +232,7 @@ class PoolCapacity:
     def ratio(self) -> Decimal | None:
         if not self.gpu_ready:
             return None
-        return (self.deserved / Decimal(self.gpu_ready)).quantize(Decimal("0.01"))
+        return (self.deserved / Decimal(self.gpu_ready)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
 
     @property
     def oversubscribed(self) -> bool:

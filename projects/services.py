@@ -7,7 +7,7 @@ warning), the floor set by non-preemptible workloads already running, and optimi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterable
 
 from django.contrib.auth.models import Group
@@ -360,7 +360,8 @@ def _check_oversubscription(quota: Quota, warnings: list[str]) -> None:
     if total is None:
         return
     if total > ready:
-        ratio = f"over-subscription ratio {_fmt(round(total / ready, 2))}" if ready else "no ready GPUs at all"
+        ratio = (f"over-subscription ratio {_fmt((total / ready).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP))}"
+                 if ready else "no ready GPUs at all")
         warnings.append(
             f"Departments now have {_gpus(total)} deserved in {quota.pool}, above its {_fmt(ready)} ready GPUs "
             f"(of {_fmt(pool.gpu_total or 0)}): {ratio}."
