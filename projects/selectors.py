@@ -18,30 +18,51 @@ GPU = models.DecimalField(max_digits=14, decimal_places=3)
 
 
 def department_list(*, user: Any):
-    """Departments the user may see, with their projects' count, deserved and allocated GPUs."""
-    deserved = Quota.objects.filter(department=OuterRef("pk")).order_by().values("department")
-    allocated = Pod.objects.active().filter(project__department=OuterRef("pk")).order_by().values("project__department")
+    """Departments the user may see, with their projects' count. GPUs are per pool, never summed across
+    pools (a V100 is not an A100): `owners_attach_pool_gpus` adds them to a page of rows."""
     projects = Project.objects.filter(department=OuterRef("pk")).order_by().values("department")
     return Department.objects.restrict(user, "view").select_related("cluster").annotate(
         project_count=Coalesce(Subquery(projects.annotate(v=Count("pk")).values("v")), Value(0)),
-        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
-                              Value(Decimal(0)), output_field=GPU),
-        gpu_allocated=Coalesce(Subquery(allocated.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
-                               Value(Decimal(0)), output_field=GPU),
     )
 
 
 def project_list(*, user: Any):
-    """Projects the user may see, with deserved and allocated GPUs and running workloads."""
-    deserved = Quota.objects.filter(project=OuterRef("pk")).order_by().values("project")
+    """Projects the user may see, with their running workloads; GPUs per pool come from
+    `owners_attach_pool_gpus`."""
     active = Pod.objects.active().filter(project=OuterRef("pk")).order_by().values("project")
     return Project.objects.restrict(user, "view").select_related("department", "cluster").annotate(
-        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
-                              Value(Decimal(0)), output_field=GPU),
-        gpu_allocated=Coalesce(Subquery(active.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
-                               Value(Decimal(0)), output_field=GPU),
         workload_count=Coalesce(Subquery(active.annotate(v=Count("pk")).values("v")), Value(0)),
     )
+
+
+@dataclass
+class PoolGpus:
+    """One owner's deserved and allocated GPUs in one pool."""
+
+    pool: str
+    deserved: Decimal
+    allocated: Decimal
+
+
+def owners_attach_pool_gpus(owners: list[Department | Project]) -> list[Department | Project]:
+    """Set `pool_gpus` (a PoolGpus per pool of the owner's cluster, by pool name) on departments or
+    projects: two grouped queries for the whole list. A department's allocation is its projects'."""
+    if not owners:
+        return owners
+    kind = "project" if isinstance(owners[0], Project) else "department"
+    ids = [o.pk for o in owners]
+    rows = (Quota.objects.filter(**{f"{kind}_id__in": ids}).order_by()
+            .values_list(f"{kind}_id", "pool_id", "pool__name", "gpu_deserved"))
+    path = "project_id" if kind == "project" else "project__department_id"
+    allocated = {(owner, pool): gpus or Decimal(0) for owner, pool, gpus in
+                 Pod.objects.active().filter(**{f"{path}__in": ids}).order_by().values(path, "node__pool_id")
+                 .annotate(v=Sum("gpus")).values_list(path, "node__pool_id", "v")}
+    by_owner: dict[int, list[PoolGpus]] = {}
+    for owner, pool_id, pool_name, deserved in rows:
+        by_owner.setdefault(owner, []).append(PoolGpus(pool_name, deserved, allocated.get((owner, pool_id), Decimal(0))))
+    for o in owners:
+        o.pool_gpus = sorted(by_owner.get(o.pk, []), key=lambda g: g.pool)
+    return owners
 
 
 def members_list(*, user: Any, department: Department | None = None, project: Project | None = None):
