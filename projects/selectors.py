@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from nodepools.models import Cluster, NodePool, Pod
 from projects.access import Role, ScopeType, user_grants
 from projects.fairshare import Claim, hierarchical_fair_shares
-from projects.models import Department, Project, Quota, RoleAssignment
+from projects.models import Department, PriorityEntry, Project, Quota, RoleAssignment
 
 GPU = models.DecimalField(max_digits=14, decimal_places=3)
 
@@ -83,6 +83,48 @@ def landing_departments(*, user: Any) -> list[int] | None:
     if all(g.role in department_roles and g.scope_type == ScopeType.DEPARTMENT for g in grants):
         return sorted({g.department_id for g in grants})
     return None
+
+
+def landing_projects(*, user: Any) -> list[int] | None:
+    """For a user whose roles are all given in projects (researcher, project administrator, viewer of
+    a project), the projects to land on: a cluster overview would show them no department. None for
+    everyone else."""
+    grants = user_grants(user)
+    if grants and all(g.scope_type == ScopeType.PROJECT for g in grants):
+        return sorted({g.project_id for g in grants})
+    return None
+
+
+@dataclass
+class MyProject:
+    project: Project
+    lines: list[tuple[NodePool, QuotaLine]]
+    priority: list[NodePool]
+
+
+def my_projects(*, user: Any) -> list[MyProject]:
+    """The projects the user holds a role in (directly or through a group), each with its deserved,
+    allocated, over-quota and fair-share GPUs per pool and its node pool priority list."""
+    ids = {g.project_id for g in user_grants(user) if g.scope_type == ScopeType.PROJECT}
+    projects = list(Project.objects.restrict(user, "view").filter(pk__in=ids)
+                    .select_related("department", "cluster").order_by("cluster__name", "name"))
+    by_cluster: dict[int, tuple[list[NodePool], dict]] = {}
+    priorities: dict[int, list[NodePool]] = {}
+    for entry in (PriorityEntry.objects.filter(project__in=projects).select_related("pool")
+                  .order_by("project_id", "position")):
+        priorities.setdefault(entry.project_id, []).append(entry.pool)
+    result = []
+    for project in projects:
+        if project.cluster_id not in by_cluster:
+            by_cluster[project.cluster_id] = cluster_fair_shares(cluster=project.cluster)
+        pools, lines = by_cluster[project.cluster_id]
+        result.append(MyProject(
+            project=project,
+            lines=[(pool, lines[("project", project.pk, pool.pk)]) for pool in pools
+                   if ("project", project.pk, pool.pk) in lines],
+            priority=priorities.get(project.pk, []),
+        ))
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------

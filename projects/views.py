@@ -108,6 +108,12 @@ def project_list(request):
 
 
 @login_required
+def my_projects(request):
+    """Where a researcher (or anyone whose roles are in projects only) lands with several projects."""
+    return render(request, "projects/my_projects.html", {"projects": selectors.my_projects(user=request.user)})
+
+
+@login_required
 def project_detail(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
                                 pk=pk)
