@@ -67,7 +67,7 @@ def cluster_overview(request, pk: int):
 
 def overview(request, cluster: Cluster):
     """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
-    from projects.selectors import overview_chart, pool_capacity
+    from projects.selectors import overview_chart
     from ui.charts import quota_bars
 
     pools = list(selectors.pool_table_list(user=request.user, cluster=cluster))
@@ -79,9 +79,12 @@ def overview(request, cluster: Cluster):
         "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
         "column_choices": OverviewPoolTable.column_choices(request.user),
         "chart": quota_bars(overview_chart(user=request.user, cluster=cluster, usage=usage)),
-        "capacity": pool_capacity(user=request.user, cluster=cluster),
         "live_clusters": [cluster.pk],
     }
+    # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
+    from projects.selectors import pool_capacity
+
+    context["capacity"] = pool_capacity(user=request.user, cluster=cluster)
     template = "home.html"
     if request.htmx and request.htmx.target == "table":
         template += "#table"

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from nodepools.models import Cluster, NodePool, Pod
 from projects.access import Role, ScopeType, user_grants
 from projects.fairshare import Claim, hierarchical_fair_shares
-from projects.models import Department, PriorityEntry, Project, Quota, RoleAssignment
+from projects.models import Department, Project, Quota, RoleAssignment
 
 GPU = models.DecimalField(max_digits=14, decimal_places=3)
 
@@ -107,12 +107,9 @@ def my_projects(*, user: Any) -> list[MyProject]:
     allocated, over-quota and fair-share GPUs per pool and its node pool priority list."""
     ids = {g.project_id for g in user_grants(user) if g.scope_type == ScopeType.PROJECT}
     projects = list(Project.objects.restrict(user, "view").filter(pk__in=ids)
-                    .select_related("department", "cluster").order_by("cluster__name", "name"))
+                    .select_related("department", "cluster").order_by("cluster__name", "name")
+                    .prefetch_related("priority_entries__pool"))
     by_cluster: dict[int, tuple[list[NodePool], dict]] = {}
-    priorities: dict[int, list[NodePool]] = {}
-    for entry in (PriorityEntry.objects.filter(project__in=projects).select_related("pool")
-                  .order_by("project_id", "position")):
-        priorities.setdefault(entry.project_id, []).append(entry.pool)
     result = []
     for project in projects:
         if project.cluster_id not in by_cluster:
@@ -122,7 +119,7 @@ def my_projects(*, user: Any) -> list[MyProject]:
             project=project,
             lines=[(pool, lines[("project", project.pk, pool.pk)]) for pool in pools
                    if ("project", project.pk, pool.pk) in lines],
-            priority=priorities.get(project.pk, []),
+            priority=[e.pool for e in project.priority_entries.all()],  # ordered by position
         ))
     return result
 

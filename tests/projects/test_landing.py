@@ -6,7 +6,6 @@ import re
 import pytest
 from django.urls import reverse
 
-from projects.access import Role
 from tests.pages import login, page_text, table_rows
 
 
@@ -26,7 +25,7 @@ def test_a_user_with_several_projects_lands_on_my_projects(client, org, users):
     from projects import services
 
     researcher = users["researcher"]
-    services.role_assign(actor=None, role=Role.VIEWER, user=researcher, project=org.ops_a)
+    services.role_assign(actor=None, role="viewer", user=researcher, project=org.ops_a)
     services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=2)
     services.project_priority_set(actor=None, project=org.rnd_a, pools=[org.a100, org.default])
     org.run("train-1", org.rnd_a, "a100-1", gpus=3)
@@ -55,7 +54,7 @@ def test_mixed_roles_keep_their_landing(client, org, users):
     from projects import services
 
     # A department role as well: the department manager's landing, as before.
-    services.role_assign(actor=None, role=Role.DEPARTMENT_VIEWER, user=users["researcher"], department=org.ops)
+    services.role_assign(actor=None, role="department_viewer", user=users["researcher"], department=org.ops)
     login(client, users, "researcher")
     response = client.get(reverse("home"))
     assert response.status_code == 200 and "Cluster lab" in page_text(response)

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from projects.access import Role
 from projects.models import Department, Project, RoleAssignment
-from tests.pages import ROLES, csv_of, first_column, headers, login, page_text, table_rows
+from tests.pages import ROLES, first_column, login, page_text, table_rows
 
 DEPARTMENT_SEERS = {"sysadmin", "rnd_admin", "rnd_viewer", "cluster_viewer"}
 PROJECT_SEERS = {"sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer"}
@@ -42,6 +42,8 @@ def test_project_list_shows_namespaces_quota_and_workloads(client, org, users):
     services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=2)
     org.run("train-1", org.rnd_a, "a100-1", gpus=3)
     login(client, users, "sysadmin")
+    from tests.pages import headers
+
     response = client.get(reverse("project-list"), {"department": org.rnd.pk, "sort": "name"})
     # project, department, cluster, namespaces, deserved per pool, allocated per pool, workloads, over-quota allowed
     assert table_rows(response) == [
@@ -52,6 +54,7 @@ def test_project_list_shows_namespaces_quota_and_workloads(client, org, users):
 
 def test_lists_never_add_gpus_of_different_pools_into_one_number(client, org, users):
     from projects import services
+    from tests.pages import csv_of
 
     for owner, pool, gpus in [(org.rnd, org.a100, 4), (org.rnd, org.default, 6), (org.rnd_a, org.a100, 4),
                               (org.rnd_a, org.default, 1), (org.rnd_b, org.default, 5)]:
