@@ -1,18 +1,21 @@
 """Tables of departments, projects and members (django-tables2)."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import django_tables2 as tables
 from django.urls import reverse
 
-from nodepools.tables import NumberColumn, _num
-from projects.selectors import owners_attach_pool_gpus
+from nodepools.tables import NumberColumn
 from ui.tables import ConsoleTable
 from ui.views import register
+
+from projects.selectors import owners_attach_pool_gpus  # noqa: I001 (kept apart from the lines above)
 
 
 def per_pool(record, figure: str) -> str:
     """"a100-40gb 20 · default 0": GPUs of different pools are never added into one number."""
-    return " · ".join(f"{g.pool} {_num(getattr(g, figure))}" for g in getattr(record, "pool_gpus", []))
+    return " · ".join(f"{g.pool} {Decimal(getattr(g, figure)).normalize():f}" for g in getattr(record, "pool_gpus", []))
 
 
 class PerPoolColumn(tables.Column):
