@@ -38,14 +38,20 @@ def current_cluster(request, clusters=None) -> Cluster | None:
 
 @login_required
 def home(request):
-    """Department managers land on their departments; everyone else on the current cluster's overview."""
-    from projects.selectors import landing_departments
+    """Department managers land on their departments, researchers (roles in projects only) on their
+    projects; everyone else on the current cluster's overview."""
+    from projects.selectors import landing_departments, landing_projects
 
     departments = landing_departments(user=request.user)
     if departments is not None:
         if len(departments) == 1:
             return redirect("department-detail", departments[0])
         return redirect("department-list")
+    projects = landing_projects(user=request.user)
+    if projects is not None:
+        if len(projects) == 1:
+            return redirect("project-detail", projects[0])
+        return redirect("my-projects")
     cluster = current_cluster(request)
     if cluster is None:
         return render(request, "home.html", {"cluster": None})
@@ -75,6 +81,10 @@ def overview(request, cluster: Cluster):
         "chart": quota_bars(overview_chart(user=request.user, cluster=cluster, usage=usage)),
         "live_clusters": [cluster.pk],
     }
+    # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
+    from projects.selectors import pool_capacity
+
+    context["capacity"] = pool_capacity(user=request.user, cluster=cluster)
     template = "home.html"
     if request.htmx and request.htmx.target == "table":
         template += "#table"

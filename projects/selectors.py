@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import models
@@ -19,30 +19,51 @@ GPU = models.DecimalField(max_digits=14, decimal_places=3)
 
 
 def department_list(*, user: Any):
-    """Departments the user may see, with their projects' count, deserved and allocated GPUs."""
-    deserved = Quota.objects.filter(department=OuterRef("pk")).order_by().values("department")
-    allocated = Pod.objects.active().filter(project__department=OuterRef("pk")).order_by().values("project__department")
+    """Departments the user may see, with their projects' count. GPUs are per pool, never summed across
+    pools (a V100 is not an A100): `owners_attach_pool_gpus` adds them to a page of rows."""
     projects = Project.objects.filter(department=OuterRef("pk")).order_by().values("department")
     return Department.objects.restrict(user, "view").select_related("cluster").annotate(
         project_count=Coalesce(Subquery(projects.annotate(v=Count("pk")).values("v")), Value(0)),
-        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
-                              Value(Decimal(0)), output_field=GPU),
-        gpu_allocated=Coalesce(Subquery(allocated.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
-                               Value(Decimal(0)), output_field=GPU),
     )
 
 
 def project_list(*, user: Any):
-    """Projects the user may see, with deserved and allocated GPUs and running workloads."""
-    deserved = Quota.objects.filter(project=OuterRef("pk")).order_by().values("project")
+    """Projects the user may see, with their running workloads; GPUs per pool come from
+    `owners_attach_pool_gpus`."""
     active = Pod.objects.active().filter(project=OuterRef("pk")).order_by().values("project")
     return Project.objects.restrict(user, "view").select_related("department", "cluster").annotate(
-        gpu_deserved=Coalesce(Subquery(deserved.annotate(v=Sum("gpu_deserved")).values("v"), output_field=GPU),
-                              Value(Decimal(0)), output_field=GPU),
-        gpu_allocated=Coalesce(Subquery(active.annotate(v=Sum("gpus")).values("v"), output_field=GPU),
-                               Value(Decimal(0)), output_field=GPU),
         workload_count=Coalesce(Subquery(active.annotate(v=Count("pk")).values("v")), Value(0)),
     )
+
+
+@dataclass
+class PoolGpus:
+    """One owner's deserved and allocated GPUs in one pool."""
+
+    pool: str
+    deserved: Decimal
+    allocated: Decimal
+
+
+def owners_attach_pool_gpus(owners: list[Department | Project]) -> list[Department | Project]:
+    """Set `pool_gpus` (a PoolGpus per pool of the owner's cluster, by pool name) on departments or
+    projects: two grouped queries for the whole list. A department's allocation is its projects'."""
+    if not owners:
+        return owners
+    kind = "project" if isinstance(owners[0], Project) else "department"
+    ids = [o.pk for o in owners]
+    rows = (Quota.objects.filter(**{f"{kind}_id__in": ids}).order_by()
+            .values_list(f"{kind}_id", "pool_id", "pool__name", "gpu_deserved"))
+    path = "project_id" if kind == "project" else "project__department_id"
+    allocated = {(owner, pool): gpus or Decimal(0) for owner, pool, gpus in
+                 Pod.objects.active().filter(**{f"{path}__in": ids}).order_by().values(path, "node__pool_id")
+                 .annotate(v=Sum("gpus")).values_list(path, "node__pool_id", "v")}
+    by_owner: dict[int, list[PoolGpus]] = {}
+    for owner, pool_id, pool_name, deserved in rows:
+        by_owner.setdefault(owner, []).append(PoolGpus(pool_name, deserved, allocated.get((owner, pool_id), Decimal(0))))
+    for o in owners:
+        o.pool_gpus = sorted(by_owner.get(o.pk, []), key=lambda g: g.pool)
+    return owners
 
 
 def members_list(*, user: Any, department: Department | None = None, project: Project | None = None):
@@ -63,6 +84,45 @@ def landing_departments(*, user: Any) -> list[int] | None:
     if all(g.role in department_roles and g.scope_type == ScopeType.DEPARTMENT for g in grants):
         return sorted({g.department_id for g in grants})
     return None
+
+
+def landing_projects(*, user: Any) -> list[int] | None:
+    """For a user whose roles are all given in projects (researcher, project administrator, viewer of
+    a project), the projects to land on: a cluster overview would show them no department. None for
+    everyone else."""
+    grants = user_grants(user)
+    if grants and all(g.scope_type == ScopeType.PROJECT for g in grants):
+        return sorted({g.project_id for g in grants})
+    return None
+
+
+@dataclass
+class MyProject:
+    project: Project
+    lines: list[tuple[NodePool, QuotaLine]]
+    priority: list[NodePool]
+
+
+def my_projects(*, user: Any) -> list[MyProject]:
+    """The projects the user holds a role in (directly or through a group), each with its deserved,
+    allocated, over-quota and fair-share GPUs per pool and its node pool priority list."""
+    ids = {g.project_id for g in user_grants(user) if g.scope_type == ScopeType.PROJECT}
+    projects = list(Project.objects.restrict(user, "view").filter(pk__in=ids)
+                    .select_related("department", "cluster").order_by("cluster__name", "name")
+                    .prefetch_related("priority_entries__pool"))
+    by_cluster: dict[int, tuple[list[NodePool], dict]] = {}
+    result = []
+    for project in projects:
+        if project.cluster_id not in by_cluster:
+            by_cluster[project.cluster_id] = cluster_fair_shares(cluster=project.cluster)
+        pools, lines = by_cluster[project.cluster_id]
+        result.append(MyProject(
+            project=project,
+            lines=[(pool, lines[("project", project.pk, pool.pk)]) for pool in pools
+                   if ("project", project.pk, pool.pk) in lines],
+            priority=[e.pool for e in project.priority_entries.all()],  # ordered by position
+        ))
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -220,6 +280,49 @@ def project_summary(*, user: Any, project: Project) -> list[tuple[NodePool, Quot
 
 
 # ---------------------------------------------------------------------------------------------------
+# Capacity against quota per pool (the quota grid's summary and the overview)
+
+@dataclass
+class PoolCapacity:
+    """One pool's GPUs against the quota its departments are given.
+
+    `ratio` is the over-subscription ratio Σ departments' deserved / ready GPUs (None when the pool has
+    no ready GPUs); above 1 the pool has promised more than it can run now."""
+
+    pool: NodePool
+    gpu_ready: int
+    gpu_total: int
+    deserved: Decimal
+
+    @property
+    def ratio(self) -> Decimal | None:
+        if not self.gpu_ready:
+            return None
+        return (self.deserved / Decimal(self.gpu_ready)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.deserved > self.gpu_ready
+
+
+def pool_capacity(*, user: Any, cluster: Cluster) -> list[PoolCapacity]:
+    """Per pool of the cluster the user may see (default first, then by creation): ready and total GPUs
+    and the sum of every department's deserved GPUs there. The sum is a fact of the pool, like its
+    projects' quota sum on the pools page: it names no department. Two grouped queries."""
+    from nodepools.models import Node, NodeStatus
+
+    pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    ids = [p.pk for p in pools]
+    gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
+        total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    deserved = dict(Quota.objects.filter(pool_id__in=ids, project__isnull=True).order_by().values("pool_id")
+                    .annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
+    return [PoolCapacity(pool=p, gpu_ready=(gpus.get(p.pk) or {}).get("ready") or 0,
+                         gpu_total=(gpus.get(p.pk) or {}).get("total") or 0, deserved=deserved.get(p.pk) or Decimal(0))
+            for p in pools]
+
+
+# ---------------------------------------------------------------------------------------------------
 # The quota grid and the overview chart
 
 @dataclass
@@ -230,10 +333,18 @@ class GridRow:
     children: list["GridRow"] = field(default_factory=list)
 
 
+def quota_summary(*, user: Any, cluster: Cluster) -> dict[str, Any]:
+    """The grid's columns (`pools`) and, aligned with them, each pool's capacity against quota."""
+    pools = list(NodePool.objects.filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    capacity = {c.pool.pk: c for c in pool_capacity(user=user, cluster=cluster)}
+    return {"pools": pools, "capacity": [capacity.get(p.pk) for p in pools]}
+
+
 def quota_grid(*, user: Any, cluster: Cluster) -> dict[str, Any]:
     """Rows = departments (each with its projects), columns = pools, cells = quota rows the user may see,
-    with `editable` the ids of those it may change."""
-    pools = list(NodePool.objects.filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+    with `editable` the ids of those it may change, and the per-pool summary of `quota_summary`."""
+    summary = quota_summary(user=user, cluster=cluster)
+    pools = summary["pools"]
     quotas = quotas_attach_allocation(list(Quota.objects.restrict(user, "view").filter(pool__cluster=cluster)
                                            .select_related("department", "project__department", "pool")))
     editable = set(Quota.objects.restrict(user, "change").filter(pool__cluster=cluster).values_list("pk", flat=True))
@@ -256,7 +367,7 @@ def quota_grid(*, user: Any, cluster: Cluster) -> dict[str, Any]:
     # Projects visible without their department (a project role): rows of their own.
     for project in sorted((p for p in projects.values() if p.department_id not in departments), key=lambda p: p.name):
         rows.append(GridRow(project, "project", [cell[("project", project.pk)].get(p.pk) for p in pools]))
-    return {"pools": pools, "rows": rows, "editable": editable}
+    return {**summary, "rows": rows, "editable": editable}
 
 
 def overview_chart(*, user: Any, cluster: Cluster, usage: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:

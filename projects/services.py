@@ -7,7 +7,7 @@ warning), the floor set by non-preemptible workloads already running, and optimi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterable
 
 from django.contrib.auth.models import Group
@@ -275,7 +275,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
     current.full_clean()
     errors: dict[str, list[str]] = {}
     warnings: list[str] = []
-    _check_usage_floor(current, errors)
+    _check_usage_floor(current, errors, warnings)
     _check_department_sum(current, errors, warnings)
     _check_oversubscription(current, warnings)
     if errors:
@@ -287,8 +287,9 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
     return QuotaResult(current, warnings)
 
 
-def _check_usage_floor(quota: Quota, errors: dict[str, list[str]]) -> None:
-    """A quota cannot go below what non-preemptible workloads already use in that pool."""
+def _check_usage_floor(quota: Quota, errors: dict[str, list[str]], warnings: list[str]) -> None:
+    """A quota cannot go below what non-preemptible workloads already use in that pool; below what all
+    its workloads use is allowed, with a warning: the difference runs over quota and may be preempted."""
     usage = Quota.objects.with_allocation().get(pk=quota.pk)
     for name, label, unit, used_attr in _RESOURCES:
         value = getattr(quota, name)
@@ -298,10 +299,20 @@ def _check_usage_floor(quota: Quota, errors: dict[str, list[str]]) -> None:
                 f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_fmt(used)} {unit} "
                 f"in pool '{quota.pool}'; its {label} quota cannot be set below that."
             )
+    allocated = Decimal(usage.gpu_allocated or 0)
+    deserved = Decimal(quota.gpu_deserved)
+    if allocated > deserved and "gpu_deserved" not in errors:
+        over = allocated - deserved
+        warnings.append(
+            f"{quota.owner} runs {_gpus(allocated)} in {quota.pool}, above its deserved {_fmt(deserved)}: "
+            f"{_gpus(over)} {'is' if over == 1 else 'are'} over quota and may be preempted."
+        )
 
 
 def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: list[str]) -> None:
-    """Σ projects' deserved vs the department's: a warning, or an error when the cluster says so."""
+    """Σ projects' deserved vs the department's: a warning, or an error when the cluster says so.
+
+    The error speaks of what would have been (nothing is saved); the warning of what now is."""
     department_id = quota.department_id or quota.project.department_id
     department_row = Quota.objects.filter(pool_id=quota.pool_id, department_id=department_id).first()
     if department_row is None:
@@ -318,14 +329,17 @@ def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: 
         if total is None or allowed is None or total <= allowed:
             continue
         department = department_row.department
-        message = (
-            f"Projects of department '{department}' would have {_fmt(total)} {unit} of deserved {label} quota in "
-            f"pool '{quota.pool}', more than the department's {_fmt(allowed)}."
-        )
         if strict:
-            errors.setdefault(name, []).append(message + " This cluster limits projects to their department's quota.")
+            errors.setdefault(name, []).append(
+                f"Projects of department '{department}' would have {_fmt(total)} {unit} of deserved {label} quota "
+                f"in pool '{quota.pool}', more than the department's {_fmt(allowed)}. "
+                "This cluster limits projects to their department's quota."
+            )
         else:
-            warnings.append(message)
+            warnings.append(
+                f"Projects of {department} now have {_amount(name, total)} deserved in {quota.pool}, "
+                f"above the department's {_fmt(allowed)}."
+            )
 
 
 def _sum(rows, name: str, extra: Any) -> Decimal | None:
@@ -336,20 +350,41 @@ def _sum(rows, name: str, extra: Any) -> Decimal | None:
 
 
 def _check_oversubscription(quota: Quota, warnings: list[str]) -> None:
-    """Σ departments' deserved GPUs above the pool's GPUs: allowed, with a warning."""
+    """Σ departments' deserved GPUs above the pool's ready GPUs (or its GPU limit): allowed, with a
+    warning. The ratio is the one the quota grid and the overview show (Σ deserved / ready GPUs)."""
     if quota.project_id:
         return
     pool = NodePool.objects.with_capacity().get(pk=quota.pool_id)
-    capacity = Decimal(pool.gpu_total)
-    if pool.gpu_limit is not None:
-        capacity = min(capacity, Decimal(pool.gpu_limit))
+    ready = Decimal(pool.gpu_ready or 0)
     total = _sum(Quota.objects.for_departments().filter(pool_id=quota.pool_id).exclude(pk=quota.pk), "gpu_deserved",
                  quota.gpu_deserved)
-    if total is not None and total > capacity:
+    if total is None:
+        return
+    if total > ready:
+        ratio = (f"over-subscription ratio {_fmt((total / ready).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP))}"
+                 if ready else "no ready GPUs at all")
         warnings.append(
-            f"Departments' deserved GPU quota in pool '{quota.pool}' adds up to {_fmt(total)}, more than its "
-            f"{_fmt(capacity)} GPUs (over-subscription)."
+            f"Departments now have {_gpus(total)} deserved in {quota.pool}, above its {_fmt(ready)} ready GPUs "
+            f"(of {_fmt(pool.gpu_total or 0)}): {ratio}."
         )
+    elif pool.gpu_limit is not None and total > pool.gpu_limit:
+        warnings.append(
+            f"Departments now have {_gpus(total)} deserved in {quota.pool}, above its GPU limit of "
+            f"{_fmt(pool.gpu_limit)}."
+        )
+
+
+def _gpus(value: Any) -> str:
+    return f"{_fmt(value)} GPU{'' if Decimal(value) == 1 else 's'}"
+
+
+def _amount(name: str, value: Any) -> str:
+    """A quantity of one quota resource in words: "24 GPUs", "16 CPU cores", "2048 MiB of CPU memory"."""
+    if name == "gpu_deserved":
+        return _gpus(value)
+    if name == "cpu_deserved":
+        return f"{_fmt(value)} CPU cores"
+    return f"{_fmt(value)} MiB of CPU memory"
 
 
 def _fmt(value: Any) -> str:

@@ -1,6 +1,8 @@
 """Tables of departments, projects and members (django-tables2)."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import django_tables2 as tables
 from django.urls import reverse
 
@@ -8,27 +10,56 @@ from nodepools.tables import NumberColumn
 from ui.tables import ConsoleTable
 from ui.views import register
 
+from projects.selectors import owners_attach_pool_gpus  # noqa: I001 (kept apart from the lines above)
+
+
+def per_pool(record, figure: str) -> str:
+    """"a100-40gb 20 · default 0": GPUs of different pools are never added into one number."""
+    return " · ".join(f"{g.pool} {Decimal(getattr(g, figure)).normalize():f}" for g in getattr(record, "pool_gpus", []))
+
+
+class PerPoolColumn(tables.Column):
+    """Deserved or allocated GPUs per pool (`owners_attach_pool_gpus`, the tables' enrich hook), the same
+    text on the page and in the CSV."""
+
+    def __init__(self, *args, figure: str, **kwargs):
+        self.figure = figure
+        kwargs.setdefault("orderable", False)
+        kwargs.setdefault("empty_values", ())
+        super().__init__(*args, accessor="pk", **kwargs)
+
+    def render(self, record):
+        return per_pool(record, self.figure)
+
 
 @register
 class DepartmentTable(ConsoleTable):
     key = "departments"
+    enrich = owners_attach_pool_gpus
     default_columns = ("name", "cluster", "project_count", "gpu_deserved", "gpu_allocated", "description")
 
     name = tables.Column("Department", linkify=lambda record: reverse("department-detail", args=[record.pk]))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     description = tables.Column("Description", default="")
     project_count = NumberColumn("Projects")
-    gpu_deserved = NumberColumn("Deserved GPUs (all pools)")
-    gpu_allocated = NumberColumn("Allocated GPUs")
+    gpu_deserved = PerPoolColumn("Deserved GPUs per pool", figure="deserved")
+    gpu_allocated = PerPoolColumn("Allocated GPUs per pool", figure="allocated")
     created = tables.DateTimeColumn(verbose_name="Creation time", format="Y-m-d H:i")
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-department": lambda record: record.name}
 
+    def export_gpu_deserved(self, record):
+        return per_pool(record, "deserved")
+
+    def export_gpu_allocated(self, record):
+        return per_pool(record, "allocated")
+
 
 @register
 class ProjectTable(ConsoleTable):
     key = "projects"
+    enrich = owners_attach_pool_gpus
     default_columns = ("name", "department", "cluster", "namespaces", "gpu_deserved", "gpu_allocated",
                        "workload_count", "allow_over_quota")
 
@@ -37,8 +68,8 @@ class ProjectTable(ConsoleTable):
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     namespaces = tables.Column("Namespaces", accessor="pk", orderable=False)
     description = tables.Column("Description", default="")
-    gpu_deserved = NumberColumn("Deserved GPUs (all pools)")
-    gpu_allocated = NumberColumn("Allocated GPUs")
+    gpu_deserved = PerPoolColumn("Deserved GPUs per pool", figure="deserved")
+    gpu_allocated = PerPoolColumn("Allocated GPUs per pool", figure="allocated")
     workload_count = NumberColumn("Workloads")
     allow_over_quota = tables.BooleanColumn(verbose_name="Over-quota allowed")
     created = tables.DateTimeColumn(verbose_name="Creation time", format="Y-m-d H:i")
@@ -51,3 +82,9 @@ class ProjectTable(ConsoleTable):
 
     def export_namespaces(self, record):
         return [ns.name for ns in record.namespaces.all()]
+
+    def export_gpu_deserved(self, record):
+        return per_pool(record, "deserved")
+
+    def export_gpu_allocated(self, record):
+        return per_pool(record, "allocated")

@@ -11,6 +11,7 @@ urlpatterns = [
     path("departments/<int:pk>/members/", views.department_members, name="department-members"),
     path("projects/", views.project_list, name="project-list"),
     path("projects/add/", views.project_create, name="project-create"),
+    path("projects/mine/", views.my_projects, name="my-projects"),
     path("projects/<int:pk>/", views.project_detail, name="project-detail"),
     path("projects/<int:pk>/edit/", views.project_edit, name="project-edit"),
     path("projects/<int:pk>/members/", views.project_members, name="project-members"),

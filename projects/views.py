@@ -108,6 +108,12 @@ def project_list(request):
 
 
 @login_required
+def my_projects(request):
+    """Where a researcher (or anyone whose roles are in projects only) lands with several projects."""
+    return render(request, "projects/my_projects.html", {"projects": selectors.my_projects(user=request.user)})
+
+
+@login_required
 def project_detail(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
                                 pk=pk)
@@ -299,7 +305,10 @@ def quota_edit(request, pk: int):
     else:
         form = QuotaForm(initial=QuotaForm.initial_from(quota))
     context = {"quota": quota, "form": form, "warnings": warnings, "conflict": conflict, "saved": saved,
-               "can_change": can_change, "cluster": quota.pool.cluster}
+               "can_change": can_change, "cluster": quota.pool.cluster, "inline": bool(request.htmx)}
     if request.htmx:
-        return render(request, "projects/quota_edit.html#editor", context)
+        if saved:
+            # The grid's per-pool summary (Σ deserved, ratio) changes with the save: sent along, out of band.
+            context.update(selectors.quota_summary(user=request.user, cluster=quota.pool.cluster))
+        return render(request, "projects/quota_edit.html#inline", context)
     return render(request, "projects/quota_edit.html", context)

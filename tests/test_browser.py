@@ -204,7 +204,7 @@ def test_a_quota_that_breaks_a_rule_shows_the_message_in_place(page, org, users)
     org.cluster.limit_projects_to_department_quota = False
     org.cluster.save()
     editor.locator("button[type=submit]").click()
-    expect(cell.locator(".quota-editor .warning")).to_contain_text("more than the department's 0")
+    expect(cell.locator(".quota-editor .warning")).to_contain_text("above the department's 0")
     expect(cell.locator(".quota-editor .saved")).to_contain_text("Saved: 3 deserved GPUs.")
     quota.refresh_from_db()
     assert quota.gpu_deserved == 3

@@ -157,10 +157,10 @@ def test_pools_csv_and_projects_csv(client, org, users):
     ]
     rows = csv_of(client.get(reverse("project-list"), {"sort": "-name", "format": "csv"}))
     assert rows == [
-        ["Project", "Department", "Cluster", "Namespaces", "Deserved GPUs (all pools)", "Allocated GPUs", "Workloads",
-         "Over-quota allowed"],
-        ["rnd-b", "rnd", "lab", "runai-rnd-b", "0", "0", "0", "yes"],
-        ["rnd-a", "rnd", "lab", "runai-rnd-a", "0", "3", "1", "yes"],
+        ["Project", "Department", "Cluster", "Namespaces", "Deserved GPUs per pool", "Allocated GPUs per pool",
+         "Workloads", "Over-quota allowed"],
+        ["rnd-b", "rnd", "lab", "runai-rnd-b", "a100 0 · default 0", "a100 0 · default 0", "0", "yes"],
+        ["rnd-a", "rnd", "lab", "runai-rnd-a", "a100 0 · default 0", "a100 3 · default 0", "1", "yes"],
     ]
 
 

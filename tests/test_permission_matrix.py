@@ -78,6 +78,7 @@ MATRIX: dict[str, list[Case]] = {
                                  label="choose the enforcer")],
     # --- organisation (pages) ---
     "department-list": [Case(EVERYONE)],
+    "my-projects": [Case(EVERYONE)],  # each sees the projects it holds a role in, none else
     "department-create": [Case(SYSADMIN)],
     "department-detail": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "department-edit": [Case(SYSADMIN, pk("rnd")), Case(SYSADMIN, pk("ops"), label="other department")],

@@ -58,8 +58,9 @@ def test_department_managers_land_on_their_department(client, org, users, role):
     assert response.status_code == 302 and response.url == reverse("department-detail", args=[org.rnd.pk])
 
 
-@pytest.mark.parametrize("role", ["proj_admin", "researcher", "cluster_viewer"])
+@pytest.mark.parametrize("role", ["cluster_viewer"])
 def test_other_scoped_roles_land_on_their_clusters_overview(client, users, other, role):
+    # Roles in projects only land on their projects instead (tests/projects/test_landing.py).
     login(client, users, role)
     response = client.get(reverse("home"))
     assert first_column(response) == ["default", "a100"]

@@ -31,7 +31,7 @@ def test_put_with_the_current_etag_saves_and_returns_a_new_etag(api, org, users)
     a100 = next(e for e in response.json()["quotas"] if e["pool"] == org.a100.pk)
     assert (a100["gpu_deserved"], a100["rank"], a100["version"]) == ("1.50", 5, 2)
     # Over the department's own (zero) quota: saved, with the warning.
-    assert any("more than the department's 0" in w for w in response.json()["warnings"])
+    assert any("Projects of rnd now have 1.5 GPUs deserved in a100, above the department's 0." == w for w in response.json()["warnings"])
     [event] = AuditEvent.objects.filter(object_type="quota", action="update")
     assert (event.via, event.actor_name, event.after["gpu_deserved"]) == ("api", "rnd-admin", "1.50")
 

@@ -100,10 +100,8 @@ def test_projects_over_department_quota_is_a_warning_by_default(org):
     update(org.quota(org.rnd, org.default), gpu_deserved=4)
     update(org.quota(org.rnd_a, org.default), gpu_deserved=3)
     result = update(org.quota(org.rnd_b, org.default), gpu_deserved=2)
-    assert result.warnings == [
-        "Projects of department 'rnd' would have 5 GPUs of deserved GPU quota in pool 'default', more than the "
-        "department's 4."
-    ]
+    # Said in the present tense of what was saved, not "would".
+    assert result.warnings == ["Projects of rnd now have 5 GPUs deserved in default, above the department's 4."]
     assert org.quota(org.rnd_b, org.default).gpu_deserved == 2
 
 
@@ -126,7 +124,8 @@ def test_projects_over_department_quota_is_an_error_when_the_cluster_limits_them
 def test_lowering_a_department_below_its_projects_is_checked_too(org):
     update(org.quota(org.rnd, org.default), gpu_deserved=4)
     update(org.quota(org.rnd_a, org.default), gpu_deserved=4)
-    assert "more than the department's 2" in update(org.quota(org.rnd, org.default), gpu_deserved=2).warnings[0]
+    assert update(org.quota(org.rnd, org.default), gpu_deserved=2).warnings == [
+        "Projects of rnd now have 4 GPUs deserved in default, above the department's 2."]
     pool_services.cluster_update(actor=None, cluster=org.cluster, limit_projects_to_department_quota=True)
     with pytest.raises(ValidationError):
         update(org.quota(org.rnd, org.default), gpu_deserved=1)
@@ -142,7 +141,7 @@ def test_oversubscribing_a_pool_is_a_warning_and_allowed(org):
     assert update(org.quota(org.rnd, org.default), gpu_deserved=6).warnings == []
     result = update(org.quota(org.ops, org.default), gpu_deserved=4)
     assert result.warnings == [
-        "Departments' deserved GPU quota in pool 'default' adds up to 10, more than its 8 GPUs (over-subscription)."
+        "Departments now have 10 GPUs deserved in default, above its 8 ready GPUs (of 8): over-subscription ratio 1.25."
     ]
     assert org.quota(org.ops, org.default).gpu_deserved == 4
 
@@ -171,6 +170,33 @@ def test_department_floor_sums_its_projects(org):
 def test_preemptible_usage_does_not_set_a_floor(org):
     org.run("train", org.rnd_a, "v100-1", gpus=4, priority=50)
     assert update(org.quota(org.rnd_a, org.default), gpu_deserved=0).quota.gpu_deserved == 0
+
+
+def test_quota_below_what_a_project_runs_is_saved_with_a_warning(org):
+    update(org.quota(org.rnd, org.a100), gpu_deserved=8)
+    update(org.quota(org.rnd_a, org.a100), gpu_deserved=8)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=4, priority=50)
+    org.run("train-2", org.rnd_a, "a100-2", gpus=2, priority=75)
+    result = update(org.quota(org.rnd_a, org.a100), gpu_deserved=4)
+    assert result.quota.gpu_deserved == 4
+    assert result.warnings == [
+        "rnd-a runs 6 GPUs in a100, above its deserved 4: 2 GPUs are over quota and may be preempted."]
+    # At or above what it runs: nothing to say.
+    assert update(org.quota(org.rnd_a, org.a100), gpu_deserved=6).warnings == []
+
+
+def test_department_quota_below_what_its_projects_run_is_a_warning_too(org):
+    update(org.quota(org.rnd, org.a100), gpu_deserved=4)
+    org.run("train-a", org.rnd_a, "a100-1", gpus=4)
+    org.run("train-b", org.rnd_b, "a100-2", gpus=1)
+    assert update(org.quota(org.rnd, org.a100), gpu_deserved=4).warnings == [
+        "rnd runs 5 GPUs in a100, above its deserved 4: 1 GPU is over quota and may be preempted."]
+
+
+def test_limit_lower_than_the_ready_gpus_is_what_oversubscribes(org):
+    pool_services.pool_update(actor=None, pool=org.a100, gpu_limit=6)
+    assert update(org.quota(org.rnd, org.a100), gpu_deserved=7).warnings == [
+        "Departments now have 7 GPUs deserved in a100, above its GPU limit of 6."]
 
 
 def test_cpu_floor(org):

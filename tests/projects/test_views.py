@@ -43,10 +43,42 @@ def test_project_list_shows_namespaces_quota_and_workloads(client, org, users):
     services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=2)
     org.run("train-1", org.rnd_a, "a100-1", gpus=3)
     login(client, users, "sysadmin")
-    rows = table_rows(client.get(reverse("project-list"), {"department": org.rnd.pk, "sort": "name"}))
-    # project, department, cluster, namespaces, deserved, allocated, workloads, over-quota allowed
-    assert rows == [["rnd-a", "rnd", "lab", "runai-rnd-a", "2", "3", "1", "✔"],
-                    ["rnd-b", "rnd", "lab", "runai-rnd-b", "0", "0", "0", "✔"]]
+    from tests.pages import headers
+
+    response = client.get(reverse("project-list"), {"department": org.rnd.pk, "sort": "name"})
+    # project, department, cluster, namespaces, deserved per pool, allocated per pool, workloads, over-quota allowed
+    assert table_rows(response) == [
+        ["rnd-a", "rnd", "lab", "runai-rnd-a", "a100 2 · default 0", "a100 3 · default 0", "1", "✔"],
+        ["rnd-b", "rnd", "lab", "runai-rnd-b", "a100 0 · default 0", "a100 0 · default 0", "0", "✔"]]
+    assert headers(response)[4:6] == ["Deserved GPUs per pool", "Allocated GPUs per pool"]
+
+
+def test_lists_never_add_gpus_of_different_pools_into_one_number(client, org, users):
+    from projects import services
+    from tests.pages import csv_of
+
+    for owner, pool, gpus in [(org.rnd, org.a100, 4), (org.rnd, org.default, 6), (org.rnd_a, org.a100, 4),
+                              (org.rnd_a, org.default, 1), (org.rnd_b, org.default, 5)]:
+        services.quota_update(actor=None, quota=org.quota(owner, pool), expected_version=None, gpu_deserved=gpus)
+    org.run("train-a", org.rnd_a, "a100-1", gpus=3)
+    org.run("train-b", org.rnd_b, "v100-1", gpus=2)
+    org.run("train-c", org.rnd_a, "v100-2", gpus=1)
+    login(client, users, "rnd_admin")
+    departments = client.get(reverse("department-list"), {"sort": "name"})
+    # department, cluster, projects, deserved per pool, allocated per pool (its projects' pods), description
+    assert table_rows(departments) == [["rnd", "lab", "2", "a100 4 · default 6", "a100 3 · default 3", ""]]
+    projects = {r[0]: r[4:6] for r in table_rows(client.get(reverse("project-list"), {"sort": "name"}))}
+    assert projects == {"rnd-a": ["a100 4 · default 1", "a100 3 · default 1"],
+                        "rnd-b": ["a100 0 · default 5", "a100 0 · default 2"]}
+    # Exactly these cells: no cross-pool total (rnd's 10 deserved / 6 allocated) in any column.
+    assert "all pools" not in page_text(departments)
+    # The CSV says the same, per pool.
+    rows = csv_of(client.get(reverse("department-list"), {"sort": "name", "format": "csv"}))
+    assert rows[0][3:5] == ["Deserved GPUs per pool", "Allocated GPUs per pool"]
+    assert rows[1][3:5] == ["a100 4 · default 6", "a100 3 · default 3"]
+    rows = csv_of(client.get(reverse("project-list"), {"sort": "name", "format": "csv"}))
+    assert [r[4:6] for r in rows[1:]] == [["a100 4 · default 1", "a100 3 · default 1"],
+                                          ["a100 0 · default 5", "a100 0 · default 2"]]
 
 
 # --- Department pages ------------------------------------------------------------------------------

@@ -82,8 +82,7 @@ def test_projects_over_their_department_is_a_warning_shown_in_place(client, org,
     quota = org.quota(org.rnd_a, org.a100)
     login(client, users, "rnd_admin")
     page = text(editor_post(client, quota, gpu_deserved="3").content.decode())
-    assert ("Warning: Projects of department 'rnd' would have 3 GPUs of deserved GPU quota in pool 'a100', "
-            "more than the department's 0.") in page
+    assert "Warning: Projects of rnd now have 3 GPUs deserved in a100, above the department's 0." in page
     quota.refresh_from_db()
     assert quota.gpu_deserved == 3
 
@@ -132,7 +131,8 @@ def test_oversubscription_is_a_warning(client, org, users):
     quota = org.quota(org.rnd, org.a100)
     login(client, users, "sysadmin")
     page = text(editor_post(client, quota, gpu_deserved="10").content.decode())
-    assert "Warning: Departments' deserved GPU quota in pool 'a100' adds up to 10, more than its 8 GPUs" in page
+    assert ("Warning: Departments now have 10 GPUs deserved in a100, above its 8 ready GPUs (of 8): "
+            "over-subscription ratio 1.25.") in page
 
 
 def test_a_concurrent_change_is_reported_and_nothing_is_overwritten(client, org, users):
@@ -181,3 +181,115 @@ def test_grid_htmx_refresh(client, org, users):
     login(client, users, "sysadmin")
     response = htmx(client, reverse("quota-grid", args=[org.cluster.pk]))
     assert response.content.decode().lstrip().startswith('<div id="table"')
+
+
+# --- Capacity against quota, per pool, in the grid's head ----------------------------------------------
+
+def summary_of(html):
+    """The grid head's per-pool summary: {row label: [cell text per pool]} and the pools marked over-subscribed."""
+    head = re.search(r'<thead id="quota-summary"[^>]*>(.*?)</thead>', html, re.S)
+    assert head, "the grid has no per-pool summary"
+    rows = {}
+    for row in re.findall(r'<tr class="pool-summary"[^>]*>(.*?)</tr>', head.group(1), re.S):
+        cells = [text(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+        rows[cells[0]] = cells[1:]
+    marked = re.findall(r'<td class="num oversubscribed" data-pool="([^"]+)"', head.group(1))
+    return rows, marked
+
+
+def make_a100_2_not_ready(org):
+    from nodepools.emulator import make_node
+
+    org.nodes[3] = make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,
+                             labels={"gpu-type": "A100"}, ready=False)
+    org.load()
+
+
+def test_grid_head_shows_each_pools_ready_gpus_deserved_sum_and_ratio_marked_above_1(client, org, users):
+    from projects import services
+
+    make_a100_2_not_ready(org)
+    for owner, pool, gpus in [(org.rnd, org.a100, 3), (org.ops, org.a100, 2), (org.rnd, org.default, 4)]:
+        services.quota_update(actor=None, quota=org.quota(owner, pool), expected_version=None, gpu_deserved=gpus)
+    login(client, users, "rnd_viewer")  # sees only rnd's rows, yet the pool's facts are the pool's
+    rows, marked = summary_of(client.get(reverse("quota-grid", args=[org.cluster.pk])).content.decode())
+    # columns: default, a100
+    assert rows == {
+        "Ready / total GPUs": ["8 / 8", "4 / 8"],
+        "Departments' deserved GPUs (Σ)": ["4", "5"],
+        "Over-subscription (Σ deserved / ready)": ["0.5", "1.25 over-subscribed"],
+    }
+    assert marked == ["a100"]
+
+
+def test_a_pool_without_ready_gpus_but_with_quota_is_marked(client, org, users):
+    from nodepools.emulator import make_node
+    from projects import services
+
+    org.nodes[2] = make_node("a100-1", gpus=4, labels={"gpu-type": "A100"}, ready=False)
+    make_a100_2_not_ready(org)
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=1)
+    login(client, users, "sysadmin")
+    rows, marked = summary_of(client.get(reverse("quota-grid", args=[org.cluster.pk])).content.decode())
+    assert rows["Ready / total GPUs"] == ["8 / 8", "0 / 8"]
+    assert rows["Over-subscription (Σ deserved / ready)"] == ["0", "no ready GPUs over-subscribed"]
+    assert marked == ["a100"]
+
+
+def test_inline_save_sends_the_updated_summary_and_closing_keeps_it(client, org, users):
+    quota = org.quota(org.rnd, org.a100)
+    login(client, users, "sysadmin")
+    grid = reverse("quota-grid", args=[org.cluster.pk])
+    rows, marked = summary_of(client.get(grid).content.decode())
+    assert rows["Departments' deserved GPUs (Σ)"] == ["0", "0"] and marked == []
+
+    response = editor_post(client, quota, gpu_deserved="10")
+    html = response.content.decode()
+    # The editor (swapped into the cell) and, out of band, the grid's head with the new figures.
+    assert html.lstrip().startswith('<div class="quota-editor"')
+    assert '<template><thead id="quota-summary" hx-swap-oob="true">' in html
+    rows, marked = summary_of(html)
+    assert rows["Departments' deserved GPUs (Σ)"] == ["0", "10"]
+    assert rows["Over-subscription (Σ deserved / ready)"] == ["0", "1.25 over-subscribed"]
+    assert marked == ["a100"]
+    assert ("Warning: Departments now have 10 GPUs deserved in a100, above its 8 ready GPUs (of 8): "
+            "over-subscription ratio 1.25.") in text(html)
+
+    # "Close" refetches the grid region (the cell and the head), which still shows the new ratio.
+    close = re.search(r'<a href="([^"]+)" class="cancel" hx-get="([^"]+)" hx-target="#table"', html)
+    assert close and close.group(2) == grid
+    region = htmx(client, close.group(2)).content.decode()
+    assert region.lstrip().startswith('<div id="table"')
+    rows, marked = summary_of(region)
+    assert rows["Over-subscription (Σ deserved / ready)"] == ["0", "1.25 over-subscribed"] and marked == ["a100"]
+
+
+def test_opening_the_editor_or_a_refused_save_sends_no_summary(client, org, users):
+    quota = org.quota(org.rnd, org.a100)
+    login(client, users, "sysadmin")
+    opened = htmx(client, reverse("quota-edit", args=[quota.pk]), target=f"quota-{quota.pk}").content.decode()
+    assert "quota-summary" not in opened
+    refused = editor_post(client, quota, gpu_deserved="-1").content.decode()
+    assert "quota-summary" not in refused
+
+
+def test_read_only_editor_can_be_closed(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_viewer")
+    html = htmx(client, reverse("quota-edit", args=[quota.pk]), target=f"quota-{quota.pk}").content.decode()
+    assert 'class="cancel" hx-get="%s"' % reverse("quota-grid", args=[org.cluster.pk]) in html
+
+
+def test_warning_when_a_project_quota_is_set_below_what_it_runs(client, org, users):
+    from projects import services
+
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=8)
+    services.quota_update(actor=None, quota=org.quota(org.rnd_a, org.a100), expected_version=None, gpu_deserved=8)
+    org.run("train-1", org.rnd_a, "a100-1", gpus=4)
+    org.run("train-2", org.rnd_a, "a100-2", gpus=2)
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "rnd_admin")
+    page = text(editor_post(client, quota, gpu_deserved="4").content.decode())
+    assert "Saved: 4 deserved GPUs." in page
+    assert ("Warning: rnd-a runs 6 GPUs in a100, above its deserved 4: 2 GPUs are over quota and may be "
+            "preempted.") in page
