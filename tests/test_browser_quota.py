@@ -34,7 +34,7 @@ if not hasattr(_Server, "shared_instance"):
 def test_oversubscribing_a_pool_shows_the_warning_and_the_ratio_after_the_editor_closes(page, org, users):
     from playwright.sync_api import expect
 
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     # a100: two nodes of 4 GPUs, one not ready: 4 ready of 8.
     org.nodes[3] = make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,

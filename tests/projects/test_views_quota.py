@@ -198,7 +198,7 @@ def summary_of(html):
 
 
 def make_a100_2_not_ready(org):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes[3] = make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,
                              labels={"gpu-type": "A100"}, ready=False)
@@ -223,7 +223,7 @@ def test_grid_head_shows_each_pools_ready_gpus_deserved_sum_and_ratio_marked_abo
 
 
 def test_a_pool_without_ready_gpus_but_with_quota_is_marked(client, org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
     from projects import services
 
     org.nodes[2] = make_node("a100-1", gpus=4, labels={"gpu-type": "A100"}, ready=False)
