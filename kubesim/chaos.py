@@ -79,6 +79,8 @@ class ChaosMixin:
             while not stop.wait(interval):
                 try:
                     self.chaos_step(rng)
+                    # What the schedulers would report about their queues (KAI / Kueue), if any exist.
+                    self.report_queue_status()
                 except ApiError:
                     pass  # the object vanished meanwhile (e.g. deleted by a test): try again next tick
 

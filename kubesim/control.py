@@ -43,6 +43,7 @@ class ControlMixin:
             "start_chaos",
             "stop_chaos",
             "chaos_step",
+            "report_queue_status",
             "chaos_status",
             "not_ready_nodes",
             "create",

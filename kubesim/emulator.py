@@ -11,10 +11,11 @@ from collections import Counter
 from kubesim.chaos import ChaosMixin
 from kubesim.control import ControlMixin
 from kubesim.faults import FaultsMixin
+from kubesim.schedulers import SchedulerStatusMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
-class KubeEmulator(ControlMixin, ChaosMixin, FaultsMixin, Store):
+class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::

@@ -1,0 +1,179 @@
+"""A stand-in for the schedulers' status updaters: what KAI Scheduler and Kueue report about their queues.
+
+No scheduling happens here (pods are bound by whoever creates them, as everywhere in the emulator);
+only the status a real scheduler would write back is computed from the pods, so that a console reading
+it has something true to read:
+
+- KAI ``scheduling.run.ai/v2`` Queue ``status.allocated`` / ``allocatedNonPreemptible`` / ``requested``
+  (GPU in devices, CPU in millicpus, memory in megabytes, as ResourceList quantities), for leaf queues
+  from the pods labelled ``kai.scheduler/queue``, for parent queues the sum of their children.
+- Kueue ``kueue.x-k8s.io/v1beta2`` ClusterQueue ``status.pendingWorkloads`` / ``admittedWorkloads`` /
+  ``flavorsUsage[].resources[].{total, borrowed}``, from the pods labelled
+  ``kueue.x-k8s.io/queue-name`` (a LocalQueue of their namespace); a bound pod's flavor is its node's
+  ``flavor_label`` value.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubesim.resources import NODES, PODS
+from kubesim.util import Obj
+
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+GPU = "nvidia.com/gpu"
+NON_PREEMPTIBLE_FROM = 100
+_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": Decimal("0.001"), "k": 10**3, "M": 10**6,
+           "G": 10**9, "T": 10**12}
+
+
+def quantity(value: Any) -> Decimal:
+    text = str(value or "0")
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if text.endswith(suffix):
+            try:
+                return Decimal(text[: -len(suffix)]) * Decimal(_SUFFIX[suffix])
+            except InvalidOperation:
+                return Decimal(0)
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return Decimal(0)
+
+
+def _text(value: Decimal) -> str:
+    value = value.normalize()
+    return f"{value:f}"
+
+
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
+    """GPU devices, CPU millicores and memory bytes a pod asks for (app containers; limits stand in for
+    missing extended-resource requests)."""
+    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
+        out["cpu"] += quantity(requests.get("cpu")) * 1000
+        out["memory"] += quantity(requests.get("memory"))
+    return out
+
+
+def _active(pod: Obj) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
+
+
+class SchedulerStatusMixin:
+    """Part of :class:`kubesim.KubeEmulator`."""
+
+    #: The node label whose value names a pod's Kueue flavor (the console's pool label).
+    flavor_label = "console.gpu-capacity.io/node-pool"
+
+    def report_queue_status(self) -> int:
+        """Write the status KAI and Kueue would report for their queues; returns how many changed."""
+        pods = [p for p in self.list(PODS) if _active(p)]
+        return self._report_kai(pods) + self._report_kueue(pods)
+
+    def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
+        current = obj.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return 0
+        md = obj["metadata"]
+
+        def change(o: Obj) -> None:
+            o.setdefault("status", {}).update(status)
+
+        self.update(resource, md["name"], change, md.get("namespace") or "", subresource="status")
+        return 1
+
+    def _report_kai(self, pods: list[Obj]) -> int:
+        queues = self.list("queues.scheduling.run.ai")
+        if not queues:
+            return 0
+        sums: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(
+            lambda: {k: defaultdict(Decimal) for k in ("allocated", "allocatedNonPreemptible", "requested")})
+        for pod in pods:
+            queue = ((pod.get("metadata") or {}).get("labels") or {}).get(KAI_QUEUE_LABEL)
+            if not queue:
+                continue
+            asks = pod_requests(pod)
+            kai = {"nvidia.com/gpu": asks[GPU], "cpu": asks["cpu"], "memory": (asks["memory"] / 10**6)}
+            bound = bool((pod.get("spec") or {}).get("nodeName"))
+            non_preemptible = int((pod.get("spec") or {}).get("priority") or 0) >= NON_PREEMPTIBLE_FROM
+            for name, value in kai.items():
+                sums[queue]["requested"][name] += value
+                if bound:
+                    sums[queue]["allocated"][name] += value
+                    if non_preemptible:
+                        sums[queue]["allocatedNonPreemptible"][name] += value
+        parents = {q["metadata"]["name"]: (q.get("spec") or {}).get("parentQueue") for q in queues}
+        totals: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(
+            lambda: {k: defaultdict(Decimal) for k in ("allocated", "allocatedNonPreemptible", "requested")})
+        for queue, figures in list(sums.items()):
+            seen = set()
+            while queue and queue not in seen:  # a queue and every ancestor
+                seen.add(queue)
+                for field, values in figures.items():
+                    for name, value in values.items():
+                        totals[queue][field][name] += value
+                queue = parents.get(queue)
+        changed = 0
+        for q in queues:
+            figures = totals.get(q["metadata"]["name"])
+            status = {field: {name: _text((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
+                              for name in ("nvidia.com/gpu", "cpu", "memory")}
+                      for field in ("allocated", "allocatedNonPreemptible", "requested")}
+            status["childQueues"] = sorted(n for n, parent in parents.items() if parent == q["metadata"]["name"])
+            changed += self._set_status("queues.scheduling.run.ai", q, status)
+        return changed
+
+    def _report_kueue(self, pods: list[Obj]) -> int:
+        cluster_queues = self.list("clusterqueues.kueue.x-k8s.io")
+        if not cluster_queues:
+            return 0
+        local = {(lq["metadata"].get("namespace"), lq["metadata"]["name"]): (lq.get("spec") or {}).get("clusterQueue")
+                 for lq in self.list("localqueues.kueue.x-k8s.io")}
+        flavor_of = {n["metadata"]["name"]: ((n["metadata"].get("labels") or {}).get(self.flavor_label) or "")
+                     for n in self.list(NODES)}
+        usage: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(Decimal)))
+        pending: dict[str, int] = defaultdict(int)
+        admitted: dict[str, int] = defaultdict(int)
+        for pod in pods:
+            md = pod.get("metadata") or {}
+            queue = local.get((md.get("namespace"), (md.get("labels") or {}).get(KUEUE_QUEUE_LABEL)))
+            if not queue:
+                continue
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node:
+                pending[queue] += 1
+                continue
+            admitted[queue] += 1
+            for name, value in pod_requests(pod).items():
+                usage[queue][flavor_of.get(node, "")][name] += value
+        changed = 0
+        for cq in cluster_queues:
+            name = cq["metadata"]["name"]
+            nominal: dict[tuple[str, str], Decimal] = {}
+            flavors: list[str] = []
+            for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+                for flavor in group.get("flavors") or []:
+                    flavors.append(flavor["name"])
+                    for res in flavor.get("resources") or []:
+                        nominal[(flavor["name"], res["name"])] = quantity(res.get("nominalQuota"))
+            flavors_usage = []
+            for flavor in flavors:
+                used = usage[name].get(flavor, {})
+                resources = []
+                for res in (GPU, "cpu", "memory"):
+                    total = used.get(res, Decimal(0))
+                    if res == "cpu":
+                        total = total / 1000
+                    borrowed = max(total - nominal.get((flavor, res), Decimal(0)), Decimal(0))
+                    resources.append({"name": res, "total": _text(total), "borrowed": _text(borrowed)})
+                flavors_usage.append({"name": flavor, "resources": resources})
+            status = {"pendingWorkloads": pending.get(name, 0), "reservingWorkloads": admitted.get(name, 0),
+                      "admittedWorkloads": admitted.get(name, 0), "flavorsUsage": flavors_usage}
+            changed += self._set_status("clusterqueues.kueue.x-k8s.io", cq, status)
+        return changed

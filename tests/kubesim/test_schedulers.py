@@ -1,0 +1,60 @@
+"""The schedulers' stand-in writes the queue status KAI Scheduler and Kueue would report."""
+from __future__ import annotations
+
+from kubesim import make_node, make_pod
+
+
+def kai_queue(name, parent=None, pool="a100"):
+    spec = {"resources": {"gpu": {"quota": 4, "limit": -1, "overQuotaWeight": 1}}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"metadata": {"name": name, "labels": {"console.gpu-capacity.io/node-pool": pool}}, "spec": spec}
+
+
+def gpu_pod(name, namespace, *, node=None, gpus=1, priority=50, labels=None, phase="Running"):
+    return make_pod(name, namespace, node=node, priority=priority, labels=labels, phase=phase,
+                    containers=[{"name": "main", "requests": {"nvidia.com/gpu": str(gpus), "cpu": "2", "memory": "4Gi"}}])
+
+
+def test_kai_queue_status_sums_leaf_pods_and_rolls_up_to_the_parent(sim):
+    sim.load([make_node("n1", gpus=8, labels={"console.gpu-capacity.io/node-pool": "a100"})], [
+        gpu_pod("train", "runai-vision", node="n1", gpus=2, labels={"kai.scheduler/queue": "vision.a100"}),
+        gpu_pod("serve", "runai-vision", node="n1", gpus=1, priority=125, labels={"kai.scheduler/queue": "vision.a100"}),
+        gpu_pod("waits", "runai-vision", gpus=4, labels={"kai.scheduler/queue": "vision.a100"}, phase="Pending"),
+        gpu_pod("done", "runai-vision", node="n1", gpus=3, labels={"kai.scheduler/queue": "vision.a100"},
+                phase="Succeeded"),
+    ])
+    sim.create("queues.scheduling.run.ai", kai_queue("department.rnd.a100"))
+    sim.create("queues.scheduling.run.ai", kai_queue("vision.a100", parent="department.rnd.a100"))
+    assert sim.report_queue_status() == 2
+    leaf = sim.get("queues.scheduling.run.ai", "vision.a100")["status"]
+    assert leaf["allocated"] == {"nvidia.com/gpu": "3", "cpu": "4000", "memory": "8589.935"}
+    assert leaf["allocatedNonPreemptible"]["nvidia.com/gpu"] == "1"
+    assert leaf["requested"]["nvidia.com/gpu"] == "7"
+    parent = sim.get("queues.scheduling.run.ai", "department.rnd.a100")["status"]
+    assert parent["allocated"]["nvidia.com/gpu"] == "3" and parent["childQueues"] == ["vision.a100"]
+    # Nothing changed: nothing is written again.
+    assert sim.report_queue_status() == 0
+
+
+def test_kueue_cluster_queue_status_counts_workloads_and_borrowing_per_flavor(sim):
+    sim.load([make_node("n1", gpus=8, labels={"console.gpu-capacity.io/node-pool": "a100"})], [
+        gpu_pod("a", "runai-vision", node="n1", gpus=4, labels={"kueue.x-k8s.io/queue-name": "vision"}),
+        gpu_pod("b", "runai-vision", node="n1", gpus=2, labels={"kueue.x-k8s.io/queue-name": "vision"}),
+        gpu_pod("c", "runai-vision", gpus=1, labels={"kueue.x-k8s.io/queue-name": "vision"}, phase="Pending"),
+    ])
+    sim.create("resourceflavors.kueue.x-k8s.io", {"metadata": {"name": "a100"}, "spec": {}})
+    sim.create("clusterqueues.kueue.x-k8s.io", {"metadata": {"name": "vision"}, "spec": {
+        "cohortName": "rnd",
+        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu", "memory"], "flavors": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"},
+                                           {"name": "cpu", "nominalQuota": "64"},
+                                           {"name": "memory", "nominalQuota": "256Gi"}]}]}]}})
+    sim.create("localqueues.kueue.x-k8s.io", {"metadata": {"name": "vision", "namespace": "runai-vision"},
+                                              "spec": {"clusterQueue": "vision"}})
+    sim.report_queue_status()
+    status = sim.get("clusterqueues.kueue.x-k8s.io", "vision")["status"]
+    assert status["pendingWorkloads"] == 1 and status["admittedWorkloads"] == 2
+    gpu = status["flavorsUsage"][0]["resources"][0]
+    assert status["flavorsUsage"][0]["name"] == "a100"
+    assert gpu == {"name": "nvidia.com/gpu", "total": "6", "borrowed": "2"}
