@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from console import security
+from console import health, security
 
 from nodepools import views as nodepool_views
 
@@ -22,4 +22,8 @@ urlpatterns = [
     path("", include("audit.urls")),
     # REST API and its OpenAPI description.
     path("", include("console.api_urls")),
+    # Probes and Prometheus (answered by console.health.OpsMiddleware before host checks; named here).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
 ]
