@@ -227,3 +227,15 @@ if LOG_FORMAT == "json":
     for _handler in LOGGING["handlers"].values():
         if _handler.get("class") == "logging.StreamHandler" or "formatter" in _handler:
             _handler["formatter"] = "json"
+
+# --- Single sign-on through OpenID Connect (accounts/oidc.py; docs/production.md) ---------------------
+# Off while OIDC_ISSUER or OIDC_CLIENT_ID is unset. The client secret is read from a file (a mounted Secret).
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "")
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET_FILE = os.environ.get("OIDC_CLIENT_SECRET_FILE", "")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "openid profile email")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "single sign-on")
+# LOCAL_LOGIN=0 hides the password form and refuses passwords (API tokens still work).
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
