@@ -102,10 +102,11 @@ def client(cfg: OidcConfig | None = None):
         return app
 
 
-def metadata(app) -> dict:
+def metadata(app, cfg: OidcConfig) -> dict:
+    """The provider's discovery document, which must name the configured issuer (OIDC Discovery §4.3)."""
     data = app.load_server_metadata()
     issuer = data.get("issuer")
-    configured = app.server_metadata_url.removesuffix("/.well-known/openid-configuration")
+    configured = cfg.issuer
     if issuer is None or issuer.rstrip("/") != configured.rstrip("/"):
         from accounts.services import SignInRefused
 

@@ -112,9 +112,9 @@ def _refusal(exc: Exception) -> str:
     if isinstance(exc, (jose.InvalidClaimError, jose.MissingClaimError)):
         claim = getattr(exc, "claim", "") or str(exc)
         words = {"iss": "the identity token comes from an unknown issuer (iss)",
-                 "aud": "the identity token was issued for another client (aud)",
+                 "aud": "the identity token was issued for another client (aud/azp)",
                  "nonce": "the identity token does not answer this sign-in (nonce)",
-                 "azp": "the identity token was issued for another client (azp)"}
+                 "azp": "the identity token was issued for another client (aud/azp)"}
         return words.get(claim, f"the identity token's claim {claim!r} is not valid") + "."
     if isinstance(exc, jose.BadSignatureError):
         return "the identity token's signature does not match the provider's keys."
@@ -135,10 +135,13 @@ def oidc_login(request):
         raise Http404("Single sign-on is not configured.")
     request.session[NEXT_KEY] = _safe_next(request, request.GET.get("next"))
     try:
-        app = oidc.client()
-        oidc.metadata(app)
+        cfg = oidc.config()
+        app = oidc.client(cfg)
+        oidc.metadata(app, cfg)
         return app.authorize_redirect(request, request.build_absolute_uri(reverse("oidc-callback")))
     except Exception as exc:
+        if not isinstance(exc, SignInRefused):
+            logger.info("single sign-on error", exc_info=True)
         return sign_in_failed(request, _refusal(exc), status=502 if not isinstance(exc, SignInRefused) else 400)
 
 
@@ -149,7 +152,7 @@ def oidc_callback(request):
     try:
         cfg = oidc.config()
         app = oidc.client(cfg)
-        data = oidc.metadata(app)
+        data = oidc.metadata(app, cfg)
         token = app.authorize_access_token(request)
         claims = token.get("userinfo")
         if not claims or "id_token" not in token:
@@ -180,8 +183,9 @@ def logout_view(request):
     login_url = request.build_absolute_uri(reverse(settings.LOGOUT_REDIRECT_URL))
     if id_token and oidc.enabled():
         try:
-            app = oidc.client()
-            end_session = oidc.metadata(app).get("end_session_endpoint")
+            cfg = oidc.config()
+            app = oidc.client(cfg)
+            end_session = oidc.metadata(app, cfg).get("end_session_endpoint")
         except Exception:
             logger.warning("single sign-on provider unreachable at log-out; ended the console's session only")
             end_session = None
