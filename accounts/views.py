@@ -192,5 +192,10 @@ def logout_view(request):
         if end_session:
             params = {"id_token_hint": id_token, "post_logout_redirect_uri": login_url, "client_id": app.client_id}
             separator = "&" if "?" in end_session else "?"
-            return redirect(end_session + separator + urlencode(params))
+            # A page that moves on by itself rather than a redirect: the log-out form's redirect to another
+            # origin would be blocked by the Content-Security-Policy's form-action 'self'.
+            response = render(request, "account/logged_out.html",
+                              {"end_session_url": end_session + separator + urlencode(params)})
+            response["Cache-Control"] = "no-store"
+            return response
     return redirect(login_url)

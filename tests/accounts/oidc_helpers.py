@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -47,8 +48,9 @@ class RealProvider:
         self.issuer = f"{self.url}/o"
         key = workdir / "idp-rs256.pem"
         key.write_text(rsa_private_pem())
+        self.admin_token = secrets.token_urlsafe(16)
         self.env = {**os.environ, "IDP_DB": str(workdir / "idp.sqlite3"), "IDP_RSA_KEY_FILE": str(key),
-                    "PYTHONPATH": str(PROVIDER_DIR)}
+                    "IDP_ADMIN_TOKEN": self.admin_token, "PYTHONPATH": str(PROVIDER_DIR)}
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
         self.process = None
 
@@ -84,7 +86,11 @@ class RealProvider:
         self.manage(*args)
 
     def user(self, username: str, password: str, groups: list[str], email: str = "") -> None:
-        self.manage("idp_user", username, "--password", password, "--groups", ",".join(groups), "--email", email)
+        """Create or update a user of the provider with these groups (through its test-admin endpoint)."""
+        body = json.dumps({"username": username, "password": password, "groups": groups, "email": email}).encode()
+        request = urllib.request.Request(f"{self.url}/test-admin/user", data=body, method="POST", headers={
+            "Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10).read()
 
     def stop(self) -> None:
         if self.process is not None:
