@@ -291,3 +291,13 @@ def test_sso_off_without_issuer_local_login_as_today(client, settings):
     assert client.get(reverse("oidc-login")).status_code == 404
     response = client.post(reverse("login"), {"username": "bob", "password": "bob-password-1"})
     assert response.status_code == 302 and signed_in(client)
+
+
+@pytest.mark.django_db
+def test_token_signed_with_the_client_secret_hs256_is_refused(client, sso):
+    from joserfc.jwk import OctKey
+
+    query = begin(client)
+    sso.next_id_token = jwt.encode({"alg": "HS256"}, claims_for(sso, query["nonce"]), OctKey.import_key(SECRET))
+    response = client.get(reverse("oidc-callback"), {"code": "c", "state": query["state"]})
+    assert_refused(response, client, "the identity token is signed with 'HS256'")
