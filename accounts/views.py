@@ -198,4 +198,4 @@ def logout_view(request):
                               {"end_session_url": end_session + separator + urlencode(params)})
             response["Cache-Control"] = "no-store"
             return response
-    return redirect(login_url)
+    return redirect(settings.LOGOUT_REDIRECT_URL)

@@ -260,7 +260,7 @@ def test_logout_without_end_session_endpoint_ends_the_console_session(client, se
         finish(client, fake, signing_key, begin(client))
         assert signed_in(client)
         response = client.post(reverse("logout"))
-        assert response["Location"] == "http://testserver/login/" and not signed_in(client)
+        assert response["Location"] == reverse("login") and not signed_in(client)
     finally:
         fake.stop()
 
