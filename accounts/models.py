@@ -32,3 +32,23 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked is None
+
+
+class OidcIdentity(models.Model):
+    """A user signed in through single sign-on: the provider's (issuer, subject) pair, which never
+    changes, links to one console user (user names at a provider may be renamed or reused)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created = models.DateTimeField(auto_now_add=True)
+    last_login = models.DateTimeField(null=True, blank=True)
+    # The provider's groups at the last sign-in, as received (for the audit trail and support).
+    groups = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")]
+        verbose_name = "single sign-on identity"
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

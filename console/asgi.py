@@ -15,11 +15,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from console.metrics import WebsocketMetricsMiddleware  # noqa: E402
 from nodepools.consumers import LiveConsumer  # noqa: E402
 
 websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "websocket": WebsocketMetricsMiddleware(
+        AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    ),
 })

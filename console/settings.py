@@ -214,3 +214,29 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Operations (console/health.py, console/metrics.py, console/jsonlog.py; docs/production.md) -------
+# /healthz, /readyz and /metrics are answered first, before the HTTPS redirect and the host check: the
+# kubelet and Prometheus call a pod by its IP over plain HTTP. Every other request is timed.
+MIDDLEWARE.insert(0, "console.health.OpsMiddleware")
+# A file holding the bearer token Prometheus sends to /metrics; unset, /metrics refuses everyone (403).
+METRICS_TOKEN_FILE = os.environ.get("METRICS_TOKEN_FILE", "")
+# LOG_FORMAT=json: one JSON object a line (timestamp, level, logger, message, path/status, exception).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
+if LOG_FORMAT == "json":
+    LOGGING["formatters"]["json"] = {"()": "console.jsonlog.JsonFormatter"}
+    for _handler in LOGGING["handlers"].values():
+        if _handler.get("class") == "logging.StreamHandler" or "formatter" in _handler:
+            _handler["formatter"] = "json"
+
+# --- Single sign-on through OpenID Connect (accounts/oidc.py; docs/production.md) ---------------------
+# Off while OIDC_ISSUER or OIDC_CLIENT_ID is unset. The client secret is read from a file (a mounted Secret).
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "")
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET_FILE = os.environ.get("OIDC_CLIENT_SECRET_FILE", "")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "openid profile email")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "single sign-on")
+# LOCAL_LOGIN=0 hides the password form and refuses passwords (API tokens still work).
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)

@@ -1,16 +1,17 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from console import security
+from accounts import views as account_views
+from console import health
 
 from nodepools import views as nodepool_views
 
 urlpatterns = [
     path("", nodepool_views.home, name="home"),
-    path("login/", security.ThrottledLoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Password form and single sign-on (accounts/oidc.py); log-out also ends the provider's session.
+    path("login/", account_views.LoginView.as_view(), name="login"),
+    path("logout/", account_views.logout_view, name="logout"),
     # One login form for everything, so that its throttling cannot be bypassed through the admin's.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True), name="admin-login-redirect"),
     path("admin/", admin.site.urls),
@@ -23,4 +24,8 @@ urlpatterns = [
     path("", include("enforcers.urls")),
     # REST API and its OpenAPI description.
     path("", include("console.api_urls")),
+    # Probes and Prometheus (answered by console.health.OpsMiddleware before host checks; named here).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
 ]

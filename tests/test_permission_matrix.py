@@ -36,6 +36,7 @@ class Case:
     label: str = ""
     data: Callable[["World"], dict] = lambda w: {}   # query (GET) or form (POST)
     to_login: bool = False                   # sends everyone to the login page by design
+    anonymous: str | None = None             # what anonymous gets when not the default (machine endpoints)
 
 
 @dataclass
@@ -60,6 +61,13 @@ MATRIX: dict[str, list[Case]] = {
     "logout": [Case(NOBODY, method="post", to_login=True)],
     "admin-login-redirect": [Case(NOBODY, to_login=True)],
     "account-tokens": [Case(EVERYONE)],
+    # Single sign-on: 404 while OIDC is not configured, as here (flows: tests/accounts/test_oidc.py).
+    "oidc-login": [Case(NOBODY, anonymous="denied", label="SSO off")],
+    "oidc-callback": [Case(NOBODY, anonymous="denied", label="SSO off")],
+    # Probes and Prometheus: the probes are public; /metrics only with its bearer token (tests/test_health.py).
+    "healthz": [Case(EVERYONE, public=True)],
+    "readyz": [Case(EVERYONE, public=True)],
+    "metrics": [Case(NOBODY, anonymous="denied", label="no metrics token")],
     "account-token-revoke": [Case(SYSADMIN, pk("sysadmin_token"), method="post", label="the sysadmin's own token")],
     "table-columns": [Case(EVERYONE, lambda w: {"table": "nodes"}, method="post")],
     # --- clusters, pools, nodes (pages) ---
@@ -236,7 +244,7 @@ def test_permission_matrix(name, world, client):
     for case in MATRIX[name]:
         client.logout()
         url, got = call(client, name, case, world)
-        expected = "allowed" if case.public and not case.to_login else "login"
+        expected = case.anonymous or ("allowed" if case.public and not case.to_login else "login")
         if got != expected:
             wrong.append(f"anonymous {case.method.upper()} {url}: expected {expected}, got {got}")
         for role in ROLES:

@@ -12,6 +12,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from console.metrics import add_sync_server_arguments, start_sync_server_from_options
 from nodepools.sync import SyncOptions, run_clusters
 
 logger = logging.getLogger("nodepools.sync")
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         for field in dataclasses.fields(SyncOptions):
             parser.add_argument("--" + field.name.replace("_", "-"), type=type(getattr(defaults, field.name)),
                                 default=getattr(defaults, field.name), help=f"(default {getattr(defaults, field.name)})")
+        add_sync_server_arguments(parser)  # --metrics-port: /metrics and /readyz of this process
 
     def handle(self, *args, clusters=None, **options):
         # A long-running writer: no per-query debug logging (it costs more than the writes themselves).
@@ -40,6 +42,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        start_sync_server_from_options(options)
         logger.info("sync started%s", f" for {', '.join(clusters)}" if clusters else "")
         run_clusters(stop, SyncOptions(**values), clusters)
         logger.info("sync stopped")

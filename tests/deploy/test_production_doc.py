@@ -1,0 +1,38 @@
+"""docs/production.md: every test it names as exercising a step exists, and its commands use the
+objects and paths the manifests define."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+DOC = (REPO / "docs" / "production.md").read_text()
+
+
+def test_every_test_the_doc_names_exists():
+    references = re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", DOC)
+    assert len(references) >= 15
+    for path, name in references:
+        source = REPO / path
+        assert source.exists(), f"docs/production.md names {path}, which does not exist"
+        if name:
+            functions = {node.name for node in ast.walk(ast.parse(source.read_text()))
+                         if isinstance(node, ast.FunctionDef)}
+            assert name in functions, f"docs/production.md names {path}::{name}, which does not exist"
+
+
+def test_every_step_has_its_test_in_a_comment():
+    blocks = re.findall(r"```sh\n(.*?)```", DOC, re.S)
+    assert blocks
+    for block in blocks:
+        commands = [line for line in block.splitlines() if line.startswith(("kubectl", "podman", "python3"))]
+        assert commands and "tests/" in block, f"a step without its test: {block}"
+
+
+def test_doc_commands_name_the_manifests_objects():
+    manifests = "\n".join(p.read_text() for p in (REPO / "deploy").rglob("*.yaml"))
+    for name in set(re.findall(r"(?:deployment|job|secret generic)/?\s?(gpu-console-[a-z-]+)", DOC)):
+        assert name in manifests, f"docs/production.md uses {name}, which deploy/ does not define or mount"
+    assert "kubectl apply -k deploy/overlays/" in DOC
+    assert "/etc/console/kubeconfigs" in manifests and "/etc/console/kubeconfigs/prod-east" in DOC
