@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from nodepools.kube import CONSOLE_POOL_LABEL
+
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-capacity-console"
-# The console's own pool label: stamped on every node from the membership it computes, so that a
-# scheduler can select a pool by one key whatever label the pool is defined by.
-POOL_LABEL = "console.gpu-capacity.io/node-pool"
+POOL_LABEL = CONSOLE_POOL_LABEL
 OWNER_LABEL = "console.gpu-capacity.io/owner"  # "department.<name>" or "project.<name>"
 
 KAI_QUEUE = ("scheduling.run.ai", "v2", "queues", "Queue")

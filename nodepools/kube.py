@@ -131,6 +131,10 @@ def parse_quantity(value: Any) -> Decimal:
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# The console's own pool label: stamped on every node from the membership the console computes (when
+# an enforcer is on), so that a scheduler selects a pool by one key, whatever label defines the pool.
+CONSOLE_POOL_LABEL = "console.gpu-capacity.io/node-pool"
+
 
 @dataclass(frozen=True)
 class Resources:

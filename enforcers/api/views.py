@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from enforcers import services
 from enforcers.api import serializers as s
 from enforcers.models import SchedulerQueue
-from enforcers.waiting import waiting_requests
+from projects.waiting import waiting_requests
 from nodepools.models import Cluster
 from projects.models import Department, Project
 

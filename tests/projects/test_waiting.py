@@ -5,7 +5,7 @@ from decimal import Decimal as D
 
 import pytest
 
-from enforcers.waiting import Owner, PoolFacts, explain, waiting_requests
+from projects.waiting import Owner, PoolFacts, explain, waiting_requests
 
 POOL = PoolFacts("a100", nodes=((D(8), D(0)), (D(8), D(2))),
                  borrowers=(("project", "team-nlp", D(6)), ("department", "rnd", D(4))))

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-PREEMPTIBLE_BELOW = 100
+from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+
 
 
 @dataclass(frozen=True)
@@ -115,13 +116,11 @@ class _Facts:
 
 
 def _pool_of(pod_selector: dict, pod_labels: dict, pools: list, default_id: int | None) -> int | None:
-    from enforcers.desired import POOL_LABEL
-
     by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
     by_name = {p.name: p.pk for p in pools}
     selector = pod_selector or {}
-    if selector.get(POOL_LABEL) in by_name:
-        return by_name[selector[POOL_LABEL]]
+    if selector.get(CONSOLE_POOL_LABEL) in by_name:
+        return by_name[selector[CONSOLE_POOL_LABEL]]
     queue = (pod_labels or {}).get("kai.scheduler/queue", "")
     if "." in queue and queue.rsplit(".", 1)[1] in by_name:
         return by_name[queue.rsplit(".", 1)[1]]
