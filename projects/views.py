@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from console.exceptions import ConcurrentUpdate
 from nodepools.models import NodePool
 from nodepools.selectors import cluster_list
+from projects.waiting import waiting_requests
 from projects import selectors, services
 from access.rules import Role, ScopeType, is_system_admin, user_can
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
@@ -49,6 +50,7 @@ def department_detail(request, pk: int):
     return render(request, "projects/department_detail.html", {
         "department": department,
         "summaries": selectors.department_summary(user=request.user, department=department),
+        "waiting": waiting_requests(user=request.user, department=department),
         "members": selectors.members_list(user=request.user, department=department),
         "can_manage_members": user_can(request.user, department, "manage_members"),
         "can_edit": is_system_admin(request.user),
@@ -121,6 +123,7 @@ def project_detail(request, pk: int):
     return render(request, "projects/project_detail.html", {
         "project": project,
         "summary": selectors.project_summary(user=request.user, project=project),
+        "waiting": waiting_requests(user=request.user, project=project),
         "members": selectors.members_list(user=request.user, project=project),
         "namespaces": project.namespaces.all(),
         "priority": priority,

@@ -86,3 +86,29 @@ def test_waiting_requests_read_the_clusters_pending_pods(org, users):
     assert waiting_requests(user=users["researcher"], department=org.ops) == []
     by_department = waiting_requests(user=users["rnd_viewer"], department=org.rnd)
     assert {r.name for r in by_department} == {"waits", "too-big"}
+
+
+@pytest.mark.django_db
+def test_the_project_and_department_pages_say_why_work_waits(org, users, client):
+    org.run("too-big", org.rnd_a, None, gpus=8, phase="Pending")
+    org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
+    org.load()
+    client.force_login(users["researcher"])
+    page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
+    assert "Why is it waiting?" in page and "runai-rnd-a/too-big" in page
+    assert "No node can fit it: the largest Ready node of a100 has 4 GPUs" in page
+    client.force_login(users["rnd_viewer"])
+    page = client.get(f"/departments/{org.rnd.pk}/").content.decode()
+    assert "runai-rnd-a/too-big" in page
+    client.force_login(users["cluster_viewer"])
+    assert "runai-rnd-a/too-big" not in client.get(f"/departments/{org.ops.pk}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_api_says_why_work_waits_to_those_who_may_see_it(org, users, api):
+    org.run("too-big", org.rnd_a, None, gpus=8, phase="Pending")
+    org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
+    org.load()
+    rows = api(users["researcher"]).get(f"/api/v1/projects/{org.rnd_a.pk}/waiting").json()
+    assert [(r["name"], r["reason"], r["pool"]) for r in rows] == [("too-big", "no_node_fits", "a100")]
+    assert api(users["researcher"]).get(f"/api/v1/projects/{org.ops_a.pk}/waiting").status_code == 404
