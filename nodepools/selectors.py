@@ -311,7 +311,9 @@ def capacity_preview(
     after = [replace if replace is not None and p.pk == replace.pk else p for p in before]
     if add is not None:
         after.append(add)
-    nodes = list(Node.objects.restrict(user, "view").filter(cluster=cluster)
+    # The system itself (user None) sees every node; anyone else what restrict() allows.
+    visible = Node.objects.all() if user is None else Node.objects.restrict(user, "view")
+    nodes = list(visible.filter(cluster=cluster)
                  .values_list("pk", "name", "labels", "status", "gpu_allocatable"))
     was = _membership(before, {pk: node_labels for pk, _, node_labels, _, _ in nodes})
     will = _membership(after, {pk: labels.get(pk, node_labels) for pk, _, node_labels, _, _ in nodes})

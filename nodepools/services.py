@@ -123,17 +123,64 @@ def pool_create(
     return pool
 
 
+def pool_create_preview(
+    *,
+    actor: Any,
+    cluster: Cluster,
+    name: str,
+    label_key: str,
+    label_value: str,
+    description: str = "",
+    gpu_placement: str = PlacementStrategy.BINPACK,
+    cpu_placement: str = PlacementStrategy.BINPACK,
+    gpu_limit: int | None = None,
+):
+    """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
+    quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
+    _require_system_admin(actor, "add node pools")
+    from nodepools.selectors import capacity_preview
+
+    pool = NodePool(
+        cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
+        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
+    )
+    pool.full_clean()
+    return capacity_preview(user=actor, cluster=cluster, add=pool)
+
+
+def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
+    """What this change of the pool would move, or None when it keeps the pool's label (nothing moves).
+    The same checks as `pool_update`, nothing written."""
+    import copy
+
+    _require_system_admin(actor, "change node pools")
+    from nodepools.selectors import capacity_preview
+
+    _pool_changes_check(pool, changes)
+    if not any(changes.get(f, getattr(pool, f)) != getattr(pool, f) for f in ("label_key", "label_value")):
+        return None
+    changed = copy.copy(pool)
+    for field, value in changes.items():
+        setattr(changed, field, value)
+    changed.full_clean()
+    return capacity_preview(user=actor, cluster=pool.cluster, replace=changed)
+
+
+def _pool_changes_check(pool: NodePool, changes: dict[str, Any]) -> None:
+    unknown = set(changes) - POOL_EDITABLE
+    if pool.is_default:
+        unknown |= {"name", "label_key", "label_value"} & set(changes)
+    if unknown:
+        raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
+
+
 POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placement", "cpu_placement", "gpu_limit"}
 
 
 @transaction.atomic
 def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
     _require_system_admin(actor, "change node pools")
-    unknown = set(changes) - POOL_EDITABLE
-    if pool.is_default:
-        unknown |= {"name", "label_key", "label_value"} & set(changes)
-    if unknown:
-        raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
+    _pool_changes_check(pool, changes)
     relabel = any(field in changes for field in ("label_key", "label_value"))
     before = snapshot(pool)
     for field, value in changes.items():
