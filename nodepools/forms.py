@@ -3,20 +3,15 @@ from __future__ import annotations
 
 from django import forms
 
-from nodepools.models import (
-    Cluster, NodePool, PlacementStrategy, validate_dns1123_label, validate_label_key, validate_label_value,
-)
+from nodepools.models import Cluster, NodePool, PlacementStrategy
 
 
 class PoolForm(forms.Form):
-    # No max_length here: a browser would cut a 64th character off silently (maxlength); the server
-    # says what is wrong, in the Kubernetes API server's words.
-    name = forms.CharField(validators=[validate_dns1123_label],
-                           help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
-    label_key = forms.CharField(validators=[validate_label_key],
-                                help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
-    label_value = forms.CharField(required=False, validators=[validate_label_value],
-                                  help_text="Node label value, e.g. A100.")
+    # No max_length here: a browser would cut a 64th character off silently (maxlength); the service
+    # says what is wrong, in the Kubernetes API server's words, naming the field.
+    name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    label_key = forms.CharField(help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
+    label_value = forms.CharField(required=False, help_text="Node label value, e.g. A100.")
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     gpu_placement = forms.ChoiceField(label="GPU placement strategy", choices=PlacementStrategy.choices,
                                       initial=PlacementStrategy.BINPACK)

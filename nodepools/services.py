@@ -94,6 +94,19 @@ def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
 # ---------------------------------------------------------------------------------------------------
 # Node pools
 
+def _pool_full_clean(pool: NodePool) -> None:
+    """full_clean, with the rule in the Kubernetes API server's words only: the columns' own length
+    checks ("Ensure this value has at most 63 characters") repeat what the label validators say."""
+    try:
+        pool.full_clean()
+    except ValidationError as exc:
+        errors = {}
+        for field, field_errors in exc.error_dict.items():
+            kept = [e for e in field_errors if e.code != "max_length"] or field_errors
+            errors[field] = kept
+        raise ValidationError(errors) from None
+
+
 @transaction.atomic
 def pool_create(
     *,
@@ -115,7 +128,7 @@ def pool_create(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
     )
-    pool.full_clean()
+    _pool_full_clean(pool)
     pool.save()
     quota_rows_create_for_pool(pool=pool)
     nodes_assign_pools(cluster=cluster)
@@ -144,7 +157,7 @@ def pool_create_preview(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
     )
-    pool.full_clean()
+    _pool_full_clean(pool)
     return capacity_preview(user=actor, cluster=cluster, add=pool)
 
 
@@ -162,7 +175,7 @@ def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
     changed = copy.copy(pool)
     for field, value in changes.items():
         setattr(changed, field, value)
-    changed.full_clean()
+    _pool_full_clean(changed)
     return capacity_preview(user=actor, cluster=pool.cluster, replace=changed)
 
 
@@ -185,7 +198,7 @@ def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
     before = snapshot(pool)
     for field, value in changes.items():
         setattr(pool, field, value)
-    pool.full_clean()
+    _pool_full_clean(pool)
     pool.save()
     if relabel:
         nodes_assign_pools(cluster=pool.cluster)
