@@ -156,11 +156,18 @@ def test_the_move_page_warns_when_the_gpu_type_differs_from_the_pools_other_node
 
 
 def test_no_gpu_type_warning_when_the_node_joins_nodes_of_its_own_type(client, lab, users):
+    from nodepools.demo_cluster import operand_pods
+    from nodepools.emulator import make_node
+
+    node = make_node("a100-3", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960)
+    lab.org.nodes.append(node)
+    lab.org.pods.extend(operand_pods([node]))
+    lab.emu.add_node(node)
+    lab.mirror()
     login(client, users, "sysadmin")
-    page = page_text(preview(client, lab, lab.org.default, name="a100-1"))
-    assert "GPU type is" in page  # default holds V100 nodes: a mismatch
-    html = preview(client, lab, lab.org.default, name="v100-20").content.decode()
-    assert 'id="gpu-type-warning"' not in html
+    response = preview(client, lab, lab.org.a100, name="a100-3")
+    assert 'id="gpu-type-warning"' not in response.content.decode()
+    assert "default a100 1: a100-3 4 (4 ready)" in page_text(response)
 
 
 def test_the_move_preview_lists_node_gpus_workloads_and_pools_left_short_of_their_deserved_quota(client, lab, users):
