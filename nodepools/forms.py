@@ -7,9 +7,11 @@ from nodepools.models import Cluster, NodePool, PlacementStrategy
 
 
 class PoolForm(forms.Form):
-    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
-    label_key = forms.CharField(max_length=317, help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
-    label_value = forms.CharField(max_length=63, required=False, help_text="Node label value, e.g. A100.")
+    # No max_length here: a browser would cut a 64th character off silently (maxlength); the service
+    # says what is wrong, in the Kubernetes API server's words, naming the field.
+    name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    label_key = forms.CharField(help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
+    label_value = forms.CharField(required=False, help_text="Node label value, e.g. A100.")
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     gpu_placement = forms.ChoiceField(label="GPU placement strategy", choices=PlacementStrategy.choices,
                                       initial=PlacementStrategy.BINPACK)
@@ -53,6 +55,9 @@ class PoolDeleteForm(forms.Form):
 
 class NodeMoveForm(forms.Form):
     pool = forms.ModelChoiceField(queryset=NodePool.objects.none(), label="Move to pool")
+    # The Node's resourceVersion the preview was read at: a change since is refused (409), not overwritten.
+    resource_version = forms.CharField(required=False, widget=forms.HiddenInput)
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, node=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -370,3 +370,105 @@ def resolve_pool(labels: Mapping[str, str], pools: Iterable[tuple[Any, str, str]
     if not matches:
         return None, []
     return matches[0], (matches if len(matches) > 1 else [])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Moving a node between pools without losing its own labels
+
+PREVIOUS_LABELS_ANNOTATION = "console.gpu-capacity.io/previous-labels"
+
+
+@dataclass
+class LabelChange:
+    """One label a move changes (`old`/`new` None: absent)."""
+
+    key: str
+    old: str | None
+    new: str | None
+    console_set: bool = False  # the old value was set by an earlier move, not the node's own
+
+    @property
+    def overwrites(self) -> bool:
+        """The move replaces or removes a value of the node's own (which the annotation keeps)."""
+        return self.old is not None and not self.console_set
+
+
+@dataclass
+class LabelMovePlan:
+    labels: dict[str, str]
+    annotation: str | None  # the new annotation value; None: no annotation
+    changes: list[LabelChange]
+    saved: dict[str, str | None]  # key -> the node's own value kept for restoring later
+    patch: dict[str, Any]  # metadata labels/annotations patch (merge semantics: None removes)
+
+
+def previous_labels(annotations: Mapping[str, str] | None) -> dict[str, str | None]:
+    """The console's record of the node's own label values (an unreadable record counts as empty)."""
+    import json
+
+    raw = (annotations or {}).get(PREVIOUS_LABELS_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
+
+
+def plan_label_move(
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None,
+    target: tuple[str, str] | None,
+    pool_labels: Iterable[tuple[str, str]],
+) -> LabelMovePlan:
+    """The labels (and the console's annotation) that put a node in `target` (key, value), or in the
+    default pool (None), keeping every value the node had of its own.
+
+    Values the console overwrote or removed before are first restored from the annotation (a value
+    someone else changed since, to one no pool selects, is left as it is); then the target's label is
+    set and the labels of other pools the node still matches are removed. Every value replaced or
+    removed that was the node's own is kept in the annotation, so that leaving the pool restores it.
+    `pool_labels` are the (key, value) of every non-default pool of the cluster.
+    """
+    import json
+
+    pool_labels = list(pool_labels)
+    selected = set(pool_labels)
+    saved = previous_labels(annotations)
+    new = dict(labels)
+    restored: set[str] = set()
+    for key, original in saved.items():
+        current = new.get(key)
+        if current is not None and (key, current) not in selected:
+            continue  # changed by someone else since: theirs wins, forget ours
+        if original is None:
+            new.pop(key, None)
+        else:
+            new[key] = original
+        restored.add(key)
+    keep: dict[str, str | None] = {}
+    if target is not None:
+        key, value = target
+        if new.get(key) != value:
+            keep[key] = new.get(key)
+            new[key] = value
+    for key, value in pool_labels:
+        if (target is None or key != target[0]) and new.get(key) == value:
+            keep.setdefault(key, value)
+            del new[key]
+    annotation = json.dumps(keep, sort_keys=True, separators=(",", ":")) if keep else None
+    changes = []
+    for key in sorted(set(labels) | set(new)):
+        old, value = labels.get(key), new.get(key)
+        if old != value:
+            changes.append(LabelChange(key=key, old=old, new=value, console_set=key in restored))
+    patch: dict[str, Any] = {}
+    label_patch = {c.key: c.new for c in changes}
+    if label_patch:
+        patch["labels"] = label_patch
+    if annotation != (annotations or {}).get(PREVIOUS_LABELS_ANNOTATION):
+        patch["annotations"] = {PREVIOUS_LABELS_ANNOTATION: annotation}
+    return LabelMovePlan(labels=new, annotation=annotation, changes=changes, saved=keep, patch=patch)

@@ -1,6 +1,8 @@
 """Reads of clusters, pools, nodes and pods; each takes the user and returns only what it may see."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from nodepools.models import Cluster, Node, NodePool, NodeQuerySet, NodePoolQuerySet, Pod, PodQuerySet
@@ -185,3 +187,242 @@ def pool_table_list(*, user: Any, cluster: Cluster | None = None) -> NodePoolQue
     """Pools the user may see; `pools_attach_usage` adds capacity, allocation and projects' quota."""
     pools = NodePool.objects.restrict(user, "view").select_related("cluster")
     return pools.filter(cluster=cluster) if cluster is not None else pools
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pool membership and what a change of it shifts (before saving: pool create, relabel, node move)
+
+def pool_label_selectors(pools) -> tuple[Any, list[tuple[Any, str, str]]]:
+    """(the default pool, [(pool, key, value)] of the others in creation order): the membership rule of
+    `services.nodes_assign_pools` and the sync (a node in two pools counts in the first created). A pool
+    not saved yet comes last, as it will be created last."""
+    from datetime import datetime, timezone
+
+    late = datetime.max.replace(tzinfo=timezone.utc)
+    ordered = sorted(pools, key=lambda p: (p.created or late, p.pk or 2**63))
+    default = next((p for p in ordered if p.is_default), None)
+    return default, [(p, p.label_key, p.label_value) for p in ordered if not p.is_default]
+
+
+def _membership(pools, labels_by_node: dict[int, dict]) -> dict[int, int]:
+    """node pk -> index in `pools` of the pool it belongs to, by `pool_label_selectors` + kube.resolve_pool."""
+    from nodepools import kube
+
+    slots = {id(p): i for i, p in enumerate(pools)}
+    default, label_selectors = pool_label_selectors(pools)
+    result = {}
+    for pk, labels in labels_by_node.items():
+        pool, _ = kube.resolve_pool(labels, label_selectors)
+        result[pk] = slots[id(pool if pool is not None else default)]
+    return result
+
+
+@dataclass
+class PoolFlow:
+    """Nodes going from one pool to another."""
+
+    source: NodePool
+    target: NodePool
+    nodes: list[str] = field(default_factory=list)
+    gpus: int = 0
+    gpus_ready: int = 0
+    gpus_allocated: Decimal = Decimal(0)
+    workloads: int = 0
+
+
+@dataclass
+class PoolBalance:
+    """A pool's ready GPUs before and after a change, against its departments' deserved GPUs."""
+
+    pool: NodePool
+    nodes_before: int
+    nodes_after: int
+    ready_before: int
+    ready_after: int
+    deserved: Decimal
+
+    @property
+    def over_before(self) -> bool:
+        return self.deserved > self.ready_before
+
+    @property
+    def over_after(self) -> bool:
+        return self.deserved > self.ready_after
+
+    @property
+    def short_by(self) -> Decimal:
+        return self.deserved - self.ready_after
+
+
+@dataclass
+class CapacityPreview:
+    """What a change of pool definitions or node labels moves, and the quota it leaves uncovered."""
+
+    flows: list[PoolFlow]
+    balances: list[PoolBalance]
+    subject: NodePool | None = None  # the pool created or relabelled
+    subject_nodes: int = 0
+
+    @property
+    def nodes_moved(self) -> int:
+        return sum(len(f.nodes) for f in self.flows)
+
+    @property
+    def oversubscribed(self) -> list[PoolBalance]:
+        return [b for b in self.balances if b.over_after]
+
+    @property
+    def subject_empty(self) -> bool:
+        return self.subject is not None and not self.subject.is_default and self.subject_nodes == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the API (a dry run)."""
+        return {
+            "nodes_moved": self.nodes_moved,
+            "flows": [{"from_pool": f.source.name, "to_pool": f.target.name, "nodes": f.nodes, "gpus": f.gpus,
+                       "ready_gpus": f.gpus_ready, "allocated_gpus": str(f.gpus_allocated),
+                       "workloads": f.workloads} for f in self.flows],
+            "pools": [{"pool": b.pool.name, "nodes_before": b.nodes_before, "nodes_after": b.nodes_after,
+                       "ready_gpus_before": b.ready_before, "ready_gpus_after": b.ready_after,
+                       "departments_deserved_gpus": str(b.deserved), "oversubscribed": b.over_after}
+                      for b in self.balances],
+            "empty": self.subject_empty,
+        }
+
+
+def capacity_preview(
+    *,
+    user: Any,
+    cluster: Cluster,
+    replace: NodePool | None = None,
+    add: NodePool | None = None,
+    labels: dict[int, dict[str, str]] | None = None,
+) -> CapacityPreview:
+    """What would move if pool `replace` (same pk, changed label) or a new unsaved pool `add` were saved,
+    or if some nodes carried other `labels` (node pk -> labels): per (from, to) pool the nodes, GPUs
+    and running workloads, and per pool concerned its ready GPUs before and after against the sum of
+    its departments' deserved GPUs. Membership follows the sync's rule (`pool_label_selectors`)."""
+    from django.db.models import Count, Q, Sum
+
+    from nodepools.models import NodeStatus
+
+    labels = labels or {}
+    before = list(NodePool.objects.filter(cluster=cluster))
+    after = [replace if replace is not None and p.pk == replace.pk else p for p in before]
+    if add is not None:
+        after.append(add)
+    # The system itself (user None) sees every node; anyone else what restrict() allows.
+    visible = Node.objects.all() if user is None else Node.objects.restrict(user, "view")
+    nodes = list(visible.filter(cluster=cluster)
+                 .values_list("pk", "name", "labels", "status", "gpu_allocatable"))
+    was = _membership(before, {pk: node_labels for pk, _, node_labels, _, _ in nodes})
+    will = _membership(after, {pk: labels.get(pk, node_labels) for pk, _, node_labels, _, _ in nodes})
+    n_slots = len(after)
+    count_before, count_after = [0] * n_slots, [0] * n_slots
+    ready_before, ready_after = [0] * n_slots, [0] * n_slots
+    moved: dict[tuple[int, int], list[tuple[int, str, int, int]]] = {}
+    for pk, name, _, status, gpus in nodes:
+        ready = gpus if status == NodeStatus.READY else 0
+        a, b = was[pk], will[pk]
+        count_before[a] += 1
+        ready_before[a] += ready
+        count_after[b] += 1
+        ready_after[b] += ready
+        if a != b:
+            moved.setdefault((a, b), []).append((pk, name, gpus, ready))
+    node_ids = [n[0] for group in moved.values() for n in group]
+    usage = {r["node_id"]: r for r in Pod.objects.active().filter(node_id__in=node_ids).order_by()
+             .values("node_id").annotate(g=Sum("gpus"), w=Count("pk", filter=Q(project__isnull=False)))}
+    flows = []
+    for (a, b), group in sorted(moved.items(), key=lambda item: (after[item[0][0]].name, after[item[0][1]].name)):
+        flow = PoolFlow(source=after[a], target=after[b])
+        for pk, name, gpus, ready in sorted(group, key=lambda n: n[1]):
+            flow.nodes.append(name)
+            flow.gpus += gpus
+            flow.gpus_ready += ready
+            flow.gpus_allocated += (usage.get(pk) or {}).get("g") or Decimal(0)
+            flow.workloads += (usage.get(pk) or {}).get("w") or 0
+        flows.append(flow)
+    concerned = {a for a, _ in moved} | {b for _, b in moved}
+    subject = add if add is not None else replace
+    slot = next((i for i, p in enumerate(after) if p is subject), None)
+    if slot is not None:
+        concerned.add(slot)
+    deserved = dict(NodePool.objects.filter(pk__in=[after[i].pk for i in concerned if after[i].pk]).annotate(
+        d=Sum("quotas__gpu_deserved", filter=Q(quotas__department__isnull=False))).values_list("pk", "d"))
+    balances = [
+        PoolBalance(pool=after[i], nodes_before=count_before[i], nodes_after=count_after[i],
+                    ready_before=ready_before[i], ready_after=ready_after[i],
+                    deserved=deserved.get(after[i].pk) or Decimal(0))
+        for i in sorted(concerned, key=lambda i: (not after[i].is_default, after[i].name))
+    ]
+    return CapacityPreview(flows=flows, balances=balances, subject=subject,
+                           subject_nodes=count_after[slot] if slot is not None else 0)
+
+
+def node_live_object(*, node: Node) -> dict[str, Any]:
+    """The Node object as its cluster has it now (raw JSON); raises what the client raises."""
+    import orjson
+    from kubernetes import client
+
+    from nodepools.sync import api_client_for
+
+    with api_client_for(node.cluster) as api_client:
+        response = client.CoreV1Api(api_client).read_node(node.name, _preload_content=False,
+                                                          _request_timeout=(5, 15))
+        return orjson.loads(response.data)
+
+
+def pool_labels_of(cluster: Cluster) -> list[tuple[str, str]]:
+    """(key, value) of every pool of the cluster but the default."""
+    return list(NodePool.objects.filter(cluster=cluster, is_default=False).values_list("label_key", "label_value"))
+
+
+@dataclass
+class NodeMovePreview:
+    """What moving a node to a pool does: its label changes, the GPU types it joins, the capacity shift."""
+
+    node: Node
+    pool: NodePool
+    resource_version: str
+    plan: Any  # kube.LabelMovePlan
+    capacity: CapacityPreview
+    gpu_type: str
+    pool_gpu_types: list[str]
+
+    @property
+    def overwrites(self) -> list:
+        return [c for c in self.plan.changes if c.overwrites]
+
+    @property
+    def gpu_type_differs(self) -> bool:
+        return bool(self.pool_gpu_types) and self.gpu_type not in self.pool_gpu_types
+
+
+def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, Any] | None = None) -> NodeMovePreview:
+    """Read the Node from its cluster and say what moving it to `pool` would do (nothing is written).
+    Raises ValidationError (naming the node and the cluster's message) when the Node cannot be read."""
+    from django.core.exceptions import ValidationError
+
+    from nodepools import kube
+    from nodepools.sync import api_error_message
+
+    if live is None:
+        try:
+            live = node_live_object(node=node)
+        except Exception as exc:
+            raise ValidationError(
+                {"pool": f"Could not move node '{node.name}' to pool '{pool.name}': {api_error_message(exc)}"}
+            ) from None
+    metadata = live.get("metadata") or {}
+    labels = dict(metadata.get("labels") or {})
+    target = None if pool.is_default else (pool.label_key, pool.label_value)
+    plan = kube.plan_label_move(labels, metadata.get("annotations") or {}, target, pool_labels_of(node.cluster))
+    capacity = capacity_preview(user=user, cluster=node.cluster, labels={node.pk: plan.labels})
+    pool_gpu_types = sorted(set(
+        Node.objects.restrict(user, "view").filter(pool=pool).exclude(pk=node.pk).exclude(gpu_product="")
+        .values_list("gpu_product", flat=True)))
+    return NodeMovePreview(
+        node=node, pool=pool, resource_version=str(metadata.get("resourceVersion") or ""), plan=plan,
+        capacity=capacity, gpu_type=labels.get("nvidia.com/gpu.product", ""), pool_gpu_types=pool_gpu_types,
+    )

@@ -92,6 +92,19 @@ def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
 # ---------------------------------------------------------------------------------------------------
 # Node pools
 
+def _pool_full_clean(pool: NodePool) -> None:
+    """full_clean, with the rule in the Kubernetes API server's words only: the columns' own length
+    checks ("Ensure this value has at most 63 characters") repeat what the label validators say."""
+    try:
+        pool.full_clean()
+    except ValidationError as exc:
+        errors = {}
+        for field, field_errors in exc.error_dict.items():
+            kept = [e for e in field_errors if e.code != "max_length"] or field_errors
+            errors[field] = kept
+        raise ValidationError(errors) from None
+
+
 @transaction.atomic
 def pool_create(
     *,
@@ -111,7 +124,7 @@ def pool_create(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
     )
-    pool.full_clean()
+    _pool_full_clean(pool)
     pool.save()
     # Every department and project of the cluster gets a zero quota row (the projects app's receiver).
     signals.pool_created.send(sender=NodePool, pool=pool)
@@ -120,22 +133,69 @@ def pool_create(
     return pool
 
 
+def pool_create_preview(
+    *,
+    actor: Any,
+    cluster: Cluster,
+    name: str,
+    label_key: str,
+    label_value: str,
+    description: str = "",
+    gpu_placement: str = PlacementStrategy.BINPACK,
+    cpu_placement: str = PlacementStrategy.BINPACK,
+    gpu_limit: int | None = None,
+):
+    """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
+    quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
+    _require_system_admin(actor, "add node pools")
+    from nodepools.selectors import capacity_preview
+
+    pool = NodePool(
+        cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
+        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
+    )
+    _pool_full_clean(pool)
+    return capacity_preview(user=actor, cluster=cluster, add=pool)
+
+
+def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
+    """What this change of the pool would move, or None when it keeps the pool's label (nothing moves).
+    The same checks as `pool_update`, nothing written."""
+    import copy
+
+    _require_system_admin(actor, "change node pools")
+    from nodepools.selectors import capacity_preview
+
+    _pool_changes_check(pool, changes)
+    if not any(changes.get(f, getattr(pool, f)) != getattr(pool, f) for f in ("label_key", "label_value")):
+        return None
+    changed = copy.copy(pool)
+    for field, value in changes.items():
+        setattr(changed, field, value)
+    _pool_full_clean(changed)
+    return capacity_preview(user=actor, cluster=pool.cluster, replace=changed)
+
+
+def _pool_changes_check(pool: NodePool, changes: dict[str, Any]) -> None:
+    unknown = set(changes) - POOL_EDITABLE
+    if pool.is_default:
+        unknown |= {"name", "label_key", "label_value"} & set(changes)
+    if unknown:
+        raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
+
+
 POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placement", "cpu_placement", "gpu_limit"}
 
 
 @transaction.atomic
 def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
     _require_system_admin(actor, "change node pools")
-    unknown = set(changes) - POOL_EDITABLE
-    if pool.is_default:
-        unknown |= {"name", "label_key", "label_value"} & set(changes)
-    if unknown:
-        raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
+    _pool_changes_check(pool, changes)
     relabel = any(field in changes for field in ("label_key", "label_value"))
     before = snapshot(pool)
     for field, value in changes.items():
         setattr(pool, field, value)
-    pool.full_clean()
+    _pool_full_clean(pool)
     pool.save()
     if relabel:
         nodes_assign_pools(cluster=pool.cluster)
@@ -161,9 +221,9 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
 
 def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None) -> int:
     """Recompute which pool each node belongs to (and label conflicts); writes only changed rows."""
-    pools = list(cluster.pools.order_by("created", "pk"))
-    default = next(pool for pool in pools if pool.is_default)
-    selectors = [(pool, pool.label_key, pool.label_value) for pool in pools if not pool.is_default]
+    from nodepools.selectors import pool_label_selectors
+
+    default, selectors = pool_label_selectors(cluster.pools.all())
     changed = []
     for node in nodes if nodes is not None else cluster.nodes.only("pk", "labels", "pool_id", "pool_conflicts"):
         pool, conflicts = kube.resolve_pool(node.labels, selectors)
@@ -322,35 +382,62 @@ def nodes_refresh_status(*, cluster: Cluster) -> int:
     return len(changed)
 
 
-def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool) -> None:
+class NodeChanged(ValidationError):
+    """The Node changed in the cluster after it was read: the move was refused (409), nothing changed."""
+
+
+def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_version: str | None = None) -> kube.LabelMovePlan:
     """Move a node to a pool by setting the pool's label on the Node in the cluster (DOMAIN §3).
 
-    The labels of the node's other pools are removed (moving to `default` removes every pool label the
-    node carries). The database is not written here: the sync's watch brings the change back. A patch
-    the API refuses raises ValidationError naming the node and the API's message, and changes nothing.
+    Labels of the node's other pools are removed (moving to `default` removes every pool label). A value
+    of the node's own that the move overwrites or removes is kept in the annotation
+    `console.gpu-capacity.io/previous-labels` and restored when the node leaves the pool
+    (`kube.plan_label_move`). One strategic merge patch of labels and annotation, conditional on the
+    Node's resourceVersion: `resource_version` (the one a preview was read at), else the one read just
+    before. A Node changed meanwhile raises NodeChanged (the API's 409) and changes nothing; any other
+    refusal raises ValidationError naming the node and the API's message. The database is not written
+    here: the sync's watch brings the change back.
     """
     _require_system_admin(actor, "move nodes between pools")
     if pool.cluster_id != node.cluster_id:
         raise ValidationError({"pool": f"Pool '{pool.name}' belongs to another cluster than node '{node.name}'."})
     from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
+    from nodepools.selectors import node_live_object, pool_labels_of
     from nodepools.sync import api_client_for, api_error_message
 
-    labels: dict[str, str | None] = {}
-    for other in node.cluster.pools.exclude(pk=pool.pk).exclude(is_default=True):
-        if node.labels.get(other.label_key) == other.label_value and other.label_key != pool.label_key:
-            labels[other.label_key] = None
-    if not pool.is_default:
-        labels[pool.label_key] = pool.label_value
-    before = {"pool": node.pool.name if node.pool_id else None, "labels": {k: node.labels.get(k) for k in labels}}
+    failed = f"Could not move node '{node.name}' to pool '{pool.name}'"
     try:
-        with api_client_for(node.cluster) as api_client:
-            client.CoreV1Api(api_client).patch_node(
-                node.name, {"metadata": {"labels": labels}}, _request_timeout=(5, 15)
-            )
+        live = node_live_object(node=node)
     except Exception as exc:
-        raise ValidationError(
-            {"pool": f"Could not move node '{node.name}' to pool '{pool.name}': {api_error_message(exc)}"}
-        ) from None
-    audit_record(actor=actor, action=AuditEvent.Action.MOVE, obj=node, before=before,
-                 after={"pool": pool.name, "labels": labels})
+        raise ValidationError({"pool": f"{failed}: {api_error_message(exc)}"}) from None
+    metadata = live.get("metadata") or {}
+    labels = dict(metadata.get("labels") or {})
+    target = None if pool.is_default else (pool.label_key, pool.label_value)
+    plan = kube.plan_label_move(labels, metadata.get("annotations") or {}, target, pool_labels_of(node.cluster))
+    version = resource_version or str(metadata.get("resourceVersion") or "")
+    if plan.patch:
+        try:
+            with api_client_for(node.cluster) as api_client:
+                client.CoreV1Api(api_client).patch_node(
+                    node.name, {"metadata": {**plan.patch, "resourceVersion": version}}, _request_timeout=(5, 15)
+                )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise NodeChanged({"pool": _changed_message(node, failed)}) from None
+            raise ValidationError({"pool": f"{failed}: {api_error_message(exc)}"}) from None
+        except Exception as exc:
+            raise ValidationError({"pool": f"{failed}: {api_error_message(exc)}"}) from None
+    audit_record(
+        actor=actor, action=AuditEvent.Action.MOVE, obj=node,
+        before={"pool": node.pool.name if node.pool_id else None, "labels": {c.key: c.old for c in plan.changes}},
+        after={"pool": pool.name, "labels": {c.key: c.new for c in plan.changes},
+               "kept_labels": plan.saved},
+    )
+    return plan
+
+
+def _changed_message(node: Node, failed: str) -> str:
+    return (f"{failed}: the node was changed in the cluster after it was read (409 Conflict); nothing was "
+            "changed. Review the move again.")

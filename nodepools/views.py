@@ -9,9 +9,8 @@ from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
-from nodepools import selectors, services
+from nodepools import kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
 from nodepools.models import Cluster, NodePool
@@ -150,27 +149,52 @@ def pool_detail(request, pk: int):
     return render(request, template, context)
 
 
+def _preview_key(cluster_id, label_key: str, label_value: str) -> str:
+    """What a capacity preview depends on: a confirmation counts only for the label it previewed."""
+    return f"{cluster_id}:{label_key}={label_value}"
+
+
+def _confirmed(request, previewed: str) -> tuple[bool, bool]:
+    """(confirmed, stale): the second POST confirms only what its first showed."""
+    if not request.POST.get("confirm"):
+        return False, False
+    same = request.POST.get("previewed") == previewed
+    return same, not same
+
+
 @login_required
 def pool_create(request):
+    """Create a pool in two steps: the first POST shows what moves (nodes, GPUs, workloads, pools left
+    short of their deserved quota, or that the pool will be empty); the second, with `confirm`, saves."""
     _require_admin(request)
     clusters = selectors.cluster_list(user=request.user)
     initial = {"cluster": request.GET.get("cluster") or (current_cluster(request, clusters) or Cluster()).pk}
     form = PoolCreateForm(request.POST or None, clusters=clusters, initial=initial)
+    preview, previewed, stale = None, "", False
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
+        previewed = _preview_key(data["cluster"].pk, data["label_key"], data["label_value"])
+        confirmed, stale = _confirmed(request, previewed)
         try:
-            pool = services.pool_create(actor=request.user, **data)
+            if confirmed:
+                pool = services.pool_create(actor=request.user, **data)
+            else:
+                preview = services.pool_create_preview(actor=request.user, **data)
         except ValidationError as exc:
+            preview = None
             form_errors_from(form, exc)
         else:
-            messages.success(request, f"Node pool '{pool.name}' created: nodes labelled {pool.label} belong to it.")
-            _hint(pool.cluster_id, ["pools", "nodes", "quotas"])
-            return redirect("pool-detail", pool.pk)
-    return render(request, "nodepools/pool_form.html", {"form": form, "pool": None})
+            if confirmed:
+                messages.success(request, f"Node pool '{pool.name}' created: nodes labelled {pool.label} belong to it.")
+                _hint(pool.cluster_id, ["pools", "nodes", "quotas"])
+                return redirect("pool-detail", pool.pk)
+    return render(request, "nodepools/pool_form.html", {
+        "form": form, "pool": None, "preview": preview, "previewed": previewed, "preview_stale": stale})
 
 
 @login_required
 def pool_edit(request, pk: int):
+    """Edit a pool; a change of its label first shows what moves and needs a second POST with `confirm`."""
     _require_admin(request)
     pool = get_object_or_404(NodePool.objects.restrict(request.user, "change"), pk=pk)
     fields = ["description", "gpu_placement", "cpu_placement", "gpu_limit"]
@@ -178,18 +202,28 @@ def pool_edit(request, pk: int):
         fields = ["name", "label_key", "label_value"] + fields
     form = PoolForm(request.POST or None, default_pool=pool.is_default,
                     initial={name: getattr(pool, name) for name in fields})
+    preview, previewed, stale = None, "", False
     if request.method == "POST" and form.is_valid():
         changes = {k: v for k, v in form.cleaned_data.items() if getattr(pool, k) != v}
+        previewed = _preview_key(pool.cluster_id, changes.get("label_key", pool.label_key),
+                                 changes.get("label_value", pool.label_value))
+        confirmed, stale = _confirmed(request, previewed)
         try:
-            services.pool_update(actor=request.user, pool=pool, **changes)
+            if not confirmed:
+                preview = services.pool_update_preview(actor=request.user, pool=pool, **changes)
+            if preview is None:
+                services.pool_update(actor=request.user, pool=pool, **changes)
         except ValidationError as exc:
             pool.refresh_from_db()
+            preview = None
             form_errors_from(form, exc)
         else:
-            messages.success(request, f"Node pool '{pool.name}' saved.")
-            _hint(pool.cluster_id, ["pools", "nodes"])
-            return redirect("pool-detail", pool.pk)
-    return render(request, "nodepools/pool_form.html", {"form": form, "pool": pool})
+            if preview is None:
+                messages.success(request, f"Node pool '{pool.name}' saved.")
+                _hint(pool.cluster_id, ["pools", "nodes"])
+                return redirect("pool-detail", pool.pk)
+    return render(request, "nodepools/pool_form.html", {
+        "form": form, "pool": pool, "preview": preview, "previewed": previewed, "preview_stale": stale})
 
 
 @login_required
@@ -270,23 +304,44 @@ def node_detail(request, pk: int):
 
 
 @login_required
-@require_POST
 def node_move(request, pk: int):
+    """Move a node in two steps: the first request (GET or POST with `pool`) reads the Node from its
+    cluster and shows the label changes, warnings (another GPU type, a label value overwritten) and what
+    moves; the second POST, with `confirm` and the resourceVersion it was read at, patches the Node. A
+    Node changed meanwhile is reported (409) and the preview shown again from its new state."""
     _require_admin(request)
     node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
-    form = NodeMoveForm(request.POST, node=node)
-    if form.is_valid():
-        pool = form.cleaned_data["pool"]
-        try:
-            services.node_move_to_pool(actor=request.user, node=node, pool=pool)
-        except ValidationError as exc:
-            for message in exc.messages:
-                messages.error(request, message)
-        else:
-            messages.success(request, f"Node '{node.name}' is being moved to pool '{pool.name}': its label was set "
-                                      "in the cluster; this page follows when the sync sees it.")
-    else:
+    data = request.POST if request.method == "POST" else (request.GET if "pool" in request.GET else None)
+    if data is None:
+        return redirect("node-detail", node.pk)
+    form = NodeMoveForm(data, node=node)
+    if not form.is_valid():
         for errors in form.errors.values():
             for message in errors:
                 messages.error(request, message)
-    return redirect("node-detail", node.pk)
+        return redirect("node-detail", node.pk)
+    pool = form.cleaned_data["pool"]
+    error = None
+    if request.method == "POST" and form.cleaned_data["confirm"]:
+        try:
+            services.node_move_to_pool(actor=request.user, node=node, pool=pool,
+                                       resource_version=form.cleaned_data["resource_version"] or None)
+        except services.NodeChanged as exc:
+            error = " ".join(exc.messages)
+        except ValidationError as exc:
+            for message in exc.messages:
+                messages.error(request, message)
+            return redirect("node-detail", node.pk)
+        else:
+            messages.success(request, f"Node '{node.name}' is being moved to pool '{pool.name}': its label was set "
+                                      "in the cluster; this page follows when the sync sees it.")
+            return redirect("node-detail", node.pk)
+    try:
+        move = selectors.node_move_preview(user=request.user, node=node, pool=pool)
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+        return redirect("node-detail", node.pk)
+    return render(request, "nodepools/node_move_confirm.html", {
+        "node": node, "pool": pool, "move": move, "error": error, "annotation": kube.PREVIOUS_LABELS_ANNOTATION,
+    })

@@ -77,11 +77,19 @@ class LiveASGIServer:
         self.thread.join(5)
 
 
+_LIVE: dict[str, LiveASGIServer] = {}
+
+
 @pytest.fixture(scope="session")
 def live_asgi(django_db_setup):
-    server = LiveASGIServer().start()
-    yield server
-    server.stop()
+    # One Daphne per test session (Twisted's reactor cannot start twice), shared by every browser test
+    # module that imports this fixture; stopped by the first teardown at the session's end.
+    if "server" not in _LIVE:
+        _LIVE["server"] = LiveASGIServer().start()
+    yield _LIVE["server"]
+    server = _LIVE.pop("server", None)
+    if server is not None:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -170,6 +178,9 @@ def test_log_in_and_create_a_pool(page, org, users):
     page.fill("#id_label_value", "H100")
     page.select_option("#id_gpu_placement", "spread")
     page.click("text=Create node pool")
+    # First what moves, then the confirmation creates it.
+    expect(page.locator("#preview-empty")).to_have_text("No node carries gpu-type=H100: the pool will be empty.")
+    page.click("text=Confirm and create node pool")
     expect(page.locator("h1")).to_have_text("Node pool h100")
     expect(page.locator(".msg-success")).to_contain_text("Node pool 'h100' created")
     page.goto("/pools/?sort=name")

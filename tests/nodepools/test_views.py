@@ -229,10 +229,14 @@ def test_create_a_pool_moves_matching_nodes_into_it(client, org, users):
     org.nodes.append(make_node("h100-1", gpus=8, labels={"gpu-type": "H100"}))
     org.load()
     login(client, users, "sysadmin")
-    response = client.post(reverse("pool-create"), {
-        "cluster": org.cluster.pk, "name": "h100", "label_key": "gpu-type", "label_value": "H100",
-        "gpu_placement": "spread", "cpu_placement": "binpack", "description": "", "gpu_limit": "",
-    })
+    data = {"cluster": org.cluster.pk, "name": "h100", "label_key": "gpu-type", "label_value": "H100",
+            "gpu_placement": "spread", "cpu_placement": "binpack", "description": "", "gpu_limit": ""}
+    # The first POST shows what moves; only the confirmation creates the pool.
+    preview = client.post(reverse("pool-create"), data)
+    assert preview.status_code == 200 and not NodePool.objects.filter(name="h100").exists()
+    assert "default h100 1: h100-1 8 (0 ready)" in page_text(preview)
+    response = client.post(reverse("pool-create"), {**data, "confirm": "1",
+                                                    "previewed": f"{org.cluster.pk}:gpu-type=H100"})
     pool = NodePool.objects.get(name="h100")
     assert response.status_code == 302 and response.url == reverse("pool-detail", args=[pool.pk])
     assert pool.gpu_placement == "spread" and list(pool.nodes.values_list("name", flat=True)) == ["h100-1"]
@@ -475,7 +479,12 @@ def test_node_move_sets_the_pools_label_in_the_cluster(client, users, tmp_path):
         login(client, users, "sysadmin")
         page = client.get(reverse("node-detail", args=[node.pk])).content.decode()
         assert f'<option value="{pool.pk}">fast</option>' in page
-        response = client.post(reverse("node-move", args=[node.pk]), {"pool": pool.pk}, follow=True)
+        preview = client.post(reverse("node-move", args=[node.pk]), {"pool": pool.pk})
+        assert "Move node n-1 to pool fast?" in page_text(preview)
+        assert "speed" not in emu.get_node("n-1")["metadata"]["labels"]
+        response = client.post(reverse("node-move", args=[node.pk]), {
+            "pool": pool.pk, "confirm": "1", "resource_version": emu.get_node("n-1")["metadata"]["resourceVersion"],
+        }, follow=True)
         assert "Node 'n-1' is being moved to pool 'fast'" in page_text(response)
         assert emu.get_node("n-1")["metadata"]["labels"]["speed"] == "fast"
     finally:
