@@ -15,7 +15,7 @@ def emulated(org, tmp_path):
     """conftest's `org` served by a KubeEmulator (plus v100-20, labelled gpu-type=v100) and synced."""
     from nodepools import services
     from nodepools.demo_cluster import operand_pods
-    from nodepools.emulator import KubeEmulator, make_node
+    from kubesim import KubeEmulator, make_node
     from nodepools.models import Node
     from nodepools.sync import ClusterSync, SyncOptions
 

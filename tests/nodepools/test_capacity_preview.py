@@ -109,7 +109,7 @@ def test_changing_only_the_description_saves_at_once(client, org, users):
 
 
 def test_the_preview_follows_the_syncs_rule_first_created_pool_wins_a_conflict(org, users):
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     org.nodes.append(make_node("both-1", gpus=4, labels={"gpu-type": "A100", "speed": "fast"}))
     org.nodes.append(make_node("fast-1", gpus=2, labels={"speed": "fast"}))

@@ -20,7 +20,7 @@ class EmuOrg:
 
     def __init__(self, org, emu, tmp_path):
         from nodepools.demo_cluster import operand_pods
-        from nodepools.emulator import make_node
+        from kubesim import make_node
 
         self.org, self.emu = org, emu
         node = make_node("v100-20", gpus=4, gpu_product=V100, gpu_memory_mib=16384,
@@ -39,7 +39,7 @@ class EmuOrg:
                                          pods=self.org.pods)
 
     def run(self, name, node, gpus):
-        from nodepools.emulator import make_pod
+        from kubesim import make_pod
 
         pod = make_pod(name, "runai-rnd-a", node=node, priority=50,
                        containers=[{"name": "main", "requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}])
@@ -59,7 +59,7 @@ class EmuOrg:
 
 @pytest.fixture
 def lab(org, tmp_path):
-    from nodepools.emulator import KubeEmulator
+    from kubesim import KubeEmulator
 
     emu = KubeEmulator()
     emu.start()
@@ -157,7 +157,7 @@ def test_the_move_page_warns_when_the_gpu_type_differs_from_the_pools_other_node
 
 def test_no_gpu_type_warning_when_the_node_joins_nodes_of_its_own_type(client, lab, users):
     from nodepools.demo_cluster import operand_pods
-    from nodepools.emulator import make_node
+    from kubesim import make_node
 
     node = make_node("a100-3", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960)
     lab.org.nodes.append(node)
