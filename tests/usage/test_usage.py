@@ -1,5 +1,5 @@
 """Usage history: snapshots per pool / department / project, the command that takes them, the
-compliance CSV for a date range (restricted by role), the API, and the server-rendered chart."""
+compliance CSV for a date range (restricted by role), the API, and the chart's figures."""
 import csv
 import datetime
 import io
@@ -123,28 +123,40 @@ def render_chart(user, **context):
     return Template('{% include "usage/_chart.html" %}').render(Context({"request": request, **context}))
 
 
-def test_chart_of_a_pool_is_an_svg_with_capacity_deserved_and_allocated(users, org, history):
+def chart_figure(html):
+    import json
+    import re
+
+    match = re.search(r'<script id="usage-chart-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1)) if match else None
+
+
+def test_chart_of_a_pool_has_capacity_deserved_and_allocated(users, org, history):
     html = render_chart(users["rnd_viewer"], pool=org.a100)
-    assert "<svg" in html and "<script" not in html and html.count("<polyline") == 3
-    assert "GPUs of node pool a100" in html and "Allocated: 3" in html and "Capacity (Ready GPUs): 8" in html
+    data = chart_figure(html)
+    assert "<svg" not in html and data["type"] == "time"
+    assert {s["label"]: s["values"][-1] for s in data["series"]} == {
+        "Capacity (Ready GPUs)": 8, "Deserved": 4, "Allocated": 3}
+    assert "GPUs of node pool a100" in html and "<td class=\"num\">8</td><td class=\"num\">4</td><td class=\"num\">3</td>" in html
 
 
 def test_chart_of_a_department_and_of_everything(users, org, history):
     html = render_chart(users["rnd_viewer"], department=org.rnd)
-    assert "GPUs of department rnd" in html and "Deserved: 4" in html and "Allocated: 3" in html
+    assert "GPUs of department rnd" in html
+    assert {s["label"]: s["values"][-1] for s in chart_figure(html)["series"]} == {"Deserved": 4, "Allocated": 3}
     html = render_chart(users["rnd_viewer"])
-    assert "all node pools you may see" in html and "<svg" in html
+    assert "all node pools you may see" in html and chart_figure(html)["series"]
 
 
 def test_chart_shows_nothing_the_user_may_not_see(users, org, history):
     html = render_chart(users["researcher"], department=org.ops)
-    assert "<svg" not in html and "No usage history yet" in html
+    assert chart_figure(html) is None and "No usage history yet" in html
 
 
 def test_usage_page(client, users, org, history):
     client.force_login(users["rnd_admin"])
     html = client.get("/usage/").content.decode()
-    assert "<svg" in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html
+    assert 'id="usage-chart-data"' in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html
 
 
 # --- Columns chosen per user, and the page's CSV following them -------------------------------------
