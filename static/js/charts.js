@@ -27,6 +27,23 @@
     };
   }
 
+  var hhmm = null, day = null;
+  function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
+
+  // 24-hour UTC times; the date under the first tick and under every tick of a new day.
+  function timeTicks(u, splits, axisIdx, space, incr) {
+    hhmm = hhmm || uPlot.fmtDate("{HH}:{mm}");
+    day = day || uPlot.fmtDate("{YYYY}-{MM}-{DD}");
+    var previous = null;
+    return splits.map(function (ts) {
+      var date = utc(ts);
+      var d = day(date);
+      var label = incr >= 86400 ? d : hhmm(date) + (d !== previous ? "\n" + d : "");
+      previous = d;
+      return label;
+    });
+  }
+
   function timeOptions(fig) {
     var series = [{label: fig.x_label, value: "{YYYY}-{MM}-{DD} {HH}:{mm}"}];
     fig.series.forEach(function (s) {
@@ -37,10 +54,10 @@
       });
     });
     return {
-      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+      tzDate: utc,
       scales: {x: {time: true}, y: {range: yRange}},
       series: series,
-      axes: [{}, gpuAxis(fig.unit)],
+      axes: [{values: timeTicks, space: 60, size: 44}, gpuAxis(fig.unit)],
       cursor: {drag: {x: true, y: false, setScale: true}},
       legend: {live: true},
     };
@@ -71,7 +88,7 @@
       axes: [{
         splits: function () { return fig.x; },
         values: function (u, splits) { return splits.map(function (i) { return fig.x_labels[i] || ""; }); },
-        rotate: rotate ? -25 : 0, size: rotate ? 110 : 40, gap: 6,
+        rotate: rotate ? -25 : 0, size: rotate ? 110 : 40, gap: 6, grid: {show: false},
       }, gpuAxis(fig.unit)],
       cursor: {drag: {x: false, y: false, setScale: false}, points: {show: false}},
       legend: {live: true},
@@ -90,6 +107,7 @@
     var data = [fig.x].concat(fig.series.map(function (s) { return s.values; }));
     figure.setAttribute("data-drawn", "1");
     var chart = new uPlot(opts, data, plot);
+    figure.uplot = chart;  // for the browser tests
     if (fig.type === "time") figure.classList.add("chart-zoomable");
     if (window.ResizeObserver) {
       var width = opts.width;
