@@ -108,7 +108,7 @@ def test_pool_usage_chart_zooms_and_shows_values_on_hover(page, console_errors, 
     expect(chart.locator("figcaption")).to_contain_text("GPUs of node pool a100")
     expect(chart.locator("figcaption")).to_contain_text("(only 2 hours of history)")
     expect(chart.locator("canvas")).to_be_visible()
-    for label in ["Capacity (Ready GPUs) (GPUs)", "Deserved (GPUs)", "Allocated (GPUs)"]:
+    for label in ["Capacity (Ready) (GPUs)", "Deserved (GPUs)", "Allocated (GPUs)"]:
         expect(chart.locator(".u-legend")).to_contain_text(label)
     chart.scroll_into_view_if_needed()
     box = chart.locator(".u-over").bounding_box()

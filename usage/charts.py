@@ -13,7 +13,7 @@ from ui.charts import number
 MAX_POINTS = 600  # more than a chart's width in pixels gains nothing: thin evenly beyond it
 
 SERIES = (
-    ("capacity", "Capacity (Ready GPUs)"),
+    ("capacity", "Capacity (Ready)"),
     ("deserved", "Deserved"),
     ("allocated", "Allocated"),
 )
