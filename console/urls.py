@@ -3,13 +3,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from console import security
-
 from nodepools import views as nodepool_views
 
 urlpatterns = [
     path("", nodepool_views.home, name="home"),
-    path("login/", security.ThrottledLoginView.as_view(), name="login"),
+    # Locked out after repeated failures by django-axes (console/security.py).
+    path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     # One login form for everything, so that its throttling cannot be bypassed through the admin's.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True), name="admin-login-redirect"),
