@@ -97,6 +97,11 @@ def test_overview_chart_is_drawn_with_legend_and_values_on_hover(page, console_e
     chart.locator("summary").click()
     page.mouse.move(box["x"] + box["width"] * (index + 0.5) / len(labels), box["y"] + box["height"] - 5)
     shoot(page, "chart-overview")
+    # The live table refetches its region (chart included): the new chart is drawn again.
+    page.evaluate("document.getElementById('quota-chart').setAttribute('data-old', '1')")
+    page.evaluate("htmx.ajax('GET', location.pathname, {target: '#table', swap: 'outerHTML'})")
+    expect(page.locator("#quota-chart:not([data-old]) canvas")).to_be_visible()
+    expect(page.locator("#quota-chart .u-legend")).to_contain_text("Over quota (GPUs)")
 
 
 def test_pool_usage_chart_zooms_and_shows_values_on_hover(page, console_errors, org, users, history):

@@ -81,14 +81,17 @@
         value: function (u, v) { return fmt(v); },
       });
     });
-    var rotate = n > 4;
+    var rotate = n > 10;
     return {
       scales: {x: {time: false, range: [-0.5, n - 0.5]}, y: {range: yRange}},
       series: series,
       axes: [{
         splits: function () { return fig.x; },
-        values: function (u, splits) { return splits.map(function (i) { return fig.x_labels[i] || ""; }); },
-        rotate: rotate ? -25 : 0, size: rotate ? 110 : 40, gap: 6, grid: {show: false},
+        // "pool · department" on two lines under its group; slanted when the groups are many.
+        values: function (u, splits) {
+          return splits.map(function (i) { return (fig.x_labels[i] || "").replace(" · ", rotate ? " · " : "\n"); });
+        },
+        rotate: rotate ? 30 : 0, size: rotate ? 130 : 52, gap: 6, grid: {show: false},
       }, gpuAxis(fig.unit)],
       cursor: {drag: {x: false, y: false, setScale: false}, points: {show: false}},
       legend: {live: true},
@@ -103,7 +106,7 @@
     var fig = JSON.parse(source.textContent);
     var opts = fig.type === "time" ? timeOptions(fig) : barOptions(fig);
     opts.width = Math.max(320, plot.clientWidth || 640);
-    opts.height = HEIGHT + (fig.type === "bars" && fig.x.length > 4 ? 70 : 0);
+    opts.height = HEIGHT + (fig.type === "bars" && fig.x.length > 10 ? 80 : 0);
     var data = [fig.x].concat(fig.series.map(function (s) { return s.values; }));
     figure.setAttribute("data-drawn", "1");
     var chart = new uPlot(opts, data, plot);
