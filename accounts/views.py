@@ -12,6 +12,7 @@ from django.contrib.auth import logout as auth_logout
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
+from django.contrib.auth import views as auth_views
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -20,7 +21,6 @@ from django.views.decorators.http import require_POST
 from accounts import oidc, services
 from accounts.models import ApiToken
 from accounts.services import SignInRefused
-from console.security import ThrottledLoginView
 
 
 class TokenForm(forms.Form):
@@ -62,9 +62,10 @@ NEXT_KEY = "oidc_next"
 ID_TOKEN_KEY = "oidc_id_token"
 
 
-class LoginView(ThrottledLoginView):
+class LoginView(auth_views.LoginView):
     """The log-in page: the password form unless LOCAL_LOGIN=0, and a single sign-on button when
-    OIDC is configured. With local log-in off, passwords POSTed anyway are refused."""
+    OIDC is configured. With local log-in off, passwords POSTed anyway are refused. Repeated failures
+    lock out through django-axes (console/security.py)."""
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

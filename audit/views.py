@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from audit import selectors
-from audit.filtersets import AuditEventFilterSet
+from audit.filtersets import AuditEventFilterSet, describe
 from audit.tables import AuditEventTable
 from console.csv import csv_response
 from ui.pages import table_page
@@ -48,5 +49,8 @@ def event_detail(request, pk: int):
 def event_export(request):
     """Every field of every filtered event (the API's format), whatever columns the page shows."""
     _require_reader(request.user)
-    events = _filtered(request).qs
+    filterset = _filtered(request)
+    if filterset.is_bound and not filterset.is_valid():  # never the whole trail instead
+        return HttpResponse(describe(filterset), status=400, content_type="text/plain; charset=utf-8")
+    events = filterset.qs
     return csv_response("audit-events.csv", selectors.CSV_HEADER, selectors.audit_csv_rows(events))

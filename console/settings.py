@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
+    "csp",
     "access",
     "enforcers",
     "nodepools",
@@ -61,7 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "console.security.ContentSecurityPolicyMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -71,6 +73,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "audit.context.AuditViaMiddleware",
+    # Last, as django-axes asks: it turns a locked-out log-in into the refusal (console/security.py).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -126,6 +130,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: a locked-out (username, address) is refused before the password is checked.
+    "console.security.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -183,17 +192,38 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Content-Security-Policy (console/security.py). Styles allow 'unsafe-inline' for htmx's indicator
-# style and Swagger UI's page style; scripts are same-origin files only.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
-    "frame-ancestors 'none'"
-)
-# Login throttling (console/security.py): after this many failures for one username from one address
-# within the window (seconds), further attempts are refused until the window has passed.
+# Content-Security-Policy (django-csp). Styles allow 'unsafe-inline' for htmx's indicator style and
+# Swagger UI's page style; scripts are same-origin files only (JSON data blocks are not scripts).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# Login lockout (django-axes, console/security.py): after this many failures for one username from one
+# address, each within the window (seconds) of the last, further attempts are refused until the window
+# has passed without one.
 LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
 LOGIN_FAILURE_WINDOW = int(os.environ.get("LOGIN_FAILURE_WINDOW", "900"))
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"  # shared by every web process
+AXES_FAILURE_LIMIT = "console.security.failure_limit"  # LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = "console.security.failure_window"  # LOGIN_FAILURE_WINDOW
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "console.security.client_address"
+AXES_USERNAME_CALLABLE = "console.security.login_username"
+AXES_LOCKOUT_CALLABLE = "console.security.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused attempts do not extend the lockout
+AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are not recorded (as before)
+AXES_VERBOSE = False
 # Usage history (usage/): seconds between snapshots taken by `manage.py snapshot_usage`.
 USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
 

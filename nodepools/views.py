@@ -67,7 +67,7 @@ def cluster_overview(request, pk: int):
 def overview(request, cluster: Cluster):
     """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
     from projects.selectors import overview_chart
-    from ui.charts import quota_bars
+    from ui.charts import quota_figure
 
     pools = list(selectors.pool_table_list(user=request.user, cluster=cluster))
     # One pass over the cluster's pods serves the pool totals and the chart.
@@ -77,7 +77,7 @@ def overview(request, cluster: Cluster):
     context = {
         "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
         "column_choices": OverviewPoolTable.column_choices(request.user),
-        "chart": quota_bars(overview_chart(user=request.user, cluster=cluster, usage=usage)),
+        "chart": quota_figure(overview_chart(user=request.user, cluster=cluster, usage=usage)),
         "live_clusters": [cluster.pk],
     }
     # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).

@@ -16,9 +16,14 @@ def text(html: str) -> str:
     return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", inline))).strip()
 
 
+def _without_chart_tables(html: str) -> str:
+    # A chart's figures as a table (ui/_chart.html) is not the page's table.
+    return re.sub(r'<details class="chart-figures">.*?</details>', "", html, flags=re.S)
+
+
 def table_rows(response, table_id: str | None = None) -> list[list[str]]:
     """Body rows of the first table (or the table with this id) as lists of cell texts."""
-    html = response.content.decode()
+    html = _without_chart_tables(response.content.decode())
     if table_id:
         match = re.search(rf'<table[^>]*id="{table_id}".*?</table>', html, re.S)
         html = match.group(0) if match else ""
@@ -38,7 +43,7 @@ def table_rows(response, table_id: str | None = None) -> list[list[str]]:
 
 
 def headers(response) -> list[str]:
-    html = response.content.decode()
+    html = _without_chart_tables(response.content.decode())
     thead = re.search(r"<thead.*?</thead>", html, re.S)
     return [text(c) for c in re.findall(r"<th[^>]*>(.*?)</th>", thead.group(0), re.S)] if thead else []
 

@@ -44,7 +44,7 @@ def test_logout_needs_csrf(users):
     assert client.post("/logout/").status_code == 403
 
 
-# --- Login throttling -----------------------------------------------------------------------------
+# --- Login throttling (django-axes) -----------------------------------------------------------------------------
 
 @pytest.fixture
 def fresh_counters(users):
@@ -81,26 +81,90 @@ def test_a_successful_login_resets_the_count(client, users, fresh_counters, sett
     assert security.login_failures("rnd-admin", "127.0.0.1") == 0
 
 
+def test_the_count_ignores_case_spaces_and_forwarded_for_headers(client, users, fresh_counters, settings):
+    settings.LOGIN_FAILURE_LIMIT = 3
+    for name in ("rnd-admin", " RND-Admin", "rnd-ADMIN "):
+        # X-Forwarded-For is whatever the sender writes: it must not give a fresh budget.
+        client.post("/login/", {"username": name, "password": "wrong"}, HTTP_X_FORWARDED_FOR=f"10.0.0.{len(name)}")
+    assert security.login_failures("rnd-admin", "127.0.0.1") == 3
+    response = client.post("/login/", {"username": "rnd-admin", "password": "pw-rnd-admin"},
+                           HTTP_X_FORWARDED_FOR="10.1.2.3")
+    assert response.status_code == 429
+
+
+def test_lockout_and_policy_come_from_django_axes_and_django_csp(client, users, fresh_counters, settings):
+    from axes.models import AccessAttempt
+
+    assert "axes.middleware.AxesMiddleware" in settings.MIDDLEWARE
+    assert "csp.middleware.CSPMiddleware" in settings.MIDDLEWARE
+    assert not hasattr(security, "ContentSecurityPolicyMiddleware") and not hasattr(security, "ThrottledLoginView")
+    client.post("/login/", {"username": "rnd-admin", "password": "wrong"})
+    # Failed log-ins are django-axes' records (listed in the Django admin too).
+    attempt = AccessAttempt.objects.get(username="rnd-admin", ip_address="127.0.0.1")
+    assert attempt.failures_since_start == 1
+    from django.contrib import admin
+
+    assert AccessAttempt in admin.site._registry
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lockout_through_the_asgi_server_path(users, settings):
+    """Daphne runs Django's async middleware path: the lockout and its messages are the same there."""
+    import asyncio
+
+    from django.test import AsyncClient
+
+    settings.LOGIN_FAILURE_LIMIT = 2
+
+    async def scenario():
+        client = AsyncClient()
+        first = await client.post("/login/", {"username": "proj-admin", "password": "wrong"})
+        second = await client.post("/login/", {"username": "proj-admin", "password": "wrong"})
+        third = await client.post("/login/", {"username": "proj-admin", "password": "pw-proj-admin"})
+        return first, second, third
+
+    first, second, third = asyncio.run(scenario())
+    assert first.status_code == second.status_code == 200
+    assert b"didn't match" in first.content and b"didn't match" in second.content
+    assert third.status_code == 429 and b"Too many failed log-in attempts" in third.content
+    assert csp_directives(third["Content-Security-Policy"])["script-src"] == "'self'"
+
+
 def test_admin_login_goes_through_the_throttled_login(client, db):
     response = client.get("/admin/login/?next=/admin/")
     assert response.status_code == 302 and response.url == "/login/?next=/admin/"
 
 
-# --- Content-Security-Policy and the API docs -----------------------------------------------------
+# --- Content-Security-Policy (django-csp) and the API docs -----------------------------------------------------
+
+def csp_directives(header: str) -> dict[str, str]:
+    directives = [d.strip().split(" ", 1) for d in header.split(";") if d.strip()]
+    assert len({d[0] for d in directives}) == len(directives), header  # each directive once
+    return {d[0]: d[1] if len(d) > 1 else "" for d in directives}
+
 
 def test_every_response_carries_the_content_security_policy(client, users, org):
     client.force_login(users["sysadmin"])
     for url in ("/login/", "/account/tokens/", "/audit/", "/usage/", "/api/v1/node-pools/", "/api/docs/", "/api/schema/"):
-        policy = client.get(url)["Content-Security-Policy"]
-        assert "default-src 'self'" in policy and "script-src 'self';" in policy, url
-        assert "'unsafe-inline'" not in policy.split("script-src")[1].split(";")[0]
+        policy = csp_directives(client.get(url)["Content-Security-Policy"])
+        # (django-csp writes the directives in any order: they are compared one by one.)
+        assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'", url
+        assert "'unsafe-inline'" not in policy["script-src"]
+        assert policy["style-src"] == "'self' 'unsafe-inline'" and policy["object-src"] == "'none'", url
 
 
 def test_pages_have_no_inline_scripts(client, users, org):
+    import json
+
     client.force_login(users["sysadmin"])
-    for url in ("/account/tokens/", "/audit/", "/usage/", "/api/docs/"):
+    for url in ("/account/tokens/", "/audit/", "/usage/", "/api/docs/", f"/clusters/{org.cluster.pk}/",
+                f"/pools/{org.a100.pk}/"):
         html = client.get(url).content.decode()
-        inline = [s for s in re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S) if s[1].strip() or "src=" not in s[0]]
+        scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+        # Data for the charts (json_script) is JSON the browser never runs; anything else must be a file.
+        data = [body for attrs, body in scripts if 'type="application/json"' in attrs]
+        assert all(isinstance(json.loads(body), dict) for body in data), url
+        inline = [s for s in scripts if 'type="application/json"' not in s[0] and (s[1].strip() or "src=" not in s[0])]
         assert inline == [], url
         assert not re.search(r"\son[a-z]+=", html), url  # no inline event handlers either
 

@@ -1,65 +1,70 @@
-"""A GPU usage chart as plain SVG geometry (no JavaScript): lines for capacity, deserved and allocated."""
+"""The usage-history chart's figure (see ui/charts.py): capacity, deserved and allocated GPUs over time,
+titled with the period the data really covers."""
 from __future__ import annotations
 
-from decimal import Decimal
+import datetime
 from typing import Any
 
-WIDTH, HEIGHT = 640, 180
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 24
-MAX_POINTS = 400
+from django.conf import settings
+from django.utils import timezone
 
-SERIES = (  # key, label, CSS class
-    ("capacity", "Capacity (Ready GPUs)", "capacity"),
-    ("deserved", "Deserved", "deserved"),
-    ("allocated", "Allocated", "allocated"),
+from ui.charts import number
+
+MAX_POINTS = 600  # more than a chart's width in pixels gains nothing: thin evenly beyond it
+
+SERIES = (
+    ("capacity", "Capacity (Ready)"),
+    ("deserved", "Deserved"),
+    ("allocated", "Allocated"),
 )
 
 
-def _nice_max(value: float) -> float:
-    if value <= 0:
-        return 1.0
-    for step in (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 200, 256, 400, 500, 512, 1000):
-        if value <= step:
-            return float(step)
-    magnitude = 10 ** (len(str(int(value))) - 1)
-    return float((int(value / magnitude) + 1) * magnitude)
+def thin(points: list[dict[str, Any]], limit: int = MAX_POINTS) -> list[dict[str, Any]]:
+    """At most `limit` points, evenly spaced, always keeping the newest."""
+    if len(points) <= limit:
+        return points
+    step = len(points) / limit
+    return [points[int(i * step)] for i in range(limit - 1)] + [points[-1]]
 
 
-def chart(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """SVG coordinates for `points` (dicts with `taken` and the series keys; None values are skipped)."""
-    if len(points) > MAX_POINTS:  # thin evenly, always keeping the newest point
-        step = len(points) / MAX_POINTS
-        points = [points[int(i * step)] for i in range(MAX_POINTS - 1)] + [points[-1]]
-    values = [float(p[key]) for p in points for key, _, _ in SERIES if p.get(key) is not None]
-    top = _nice_max(max(values, default=0))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    if points:
-        start, end = points[0]["taken"], points[-1]["taken"]
-        span = max((end - start).total_seconds(), 1.0)
-    else:
-        start = end = None
-        span = 1.0
+def _span(delta: datetime.timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours} hours"
+    return f"{hours // 24} days"
 
-    def x(taken) -> float:
-        return LEFT + (taken - start).total_seconds() / span * plot_w if len(points) > 1 else LEFT + plot_w
 
-    def y(value) -> float:
-        return TOP + plot_h - float(value) / top * plot_h
+def period_title(points: list[dict[str, Any]], *, days: int, now: datetime.datetime | None = None) -> str:
+    """"last 7 days" when the history covers the whole period; otherwise the range it really covers."""
+    if not points:
+        return f"no history in the last {days} day{'s' if days != 1 else ''}"
+    now = now or timezone.now()
+    start, end = points[0]["taken"], points[-1]["taken"]
+    # One or two missing snapshots at the start still cover the period.
+    slack = datetime.timedelta(seconds=2 * getattr(settings, "USAGE_SNAPSHOT_EVERY", 900))
+    if start <= now - datetime.timedelta(days=days) + slack:
+        return f"last {days} day{'s' if days != 1 else ''}"
+    fmt = "%Y-%m-%d %H:%M"
+    end_fmt = "%H:%M" if start.date() == end.date() else fmt
+    return f"{start:{fmt}} to {end:{end_fmt}} UTC (only {_span(end - start)} of history)"
 
-    lines = []
-    for key, label, css in SERIES:
-        coords = [f"{x(p['taken']):.1f},{y(p[key]):.1f}" for p in points if p.get(key) is not None]
-        if coords:
-            last = next(p[key] for p in reversed(points) if p.get(key) is not None)
-            lines.append({"key": key, "label": label, "css": css, "points": " ".join(coords),
-                          "last": _fmt(last)})
-    ticks = [{"y": f"{y(v):.1f}", "label": _fmt(v)} for v in (0, top / 2, top)]
+
+def usage_figure(points: list[dict[str, Any]], *, subject: str, days: int,
+                 now: datetime.datetime | None = None) -> dict[str, Any]:
+    """`points` from `usage.selectors.gpu_series` (oldest first)."""
+    title = period_title(points, days=days, now=now)
+    points = thin(points)
+    series = [{"key": key, "label": label, "values": [number(p.get(key)) for p in points]} for key, label in SERIES]
     return {
-        "width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT, "top": TOP, "bottom": HEIGHT - BOTTOM,
-        "lines": lines, "ticks": ticks, "start": start, "end": end, "count": len(points),
+        "type": "time",
+        "title": f"GPUs of {subject}, {title}",
+        "unit": "GPUs",
+        "x_label": "Time (UTC)",
+        "x": [int(p["taken"].timestamp()) for p in points],
+        "x_labels": [p["taken"].astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M") for p in points],
+        # A series without any value (a department has no capacity of its own) is left out.
+        "series": [s for s in series if any(v is not None for v in s["values"]) or not points],
     }
-
-
-def _fmt(value: Any) -> str:
-    value = Decimal(str(value))
-    return f"{value.normalize():f}" if value == value.to_integral() else f"{value.quantize(Decimal('0.01')):f}"

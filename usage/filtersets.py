@@ -4,10 +4,12 @@ from __future__ import annotations
 import datetime
 
 import django_filters
+from django import forms
 from django.utils import timezone
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
 from projects.filtersets import visible_departments, visible_projects
+from usage.forms import UsageFilterForm
 from usage.models import UsageSnapshot
 
 
@@ -16,12 +18,14 @@ def _day_start(day: datetime.date) -> datetime.datetime:
 
 
 class UsageSnapshotFilterSet(django_filters.FilterSet):
-    date_from = django_filters.DateFilter(method="filter_from", label="From (date, UTC)")
-    date_to = django_filters.DateFilter(method="filter_to", label="To (date, UTC, inclusive)")
+    date_from = django_filters.DateFilter(method="filter_from", label="From (date, UTC)",
+                                          widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
+    date_to = django_filters.DateFilter(method="filter_to", label="To (date, UTC, inclusive)",
+                                        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
     taken = django_filters.IsoDateTimeFromToRangeFilter(label="Taken (time range)")
     kind = django_filters.MultipleChoiceFilter(choices=[(k.label.lower(), k.label) for k in UsageSnapshot.Kind],
                                                method="filter_kind")
-    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster")
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster", label="Cluster")
     pool = ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
     department = ModelMultipleChoiceFilter(queryset=visible_departments,
                                                           label="Department (and its projects)")
@@ -29,6 +33,7 @@ class UsageSnapshotFilterSet(django_filters.FilterSet):
 
     class Meta:
         model = UsageSnapshot
+        form = UsageFilterForm
         fields = ["date_from", "date_to", "taken", "kind", "cluster", "pool", "department", "project"]
 
     # Ranges on the indexed timestamp (not on its date), so that long histories stay fast.

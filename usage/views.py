@@ -3,11 +3,13 @@ current view), and the compliance CSV (every value, oldest first) for any date r
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 
 from console.csv import csv_response
 from ui.pages import table_page
 from usage import selectors
 from usage.filtersets import UsageSnapshotFilterSet
+from usage.forms import range_errors
 from usage.tables import UsageSnapshotTable
 
 
@@ -27,6 +29,10 @@ def history(request):
 
 @login_required
 def export(request):
-    """Every row the user may see in the filtered range, oldest first, streamed."""
-    snapshots = _filtered(request).qs.order_by("taken", "pool_id", "kind", "department_id", "project_id")
+    """Every row the user may see in the filtered range, oldest first, streamed; bad filters are a 400
+    with the page's messages (never the whole history instead)."""
+    filterset = _filtered(request)
+    if filterset.is_bound and not filterset.is_valid():
+        return HttpResponse(range_errors(filterset.form), status=400, content_type="text/plain; charset=utf-8")
+    snapshots = filterset.qs.order_by("taken", "pool_id", "kind", "department_id", "project_id")
     return csv_response("usage-history.csv", selectors.CSV_HEADER, selectors.csv_rows(snapshots))

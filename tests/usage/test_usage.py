@@ -1,6 +1,7 @@
 """Usage history: snapshots per pool / department / project, the command that takes them, the
-compliance CSV for a date range (restricted by role), the API, and the server-rendered chart."""
+compliance CSV for a date range (restricted by role), the API, and the chart's figures."""
 import csv
+import re
 import datetime
 import io
 from decimal import Decimal
@@ -95,8 +96,10 @@ def test_filtering_another_departments_rows_by_id_is_refused(client, users, org,
     client.force_login(users["rnd_admin"])
     response = client.get("/usage/", {"department": org.ops.pk})
     assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
-    table = download(client.get("/usage/export.csv", {"department": org.ops.pk}))
-    assert not any(row[4] == "ops" for row in table[1:])
+    # The compliance CSV refuses the same filter with the page's message, and shows none of ops' rows.
+    response = client.get("/usage/export.csv", {"department": org.ops.pk})
+    assert response.status_code == 400 and "ops" not in response.content.decode()
+    assert response.content.decode().startswith("Department (and its projects): Select a valid choice.")
 
 
 def test_history_survives_deleting_a_project(client, users, org, history):
@@ -123,28 +126,40 @@ def render_chart(user, **context):
     return Template('{% include "usage/_chart.html" %}').render(Context({"request": request, **context}))
 
 
-def test_chart_of_a_pool_is_an_svg_with_capacity_deserved_and_allocated(users, org, history):
+def chart_figure(html):
+    import json
+    import re
+
+    match = re.search(r'<script id="usage-chart-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1)) if match else None
+
+
+def test_chart_of_a_pool_has_capacity_deserved_and_allocated(users, org, history):
     html = render_chart(users["rnd_viewer"], pool=org.a100)
-    assert "<svg" in html and "<script" not in html and html.count("<polyline") == 3
-    assert "GPUs of node pool a100" in html and "Allocated: 3" in html and "Capacity (Ready GPUs): 8" in html
+    data = chart_figure(html)
+    assert "<svg" not in html and data["type"] == "time"
+    assert {s["label"]: s["values"][-1] for s in data["series"]} == {
+        "Capacity (Ready)": 8, "Deserved": 4, "Allocated": 3}
+    assert "GPUs of node pool a100" in html and "<td class=\"num\">8</td><td class=\"num\">4</td><td class=\"num\">3</td>" in html
 
 
 def test_chart_of_a_department_and_of_everything(users, org, history):
     html = render_chart(users["rnd_viewer"], department=org.rnd)
-    assert "GPUs of department rnd" in html and "Deserved: 4" in html and "Allocated: 3" in html
+    assert "GPUs of department rnd" in html
+    assert {s["label"]: s["values"][-1] for s in chart_figure(html)["series"]} == {"Deserved": 4, "Allocated": 3}
     html = render_chart(users["rnd_viewer"])
-    assert "all node pools you may see" in html and "<svg" in html
+    assert "all node pools you may see" in html and chart_figure(html)["series"]
 
 
 def test_chart_shows_nothing_the_user_may_not_see(users, org, history):
     html = render_chart(users["researcher"], department=org.ops)
-    assert "<svg" not in html and "No usage history yet" in html
+    assert chart_figure(html) is None and "No usage history yet" in html
 
 
 def test_usage_page(client, users, org, history):
     client.force_login(users["rnd_admin"])
     html = client.get("/usage/").content.decode()
-    assert "<svg" in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html
+    assert 'id="usage-chart-data"' in html and "Download CSV" in html and "rnd-a" in html and "ops-a" not in html
 
 
 # --- Columns chosen per user, and the page's CSV following them -------------------------------------
@@ -204,3 +219,49 @@ def test_usage_page_names_deleted_owners(client, users, org, history):
     services.project_delete(actor=None, project=org.rnd_b)
     login(client, users, "sysadmin")
     assert any(row[4] == f"#{pk} (deleted)" for row in table_rows(client.get("/usage/", {"kind": "project"})))
+
+
+# --- The filter form: labels, date inputs, a range that runs backwards -------------------------------
+
+def test_usage_filters_read_cluster_and_take_dates_from_date_inputs(client, users, org, history):
+    from tests.pages import text
+
+    client.force_login(users["sysadmin"])
+    html = client.get("/usage/").content.decode()
+    form = html[html.index('<form method="get" class="filters"'):]
+    form = form[:form.index("</form>")]
+    labels = [text(label).split(" All")[0] for label in re.findall(r"<label>(.*?)<(?:input|select)", form, re.S)]
+    assert "Cluster" in labels and "[invalid name]" not in form
+    assert re.search(r'<input type="date" name="date_from"', form) and re.search(r'<input type="date" name="date_to"', form)
+    day = history[1].date().isoformat()
+    page = client.get("/usage/", {"date_from": day}).content.decode()
+    assert f'type="date" name="date_from" value="{day}"' in page
+
+
+MESSAGE = "From (date, UTC): must not be after To (date, UTC, inclusive) (2026-11-20); it is 2026-11-25."
+
+
+def test_a_range_starting_after_its_end_is_an_error_beside_the_fields(client, users, org, history):
+    from tests.pages import page_text, table_rows
+
+    client.force_login(users["sysadmin"])
+    response = client.get("/usage/", {"date_from": "2026-11-25", "date_to": "2026-11-20"})
+    assert response.status_code == 200
+    assert MESSAGE in page_text(response)
+    assert table_rows(response) == []  # nothing shown rather than the whole history
+
+
+def test_the_compliance_csv_of_a_backwards_range_is_a_400_with_the_same_message(client, users, org, history):
+    client.force_login(users["sysadmin"])
+    response = client.get("/usage/export.csv", {"date_from": "2026-11-25", "date_to": "2026-11-20"})
+    assert response.status_code == 400 and response.content.decode() == MESSAGE
+    response = client.get("/usage/export.csv", {"date_from": "not a date"})
+    assert response.status_code == 400 and response.content.decode() == "From (date, UTC): Enter a valid date."
+    # The API answers the same rule in its JSON errors.
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(users["sysadmin"])
+    response = api.get("/api/v1/usage-snapshots/export/", {"date_from": "2026-11-25", "date_to": "2026-11-20"})
+    assert response.status_code == 400
+    assert response.json()["errors"]["date_from"] == [MESSAGE.split(": ", 1)[1]]

@@ -1,0 +1,132 @@
+/* Draws every <figure data-chart="ID"> with the vendored uPlot from the JSON in <script id="ID">
+ * (see ui/charts.py): bars per department and pool, or GPUs over time. Legends carry colour swatches and
+ * show the values under the pointer; time charts zoom by dragging across them, double-click resets.
+ * Figures arriving through htmx (live tables) are drawn too. */
+(function () {
+  "use strict";
+
+  var COLORS = {capacity: "#5b6577", deserved: "#3b7dd8", allocated: "#5a9a00", over_quota: "#e08a3c"};
+  var FILLS = {deserved: "#8fb4e3", allocated: "#76b900", over_quota: "#e08a3c"};
+  // Whole GPUs only on the value axis.
+  var GPU_STEPS = [1, 2, 4, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000];
+  var HEIGHT = 280;
+
+  function fmt(v) {
+    if (v == null) return "—";
+    return String(Math.round(v * 100) / 100);
+  }
+
+  function yRange(u, min, max) {
+    return [0, Math.max(1, Math.ceil((max || 0) * 1.08))];
+  }
+
+  function gpuAxis(unit) {
+    return {
+      label: unit, labelSize: 20, incrs: GPU_STEPS,
+      values: function (u, splits) { return splits.map(function (v) { return v.toFixed(0); }); },
+    };
+  }
+
+  var hhmm = null, day = null;
+  function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
+
+  // 24-hour UTC times; the date under the first tick and under every tick of a new day.
+  function timeTicks(u, splits, axisIdx, space, incr) {
+    hhmm = hhmm || uPlot.fmtDate("{HH}:{mm}");
+    day = day || uPlot.fmtDate("{YYYY}-{MM}-{DD}");
+    var previous = null;
+    return splits.map(function (ts) {
+      var date = utc(ts);
+      var d = day(date);
+      var label = incr >= 86400 ? d : hhmm(date) + (d !== previous ? "\n" + d : "");
+      previous = d;
+      return label;
+    });
+  }
+
+  function timeOptions(fig) {
+    var series = [{label: fig.x_label, value: "{YYYY}-{MM}-{DD} {HH}:{mm}"}];
+    fig.series.forEach(function (s) {
+      series.push({
+        label: s.label + " (" + fig.unit + ")", stroke: COLORS[s.key] || "#333", width: 2,
+        dash: s.key === "deserved" ? [6, 4] : undefined,
+        value: function (u, v) { return fmt(v); },
+      });
+    });
+    return {
+      tzDate: utc,
+      scales: {x: {time: true}, y: {range: yRange}},
+      series: series,
+      axes: [{values: timeTicks, space: 60, size: 44}, gpuAxis(fig.unit)],
+      cursor: {drag: {x: true, y: false, setScale: true}},
+      legend: {live: true},
+    };
+  }
+
+  function barOptions(fig) {
+    var n = fig.x.length, k = fig.series.length, slot = 0.8 / k;
+    var series = [{
+      label: fig.x_label,
+      value: function (u, v) { return v == null ? "—" : (fig.x_labels[v] || "—"); },
+    }];
+    fig.series.forEach(function (s, j) {
+      var starts = fig.x.map(function (i) { return i - 0.4 + j * slot; });
+      series.push({
+        label: s.label + " (" + fig.unit + ")", stroke: COLORS[s.key] || "#333", fill: FILLS[s.key] || "#999",
+        width: 0, points: {show: false},
+        paths: uPlot.paths.bars({
+          disp: {x0: {unit: 1, values: function () { return starts; }},
+                 size: {unit: 1, values: function () { return [slot * 0.92]; }}},
+        }),
+        value: function (u, v) { return fmt(v); },
+      });
+    });
+    var rotate = n > 10;
+    return {
+      scales: {x: {time: false, range: [-0.5, n - 0.5]}, y: {range: yRange}},
+      series: series,
+      axes: [{
+        splits: function () { return fig.x; },
+        // "pool · department" on two lines under its group; slanted when the groups are many.
+        values: function (u, splits) {
+          return splits.map(function (i) { return (fig.x_labels[i] || "").replace(" · ", rotate ? " · " : "\n"); });
+        },
+        rotate: rotate ? 30 : 0, size: rotate ? 130 : 52, gap: 6, grid: {show: false},
+      }, gpuAxis(fig.unit)],
+      cursor: {drag: {x: false, y: false, setScale: false}, points: {show: false}},
+      legend: {live: true},
+    };
+  }
+
+  function draw(figure) {
+    if (figure.getAttribute("data-drawn") || typeof uPlot === "undefined") return;
+    var source = document.getElementById(figure.getAttribute("data-chart"));
+    var plot = figure.querySelector(".chart-plot");
+    if (!source || !plot) return;
+    var fig = JSON.parse(source.textContent);
+    var opts = fig.type === "time" ? timeOptions(fig) : barOptions(fig);
+    opts.width = Math.max(320, plot.clientWidth || 640);
+    opts.height = HEIGHT + (fig.type === "bars" && fig.x.length > 10 ? 80 : 0);
+    var data = [fig.x].concat(fig.series.map(function (s) { return s.values; }));
+    figure.setAttribute("data-drawn", "1");
+    var chart = new uPlot(opts, data, plot);
+    figure.uplot = chart;  // for the browser tests
+    if (fig.type === "time") figure.classList.add("chart-zoomable");
+    if (window.ResizeObserver) {
+      var width = opts.width;
+      new ResizeObserver(function () {
+        var w = Math.max(320, plot.clientWidth);
+        if (Math.abs(w - width) > 4) { width = w; chart.setSize({width: w, height: opts.height}); }
+      }).observe(plot);
+    }
+  }
+
+  function drawAll(root) {
+    var scope = root && root.querySelectorAll ? root : document;
+    if (scope.matches && scope.matches("figure[data-chart]")) draw(scope);
+    Array.prototype.forEach.call(scope.querySelectorAll("figure[data-chart]"), draw);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { drawAll(document); });
+  document.addEventListener("htmx:load", function (event) { drawAll(event.target); });
+})();
