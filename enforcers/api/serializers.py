@@ -15,7 +15,7 @@ class EnforcementSerializer(serializers.ModelSerializer):
         model = Enforcement
         fields = ["cluster", "enforcer", "last_reconciled", "last_error", "dry_run"]
         read_only_fields = ["last_reconciled", "last_error"]
-        extra_kwargs = {"enforcer": {"help_text": "none, kai (KAI Scheduler) or kueue."}}
+        extra_kwargs = {"enforcer": {"required": True, "help_text": "none, kai (KAI Scheduler) or kueue."}}
 
 
 class PlanSerializer(serializers.Serializer):

@@ -25,6 +25,7 @@ class EnforcementView(generics.GenericAPIView):
     changed and deleted; without `dry_run` the setting is saved (system administrators)."""
 
     serializer_class = s.EnforcementSerializer
+    queryset = Cluster.objects.none()
 
     def _cluster(self, pk: int) -> Cluster:
         return get_object_or_404(Cluster.objects.restrict(self.request.user, "view"), pk=pk)
@@ -61,8 +62,11 @@ class SchedulerQueueList(generics.ListAPIView):
 
     serializer_class = s.SchedulerQueueSerializer
     pagination_class = None
+    queryset = SchedulerQueue.objects.none()
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # drawing the schema
+            return SchedulerQueue.objects.none()
         cluster = get_object_or_404(Cluster.objects.restrict(self.request.user, "view"), pk=self.kwargs["pk"])
         return SchedulerQueue.objects.restrict(self.request.user, "view").filter(cluster=cluster).select_related("pool")
 
@@ -83,6 +87,7 @@ class ProjectWaitingView(_WaitingView):
     """The project's pending GPU requests, each with why it waits."""
 
     model = Project
+    queryset = Project.objects.none()
 
     @extend_schema(responses=s.WaitingSerializer(many=True))
     def get(self, request, pk: int):
@@ -93,6 +98,7 @@ class DepartmentWaitingView(_WaitingView):
     """The department's projects' pending GPU requests (those the user may see), each with why it waits."""
 
     model = Department
+    queryset = Department.objects.none()
 
     @extend_schema(responses=s.WaitingSerializer(many=True))
     def get(self, request, pk: int):
