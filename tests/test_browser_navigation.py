@@ -1,0 +1,151 @@
+"""Following links as a person does reaches the whole page: every link in every table and detail page.
+
+A click on a link that leaves a table must show the page of its URL (its heading, one top bar, its
+buttons), exactly as a plain load of that URL does; only sort, filter and page links swap the table,
+and they too must leave the page as a plain load of the new URL shows it. Runs on the demo
+organisation, as the system administrator (who sees every link); one browser page for all of it.
+"""
+from __future__ import annotations
+
+import io
+import re
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from tests.test_browser import (CHROMIUM, REQUIRE, _hints_reach_the_in_process_server, chromium,  # noqa: F401
+                                live_asgi, log_in, shoot)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM) and not REQUIRE,
+                       reason=f"needs Chromium at {CHROMIUM} (apt-get install -y chromium)"),
+]
+
+# What a person sees of a page: its heading, how many top bars, its section headings and buttons.
+SEEN = """() => {
+  const text = (e) => e.textContent.replace(/\\s+/g, " ").trim();
+  const main = document.querySelector("main");
+  return {
+    h1: [...document.querySelectorAll("h1")].map(text),
+    topbars: document.querySelectorAll("header.topbar").length,
+    h2: main ? [...main.querySelectorAll("h2")].map(text) : [],
+    buttons: main ? [...main.querySelectorAll("a.button, button")].map(text) : [],
+    filters: document.querySelectorAll("form.filters").length,
+  };
+}"""
+
+# Every link a person can click in the page's tables and body (downloads and in-place editors aside).
+LINKS = """() => [...document.querySelectorAll("main a[href]")]
+  .filter((a) => a.offsetParent !== null && !a.hasAttribute("download") && !a.classList.contains("cell-edit")
+                 && !a.getAttribute("href").startsWith("#"))
+  .map((a) => a.getAttribute("href"))"""
+
+PER_KIND = 2  # links sharing a path pattern and query keys are one kind: a couple of each is enough
+
+
+def link_kind(start: str, href: str) -> tuple:
+    parts = urlsplit(href)
+    path = re.sub(r"/\d+/", "/N/", parts.path or urlsplit(start).path)
+    return path, tuple(sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True)}))
+
+
+def settle(page) -> None:
+    page.wait_for_load_state()
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
+    page.wait_for_timeout(60)
+
+
+def test_every_link_in_tables_and_detail_pages_reaches_the_whole_page(chromium, live_asgi, db):
+    from django.core.management import call_command
+
+    from nodepools.models import Cluster, Node, NodePool, NodeStatus
+    from projects.models import Department, Project
+    from usage.services import usage_snapshot_take
+
+    call_command("demo", stdout=io.StringIO())
+    usage_snapshot_take()
+    cluster = Cluster.objects.get(name="demo")
+    pool = NodePool.objects.get(cluster=cluster, name="a100-80gb")
+    node = Node.objects.filter(cluster=cluster, status=NodeStatus.NOT_READY).order_by("name").first() \
+        or Node.objects.order_by("name").first()
+    department = Department.objects.get(name="rnd")
+    project = Project.objects.get(name="team-vision")
+    starts = {
+        "overview": "/",
+        "nodes": "/nodes/",
+        "nodes, 25 a page": "/nodes/?sort=name&per_page=25",
+        "pools": "/pools/",
+        "pool": f"/pools/{pool.pk}/",
+        "node": f"/nodes/{node.pk}/",
+        "departments": "/departments/",
+        "department": f"/departments/{department.pk}/",
+        "projects": "/projects/",
+        "project": f"/projects/{project.pk}/",
+        "quota grid": f"/clusters/{cluster.pk}/quota/",
+        "audit": "/audit/",
+        "usage": "/usage/",
+    }
+
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, base_url=live_asgi.url)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, "admin", "gpu-demo")
+
+    plain: dict[str, dict] = {}
+
+    def plain_load(url: str) -> dict:
+        if url not in plain:
+            response = page.goto(url)
+            assert response.status == 200, f"{url}: {response.status}"
+            settle(page)
+            plain[url] = page.evaluate(SEEN)
+        return plain[url]
+
+    failures: list[str] = []
+    followed = 0
+    for name, start in starts.items():
+        plain_load(start)
+        page.goto(start)
+        settle(page)
+        hrefs = page.evaluate(LINKS)
+        assert hrefs, f"no links on the {name} page ({start})"
+        sampled: dict[tuple, list[str]] = {}
+        for href in dict.fromkeys(hrefs):
+            kind = link_kind(start, href)
+            if len(sampled.setdefault(kind, [])) < PER_KIND:
+                sampled[kind].append(href)
+        for kind, group in sampled.items():
+            for href in group:
+                page.goto(start)
+                settle(page)
+                before = page.url
+                page.locator(f'main a[href="{href}"]').first.click()
+                try:
+                    page.wait_for_url(lambda url: url != before, timeout=3000)
+                except Exception:  # a link to the page itself (page 1, "Clear" of no filter) keeps the URL
+                    pass
+                settle(page)
+                reached_url = page.url
+                seen = page.evaluate(SEEN)
+                followed += 1
+                expected = plain_load(reached_url.removeprefix(live_asgi.url))
+                if seen != expected or seen["topbars"] != 1:
+                    failures.append(f"{name} ({start}) → {href} reached {reached_url.removeprefix(live_asgi.url)}:\n"
+                                    f"    after the click: {seen}\n    plain load:      {expected}")
+    # The nodes list after following its links back and forth, for a person to look at.
+    page.goto("/nodes/")
+    settle(page)
+    page.locator("#nodes-table tbody tr td:first-child a").first.click()
+    settle(page)
+    shoot(page, "navigation-node-from-list")
+    page.go_back()
+    settle(page)
+    shoot(page, "navigation-nodes-list")
+    context.close()
+    assert errors == [], f"JavaScript errors: {errors}"
+    assert followed >= 40, f"only {followed} links followed"
+    assert not failures, f"{len(failures)} of {followed} links did not reach the whole page:\n" + "\n".join(failures)
