@@ -4,7 +4,7 @@ from __future__ import annotations
 import django_tables2 as tables
 from django.urls import reverse
 
-from nodepools.tables import NumberColumn
+from nodepools.tables import NumberColumn, cluster_link
 from ui.tables import ConsoleTable
 from ui.views import register
 
@@ -15,7 +15,7 @@ class DepartmentTable(ConsoleTable):
     default_columns = ("name", "cluster", "project_count", "gpu_deserved", "gpu_allocated", "description")
 
     name = tables.Column("Department", linkify=lambda record: reverse("department-detail", args=[record.pk]))
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     description = tables.Column("Description", default="")
     project_count = NumberColumn("Projects")
     gpu_deserved = NumberColumn("Deserved GPUs (all pools)")
@@ -33,8 +33,9 @@ class ProjectTable(ConsoleTable):
                        "workload_count", "allow_over_quota")
 
     name = tables.Column("Project", linkify=lambda record: reverse("project-detail", args=[record.pk]))
-    department = tables.Column("Department", accessor="department__name", order_by=("department__name",))
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    department = tables.Column("Department", accessor="department__name", order_by=("department__name",),
+                               linkify=lambda record: reverse("department-detail", args=[record.department_id]))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     namespaces = tables.Column("Namespaces", accessor="pk", orderable=False)
     description = tables.Column("Description", default="")
     gpu_deserved = NumberColumn("Deserved GPUs (all pools)")
