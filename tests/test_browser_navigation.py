@@ -141,15 +141,23 @@ def test_every_link_in_tables_and_detail_pages_reaches_the_whole_page(chromium, 
                 if seen != expected or seen["topbars"] != 1:
                     failures.append(f"{name} ({start}) → {href} reached {reached_url.removeprefix(live_asgi.url)}:\n"
                                     f"    after the click: {seen}\n    plain load:      {expected}")
-    # The nodes list after following its links back and forth, for a person to look at.
+    # The nodes list with a node's reasons opened from the keyboard, and that node's page reached by its
+    # link, for a person to look at.
+    many = max(Node.objects.filter(cluster=cluster), key=lambda n: len(n.status_reasons or []))
     page.goto("/nodes/")
     settle(page)
-    page.locator("#nodes-table tbody tr td:first-child a").first.click()
-    settle(page)
-    shoot(page, "navigation-node-from-list")
-    page.go_back()
-    settle(page)
+    row = page.locator(f"#nodes-table tr[data-node='{many.name}']")
+    if len(many.status_reasons) > 1:
+        row.locator("summary").focus()
+        page.keyboard.press("Enter")
+        assert row.locator("li").all_inner_texts() == many.status_reasons
     shoot(page, "navigation-nodes-list")
+    row.locator("td:first-child a").click()
+    page.wait_for_url(f"**/nodes/{many.pk}/")
+    settle(page)
+    assert page.locator("h1").inner_text() == f"Node {many.name}"
+    assert page.locator("#node-reasons li").all_inner_texts() == many.status_reasons
+    shoot(page, "navigation-node-from-list")
     context.close()
     assert errors == [], f"JavaScript errors: {errors}"
     assert followed >= 45, f"only {followed} links followed"

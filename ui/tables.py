@@ -131,6 +131,8 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
     kwargs.setdefault("template_name", "ui/table.html")
     table = table_class(data, sequence=names + ["..."], exclude=exclude, request=None, prefix=prefix,
                         order_by=default_order, **kwargs)
+    if not table.empty_text:
+        table.empty_text = ConsoleTable._meta.empty_text
     chosen, error = per_page_from(request.GET, prefix=prefix, default=per_page) if paginate else (None, "")
     table.per_page_choices = PER_PAGE_CHOICES
     table.per_page_chosen = chosen
