@@ -288,7 +288,7 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
         elapsed = time.monotonic() - written
         assert elapsed < 1.0, f"the table followed the database after {elapsed:.2f}s"
         assert status.locator("span.status").get_attribute("title") == "Disk pressure\nScheduling disabled"
-        expect(status.locator("li")).to_be_hidden()
+        expect(status.locator("ul.reasons")).to_be_hidden()
         status.locator("summary").focus()
         page.keyboard.press("Enter")
         expect(status.locator("li")).to_have_text(["Disk pressure", "Scheduling disabled"])
