@@ -141,6 +141,21 @@ def test_every_link_in_tables_and_detail_pages_reaches_the_whole_page(chromium, 
                 if seen != expected or seen["topbars"] != 1:
                     failures.append(f"{name} ({start}) → {href} reached {reached_url.removeprefix(live_asgi.url)}:\n"
                                     f"    after the click: {seen}\n    plain load:      {expected}")
+    # Back and forward through a sort (an htmx swap) and a followed link: whole pages all the way.
+    page.goto("/nodes/")
+    settle(page)
+    page.locator("#nodes-table thead a", has_text="Node pool").click()
+    page.wait_for_url("**/nodes/?sort=pool")
+    settle(page)
+    page.locator("#nodes-table tbody td:first-child a").first.click()
+    settle(page)
+    for step in (page.go_back, page.go_back, page.go_forward):
+        step()
+        settle(page)
+        seen = page.evaluate(SEEN)
+        expected = plain_load(page.url.removeprefix(live_asgi.url))
+        if seen != expected or seen["topbars"] != 1:
+            failures.append(f"{step.__name__} to {page.url}:\n    seen: {seen}\n    plain load: {expected}")
     # The nodes list with a node's reasons opened from the keyboard, and that node's page reached by its
     # link, for a person to look at.
     many = max(Node.objects.filter(cluster=cluster), key=lambda n: len(n.status_reasons or []))

@@ -44,9 +44,10 @@ def dropdowns(form: forms.Form, names: Iterable[str], extra: dict[str, list[str]
 def htmx_partial(request) -> bool:
     """Whether to answer with the page's `#table` partial: only for htmx's own requests (a sort, filter or
     page link, a live refetch), never for a boosted link a person follows, which gets the whole page (as
-    in NetBox)."""
+    in NetBox), nor for htmx restoring a page of its history it no longer holds (it swaps the answer
+    into <body>)."""
     htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.boosted
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
 
 
 def view_cluster_name(filterset) -> str | None:

@@ -37,6 +37,9 @@ def test_htmx_request_gets_the_table_partial_and_a_boosted_link_the_whole_page(c
             headers["HTTP_HX_TARGET"] = target
         whole = client.get(url, **headers).content.decode()
         assert whole.count('<header class="topbar">') == 1 and "<h1>" in whole, (name, target)
+    # So is "back" to a page htmx no longer holds in its history cache (it swaps the answer into <body>).
+    whole = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true").content.decode()
+    assert whole.count('<header class="topbar">') == 1 and "<h1>" in whole
 
 
 @pytest.mark.parametrize("name", ["pool-detail", "node-detail", "cluster-overview", "quota-grid"])
