@@ -232,3 +232,10 @@ def test_reasons_cell_one_reason_no_disclosure_several_a_disclosure(client, org,
     assert html.count("<details class=\"reasons-popover\">") == 1
     assert '<summary aria-label="Not ready (Memory pressure): 3 not-ready reasons">' in html
     assert "<li>&lt;b&gt;x&lt;/b&gt;</li>" in html
+
+
+def test_pages_vary_on_hx_request_so_back_never_shows_a_cached_fragment(client, org, users):
+    login(client, users, "sysadmin")
+    for url in (reverse("node-list"), reverse("pool-detail", args=[org.a100.pk])):
+        for headers in ({}, {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "table"}):
+            assert "HX-Request" in client.get(url, **headers)["Vary"]
