@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "ui.middleware.VaryOnHtmxMiddleware",
     "audit.context.AuditViaMiddleware",
     # Last, as django-axes asks: it turns a locked-out log-in into the refusal (console/security.py).
     "axes.middleware.AxesMiddleware",

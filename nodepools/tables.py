@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import django_tables2 as tables
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from nodepools.models import NodeStatus
 from ui.formats import number as _num
@@ -36,6 +36,11 @@ class NumberColumn(tables.Column):
         return _num(value)
 
 
+def cluster_link(record) -> str:
+    """A cluster cell links to that cluster's overview."""
+    return reverse("cluster-overview", args=[record.cluster_id])
+
+
 class PoolStatusColumn(tables.Column):
     def render(self, value):
         return format_html('<span class="status status-{}">{}</span>', value.lower(), value)
@@ -50,7 +55,7 @@ class NodePoolTable(ConsoleTable):
     )
 
     name = tables.Column("Node pool", linkify=lambda record: reverse("pool-detail", args=[record.pk]))
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     status = PoolStatusColumn("Status", accessor="status", order_by=("ready_node_count", "node_count"))
     label_key = tables.Column("Label key", default="")
     label_value = tables.Column("Label value", default="")
@@ -135,10 +140,21 @@ class OverviewPoolTable(NodePoolTable):
 
 
 class NodeStatusColumn(tables.Column):
+    """"Not ready (Memory pressure) +1": the main reason in the cell and, when there are more, every
+    reason in a disclosure a keyboard reaches (a <details>, no script); the title repeats them for the mouse."""
+
     def render(self, value, record):
         reasons = record.status_reasons or []
-        return format_html('<span class="status status-{}" title="{}">{}</span>', record.status,
-                           "\n".join(reasons) if reasons else record.get_status_display(), record.status_text)
+        badge = format_html('<span class="status status-{}" title="{}">{}</span>', record.status,
+                            "\n".join(reasons) if reasons else record.get_status_display(), record.status_text)
+        if record.status != NodeStatus.NOT_READY or len(reasons) < 2:
+            return badge
+        more = len(reasons) - 1
+        items = format_html_join("", "<li>{}</li>", ((r,) for r in reasons))
+        return format_html(
+            '<details class="reasons-popover"><summary aria-label="{}: {} not-ready reasons">{} '
+            '<span class="more">+{}</span></summary><ul class="reasons">{}</ul></details>',
+            record.status_text, len(reasons), badge, more, items)
 
 
 def _attach_node_usage(nodes):
@@ -159,8 +175,9 @@ class NodeTable(ConsoleTable):
     name = tables.Column("Node", linkify=lambda record: reverse("node-detail", args=[record.pk]))
     status = NodeStatusColumn("Status", accessor="status", order_by=("status",),
                               attrs={"td": {"class": "status-cell"}})
-    pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",), default="—")
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",), default="—",
+                         linkify=lambda record: reverse("pool-detail", args=[record.pool_id]) if record.pool_id else None)
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     gpu_product = tables.Column("GPU type", default="—")
     gpu_devices = tables.Column("Ready/total GPU devices", accessor="gpu_ready", order_by=("gpu_ready", "gpu_capacity"),
                                 attrs={"td": {"class": "num"}, "th": {"class": "num"}})
@@ -211,20 +228,22 @@ class NodeTable(ConsoleTable):
     )
 
     def export_values(self, queryset):
-        from django.db.models.fields.json import KT
-
         from nodepools.selectors import NODE_USAGE_FIELDS, nodes_annotate_usage
 
-        # The status text needs the main reason only: read as text, no JSON list decoded per row.
-        return nodes_annotate_usage(queryset).annotate(main_reason=KT("status_reasons__0")).values(
-            *self.export_fields, "main_reason", *NODE_USAGE_FIELDS)
+        # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one.
+        return nodes_annotate_usage(queryset).values(*self.export_fields, "status_reasons", *NODE_USAGE_FIELDS)
 
     def export_status(self, row):
-        reason = row["main_reason"]
-        return node_status_text(row["status"], [reason] if reason else [])
+        return node_status_text(row["status"], row["status_reasons"] or [], every_reason=True)
 
-    def export_gpu_devices(self, row):
-        return f"{row['gpu_allocatable'] if row['status'] == NodeStatus.READY else 0}/{row['gpu_capacity']}"
+    # "4/4" in one cell reads as a date in a spreadsheet: the CSV has the two numbers in two columns.
+    csv_parts = {"gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices"))}
+
+    def export_gpu_ready(self, row):
+        return row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
+
+    def export_gpu_total(self, row):
+        return row["gpu_capacity"]
 
     def export_gpu_free(self, row):
         ready = row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
@@ -251,10 +270,12 @@ class NodeTable(ConsoleTable):
         return row["pod_count"]
 
 
-def node_status_text(status: str, reasons: list[str]) -> str:
-    """Like `Node.status_text`, from the stored values."""
+def node_status_text(status: str, reasons: list[str], *, every_reason: bool = False) -> str:
+    """Like `Node.status_text`, from the stored values; `every_reason` names them all, not just the main one."""
     if status == NodeStatus.NOT_READY:
-        return f"Not ready ({reasons[0]})" if reasons else "Not ready"
+        if not reasons:
+            return "Not ready"
+        return f"Not ready ({'; '.join(reasons) if every_reason else reasons[0]})"
     return NodeStatus(status).label
 
 

@@ -16,7 +16,7 @@ from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolFo
 from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
 from access.rules import is_system_admin
-from ui.pages import table_page
+from ui.pages import htmx_partial, table_page
 from ui.tables import table_build, wants_csv
 from ui.views import form_errors_from
 
@@ -85,7 +85,7 @@ def overview(request, cluster: Cluster):
 
     context["capacity"] = pool_capacity(user=request.user, cluster=cluster)
     template = "home.html"
-    if request.htmx and request.htmx.target == "table":
+    if htmx_partial(request):
         template += "#table"
     return render(request, template, context)
 
@@ -144,7 +144,7 @@ def pool_detail(request, pk: int):
         "project_quotas": [q for q in quotas if q.project_id],
     }
     template = "nodepools/pool_detail.html"
-    if request.htmx and request.htmx.target == "table":
+    if htmx_partial(request):
         template += "#table"
     return render(request, template, context)
 
@@ -298,7 +298,7 @@ def node_detail(request, pk: int):
         "labels": sorted(node.labels.items()),
     }
     template = "nodepools/node_detail.html"
-    if request.htmx and request.htmx.target == "table":
+    if htmx_partial(request):
         template += "#table"
     return render(request, template, context)
 

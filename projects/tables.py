@@ -6,7 +6,7 @@ from decimal import Decimal
 import django_tables2 as tables
 from django.urls import reverse
 
-from nodepools.tables import NumberColumn
+from nodepools.tables import NumberColumn, cluster_link
 from ui.tables import ConsoleTable
 from ui.views import register
 
@@ -39,7 +39,7 @@ class DepartmentTable(ConsoleTable):
     default_columns = ("name", "cluster", "project_count", "gpu_deserved", "gpu_allocated", "description")
 
     name = tables.Column("Department", linkify=lambda record: reverse("department-detail", args=[record.pk]))
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     description = tables.Column("Description", default="")
     project_count = NumberColumn("Projects")
     gpu_deserved = PerPoolColumn("Deserved GPUs per pool", figure="deserved")
@@ -64,8 +64,9 @@ class ProjectTable(ConsoleTable):
                        "workload_count", "allow_over_quota")
 
     name = tables.Column("Project", linkify=lambda record: reverse("project-detail", args=[record.pk]))
-    department = tables.Column("Department", accessor="department__name", order_by=("department__name",))
-    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    department = tables.Column("Department", accessor="department__name", order_by=("department__name",),
+                               linkify=lambda record: reverse("department-detail", args=[record.department_id]))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     namespaces = tables.Column("Namespaces", accessor="pk", orderable=False)
     description = tables.Column("Description", default="")
     gpu_deserved = PerPoolColumn("Deserved GPUs per pool", figure="deserved")

@@ -19,7 +19,7 @@ from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, Pr
                             ProjectForm, QuotaForm)
 from projects.models import Department, Project, Quota
 from projects.tables import DepartmentTable, ProjectTable
-from ui.pages import table_page
+from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
 
 DEPARTMENT_ROLES = [r for r in Role.values if ScopeType.DEPARTMENT in Role.SCOPES[r]]
@@ -274,7 +274,7 @@ def quota_grid(request, pk: int):
         # Nothing of this cluster's organisation is the user's to see.
         grid["empty"] = True
     template = "projects/quota_grid.html"
-    if request.htmx and request.htmx.target == "table":
+    if htmx_partial(request):
         template += "#table"
     return render(request, template, {"cluster": cluster, "live_clusters": [cluster.pk], **grid})
 

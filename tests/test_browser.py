@@ -11,6 +11,7 @@ import asyncio
 import csv
 import io
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -243,7 +244,10 @@ def test_choose_columns_then_download_the_csv_of_that_view(page, org, users):
     with page.expect_download() as info:
         page.click("text=Download CSV")
     rows = list(csv.reader(io.StringIO(Path(info.value.path()).read_text())))
-    assert rows[0] == expected
+    # The CSV writes ready and total GPU devices as two numbers (a spreadsheet reads "4/4" as a date).
+    assert rows[0] == ["Node", "Node pool", "Status", "Ready GPU devices", "Total GPU devices", "Allocated GPUs",
+                       "Free GPU devices", "Pods"]
+    assert re.fullmatch(r"nodes_lab_\d{4}-\d\d-\d\dT\d{4}Z\.csv", info.value.suggested_filename)
     assert [r[0] for r in rows[1:]] == ["a100-1", "a100-2"]
     # The choice is remembered on the next visit.
     page.goto("/nodes/")
@@ -290,10 +294,15 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
         assert sync.run_until(lambda: len(Node.objects.get(cluster=cluster, name="g-1").status_reasons) == 2)
         written = time.monotonic()
         # The row is refetched through the normal view: filters and sort still apply.
-        expect(status).to_have_text("Not ready (Disk pressure)", timeout=3000)
+        # The main reason and "+1"; every reason in a disclosure the keyboard opens.
+        expect(status.locator("summary")).to_have_text("Not ready (Disk pressure) +1", timeout=3000)
         elapsed = time.monotonic() - written
         assert elapsed < 1.0, f"the table followed the database after {elapsed:.2f}s"
-        assert status.locator("span").get_attribute("title") == "Disk pressure\nScheduling disabled"
+        assert status.locator("span.status").get_attribute("title") == "Disk pressure\nScheduling disabled"
+        expect(status.locator("ul.reasons")).to_be_hidden()
+        status.locator("summary").focus()
+        page.keyboard.press("Enter")
+        expect(status.locator("li")).to_have_text(["Disk pressure", "Scheduling disabled"])
         assert f"cluster={cluster.pk}" in page.url
         expect(page.locator("#nodes-table tbody tr td:first-child")).to_have_text(["g-1", "g-2"])
 

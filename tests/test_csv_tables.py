@@ -1,4 +1,6 @@
 """Choosing table columns (remembered per user) and downloading the current view as CSV."""
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -88,7 +90,7 @@ def test_nodes_csv_is_the_current_view_columns_order_filters_and_sort(client, or
                                   columns=["gpu_allocated", "name", "pool", "status"], allowed=NodeTable.column_names())
     response = client.get(reverse("node-list"), {"pool": org.a100.pk, "sort": "-name", "format": "csv"})
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert response["Content-Disposition"] == 'attachment; filename="nodes.csv"'
+    assert re.fullmatch(r'attachment; filename="nodes_lab_\d{4}-\d\d-\d\dT\d{4}Z\.csv"', response["Content-Disposition"])
     assert csv_of(response) == [
         ["Allocated GPUs", "Node", "Node pool", "Status"],
         ["0", "a100-2", "a100", "Ready"],
@@ -106,10 +108,10 @@ def test_nodes_csv_with_all_columns(client, org, users):
     login(client, users, "sysadmin")
     rows = csv_of(client.get(reverse("node-list"), {"q": "v100-1", "format": "csv", "columns": "all"}))
     assert rows == [
-        ["Node", "Status", "Node pool", "Cluster", "GPU type", "Ready/total GPU devices", "GPU memory (GiB)",
+        ["Node", "Status", "Node pool", "Cluster", "GPU type", "Ready GPU devices", "Total GPU devices", "GPU memory (GiB)",
          "Allocated GPUs", "Free GPU devices", "CPU (cores)", "CPU memory (GiB)", "Allocated CPU (cores)",
          "Allocated CPU memory (GiB)", "Pods", "Zone", "Instance type", "Capacity type"],
-        ["v100-1", "Not ready (Scheduling disabled)", "default", "lab", "Tesla-V100-SXM2-16GB", "0/4", "64", "0", "0",
+        ["v100-1", "Not ready (Scheduling disabled)", "default", "lab", "Tesla-V100-SXM2-16GB", "0", "4", "64", "0", "0",
          "32", "244", "0.2", "0.2", "2", "us-east-1a", "p3.8xlarge", "spot"],
     ]
 

@@ -41,6 +41,35 @@ def dropdowns(form: forms.Form, names: Iterable[str], extra: dict[str, list[str]
             form.fields[name].widget = forms.Select(choices=[("", "All")] + [(v, v) for v in values if v])
 
 
+def htmx_partial(request) -> bool:
+    """Whether to answer with the page's `#table` partial: only for htmx's own requests (a sort, filter or
+    page link, a live refetch), never for a boosted link a person follows, which gets the whole page (as
+    in NetBox), nor for htmx restoring a page of its history it no longer holds (it swaps the answer
+    into <body>)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
+
+
+def view_cluster_name(filterset) -> str | None:
+    """The cluster a table's view is confined to, for the CSV's file name: the one its `cluster` filter
+    names, else the only one the user may choose (the field's choices are restricted to what they see)."""
+    if filterset is None or "cluster" not in filterset.form.fields:
+        return None
+    form = filterset.form
+    chosen = form.cleaned_data.get("cluster") if filterset.is_bound and form.is_valid() else None
+    if chosen is not None and not isinstance(chosen, (list, tuple)) and not hasattr(chosen, "model"):
+        chosen = [chosen]
+    chosen = list(chosen or [])
+    if len(chosen) == 1:
+        return getattr(chosen[0], "name", None)
+    queryset = getattr(form.fields["cluster"], "queryset", None)
+    if not chosen and queryset is not None:
+        visible = list(queryset.order_by()[:2])
+        if len(visible) == 1:
+            return getattr(visible[0], "name", None)
+    return None
+
+
 def table_page(request, *, template: str, table_class: type[ConsoleTable], queryset, filterset_class=None,
                csv_name: str, context: dict[str, Any] | None = None, default_order: str | None = None,
                dropdown_fields: Iterable[str] = (), dropdown_values: dict[str, list[str]] | None = None,
@@ -59,12 +88,12 @@ def table_page(request, *, template: str, table_class: type[ConsoleTable], query
         rows = rows_hook(rows)
     if wants_csv(request):
         return csv_response(request, table_class, rows, filename=csv_name, default_order=default_order,
-                            **(table_kwargs or {}))
+                            cluster=view_cluster_name(filterset), **(table_kwargs or {}))
     table = table_build(request, table_class, rows, default_order=default_order, paginate=paginate,
                         **(table_kwargs or {}))
     ctx = {"table": table, "filterset": filterset, "table_class": table_class,
            "column_choices": table_class.column_choices(request.user), "table_key": table_class.key}
     ctx.update(context or {})
-    if getattr(request, "htmx", False) and request.htmx.target == "table":
+    if htmx_partial(request):
         return render(request, f"{template}#table", ctx)
     return render(request, template, ctx)

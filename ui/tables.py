@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import date, datetime
+import re
+from datetime import date, datetime, timezone
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any, AsyncIterator, Callable, Sequence
@@ -19,7 +20,7 @@ from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
-from django.utils.text import slugify
+from django.utils import timezone as django_timezone
 from django_tables2 import RequestConfig
 from django_tables2.utils import Accessor
 
@@ -27,7 +28,26 @@ from console.csv import FORMULA_STARTS, escape_cell
 from ui.selectors import table_columns
 
 PER_PAGE = 50
-PER_PAGE_CHOICES = (25, 50, 100, 200)
+PER_PAGE_CHOICES = (25, 50, 100, 500)
+
+
+def per_page_from(query, *, prefix: str = "", default: int = PER_PAGE) -> tuple[int | None, str]:
+    """The page size asked for in `?<prefix>per_page=` if it is one of PER_PAGE_CHOICES, and the
+    message saying why not when it is not (the table then shows the default page size)."""
+    name = f"{prefix}per_page"
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None, ""
+    allowed = ", ".join(str(n) for n in PER_PAGE_CHOICES)
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value in PER_PAGE_CHOICES:
+        return value, ""
+    shown = raw if len(raw) <= 20 else raw[:20] + "…"
+    return None, (f"{name}: “{shown}” is not an allowed page size; choose one of {allowed}. "
+                  f"Showing {default} rows per page.")
 
 
 class ConsoleTable(tables.Table):
@@ -40,6 +60,9 @@ class ConsoleTable(tables.Table):
     # `export_values(queryset)`, `queryset.values(*export_fields)` unless a table adds the computed
     # values it needs to the same query; its export getters read those dicts.
     export_fields: Sequence[str] | None = None
+    # Optional: a column the CSV writes as several, `{name: ((part, header), ...)}`, each part read by
+    # `export_<part>(record)` (e.g. "Ready/total GPU devices" as two numbers, not a date-like "4/4").
+    csv_parts: dict[str, Sequence[tuple[str, str]]] = {}
 
     def export_values(self, queryset: QuerySet) -> QuerySet:
         """The rows of the export as dicts, in one query (building it must not read the database)."""
@@ -104,16 +127,20 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
     names = list(columns) if columns is not None else table_class.chosen_columns(request.user)
     exclude = [name for name in table_class.column_names() if name not in names]
     kwargs.setdefault("attrs", {"class": "data", "id": f"{table_class.key}-table"})
+    # Every console table renders through ui/table.html, also one whose Meta does not inherit ConsoleTable's.
+    kwargs.setdefault("template_name", "ui/table.html")
     table = table_class(data, sequence=names + ["..."], exclude=exclude, request=None, prefix=prefix,
                         order_by=default_order, **kwargs)
-    try:
-        per_page = int(request.GET.get(f"{prefix}per_page", per_page))
-    except ValueError:
-        per_page = PER_PAGE
-    per_page = per_page if per_page in PER_PAGE_CHOICES or per_page == PER_PAGE else PER_PAGE
+    if not table.empty_text:
+        table.empty_text = ConsoleTable._meta.empty_text
+    chosen, error = per_page_from(request.GET, prefix=prefix, default=per_page) if paginate else (None, "")
+    table.per_page_choices = PER_PAGE_CHOICES
+    table.per_page_chosen = chosen
+    table.per_page_shown = chosen or per_page
+    table.per_page_error = error
     # tables2 would read ?per_page= itself, unchecked: it gets the validated value instead.
     table.per_page_field = "per_page_checked"
-    RequestConfig(request, paginate={"per_page": per_page} if paginate else False).configure(table)
+    RequestConfig(request, paginate={"per_page": table.per_page_shown} if paginate else False).configure(table)
     return table
 
 
@@ -187,10 +214,18 @@ CHUNK_ROWS = 1000
 
 async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]) -> AsyncIterator[str]:
     """The CSV text, a thousand rows at a time, read from the database in chunks (flat memory)."""
-    getters = [_getter(table, name) for name in names]
+    getters, header = [], []
+    for name in names:
+        if name in table.csv_parts:
+            for part, label in table.csv_parts[name]:
+                getters.append(getattr(table, f"export_{part}"))
+                header.append(label)
+        else:
+            getters.append(_getter(table, name))
+            header.append(type(table).column_label(name))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow([csv_cell(type(table).column_label(name)) for name in names])
+    writer.writerow([csv_cell(label) for label in header])
     yield buffer.getvalue()
     buffer.seek(0)
     buffer.truncate()
@@ -224,9 +259,26 @@ async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]
             yield write(list(queryset[start:start + CHUNK_ROWS]))
 
 
+def _file_part(text: str) -> str:
+    """A name as a safe part of a file name: letters, digits, dot, dash and underscore only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+
+
+def csv_filename(table: str, *, cluster: str | None = None, at: datetime | None = None) -> str:
+    """`nodes_demo_2026-11-23T1530Z.csv`: the table, the cluster when the view is one cluster's, the time (UTC)."""
+    at = (at or django_timezone.now()).astimezone(timezone.utc)
+    parts = [_file_part(table) or "export"]
+    if cluster and _file_part(cluster):
+        parts.append(_file_part(cluster))
+    parts.append(at.strftime("%Y-%m-%dT%H%MZ"))
+    return "_".join(parts) + ".csv"
+
+
 def csv_response(request, table_class: type[ConsoleTable], queryset: QuerySet, *, filename: str,
-                 default_order: str | None = None, **table_kwargs: Any) -> StreamingHttpResponse:
-    """Stream the current view of a table (columns, filters, sort; only visible rows) as CSV.
+                 default_order: str | None = None, cluster: str | None = None,
+                 **table_kwargs: Any) -> StreamingHttpResponse:
+    """Stream the current view of a table (columns, filters, sort; only visible rows) as CSV, named
+    by `csv_filename(filename, cluster=cluster)`.
 
     The queryset must already be restricted and filtered; the sort comes from `?sort=` exactly as for
     the HTML table. The body is an async generator: under ASGI, Django streams it without buffering.
@@ -238,7 +290,7 @@ def csv_response(request, table_class: type[ConsoleTable], queryset: QuerySet, *
         table.order_by = sort
     ordered = table.data.data  # the queryset, sorted the way the table sorts it
     response = StreamingHttpResponse(csv_rows(table, ordered, names), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{slugify(filename) or "export"}.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{csv_filename(filename, cluster=cluster)}"'
     response["Cache-Control"] = "no-store"
     return response
 

@@ -319,7 +319,7 @@ def test_nodes_table_default_columns_and_values(client, org, users):
     assert [r[0] for r in rows] == ["a100-1", "a100-2", "v100-1", "v100-2"]
 
 
-def test_node_status_shows_main_reason_and_every_reason_on_hover(client, org, users):
+def test_node_status_shows_main_reason_and_every_reason_without_a_mouse(client, org, users):
     from kubesim import make_node
 
     org.nodes[0] = make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", unschedulable=True,
@@ -327,8 +327,18 @@ def test_node_status_shows_main_reason_and_every_reason_on_hover(client, org, us
     org.load()
     login(client, users, "sysadmin")
     response = client.get(reverse("node-list"), {"status": "not_ready"})
-    assert [r[:2] for r in table_rows(response)] == [["v100-1", "Not ready (Disk pressure)"]]
-    assert 'title="Disk pressure\nScheduling disabled"' in response.content.decode()
+    # The main reason and how many more; every reason in a disclosure a keyboard opens (and the title).
+    assert [r[:2] for r in table_rows(response)] == [
+        ["v100-1", "Not ready (Disk pressure) +1 Disk pressure Scheduling disabled"]]
+    html = response.content.decode()
+    assert re.search(r'<details class="reasons-popover"><summary[^>]*><span class="status status-not_ready"[^>]*>'
+                     r'Not ready \(Disk pressure\)</span> <span class="more">\+1</span></summary>'
+                     r'<ul class="reasons"><li>Disk pressure</li><li>Scheduling disabled</li></ul></details>', html)
+    assert 'title="Disk pressure\nScheduling disabled"' in html
+    from tests.pages import csv_of
+
+    rows = csv_of(client.get(reverse("node-list"), {"status": "not_ready", "format": "csv"}))
+    assert rows[1][:2] == ["v100-1", "Not ready (Disk pressure; Scheduling disabled)"]
     node = Node.objects.get(name="v100-1")
     page = client.get(reverse("node-detail", args=[node.pk]))
     assert [r for r in table_rows(page, "node-conditions") if r[0] == "DiskPressure"][0][1] == "True"
@@ -532,6 +542,11 @@ def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
     response = client.get(reverse("node-list"), {"sort": "name"})
     assert response.status_code == 200
     csv_rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    # One "ready/total" cell on the page is two number columns in the CSV (a spreadsheet reads "4/4" as a date).
+    at = csv_rows[0].index("Ready GPU devices")
+    assert csv_rows[0][at + 1] == "Total GPU devices"
+    csv_rows = [row[:at] + (["Ready/total GPU devices"] if i == 0 else [f"{row[at]}/{row[at + 1]}"]) + row[at + 2:]
+                for i, row in enumerate(csv_rows)]
     assert headers(response) == csv_rows[0]
     # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.
     assert [[cell if cell != "—" else "" for cell in row] for row in table_rows(response)] == csv_rows[1:]

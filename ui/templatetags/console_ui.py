@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from ui.formats import number
@@ -19,6 +20,26 @@ def csv_url(context, all_columns: bool = False, prefix: str = "") -> str:
     if all_columns:
         params.append(("columns", "all"))
     return f"{request.path}?{urlencode(params)}"
+
+
+@register.simple_tag(takes_context=True)
+def table_url(context, table, **changes) -> str:
+    """The current URL with this table's `sort`, `page` or `per_page` changed (named with the table's
+    prefix); a new page size starts again at page 1."""
+    request = context["request"]
+    query = request.GET.copy()
+    for key, value in changes.items():
+        query[f"{table.prefix}{key}"] = str(value)
+        if key == "per_page":
+            query.pop(f"{table.prefix}page", None)
+    return f"?{query.urlencode()}"
+
+
+@register.simple_tag
+def table_swap(url: str):
+    """htmx attributes of a sort, page or page-size link: fetch the page's `#table` partial (not a
+    boosted request, so the view answers with the partial) and put the URL in the address bar."""
+    return format_html('hx-get="{}" hx-target="#table" hx-swap="outerHTML" hx-push-url="true"', url)
 
 
 @register.filter

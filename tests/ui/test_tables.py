@@ -1,0 +1,241 @@
+"""The shared table machinery: partial or whole page, page size, CSV columns and file name, the reasons cell."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+import pytest
+from django.urls import reverse
+
+from nodepools.models import Node
+from tests.pages import csv_of, first_column, login, table_rows, text
+from ui.tables import PER_PAGE_CHOICES, csv_filename, per_page_from
+
+
+def many_nodes(org, count: int) -> None:
+    from kubesim import make_node
+
+    org.nodes += [make_node(f"n-{i:03d}", gpus=1) for i in range(count)]
+    org.load()
+
+
+# --- Partial or whole page -------------------------------------------------------------------------
+
+TABLE_PAGES = ["node-list", "pool-list", "department-list", "project-list", "audit-events", "usage-history"]
+
+
+@pytest.mark.parametrize("name", TABLE_PAGES)
+def test_htmx_request_gets_the_table_partial_and_a_boosted_link_the_whole_page(client, org, users, name):
+    login(client, users, "sysadmin")
+    url = reverse(name)
+    partial = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="table").content.decode()
+    assert partial.lstrip().startswith('<div id="table"') and "<html" not in partial
+    # A link a person follows (boosted), whatever element it names as target, is answered by the whole page.
+    for target in ("table", "", "body"):
+        headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_BOOSTED": "true"}
+        if target:
+            headers["HTTP_HX_TARGET"] = target
+        whole = client.get(url, **headers).content.decode()
+        assert whole.count('<header class="topbar">') == 1 and "<h1>" in whole, (name, target)
+    # So is "back" to a page htmx no longer holds in its history cache (it swaps the answer into <body>).
+    whole = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true").content.decode()
+    assert whole.count('<header class="topbar">') == 1 and "<h1>" in whole
+
+
+@pytest.mark.parametrize("name", ["pool-detail", "node-detail", "cluster-overview", "quota-grid"])
+def test_detail_pages_give_the_partial_only_to_unboosted_htmx(client, org, users, name):
+    login(client, users, "sysadmin")
+    pk = {"pool-detail": org.a100.pk, "node-detail": Node.objects.get(name="a100-1").pk,
+          "cluster-overview": org.cluster.pk, "quota-grid": org.cluster.pk}[name]
+    url = reverse(name, args=[pk])
+    partial = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="table").content.decode()
+    assert partial.lstrip().startswith('<div id="table"') and "<header" not in partial
+    whole = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_BOOSTED="true", HTTP_HX_TARGET="table").content.decode()
+    assert whole.count('<header class="topbar">') == 1
+
+
+def test_table_links_leave_as_plain_links_and_sort_links_swap_the_table(client, org, users):
+    login(client, users, "sysadmin")
+    html = client.get(reverse("node-list")).content.decode()
+    table = re.search(r'<div id="table".*', html, re.S).group(0)
+    assert "hx-boost" not in table.split(">", 1)[0]
+    node = Node.objects.get(name="a100-1")
+    # The node link is a plain link (the whole node page); the sort link fetches the partial into #table.
+    assert re.search(rf'<a href="/nodes/{node.pk}/">a100-1</a>', table)
+    assert re.search(r'<a href="\?sort=name" hx-get="\?sort=name" hx-target="#table" hx-swap="outerHTML" '
+                     r'hx-push-url="true">Node</a>', table)
+
+
+# --- Cross-links -------------------------------------------------------------------------------------
+
+def test_nodes_table_links_the_pool_and_the_cluster(client, org, users):
+    from nodepools.tables import NodeTable
+    from ui import services
+
+    login(client, users, "sysadmin")
+    services.table_preference_set(user=users["sysadmin"], table="nodes", columns=["name", "pool", "cluster"],
+                                  allowed=NodeTable.column_names())
+    html = client.get(reverse("node-list"), {"q": "a100-1"}).content.decode()
+    assert f'<a href="/pools/{org.a100.pk}/">a100</a>' in html
+    assert f'<a href="/clusters/{org.cluster.pk}/">lab</a>' in html
+    html = client.get(reverse("project-list"), {"q": "rnd-a"}).content.decode()
+    assert f'<a href="/departments/{org.rnd.pk}/">rnd</a>' in html
+    assert f'<a href="/clusters/{org.cluster.pk}/">lab</a>' in html
+    html = client.get(reverse("department-list")).content.decode()
+    assert f'<a href="/clusters/{org.cluster.pk}/">lab</a>' in html
+    html = client.get(reverse("pool-list")).content.decode()
+    assert f'<a href="/clusters/{org.cluster.pk}/">lab</a>' in html
+
+
+# --- Page size ---------------------------------------------------------------------------------------
+
+def test_per_page_accepts_only_the_offered_sizes():
+    assert PER_PAGE_CHOICES == (25, 50, 100, 500)
+    for n in PER_PAGE_CHOICES:
+        assert per_page_from({"per_page": str(n)}) == (n, "")
+    assert per_page_from({}) == (None, "")
+    for bad in ["abc", "7", "100000", "-5", "0", "25.0", "1e3"]:
+        chosen, message = per_page_from({"per_page": bad})
+        assert chosen is None
+        assert message == (f"per_page: “{bad}” is not an allowed page size; choose one of 25, 50, 100, 500. "
+                           "Showing 50 rows per page.")
+    chosen, message = per_page_from({"pods-per_page": "9"}, prefix="pods-")
+    assert chosen is None and message.startswith("pods-per_page: “9”")
+
+
+def test_page_size_is_chosen_in_the_page_and_kept_in_the_links(client, org, users):
+    many_nodes(org, 60)
+    login(client, users, "sysadmin")
+    url = reverse("node-list")
+    response = client.get(url, {"sort": "name"})
+    assert len(table_rows(response)) == 50
+    html = response.content.decode()
+    for n in (25, 100, 500):
+        assert f'href="?sort=name&amp;per_page={n}"' in html
+    assert '<strong aria-current="true">50</strong>' in html
+    response = client.get(url, {"sort": "name", "per_page": 25, "page": 2})
+    assert len(table_rows(response)) == 25 and first_column(response)[0] == "n-023"
+    html = response.content.decode()
+    # Page and sort links keep the size; choosing a size starts at page 1; the filter form carries it.
+    assert 'href="?sort=name&amp;per_page=25&amp;page=3"' in html
+    assert 'href="?sort=name&amp;per_page=100"' in html
+    assert '<input type="hidden" name="per_page" value="25" form="table-filters">' in html
+    assert len(table_rows(client.get(url, {"per_page": 100}))) == 64
+
+
+@pytest.mark.parametrize("bad", ["abc", "7", "100000", "-5", "%00"])
+def test_an_invalid_page_size_says_so_and_falls_back(client, org, users, bad):
+    from urllib.parse import unquote
+
+    many_nodes(org, 60)
+    login(client, users, "sysadmin")
+    value = unquote(bad)
+    response = client.get(reverse("node-list"), {"per_page": value})
+    assert response.status_code == 200
+    assert len(table_rows(response)) == 50
+    assert "per_page: “" in text(response.content.decode())
+    assert "is not an allowed page size; choose one of 25, 50, 100, 500. Showing 50 rows per page." in text(
+        response.content.decode())
+    assert 'name="per_page"' not in response.content.decode()  # not carried on into the filters
+    # The same table code serves the htmx partial, the CSV (every row, whatever the page size) and the API.
+    partial = client.get(reverse("node-list"), {"per_page": value}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="table")
+    assert partial.status_code == 200 and "is not an allowed page size" in partial.content.decode()
+    rows = csv_of(client.get(reverse("node-list"), {"per_page": value, "format": "csv"}))
+    assert len(rows) == 65
+    for path in ("/api/v1/nodes/", "/api/v1/node-pools/"):
+        assert client.get(path, {"per_page": value, "page_size": value}).status_code == 200
+
+
+def test_an_invalid_page_size_of_a_detail_pages_table_says_so(client, org, users):
+    login(client, users, "sysadmin")
+    node = Node.objects.get(name="a100-1")
+    response = client.get(reverse("node-detail", args=[node.pk]), {"pods-per_page": "abc"})
+    assert response.status_code == 200
+    assert "pods-per_page: “abc” is not an allowed page size" in text(response.content.decode())
+    response = client.get(reverse("pool-detail", args=[org.a100.pk]), {"nodes-per_page": "7"})
+    assert response.status_code == 200 and "nodes-per_page: “7” is not an allowed page size" in text(
+        response.content.decode())
+
+
+# --- CSV ---------------------------------------------------------------------------------------------
+
+def test_csv_file_name_carries_table_cluster_and_time():
+    at = datetime(2026, 11, 23, 15, 30, 59, tzinfo=timezone.utc)
+    assert csv_filename("nodes", cluster="demo", at=at) == "nodes_demo_2026-11-23T1530Z.csv"
+    assert csv_filename("node-pools", at=at) == "node-pools_2026-11-23T1530Z.csv"
+    # Whatever a cluster is called, the header stays one safe file name.
+    assert csv_filename("nodes", cluster='a"b/c\r\nd é', at=at) == "nodes_a-b-c-d_2026-11-23T1530Z.csv"
+
+
+def test_csv_file_name_names_the_filtered_cluster_or_the_only_visible_one(client, org, users):
+    from nodepools import services as pool_services
+
+    disposition = r'attachment; filename="{}_\d{{4}}-\d\d-\d\dT\d{{4}}Z\.csv"'
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"format": "csv"})
+    assert re.fullmatch(disposition.format("nodes_lab"), response["Content-Disposition"])
+    other = pool_services.cluster_create(actor=None, name="other")
+    response = client.get(reverse("node-list"), {"format": "csv"})
+    assert re.fullmatch(disposition.format("nodes"), response["Content-Disposition"])
+    response = client.get(reverse("pool-list"), {"format": "csv", "cluster": other.pk})
+    assert re.fullmatch(disposition.format("node-pools_other"), response["Content-Disposition"])
+    response = client.get(reverse("project-list"), {"format": "csv", "cluster": org.cluster.pk})
+    assert re.fullmatch(disposition.format("projects_lab"), response["Content-Disposition"])
+
+
+def test_nodes_csv_has_ready_and_total_gpu_devices_apart_and_every_reason(client, org, users):
+    from kubesim import make_node
+
+    org.nodes[0] = make_node("v100-1", gpus=4, unschedulable=True, conditions={"MemoryPressure": "True"})
+    org.load()
+    login(client, users, "sysadmin")
+    rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    header = rows[0]
+    assert "Ready/total GPU devices" not in header
+    ready, total, status = header.index("Ready GPU devices"), header.index("Total GPU devices"), header.index("Status")
+    assert total == ready + 1
+    by_name = {row[0]: row for row in rows[1:]}
+    assert (by_name["a100-1"][ready], by_name["a100-1"][total]) == ("4", "4")
+    assert (by_name["v100-1"][ready], by_name["v100-1"][total]) == ("0", "4")
+    assert by_name["v100-1"][status] == "Not ready (Memory pressure; Scheduling disabled)"
+    # The page keeps one cell.
+    html = client.get(reverse("node-list"), {"sort": "name"}).content.decode()
+    assert "Ready/total GPU devices" in html
+
+
+def test_a_reason_starting_like_a_formula_is_escaped_in_the_csv(client, org, users):
+    from nodepools.models import NodeStatus
+
+    Node.objects.filter(name="v100-2").update(status=NodeStatus.NOT_READY, status_reasons=["=cmd()", "x"])
+    login(client, users, "sysadmin")
+    rows = csv_of(client.get(reverse("node-list"), {"q": "v100-2", "format": "csv"}))
+    assert rows[1][1] == "Not ready (=cmd(); x)"  # not at the start of the cell: nothing to run
+    Node.objects.filter(name="v100-2").update(name="=v100-2")
+    rows = csv_of(client.get(reverse("node-list"), {"q": "=v100-2", "format": "csv"}))
+    assert rows[1][0] == "'=v100-2"
+
+
+# --- The reasons cell --------------------------------------------------------------------------------
+
+def test_reasons_cell_one_reason_no_disclosure_several_a_disclosure(client, org, users):
+    from nodepools.models import NodeStatus
+
+    Node.objects.filter(name="v100-1").update(status=NodeStatus.NOT_READY, status_reasons=["Memory pressure"])
+    Node.objects.filter(name="v100-2").update(status=NodeStatus.NOT_READY,
+                                               status_reasons=["Memory pressure", "Disk pressure", "<b>x</b>"])
+    login(client, users, "sysadmin")
+    response = client.get(reverse("node-list"), {"sort": "name", "status": "not_ready"})
+    cells = {row[0]: row[1] for row in table_rows(response)}
+    assert cells == {"v100-1": "Not ready (Memory pressure)",
+                     "v100-2": "Not ready (Memory pressure) +2 Memory pressure Disk pressure <b>x</b>"}
+    html = response.content.decode()
+    assert html.count("<details class=\"reasons-popover\">") == 1
+    assert '<summary aria-label="Not ready (Memory pressure): 3 not-ready reasons">' in html
+    assert "<li>&lt;b&gt;x&lt;/b&gt;</li>" in html
+
+
+def test_pages_vary_on_hx_request_so_back_never_shows_a_cached_fragment(client, org, users):
+    login(client, users, "sysadmin")
+    for url in (reverse("node-list"), reverse("pool-detail", args=[org.a100.pk])):
+        for headers in ({}, {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "table"}):
+            assert "HX-Request" in client.get(url, **headers)["Vary"]
