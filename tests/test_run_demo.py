@@ -135,3 +135,22 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     os.killpg(demo["proc"].pid, signal.SIGINT)
     assert demo["proc"].wait(40) == 0
     assert "stopped: " in demo["out"].read_text()
+
+
+def test_the_readme_starts_with_the_two_commands_and_points_only_inside_the_repository():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make run", "make test"]
+    assert "../" not in readme and "DOMAIN.md" not in readme
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        if target.startswith(("http://", "https://")):
+            continue
+        assert (ROOT / target).resolve().is_relative_to(ROOT) and (ROOT / target).exists(), target
+    assert "docs/concepts.md" in readme
+    concepts = (ROOT / "docs" / "concepts.md").read_text()
+    for term in ("default pool", "Over-quota", "Fair share", "priority list", "Roles", "Exports",
+                 "last full sync", "Scheduling disabled"):
+        assert term.lower() in concepts.lower(), term
+    assert "PORT=8001 make run" in readme
