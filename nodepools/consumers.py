@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import DatabaseError
 
 from nodepools import hints
 from nodepools.models import Cluster
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 # Without a channel layer shared between processes, how often the database marks are polled.
@@ -65,17 +69,20 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         checked = time.monotonic()
         while True:
             await asyncio.sleep(POLL_SECONDS if self.poll_marks else STATE_SECONDS)
-            moved = False
-            if self.poll_marks:
-                marks = await self._marks()
-                for pk, seq in marks.items():
-                    if seen.get(pk) != seq:
-                        moved = True
-                        await self.send_json({"type": "changed", "cluster": pk, "kinds": sorted(hints.KINDS)})
-                seen = marks
-            if self.follow_state and (moved or time.monotonic() - checked >= STATE_SECONDS):
-                checked = time.monotonic()
-                await self._send_state()
+            try:
+                moved = False
+                if self.poll_marks:
+                    marks = await self._marks()
+                    for pk, seq in marks.items():
+                        if seen.get(pk) != seq:
+                            moved = True
+                            await self.send_json({"type": "changed", "cluster": pk, "kinds": sorted(hints.KINDS)})
+                    seen = marks
+                if self.follow_state and (moved or time.monotonic() - checked >= STATE_SECONDS):
+                    checked = time.monotonic()
+                    await self._send_state()
+            except DatabaseError as exc:  # a busy or restarting database: the next round tries again
+                logger.warning("live updates: could not read the clusters' state: %s", exc)
 
     async def _send_state(self):
         """Send the clusters' state if it differs from what this connection sent last."""
@@ -135,4 +142,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             kinds = event.get("kinds", [])
             await self.send_json({"type": "changed", "cluster": event["cluster"], "kinds": kinds})
             if "cluster" in kinds and self.follow_state:
-                await self._send_state()
+                try:
+                    await self._send_state()
+                except DatabaseError as exc:  # the periodic check sends it a moment later
+                    logger.warning("live updates: could not read the clusters' state: %s", exc)

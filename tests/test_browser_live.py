@@ -63,6 +63,45 @@ def live_asgi(django_db_setup):
     server.stop()
 
 
+class Syncing:
+    """The cluster's sync, stepped by the test. `run_until` rides out "table is locked": the test
+    database is SQLite in memory with a shared cache, where a read by the web server's thread makes a
+    concurrent write fail at once (a file database in WAL mode, as `make run` uses, or PostgreSQL just
+    wait); the sync then starts again, as `sync_clusters` restarts a cluster's sync after any failure."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.sync = None
+        self.start()
+
+    def start(self):
+        from nodepools.models import Cluster
+        from nodepools.sync import ClusterSync, SyncOptions
+
+        self.sync = ClusterSync(Cluster.objects.get(pk=self.cluster.pk),
+                                SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
+                                            hint_interval=0.05, unreachable_after=2))
+        self.sync.start()
+
+    def stop(self):
+        if self.sync is not None:
+            self.sync.stop()
+            self.sync = None
+
+    def run_until(self, condition, timeout=20.0) -> bool:
+        from django.db import OperationalError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.sync.run_until(condition, timeout=max(0.1, deadline - time.monotonic()))
+            except OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                self.stop()
+                self.start()
+
+
 @pytest.fixture
 def live_cluster(users, tmp_path):
     """An emulated cluster with two GPU nodes, synced (fast retries, unreachable after 2 s), that the
@@ -70,7 +109,6 @@ def live_cluster(users, tmp_path):
     from nodepools import services
     from nodepools.emulator import KubeEmulator, make_node, make_pod
     from nodepools.models import Cluster, Node, NodeStatus
-    from nodepools.sync import ClusterSync, SyncOptions
     from projects import services as org_services
     from projects.access import Role
 
@@ -86,9 +124,7 @@ def live_cluster(users, tmp_path):
                                           kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")),
                                           kube_context="emulator")
         org_services.role_assign(actor=None, role=Role.VIEWER, user=users["cluster_viewer"], cluster=cluster)
-        sync = ClusterSync(cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
-                                                hint_interval=0.05, unreachable_after=2))
-        sync.start()
+        sync = Syncing(cluster)
         assert sync.run_until(lambda: Node.objects.filter(cluster=cluster, status=NodeStatus.READY).count() == 2)
         assert sync.run_until(lambda: Cluster.objects.get(pk=cluster.pk).last_full_sync is not None)
         yield cluster, emu, sync
