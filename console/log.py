@@ -14,8 +14,9 @@ class RefusedRequestFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)
         request = getattr(record, "request", None)
-        if status is None or status >= 500 or request is None:
-            return True
+        if status is None or status >= 500 or request is None or getattr(record, "refused_line", False):
+            return True  # (logging configured twice adds the filter twice: rewrite once)
+        record.refused_line = True
         try:
             user = getattr(request, "user", None)
             who = user.get_username() if user is not None and user.is_authenticated else "anonymous"

@@ -109,3 +109,15 @@ def test_pages_point_to_the_icon(client, users):
     client.force_login(users["cluster_viewer"])
     html = client.get(reverse("home")).content.decode()
     assert '<link rel="icon" href="/favicon.ico"' in html
+
+
+def test_the_line_stays_one_line_when_logging_is_configured_again(client, users, caplog, settings):
+    # dictConfig adds the filter again to an existing logger; the line must still be written once.
+    import logging.config
+
+    logging.config.dictConfig(settings.LOGGING)
+    client.force_login(users["cluster_viewer"])
+    with caplog.at_level(logging.WARNING):
+        client.get("/no-such-page/")
+    [record] = _request_lines(caplog)
+    assert _formatted(record) == "GET /no-such-page/ 404 user=cluster-viewer (Not Found)"
