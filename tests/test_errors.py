@@ -111,13 +111,19 @@ def test_pages_point_to_the_icon(client, users):
     assert '<link rel="icon" href="/favicon.ico"' in html
 
 
-def test_the_line_stays_one_line_when_logging_is_configured_again(client, users, caplog, settings):
+def test_the_line_stays_one_line_when_logging_is_configured_again(client, users, settings):
     # dictConfig adds the filter again to an existing logger; the line must still be written once.
     import logging.config
 
     logging.config.dictConfig(settings.LOGGING)
-    client.force_login(users["cluster_viewer"])
-    with caplog.at_level(logging.WARNING):
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        client.force_login(users["cluster_viewer"])
         client.get("/no-such-page/")
-    [record] = _request_lines(caplog)
-    assert _formatted(record) == "GET /no-such-page/ 404 user=cluster-viewer (Not Found)"
+    finally:
+        logger.removeHandler(handler)
+    assert [_formatted(r) for r in records] == ["GET /no-such-page/ 404 user=cluster-viewer (Not Found)"]
