@@ -113,6 +113,9 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     status, _, body = fetch(demo["url"] + "/no-such-page/")
     assert status == 404
     assert b"<h1>Not found</h1>" in body and b"DEBUG = True" not in body and b"URLconf" not in body
+    time.sleep(0.5)
+    logged = [line for line in demo["out"].read_text().splitlines() if "/no-such-page/" in line]
+    assert len(logged) == 1 and logged[0].endswith("GET /no-such-page/ 404 user=anonymous (Not Found)"), logged
     status, _, body = fetch(demo["url"] + "/login/")
     assert status == 200 and b"/static/css/console.css" in body
     assert fetch(demo["url"] + "/static/css/console.css")[0] == 200
