@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The web server's port of `make run`: `PORT=8001 make run` when 8000 is taken.
+PORT   ?= 8000
 
 .PHONY: run test install migrate demo clean
 
@@ -22,7 +24,7 @@ demo: migrate
 
 # The demo cluster served by the Kubernetes API emulator, the sync and the web server; Ctrl-C stops all.
 run: migrate
-	$(BIN)/python manage.py run_demo
+	$(BIN)/python manage.py run_demo --port $(PORT)
 
 test: install
 	$(BIN)/python -m pytest

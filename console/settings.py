@@ -237,13 +237,22 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# The styled 403 page for a failed CSRF check too (console/errors.py).
+CSRF_FAILURE_VIEW = "console.errors.csrf_failure"
+
+# A refused request (403, 404, CSRF failure) is one line: method, path, status, user; no traceback.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"refused": {"()": "console.log.RefusedRequestFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["refused"]},
+        "django.security.csrf": {"filters": ["refused"]},
+    },
 }
 
 # --- Operations (console/health.py, console/metrics.py, console/jsonlog.py; docs/production.md) -------

@@ -3,26 +3,40 @@
 The browser then refetches its table through the normal view, so filters, sort and permissions apply
 exactly as on a reload; a hint carries no data. A connection joins only the groups of clusters the
 user may view; an anonymous connection is refused.
+
+The connection also carries each cluster's state (connected / degraded / unreachable, stale since,
+last full sync) as `{"type": "cluster", ...}` when asked with `state=1`: at once, whenever a "cluster"
+hint arrives, and after a check every few seconds, because a sync leader that hangs sends no hint
+(its heartbeat just gets old) and without Redis the sync's hints do not reach this process at all.
+Only a change is sent.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import DatabaseError
 
 from nodepools import hints
 from nodepools.models import Cluster
 
+logger = logging.getLogger(__name__)
+
 CLOSE_UNAUTHENTICATED = 4401
 # Without a channel layer shared between processes, how often the database marks are polled.
 POLL_SECONDS = 0.4
+# How often the clusters' state is re-read (a hung leader's heartbeat gets old without any hint).
+STATE_SECONDS = 2.0
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
-    """`/ws/live/?clusters=1,2`: hints for those of the listed clusters the user may view (all when
-    none is listed), as `{"type": "changed", "cluster": id, "kinds": [...]}`."""
+    """`/ws/live/?clusters=1,2[&state=1]`: hints for those of the listed clusters the user may view (all
+    when none is listed), as `{"type": "changed", "cluster": id, "kinds": [...]}`; with `state=1` also
+    their state as `{"type": "cluster", "clusters": [...], "badges": html, "banners": html}`."""
 
     groups: list[str] = []
 
@@ -37,32 +51,69 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "hello", "clusters": self.cluster_ids})
+        self.user = user
+        self.follow_state = self._param("state") == "1"
+        self.state_sent = None
+        self.state_lock = asyncio.Lock()
+        if self.follow_state and self.cluster_ids:
+            await self._send_state()
+        self.poll_marks = bool(self.cluster_ids) and not hints.layer_spans_processes()
         self.poller = None
-        if self.cluster_ids and not hints.layer_spans_processes():
-            self.poller = asyncio.create_task(self._poll_marks())
+        if self.poll_marks or (self.follow_state and self.cluster_ids):
+            self.poller = asyncio.create_task(self._poll())
 
-    async def _poll_marks(self):
-        """Turn the sync's database marks (`Cluster.hint_seq`) into hints: the in-memory layer cannot
-        carry them from the sync's process to this one."""
-        seen = await self._marks()
+    async def _poll(self):
+        """Turn the sync's database marks (`Cluster.hint_seq`) into hints when the in-memory layer cannot
+        carry them from the sync's process to this one, and re-read the clusters' state now and then."""
+        seen = await self._marks() if self.poll_marks else {}
+        checked = time.monotonic()
         while True:
-            await asyncio.sleep(POLL_SECONDS)
-            marks = await self._marks()
-            for pk, seq in marks.items():
-                if seen.get(pk) != seq:
-                    await self.send_json({"type": "changed", "cluster": pk, "kinds": sorted(hints.KINDS)})
-            seen = marks
+            await asyncio.sleep(POLL_SECONDS if self.poll_marks else STATE_SECONDS)
+            try:
+                moved = False
+                if self.poll_marks:
+                    marks = await self._marks()
+                    for pk, seq in marks.items():
+                        if seen.get(pk) != seq:
+                            moved = True
+                            await self.send_json({"type": "changed", "cluster": pk, "kinds": sorted(hints.KINDS)})
+                    seen = marks
+                if self.follow_state and (moved or time.monotonic() - checked >= STATE_SECONDS):
+                    checked = time.monotonic()
+                    await self._send_state()
+            except DatabaseError as exc:  # a busy or restarting database: the next round tries again
+                logger.warning("live updates: could not read the clusters' state: %s", exc)
+
+    async def _send_state(self):
+        """Send the clusters' state if it differs from what this connection sent last."""
+        async with self.state_lock:
+            states = await self._states()
+            if states == self.state_sent:
+                return
+            self.state_sent = states
+            html = await database_sync_to_async(hints.render_cluster_states)(states)
+            await self.send_json({"type": hints.CLUSTER_MESSAGE, "clusters": states, **html})
+
+    @database_sync_to_async
+    def _states(self) -> list[dict]:
+        return hints.cluster_states(user=self.user, cluster_ids=self.cluster_ids)
 
     @database_sync_to_async
     def _marks(self) -> dict[int, int]:
         return dict(Cluster.objects.filter(pk__in=self.cluster_ids).values_list("pk", "hint_seq"))
 
-    def _wanted(self) -> set[int] | None:
+    def _param(self, wanted: str) -> str | None:
         query = self.scope.get("query_string", b"").decode("latin-1")
         for part in query.split("&"):
             name, _, value = part.partition("=")
-            if name == "clusters" and value:
-                return {int(v) for v in value.replace("%2C", ",").split(",") if v.strip().isdigit()}
+            if name == wanted:
+                return value
+        return None
+
+    def _wanted(self) -> set[int] | None:
+        value = self._param("clusters")
+        if value:
+            return {int(v) for v in value.replace("%2C", ",").split(",") if v.strip().isdigit()}
         return None
 
     @database_sync_to_async
@@ -88,4 +139,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def cluster_changed(self, event):
         if event.get("cluster") in self.cluster_ids:
-            await self.send_json({"type": "changed", "cluster": event["cluster"], "kinds": event.get("kinds", [])})
+            kinds = event.get("kinds", [])
+            await self.send_json({"type": "changed", "cluster": event["cluster"], "kinds": kinds})
+            if "cluster" in kinds and self.follow_state:
+                try:
+                    await self._send_state()
+                except DatabaseError as exc:  # the periodic check sends it a moment later
+                    logger.warning("live updates: could not read the clusters' state: %s", exc)

@@ -55,3 +55,73 @@ def record(cluster_id: int) -> None:
 def publish(cluster_id: int, kinds: Iterable[str]) -> None:
     """Send a hint from synchronous code (the sync, services after commit)."""
     async_to_sync(publish_async)(cluster_id, kinds)
+
+
+# What the live pages show of a cluster's state --------------------------------------------------------
+#
+# A leader that hangs sends no hint, so the state is also re-read every few seconds by each live
+# connection (`LiveConsumer`); these functions are the one place that says what is shown.
+
+CLUSTER_MESSAGE = "cluster"  # {"type": "cluster", "clusters": [...], "badges": html, "banners": html}
+
+
+def _when(moment, now) -> str:
+    """Short and unambiguous: the time alone today, the date too otherwise (in the console's time zone)."""
+    from django.utils import timezone
+
+    if moment is None:
+        return ""
+    local, today = timezone.localtime(moment), timezone.localtime(now)
+    zone = local.tzname() or ""
+    if local.date() == today.date():
+        return f"{local:%H:%M:%S} {zone}".strip()
+    return f"{local:%Y-%m-%d %H:%M} {zone}".strip()
+
+
+def cluster_state(cluster, now=None) -> dict:
+    """One cluster's state as the badge and the banner show it (JSON-serialisable, compared for changes)."""
+    from django.utils import timezone
+
+    from nodepools.models import ConnectionState
+
+    now = now or timezone.now()
+    stale = cluster.stale_since(now)
+    if cluster.connection_state in (ConnectionState.UNREACHABLE, ConnectionState.DEGRADED):
+        reason = cluster.connection_state
+    elif stale is not None:
+        reason = "no-heartbeat"  # the sync's leader stopped reporting: the state in the database is old
+    else:
+        reason = ""
+    return {
+        "id": cluster.pk,
+        "name": cluster.name,
+        "state": cluster.connection_state,
+        "state_label": ConnectionState(cluster.connection_state).label,
+        "stale": stale is not None,
+        "stale_reason": reason,
+        "stale_since": stale.isoformat() if stale else None,
+        "stale_since_text": _when(stale, now),
+        "last_full_sync": cluster.last_full_sync.isoformat() if cluster.last_full_sync else None,
+        "last_full_sync_text": _when(cluster.last_full_sync, now),
+        "last_error": (cluster.last_error or "")[:300] if stale else "",
+    }
+
+
+def cluster_states(*, user, cluster_ids, now=None) -> list[dict]:
+    """The states of those of `cluster_ids` the user may view, by name."""
+    from nodepools.models import Cluster
+
+    clusters = (Cluster.objects.restrict(user, "view").filter(pk__in=list(cluster_ids))
+                .only("pk", "name", "connection_state", "last_full_sync", "last_error", "leader_heartbeat",
+                      "updated").order_by("name"))
+    return [cluster_state(c, now) for c in clusters]
+
+
+def render_cluster_states(states: list[dict]) -> dict[str, str]:
+    """The top-bar badges and the banners of these states, as HTML (the same templates the page uses)."""
+    from django.template.loader import render_to_string
+
+    return {
+        "badges": render_to_string("live/cluster_badges.html", {"cluster_states": states}),
+        "banners": render_to_string("live/cluster_banners.html", {"cluster_states": states}),
+    }

@@ -58,6 +58,7 @@ MATRIX: dict[str, list[Case]] = {
     # --- sign-in and account ---
     "home": [Case(EVERYONE)],
     "login": [Case(EVERYONE, public=True)],
+    "favicon": [Case(EVERYONE, public=True)],
     "logout": [Case(NOBODY, method="post", to_login=True)],
     "admin-login-redirect": [Case(NOBODY, to_login=True)],
     "account-tokens": [Case(EVERYONE)],

@@ -6,6 +6,9 @@
  * URL with the current query string, HX-Target = its id), so filters, sort and permissions apply.
  * When the connection drops, #live-status says so and the socket reconnects with backoff; on
  * reconnecting, every region refetches once (a hint may have been missed).
+ * The same socket carries the state of those clusters ({"type": "cluster"}: connected, degraded,
+ * unreachable, stale since, last full sync), rendered by the server: the badges in the top bar
+ * (#cluster-badges) and the banners above the page (#cluster-banners) are replaced as they come.
  */
 (function () {
   "use strict";
@@ -59,13 +62,22 @@
     el.setAttribute("data-state", state);
   }
 
+  function clusterState(data) {
+    var badges = document.getElementById("cluster-badges");
+    if (badges && typeof data.badges === "string") badges.innerHTML = data.badges;
+    var banners = document.getElementById("cluster-banners");
+    if (banners && typeof data.banners === "string") banners.innerHTML = data.banners;
+    document.dispatchEvent(new CustomEvent("live:cluster", { detail: { clusters: data.clusters || [] } }));
+  }
+
   function connect() {
     var clusters = document.body.getAttribute("data-live-clusters");
-    if (clusters === null || !regions().length || !window.WebSocket) return;
+    if (clusters === null || !window.WebSocket) return;
+    if (!regions().length && !document.getElementById("cluster-banners")) return;
     var delay = 500, socket = null, everConnected = false;
     function open() {
       var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-      socket = new WebSocket(scheme + window.location.host + "/ws/live/?clusters=" + encodeURIComponent(clusters));
+      socket = new WebSocket(scheme + window.location.host + "/ws/live/?state=1&clusters=" + encodeURIComponent(clusters));
       window.consoleLive = { socket: socket };
       socket.onopen = function () {
         delay = 500;
@@ -77,6 +89,7 @@
         var data;
         try { data = JSON.parse(event.data); } catch (e) { return; }
         if (data.type === "changed") hinted(data.kinds || []);
+        else if (data.type === "cluster") clusterState(data);
       };
       socket.onclose = function () {
         status("off");

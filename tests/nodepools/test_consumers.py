@@ -6,7 +6,7 @@ from channels.testing import WebsocketCommunicator
 
 from console.asgi import application
 from nodepools import hints
-from nodepools.consumers import LiveConsumer
+from nodepools.consumers import STATE_SECONDS, LiveConsumer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -139,3 +139,144 @@ async def test_without_a_shared_layer_changes_written_by_another_process_still_r
     assert await comm.receive_json_from(timeout=2) == {
         "type": "changed", "cluster": org.cluster.pk, "kinds": sorted(hints.KINDS)}
     await comm.disconnect()
+
+
+# --- The clusters' state (badge and banner of every open page) ---------------------------------------
+
+def _set_cluster(pk, **fields):
+    from channels.db import database_sync_to_async
+
+    from nodepools.models import Cluster
+
+    return database_sync_to_async(lambda: Cluster.objects.filter(pk=pk).update(**fields))()
+
+
+async def _next_state(comm, timeout):
+    message = await comm.receive_json_from(timeout=timeout)
+    while message["type"] != "cluster":
+        message = await comm.receive_json_from(timeout=timeout)
+    return message
+
+
+async def test_a_page_asking_for_the_state_gets_it_at_once(org, users):
+    from django.utils import timezone
+
+    synced = timezone.now()
+    await _set_cluster(org.cluster.pk, connection_state="connected", last_full_sync=synced)
+    comm = communicator(users["cluster_viewer"], "?state=1")
+    await comm.connect()
+    assert (await comm.receive_json_from())["type"] == "hello"
+    message = await comm.receive_json_from(timeout=1)
+    assert message["type"] == "cluster"
+    [state] = message["clusters"]
+    assert state["id"] == org.cluster.pk and state["state"] == "connected" and state["stale"] is False
+    assert state["last_full_sync"] == synced.isoformat()
+    assert f"{org.cluster.name}: connected" in message["badges"]
+    assert "Last full sync" in message["banners"] and "stale" not in message["banners"]
+    await comm.disconnect()
+
+
+async def test_a_cluster_turning_unreachable_reaches_the_page_within_seconds_without_any_hint(org, users):
+    # A sync in another process, with the in-memory layer, or a state written without a hint: the
+    # consumer re-reads the state by itself.
+    from django.utils import timezone
+
+    synced = timezone.now() - timezone.timedelta(minutes=3)
+    await _set_cluster(org.cluster.pk, connection_state="connected", last_full_sync=synced)
+    comm = communicator(users["rnd_viewer"], "?state=1")
+    await comm.connect()
+    await comm.receive_json_from()
+    assert (await _next_state(comm, 1))["clusters"][0]["stale"] is False
+    await _set_cluster(org.cluster.pk, connection_state="unreachable", last_error="connection refused")
+    message = await _next_state(comm, STATE_SECONDS + 1.5)
+    [state] = message["clusters"]
+    assert state["stale"] is True and state["stale_reason"] == "unreachable"
+    assert state["stale_since"] == synced.isoformat()
+    assert f"Cluster {org.cluster.name} is unreachable" in message["banners"]
+    assert f"stale since <time datetime=\"{synced.isoformat()}\">" in message["banners"]
+    assert "connection refused" in message["banners"]
+    assert "cluster-stale" in message["badges"]
+
+    # Recovery clears it, and the new last full sync is shown.
+    recovered = timezone.now()
+    await _set_cluster(org.cluster.pk, connection_state="connected", last_full_sync=recovered)
+    [state] = (await _next_state(comm, STATE_SECONDS + 1.5))["clusters"]
+    assert state["stale"] is False and state["last_full_sync"] == recovered.isoformat()
+    await comm.disconnect()
+
+
+async def test_a_cluster_hint_sends_the_new_state_at_once(org, users):
+    comm = communicator(users["sysadmin"], f"?clusters={org.cluster.pk}&state=1")
+    await comm.connect()
+    await comm.receive_json_from()
+    await _next_state(comm, 1)
+    await _set_cluster(org.cluster.pk, connection_state="degraded")
+    await hints.publish_async(org.cluster.pk, ["cluster"])
+    assert (await comm.receive_json_from(timeout=0.5))["type"] == "changed"
+    message = await comm.receive_json_from(timeout=0.5)  # well before the periodic check
+    assert message["type"] == "cluster" and message["clusters"][0]["stale_reason"] == "degraded"
+    assert "is degraded" in message["banners"]
+    await comm.disconnect()
+
+
+async def test_a_leader_that_stopped_reporting_makes_the_figures_stale(org, users):
+    # A hung sync leader sends no hint at all; only its old heartbeat tells.
+    from django.utils import timezone
+
+    await _set_cluster(org.cluster.pk, connection_state="connected", leader_heartbeat=timezone.now())
+    comm = communicator(users["cluster_viewer"], "?state=1")
+    await comm.connect()
+    await comm.receive_json_from()
+    assert (await _next_state(comm, 1))["clusters"][0]["stale"] is False
+    # A fresh heartbeat every few seconds is no change: nothing is sent for it.
+    await _set_cluster(org.cluster.pk, leader_heartbeat=timezone.now())
+    assert await comm.receive_nothing(timeout=STATE_SECONDS + 0.5)
+    hung = timezone.now() - timezone.timedelta(seconds=45)
+    await _set_cluster(org.cluster.pk, leader_heartbeat=hung)
+    message = await _next_state(comm, STATE_SECONDS + 1.5)
+    [state] = message["clusters"]
+    assert state["stale"] is True and state["stale_reason"] == "no-heartbeat"
+    assert state["stale_since"] == hung.isoformat()
+    assert "not being synced" in message["banners"] and "has not reported for over 30 seconds" in message["banners"]
+    await comm.disconnect()
+
+
+async def test_the_state_covers_only_clusters_the_user_may_view(org, users, other):
+    await _set_cluster(other.pk, connection_state="unreachable")
+    comm = communicator(users["rnd_admin"], f"?clusters={org.cluster.pk},{other.pk}&state=1")
+    await comm.connect()
+    await comm.receive_json_from()
+    message = await _next_state(comm, 1)
+    assert [c["id"] for c in message["clusters"]] == [org.cluster.pk]
+    assert "other" not in message["badges"] + message["banners"]
+    await comm.disconnect()
+
+
+async def test_without_asking_for_the_state_the_old_protocol_is_unchanged(org, users):
+    comm = communicator(users["cluster_viewer"])
+    await comm.connect()
+    await comm.receive_json_from()
+    await _set_cluster(org.cluster.pk, connection_state="unreachable")
+    assert await comm.receive_nothing(timeout=STATE_SECONDS + 0.5)
+    await comm.disconnect()
+
+
+@pytest.mark.parametrize("page", ["home", "node-list", "pool-list"])
+async def test_pages_show_the_stale_banner_and_badge_when_rendered(org, users, client, page):
+    # Without JavaScript, or before the websocket opens, the page itself says it.
+    from asgiref.sync import sync_to_async
+    from django.urls import reverse
+    from django.utils import timezone
+
+    synced = timezone.now() - timezone.timedelta(minutes=5)
+    await _set_cluster(org.cluster.pk, connection_state="unreachable", last_full_sync=synced)
+
+    def get():
+        client.force_login(users["cluster_viewer"])
+        return client.get(reverse(page)).content.decode()
+
+    html = await sync_to_async(get)()
+    assert f"Cluster {org.cluster.name} is unreachable" in html
+    assert f'stale since <time datetime="{synced.isoformat()}">' in html
+    assert 'class="cluster-badge cluster-unreachable cluster-stale"' in html
+    assert "Last full sync" in html

@@ -1,14 +1,20 @@
 """`make run`: the emulator serving the demo cluster (with chaos), the sync and the web server, until Ctrl-C.
 
-Starts four child processes: `python -m kubesim` (the demo cluster of
-`nodepools.demo_cluster`, changing now and then), `manage.py sync_clusters`, `manage.py
-snapshot_usage` (every minute, for the demo's usage charts) and daphne; loads the demo
-organisation with cluster `demo` registered at the emulator's kubeconfig (its nodes and pods come from
-the sync), prints the logins, and stops every child on Ctrl-C (or when one of them dies).
+First checks that the web port is free (a busy port fails at once, naming it). Starts four child
+processes: `python -m kubesim` (the demo cluster of `nodepools.demo_cluster`, changing now
+and then), `manage.py sync_clusters`, daphne and, once the sync's first full list of the demo cluster
+is written (so that the usage charts do not start at zero), `manage.py snapshot_usage` (every minute,
+for the demo's charts). Loads the demo organisation with cluster `demo` registered at the emulator's
+kubeconfig (its nodes and pods come from the sync), prints the logins and the kubeconfig (for
+kubectl), and stops every child on Ctrl-C (or, failing, when one of them dies). The web server and the
+sync run with `console.settings_demo` (DEBUG off: the console's own error pages).
 """
 from __future__ import annotations
 
+import errno
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,8 +24,46 @@ import orjson
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from nodepools.demo_cluster import demo_objects
+from nodepools.models import Cluster
+
+DEMO_CLUSTER = "demo"  # the name `manage.py demo` registers
+FIRST_SYNC_TIMEOUT = 90  # seconds
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail now, naming the port, rather than after starting everything (daphne would only log it)."""
+    if not 0 < port < 65536:
+        raise CommandError(f"port {port} is not a TCP port (1-65535)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # Like daphne: a port left in TIME_WAIT by a previous run is free; one someone listens on is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            probe.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(f"port {port} on {host} is already in use (another `make run`?); "
+                                   f"choose another one: PORT={port + 1} make run") from None
+            if exc.errno == errno.EACCES:
+                raise CommandError(f"port {port} on {host} needs privileges; choose one above 1023: "
+                                   "PORT=8001 make run") from None
+            raise CommandError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
+
+
+def wait_listening(host: str, port: int, alive, timeout: float = 30) -> bool:
+    address = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        try:
+            with socket.create_connection((address, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
 
 
 class Command(BaseCommand):
@@ -27,13 +71,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000, help="web server port (default 8000)")
+        parser.add_argument("--port", type=int, default=8000, help="web server port (default 8000; `PORT=8001 make run`)")
         parser.add_argument("--emulator-port", type=int, default=0, help="emulator port (default: a free one)")
         parser.add_argument("--chaos", type=float, default=5.0, help="seconds between random cluster changes (0: off)")
         parser.add_argument("--snapshot-every", type=int, default=60,
                             help="seconds between usage-history snapshots (production default: 900)")
 
     def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, **options):
+        check_port_free(host, port)
         run_dir = Path(settings.BASE_DIR) / ".run"
         run_dir.mkdir(exist_ok=True)
         scenario, kubeconfig = run_dir / "demo-cluster.json", run_dir / "emulator.kubeconfig"
@@ -42,10 +87,15 @@ class Command(BaseCommand):
         kubeconfig.unlink(missing_ok=True)
         python = sys.executable
         children: list[tuple[str, subprocess.Popen]] = []
+        # DEBUG off in the web server: the console's own 404/403/500 pages (console/settings_demo.py).
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings_demo"}
 
         def start(name, argv):
             # A session of its own: Ctrl-C reaches this command only, which then stops the children in order.
-            children.append((name, subprocess.Popen(argv, cwd=settings.BASE_DIR, start_new_session=True)))
+            children.append((name, subprocess.Popen(argv, cwd=settings.BASE_DIR, start_new_session=True, env=env)))
+
+        def dead() -> list[str]:
+            return [name for name, proc in children if proc.poll() is not None]
 
         stopping = {"signal": None}
 
@@ -66,20 +116,35 @@ class Command(BaseCommand):
                     raise CommandError("the Kubernetes API emulator did not start")
                 time.sleep(0.1)
             call_command("demo", kubeconfig=str(kubeconfig), stdout=self.stdout)
+            sync_started = timezone.now()
             start("sync", [python, "manage.py", "sync_clusters"])
-            # Often, so that the usage charts of the demo fill within minutes.
-            start("snapshots", [python, "manage.py", "snapshot_usage", "--every", str(snapshot_every)])
-            start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "console.asgi:application"])
-            self.stdout.write(f"\nServing on http://{host}:{port}  (log in with one of the demo logins above; "
-                              "the demo cluster changes every few seconds; Ctrl-C stops)")
+            # No access log (-v 0): every live refetch would be a line; Django's own log says what matters,
+            # a refused request in one line (console/log.py).
+            start("web", [python, "-m", "daphne", "-v", "0", "-b", host, "-p", str(port), "console.asgi:application"])
+            # The first usage snapshot after the first full sync: the charts then start at the real figures.
+            if self._wait_first_full_sync(sync_started, dead, stopping):
+                # Often, so that the usage charts of the demo fill within minutes.
+                start("snapshots", [python, "manage.py", "snapshot_usage", "--every", str(snapshot_every)])
+            if stopping["signal"] is None and not dead():
+                if not wait_listening(host, port, lambda: not dead() and stopping["signal"] is None):
+                    raise CommandError(f"the web server did not start listening on {host} port {port}")
+            failed: list[str] = []
+            if stopping["signal"] is None and not dead():
+                self.stdout.write(f"\nThe demo cluster, for the tools you know:\n"
+                                  f"kubeconfig: {kubeconfig}\n"
+                                  f"  e.g. kubectl --kubeconfig {kubeconfig} get nodes -L gpu-type")
+                self.stdout.write(f"\nServing on http://{host}:{port}  (log in with one of the demo logins above; "
+                                  "the demo cluster changes every few seconds; Ctrl-C stops)")
+                self.stdout.flush()
             while stopping["signal"] is None:
-                dead = [name for name, proc in children if proc.poll() is not None]
-                if dead:
-                    self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest")
+                failed = dead()
+                if failed:
                     break
                 time.sleep(0.3)
+            if failed:
+                raise CommandError(f"{', '.join(failed)} stopped; stopped the rest")
         finally:
-            for name, proc in reversed(children):  # web, snapshots, sync, then the emulator
+            for name, proc in reversed(children):  # snapshots, web, sync, then the emulator
                 if proc.poll() is None:
                     proc.terminate()
                 try:
@@ -88,3 +153,17 @@ class Command(BaseCommand):
                     proc.kill()
                     proc.wait()
             self.stdout.write("stopped: " + ", ".join(name for name, _ in children))
+
+    def _wait_first_full_sync(self, since, dead, stopping) -> bool:
+        deadline = time.monotonic() + FIRST_SYNC_TIMEOUT
+        while time.monotonic() < deadline and stopping["signal"] is None and not dead():
+            synced = Cluster.objects.filter(name=DEMO_CLUSTER).values_list("last_full_sync", flat=True).first()
+            if synced is not None and synced >= since:
+                self.stdout.write(f"cluster {DEMO_CLUSTER}: first full sync done")
+                return True
+            time.sleep(0.2)
+        if stopping["signal"] is None and not dead():
+            self.stderr.write(f"cluster {DEMO_CLUSTER}: no full sync within {FIRST_SYNC_TIMEOUT} s; "
+                              "usage snapshots start anyway")
+            return True
+        return False

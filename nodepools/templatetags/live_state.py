@@ -1,0 +1,15 @@
+"""The cluster-state badges and banners of a live page, rendered with the page (and then kept current
+over the websocket by `LiveConsumer`, which renders the same templates)."""
+from django import template
+
+from nodepools import hints
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def live_cluster_states(context, cluster_ids) -> list[dict]:
+    request = context.get("request")
+    if not cluster_ids or request is None or not request.user.is_authenticated:
+        return []
+    return hints.cluster_states(user=request.user, cluster_ids=cluster_ids)

@@ -1,0 +1,159 @@
+"""`make run` as a new user meets it: a busy port, the kubeconfig for kubectl, the console's own pages,
+and usage charts that start at the real figures."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def demo_env(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "DEBUG"}}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def test_a_busy_port_fails_at_once_naming_the_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "manage.py", "run_demo", "--port", str(port)], cwd=ROOT,
+                                env=demo_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert "PORT=" in result.stderr  # says how to choose another
+    assert "Serving" not in result.stdout
+    assert "emulator" not in result.stdout  # nothing was started
+
+
+def test_make_run_takes_the_port_from_PORT():
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    default = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, env={
+        k: v for k, v in os.environ.items() if k != "PORT"}, timeout=30)
+    assert "manage.py run_demo --port 8000" in default.stdout
+    chosen = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "PORT": "8001"}, timeout=30)
+    assert "manage.py run_demo --port 8001" in chosen.stdout
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """`manage.py run_demo` on a database of its own and a free port, until it says it is serving."""
+    env = demo_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    port = free_port()
+    out = tmp_path / "run_demo.out"
+    with out.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "manage.py", "run_demo", "--port", str(port), "--chaos", "0"],
+                                cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "Serving on" not in out.read_text():
+            assert proc.poll() is None, f"run_demo stopped:\n{out.read_text()}"
+            assert time.monotonic() < deadline, f"run_demo did not serve in time:\n{out.read_text()}"
+            time.sleep(0.2)
+        yield {"url": f"http://127.0.0.1:{port}", "out": out, "db": tmp_path / "demo.sqlite3", "proc": proc}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in the terminal
+            try:
+                proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def fetch(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_after_the_first_sync(demo):
+    text = demo["out"].read_text()
+    serving = text.index("Serving on")
+    kubeconfig_lines = [line for line in text[:serving].splitlines() if line.startswith("kubeconfig: ")]
+    assert kubeconfig_lines, text
+    path = kubeconfig_lines[-1].split(" ", 1)[1].strip()
+    assert Path(path).is_file()
+    assert f"kubectl --kubeconfig {path} get nodes" in text
+    if shutil.which("kubectl"):
+        nodes = subprocess.run(["kubectl", "--kubeconfig", path, "get", "nodes", "-o", "name"],
+                               capture_output=True, text=True, timeout=30)
+        assert nodes.returncode == 0, nodes.stderr
+        assert len(nodes.stdout.split()) == 30  # the demo cluster's nodes
+
+    # The console's own pages, even for a wrong address: DEBUG is off in the demo.
+    status, headers, body = fetch(demo["url"] + "/favicon.ico")
+    assert status == 200 and headers["Content-Type"] == "image/vnd.microsoft.icon"
+    assert body == (ROOT / "static" / "favicon.ico").read_bytes()
+    status, _, body = fetch(demo["url"] + "/no-such-page/")
+    assert status == 404
+    assert b"<h1>Not found</h1>" in body and b"DEBUG = True" not in body and b"URLconf" not in body
+    time.sleep(0.5)
+    logged = [line for line in demo["out"].read_text().splitlines() if "/no-such-page/" in line]
+    assert len(logged) == 1 and logged[0].endswith("GET /no-such-page/ 404 user=anonymous (Not Found)"), logged
+    status, _, body = fetch(demo["url"] + "/login/")
+    assert status == 200 and b"/static/css/console.css" in body
+    assert fetch(demo["url"] + "/static/css/console.css")[0] == 200
+
+    # The first usage snapshot is taken after the first full sync: its GPUs are the cluster's, not zero.
+    deadline = time.monotonic() + 60
+    first = None
+    while first is None and time.monotonic() < deadline:
+        with sqlite3.connect(demo["db"], timeout=20) as db:
+            first = db.execute("SELECT MIN(taken) FROM usage_usagesnapshot").fetchone()[0]
+            allocated = db.execute("SELECT SUM(gpu_allocated) FROM usage_usagesnapshot WHERE taken = ?",
+                                   (first,)).fetchone()[0] if first else None
+        time.sleep(0.5)
+    assert first is not None, demo["out"].read_text()
+    assert float(allocated) > 0
+    text = demo["out"].read_text()
+    assert text.index("first full sync done") < text.index("usage snapshot:")
+
+    # Ctrl-C stops everything, cleanly.
+    os.killpg(demo["proc"].pid, signal.SIGINT)
+    assert demo["proc"].wait(40) == 0
+    assert "stopped: " in demo["out"].read_text()
+
+
+def test_the_readme_starts_with_the_two_commands_and_points_only_inside_the_repository():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make run", "make test"]
+    assert "../" not in readme and "DOMAIN.md" not in readme
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        if target.startswith(("http://", "https://")):
+            continue
+        assert (ROOT / target).resolve().is_relative_to(ROOT) and (ROOT / target).exists(), target
+    assert "docs/concepts.md" in readme
+    concepts = (ROOT / "docs" / "concepts.md").read_text()
+    for term in ("default pool", "Over-quota", "Fair share", "priority list", "Roles", "Exports",
+                 "last full sync", "Scheduling disabled"):
+        assert term.lower() in concepts.lower(), term
+    assert "PORT=8001 make run" in readme
