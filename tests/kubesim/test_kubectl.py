@@ -8,7 +8,9 @@ CONSOLE_REQUIRE_KUBECTL=1 (CI), where they fail.
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
 
 import pytest
@@ -75,12 +77,17 @@ def test_get_watch_prints_changes_as_they_happen(sim: KubeEmulator, kubectl) -> 
         ["kubectl", "get", "nodes", "-w", "--output-watch-events"], env=kubectl.env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         seen: list[str] = []
         changed = False
         while time.monotonic() < deadline:
-            line = proc.stdout.readline()
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
             seen.append(line)
             if line.split()[:2] == ["ADDED", "gpu-1"] and not changed:
                 sim.set_node_condition("gpu-1", "Ready", False)
@@ -88,7 +95,8 @@ def test_get_watch_prints_changes_as_they_happen(sim: KubeEmulator, kubectl) -> 
             if line.split()[:3] == ["MODIFIED", "gpu-1", "NotReady"]:
                 break
         else:
-            pytest.fail(f"no MODIFIED line: {seen}")
+            pytest.fail(f"no MODIFIED line within 30 s: {seen}")
+        assert seen and seen[-1].split()[:3] == ["MODIFIED", "gpu-1", "NotReady"], seen
         assert seen[0].split() == ["EVENT", "NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     finally:
         proc.kill()
