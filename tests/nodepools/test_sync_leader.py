@@ -20,7 +20,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 class SyncProcess:
-    def __init__(self, name: str, tmp_path: Path):
+    def __init__(self, name: str, tmp_path: Path, *args: str):
         settings = connection.settings_dict
         url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
         self.log_path = tmp_path / f"{name}.log"
@@ -28,7 +28,7 @@ class SyncProcess:
         env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "sync_clusters", "--lock-poll", "0.5", "--backoff-base", "0.1",
-             "--backoff-max", "1", "--tick", "0.1", "--rescan", "0.5", "--batch-delay", "0.02"],
+             "--backoff-max", "1", "--tick", "0.1", "--rescan", "0.5", "--batch-delay", "0.02", *args],
             cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
@@ -73,8 +73,8 @@ def pg_lab(transactional_db, emulator, tmp_path):
     load_small_cluster(emulator)
     processes: list[SyncProcess] = []
 
-    def spawn(name):
-        process = SyncProcess(name, tmp_path)
+    def spawn(name, *args):
+        process = SyncProcess(name, tmp_path, *args)
         processes.append(process)
         return process
 
