@@ -119,12 +119,35 @@ def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
     return values, facts
 
 
+_REQUESTS: dict[bytes, kube.Resources] = {}
+
+
+def pod_requests(spec: dict[str, Any]) -> kube.Resources:
+    """kube.pod_requests, memoised on the resources part of the spec: pods of one workload share it, and
+    parsing quantities (Decimal) is most of a pod's cost on a full list."""
+    try:
+        key = orjson.dumps([
+            [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("containers") or ()],
+            [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
+            spec.get("overhead"),
+        ])
+    except (TypeError, AttributeError, orjson.JSONEncodeError):
+        return kube.pod_requests({"spec": spec})  # malformed: let the parser say what is wrong
+    found = _REQUESTS.get(key)
+    if found is None:
+        found = kube.pod_requests({"spec": spec})
+        if len(_REQUESTS) > 10_000:
+            _REQUESTS.clear()
+        _REQUESTS[key] = found
+    return found
+
+
 def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
     """The stored values of a Pod object (POD_VALUE_FIELDS order); raises on a malformed one (`12x`)."""
     metadata = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    requests = kube.pod_requests(obj)
+    requests = pod_requests(spec)
     labels = metadata.get("labels") or {}
     selector = spec.get("nodeSelector") or {}
     if not isinstance(labels, dict) or not isinstance(selector, dict):

@@ -6,6 +6,7 @@ last error, last full sync), leaves the leader's heartbeat and sends coalesced c
 """
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
@@ -185,6 +186,10 @@ class ClusterSync:
             raise
         for field, value in cluster_changes.items():
             setattr(self.cluster, field, value)
+        if "last_full_sync" in cluster_changes:
+            # What the mirror holds now is long-lived: keep it out of the cyclic GC's scans.
+            gc.collect(1)
+            gc.freeze()
         if "connection_state" in cluster_changes:
             self.state = cluster_changes["connection_state"]
             logger.info("cluster %s: %s", self.cluster.name, self.state)

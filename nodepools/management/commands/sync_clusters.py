@@ -1,10 +1,11 @@
-"""Keep every registered cluster's Nodes and Pods mirrored until stopped (see nodepools/sync.py).
+"""Keep every registered cluster's Nodes and Pods mirrored until stopped (see nodepools/sync/).
 
 Run one per deployment (more on PostgreSQL for failover: one leader per cluster, the others standby).
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import signal
 import threading
@@ -31,6 +32,10 @@ class Command(BaseCommand):
     def handle(self, *args, clusters=None, **options):
         # A long-running writer: no per-query debug logging (it costs more than the writes themselves).
         settings.DEBUG = False
+        # The mirror keeps hundreds of thousands of long-lived objects and every list page makes tens of
+        # thousands of short-lived ones: with the default thresholds the cyclic GC rescans the mirror
+        # so often that it costs more than the parsing (the worker also freezes the heap after full lists).
+        gc.set_threshold(100_000, 50, 100)
         values = {f.name: options[f.name] for f in dataclasses.fields(SyncOptions)}
         stop = threading.Event()
 
