@@ -153,6 +153,21 @@ class TableWriter:
     def delete(self, keys: list) -> int:
         if not keys:
             return 0
+        model = self.resource.model
+        if model._meta.related_objects:
+            # Rows other rows point to (a pod's node): the ORM applies their on_delete (SET_NULL).
+            field = "name"
+            for i in range(0, len(keys), 500):
+                if self.resource.namespaced:
+                    from django.db.models import Q
+
+                    condition = Q()
+                    for ns, name in keys[i:i + 500]:
+                        condition |= Q(namespace=ns, name=name)
+                    model.objects.filter(condition, cluster_id=self.cid).delete()
+                else:
+                    model.objects.filter(cluster_id=self.cid, **{f"{field}__in": keys[i:i + 500]}).delete()
+            return len(keys)
         q = self._q
         table = q(self.table)
         with connection.cursor() as cursor:
