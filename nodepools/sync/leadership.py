@@ -30,9 +30,11 @@ logger = logging.getLogger("nodepools.sync")
 
 LEADER_KEY, FENCE_KEY = 0x6770, 0x6771  # advisory lock classes ("gp", "gq"); the object is the cluster id
 
+# Advisory locks are per database: other databases on the server (another console) have their own.
+_THIS_DATABASE = "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 _HOLDERS_SQL = (
     "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid::bigint = %s "
-    "AND l.objid::bigint = %s AND l.objsubid = 2 AND l.granted AND l.pid <> pg_backend_pid()"
+    f"AND l.objid::bigint = %s AND l.objsubid = 2 AND l.granted AND l.pid <> pg_backend_pid() AND {_THIS_DATABASE}"
 )
 
 
@@ -125,7 +127,7 @@ class PgLeadership:
             "a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "CROSS JOIN (SELECT leader_heartbeat FROM nodepools_cluster WHERE id = %s) c "
             "WHERE l.locktype = 'advisory' AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 2 "
-            "AND l.granted AND l.pid <> pg_backend_pid()",
+            f"AND l.granted AND l.pid <> pg_backend_pid() AND {_THIS_DATABASE}",
             [self.cluster_id, LEADER_KEY, self.cluster_id],
         ).fetchone()
         if row is None:

@@ -13,7 +13,7 @@ import pytest
 
 from nodepools.models import Cluster, Node, Pod
 from tests.nodepools.test_sync import emulator, workload  # noqa: F401 (fixture)
-from tests.nodepools.test_sync_leader import leader_lock_pids, pg_lab, wait_for  # noqa: F401 (fixture)
+from tests.nodepools.test_sync_leader import STARTUP, leader_lock_pids, pg_lab, wait_for  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.postgres
 
@@ -41,10 +41,11 @@ def test_a_stopped_leader_is_replaced_and_writes_nothing_when_it_resumes(pg_lab,
     # Live pages call the figures stale after STALE_AFTER_SECONDS without heartbeat; scaled like the rest.
     monkeypatch.setattr(Cluster, "STALE_AFTER_SECONDS", 4 * HEARTBEAT)
     old = pg_lab.spawn("old", *FAST)
-    wait_for(lambda: Pod.objects.count() == 8, what="the first process's initial sync")
-    wait_for(lambda: Cluster.objects.get(pk=pg_lab.cluster.pk).leader_heartbeat is not None, what="a heartbeat")
+    wait_for(lambda: Pod.objects.count() == 8, timeout=STARTUP, what="the first process's initial sync")
+    wait_for(lambda: Cluster.objects.get(pk=pg_lab.cluster.pk).leader_heartbeat is not None, timeout=STARTUP,
+             what="a heartbeat")
     new = pg_lab.spawn("new", *FAST)
-    wait_for(lambda: "standby" in new.text(), what="the second process to stand by")
+    wait_for(lambda: "standby" in new.text(), timeout=STARTUP, what="the second process to stand by")
     time.sleep(2 * HEARTBEAT)
     assert Cluster.objects.get(pk=pg_lab.cluster.pk).stale_since() is None  # the leader beats
     [old_lock] = leader_lock_pids(pg_lab.cluster.pk)
