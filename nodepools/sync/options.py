@@ -28,3 +28,18 @@ class SyncOptions:
     heartbeat_interval: float = 5.0  # the leader writes Cluster.leader_heartbeat this often
     takeover_after: float = 15.0  # PostgreSQL: a standby ends the lock session of a leader silent this long
     rescan: float = 10.0  # sync_clusters looks for added/removed clusters this often
+
+
+HELP = {
+    "page_limit": "objects per list page",
+    "backoff_base": "first retry delay after an error, doubling (with jitter) up to --backoff-max",
+    "read_timeout": "reconnect a watch silent this long",
+    "unreachable_after": "every watch failing this long: the cluster is unreachable (its nodes Unknown)",
+    "batch_delay": "gather watch events this long into one transaction",
+    "list_batch_max": "objects per transaction while a full list arrives",
+    "copy_min_rows": "PostgreSQL: write batches of at least this many rows through COPY",
+    "lock_poll": "the leader re-checks its lock this often",
+    "heartbeat_interval": "the leader writes Cluster.leader_heartbeat this often",
+    "takeover_after": "PostgreSQL: a standby ends the lock session of a leader without heartbeat this long, and leads",
+    "rescan": "look for added or removed clusters this often",
+}

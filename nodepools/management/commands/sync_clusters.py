@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from nodepools.sync import SyncOptions, run_clusters
+from nodepools.sync.options import HELP
 
 logger = logging.getLogger("nodepools.sync")
 
@@ -27,7 +28,8 @@ class Command(BaseCommand):
         defaults = SyncOptions()
         for field in dataclasses.fields(SyncOptions):
             parser.add_argument("--" + field.name.replace("_", "-"), type=type(getattr(defaults, field.name)),
-                                default=getattr(defaults, field.name), help=f"(default {getattr(defaults, field.name)})")
+                                default=getattr(defaults, field.name),
+                                help=f"{HELP.get(field.name, field.name.replace('_', ' '))} (default {getattr(defaults, field.name)})")
 
     def handle(self, *args, clusters=None, **options):
         # A long-running writer: no per-query debug logging (it costs more than the writes themselves).
