@@ -15,8 +15,6 @@ from nodepools.models import Cluster, Node, Pod
 from tests.nodepools.test_sync import emulator, workload  # noqa: F401 (fixture)
 from tests.nodepools.test_sync_leader import STARTUP, leader_lock_pids, pg_lab, wait_for  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.postgres
-
 HEARTBEAT, TAKEOVER = 0.5, 5.0
 FAST = ("--heartbeat-interval", str(HEARTBEAT), "--takeover-after", str(TAKEOVER))
 
@@ -39,6 +37,7 @@ def test_sync_clusters_help_lists_the_heartbeat_and_takeover_options():
     assert "leader without heartbeat this long, and leads (default 15.0)" in out
 
 
+@pytest.mark.postgres
 def test_a_stopped_leader_is_replaced_and_writes_nothing_when_it_resumes(pg_lab, monkeypatch):
     # Live pages call the figures stale after STALE_AFTER_SECONDS without heartbeat; scaled like the rest.
     monkeypatch.setattr(Cluster, "STALE_AFTER_SECONDS", 4 * HEARTBEAT)
