@@ -4,8 +4,9 @@ A node's pool follows from its labels and the cluster's pools; its reasons from 
 cordon, the NVIDIA operand pods ready on it and the pods still selecting another pool's label. The
 mirror tells this index about every stored Node and Pod (`node_changed`, `pod_changed`, ...); it keeps
 per node what those rules need and the set of nodes whose derived state may have changed (`dirty`), so
-that a batch recomputes only those. On a first sync (PostgreSQL), the writer derives every node in SQL
-instead (`writer.derive_all_sql`) and this index is loaded afterwards from what was written.
+that a batch recomputes only those. This stays in Python: profiled (py-spy) on a 5,000-node /
+150,000-pod first sync it is under 1 % of the writer's time, while a pod's links to its node and project
+are joins in the bulk upsert (`writer.LINKS`).
 """
 from __future__ import annotations
 
