@@ -1,6 +1,6 @@
-"""Benchmark of the live mirror (nodepools/sync.py) at 5,000 nodes and 150,000 pods.
+"""Benchmark of the live mirror (nodepools/sync/) at 5,000 nodes and 150,000 pods.
 
-    .venv/bin/python bench/sync.py [--database sqlite|postgres|both] [--nodes 5000] [--pods 150000]
+    .venv/bin/python bench/sync.py [--database sqlite|postgres|both] [--nodes 5000] [--pods 150000] [--no-fleet]
 
 Per database, in one run, against the Kubernetes API emulator (in this process) and a real
 `manage.py sync_clusters` process:
@@ -11,8 +11,16 @@ Per database, in one run, against the Kubernetes API emulator (in this process) 
   (d) a relist after 410 with 1 % of objects changed: rows written per changed object, no-op writes
   (e) the sync process's peak RSS
 
-Targets: b <= 60 s and b/a <= 4; c <= 30 s; d <= 1.05 with 0 no-op writes; e <= 512 MiB.
-The machine is shared: the load average before and after each run is printed with the figures.
+and on PostgreSQL the fleet case:
+
+  (f) three clusters of that size (three emulator processes) synced by one `sync_clusters` process
+      (a thread per cluster): each cluster's initial sync time against its single-cluster time (b),
+      and the process's peak RSS
+
+Targets: b <= 30 s and b/a <= 3; c <= 30 s; d = 1.000 rows per changed object with 0 no-op writes;
+e <= 512 MiB; f: every cluster within 3 x b, RSS <= 1 GiB.
+The machine may be shared: the load average (1, 5, 15 min) is printed beside every figure; compare
+ratios when it is high.
 """
 from __future__ import annotations
 
@@ -31,8 +39,16 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/console_bench_sync")
-TARGETS = {"b_seconds": 60, "b_over_a": 4, "c_seconds": 30, "d_rows_per_change": 1.05, "d_noop_writes": 0,
-           "e_peak_rss_mib": 512}
+TARGETS = {"b_seconds": 30, "b_over_a": 3, "c_seconds": 30, "d_rows_per_change": 1.0, "d_noop_writes": 0,
+           "e_peak_rss_mib": 512, "f_over_b": 3, "f_peak_rss_mib": 1024}
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def load_text(values) -> str:
+    return "load " + "/".join(f"{x:.1f}" for x in values)
 
 
 def log(message: str) -> None:
@@ -99,7 +115,7 @@ def run_one(kind: str, args) -> dict:
     from nodepools.sync import api_client_for
     from projects import services as project_services
 
-    result: dict = {"database": kind, "load_before": os.getloadavg()[0]}
+    result: dict = {"database": kind, "load_before": load()}
     call_command("migrate", verbosity=0)
     log(f"{kind}: generating {args.nodes} nodes / {args.pods} pods")
     nodes, pods = generate_cluster(args.nodes, args.pods, seed=1)
@@ -139,7 +155,9 @@ def run_one(kind: str, args) -> dict:
             del body
     result["a_runs"] = floors
     result["a_seconds"] = statistics.median(floors)
-    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects; runs {', '.join(f'{f:.2f}' for f in floors)})")
+    result["a_load"] = load()
+    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects; runs {', '.join(f'{f:.2f}' for f in floors)}); "
+        f"{load_text(result['a_load'])}")
 
     # (b) initial full sync by a real sync process.
     env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
@@ -159,9 +177,11 @@ def run_one(kind: str, args) -> dict:
             raise RuntimeError("initial sync did not finish in 10 minutes")
         result["b_seconds"] = done - start
         result["b_over_a"] = result["b_seconds"] / result["a_seconds"]
+        result["b_load"] = load()
         counts = (Node.objects.filter(cluster=cluster).count(), Pod.objects.filter(cluster=cluster).count())
         result["rows"] = counts
-        log(f"{kind}: (b) initial sync {result['b_seconds']:.2f}s, b/a {result['b_over_a']:.2f}; rows {counts}")
+        log(f"{kind}: (b) initial sync {result['b_seconds']:.2f}s, b/a {result['b_over_a']:.2f}; rows {counts}; "
+            f"{load_text(result['b_load'])}")
         assert counts == (len(node_names), len(pod_keys)), counts
 
         # (c) a watch burst: `rate` pod changes per second for `seconds`.
@@ -193,6 +213,7 @@ def run_one(kind: str, args) -> dict:
 
         done = wait_for(caught_up, timeout=600, poll=0.25)
         result["c_seconds"] = (done - burst_end) if done else float("inf")
+        result["c_load"] = load()
         log(f"{kind}: (c) {total} events in {result['c_burst_seconds']:.1f}s; caught up {result['c_seconds']:.2f}s after")
 
         # (d) relist after 410 with 1 % of the objects changed while the watch was down.
@@ -246,10 +267,11 @@ def run_one(kind: str, args) -> dict:
         deleted = len(set(before) - set(after))
         changed = n_nodes + n_pods
         result.update(d_changed_objects=changed, d_rows_written=written + deleted, d_noop_writes=noop,
-                      d_rows_per_change=(written + deleted) / changed)
+                      d_rows_per_change=(written + deleted) / changed, d_load=load())
         log(f"{kind}: (d) relist {result['d_relist_seconds']:.2f}s; {written + deleted} rows written for {changed} "
             f"changed objects ({result['d_rows_per_change']:.3f}), {noop} no-op writes")
         result["e_peak_rss_mib"] = peak_rss_mib(proc.pid)
+        result["e_load"] = load()
         log(f"{kind}: (e) sync peak RSS {result['e_peak_rss_mib']:.0f} MiB")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -260,7 +282,135 @@ def run_one(kind: str, args) -> dict:
         sync_log.close()
         emu.stop()
         connection.close()
-    result["load_after"] = os.getloadavg()[0]
+    result["load_after"] = load()
+    errors = [line for line in (workdir / "sync.log").read_text(errors="replace").splitlines()
+              if "ERROR" in line or "Traceback" in line]
+    result["sync_errors"] = errors[:5]
+    return result
+
+
+def start_emulators(count: int, args, workdir: Path) -> list[tuple[subprocess.Popen, str]]:
+    """`count` emulator processes (so that serving does not share one interpreter), each with its own fleet."""
+    started = []
+    for i in range(count):
+        kubeconfig = workdir / f"kubeconfig-{i}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubesim", "--port", "0", "--kubeconfig", str(kubeconfig),
+             "--demo-nodes", str(args.nodes), "--demo-pods", str(args.pods), "--seed", str(i + 1),
+             "--history-size", "100000", "--bookmark-interval", "1"],
+            cwd=BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        started.append((proc, str(kubeconfig)))
+    for proc, kubeconfig in started:
+        for line in proc.stdout:  # the emulator prints its kubeconfig line once it serves
+            if line.startswith(b"kubeconfig:"):
+                break
+        else:
+            raise RuntimeError("an emulator process ended before serving")
+    return started
+
+
+def run_fleet(args) -> dict:
+    """PostgreSQL: three clusters, three emulator processes, one sync_clusters process."""
+    url = PG_URL
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    recreate_database(url)
+    import django
+
+    django.setup()
+    import orjson
+    from django.core.management import call_command
+    from django.db import connection
+    from kubernetes import client
+
+    from nodepools import services
+    from nodepools.models import Cluster, Node, Pod
+    from nodepools.sync import api_client_for
+    from projects import services as project_services
+
+    result: dict = {"database": "postgres", "clusters": args.fleet_clusters, "load_before": load()}
+    call_command("migrate", verbosity=0)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-sync-fleet-"))
+    log(f"fleet: starting {args.fleet_clusters} emulators of {args.nodes} nodes / {args.pods} pods")
+    emulators = start_emulators(args.fleet_clusters, args, workdir)
+    proc = None
+    try:
+        clusters = []
+        for i, (_, kubeconfig) in enumerate(emulators):
+            cluster = services.cluster_create(actor=None, name=f"fleet-{i + 1}", kubeconfig_path=kubeconfig,
+                                              kube_context="emulator")
+            for pool in ("a100-train", "h100-train", "a100-spot", "l4-inference", "t4-batch"):
+                services.pool_create(actor=None, cluster=cluster, name=pool, label_key="karpenter.sh/nodepool",
+                                     label_value=pool)
+            department = project_services.department_create(actor=None, cluster=cluster, name="ai")
+            for ns in ("ml-training", "inference", "research", "batch", "data-eng"):
+                project_services.project_create(actor=None, department=department, name=f"{ns}-{i + 1}",
+                                                namespaces=[ns])
+            clusters.append(cluster)
+        # Each cluster's floor (fetch + parse every page), one after the other.
+        floors = []
+        for cluster in clusters:
+            with api_client_for(cluster) as api_client:
+                api = client.CoreV1Api(api_client)
+                start = time.monotonic()
+                for fn in (api.list_node, api.list_pod_for_all_namespaces):
+                    token = None
+                    while True:
+                        body = orjson.loads(fn(limit=500, _continue=token, _preload_content=False).data)
+                        token = body["metadata"].get("continue")
+                        if not token:
+                            break
+                floors.append(time.monotonic() - start)
+        result["f_floors"] = floors
+        result["f_floor_load"] = load()
+        log(f"fleet: floors {', '.join(f'{f:.2f}s' for f in floors)}; {load_text(result['f_floor_load'])}")
+
+        env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+        sync_log = open(workdir / "sync.log", "wb")
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "sync_clusters", "--unreachable-after", "3600", "--backoff-base", "0.2",
+             "--backoff-max", "2", "--rescan", "1"],
+            cwd=BASE_DIR, env=env, stdout=sync_log, stderr=subprocess.STDOUT,
+        )
+        done: dict[int, float] = {}
+        loads: dict[int, list[float]] = {}
+        deadline = time.monotonic() + 1200
+        while len(done) < len(clusters) and time.monotonic() < deadline:
+            for pk in Cluster.objects.filter(pk__in=[c.pk for c in clusters], last_full_sync__isnull=False).values_list(
+                    "pk", flat=True):
+                if pk not in done:
+                    done[pk] = time.monotonic() - start
+                    loads[pk] = load()
+                    log(f"fleet: cluster {pk} synced after {done[pk]:.2f}s; {load_text(loads[pk])}")
+            time.sleep(0.2)
+        if len(done) < len(clusters):
+            raise RuntimeError("the fleet's initial sync did not finish in 20 minutes")
+        result["f_seconds"] = [done[c.pk] for c in clusters]
+        result["f_loads"] = [loads[c.pk] for c in clusters]
+        result["f_rows"] = [(Node.objects.filter(cluster=c).count(), Pod.objects.filter(cluster=c).count())
+                            for c in clusters]
+        assert all(rows == (args.nodes, args.pods) for rows in result["f_rows"]), result["f_rows"]
+        result["f_peak_rss_mib"] = peak_rss_mib(proc.pid)
+        result["f_rss_load"] = load()
+        log(f"fleet: peak RSS {result['f_peak_rss_mib']:.0f} MiB; {load_text(result['f_rss_load'])}")
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for emu_proc, _ in emulators:
+            emu_proc.terminate()
+            try:
+                emu_proc.wait(20)
+            except subprocess.TimeoutExpired:
+                emu_proc.kill()
+        connection.close()
+    result["load_after"] = load()
     errors = [line for line in (workdir / "sync.log").read_text(errors="replace").splitlines()
               if "ERROR" in line or "Traceback" in line]
     result["sync_errors"] = errors[:5]
@@ -280,36 +430,65 @@ def main() -> int:
     parser.add_argument("--burst-rate", type=int, default=200)
     parser.add_argument("--burst-seconds", type=int, default=60)
     parser.add_argument("--floor-runs", type=int, default=3)
-    parser.add_argument("--one", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
+    parser.add_argument("--fleet-clusters", type=int, default=3)
+    parser.add_argument("--no-fleet", action="store_true", help="skip the fleet case (PostgreSQL)")
+    parser.add_argument("--fleet-only", action="store_true", help="only the fleet case; compare with --single-b")
+    parser.add_argument("--single-b", type=float, help="the single-cluster b (s) to compare the fleet with")
+    parser.add_argument("--one", choices=["sqlite", "postgres", "fleet"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:  # a child: one database, result as JSON on stdout
-        print(json.dumps(run_one(args.one, args)))
+    if args.one:  # a child: one case, result as JSON on stdout
+        print(json.dumps(run_fleet(args) if args.one == "fleet" else run_one(args.one, args)))
         return 0
     kinds = ["sqlite", "postgres"] if args.database == "both" else [args.database]
+    if args.fleet_only:
+        kinds = []
+    if "postgres" in kinds or args.fleet_only:
+        if not args.no_fleet:
+            kinds.append("fleet")
     results = []
     for kind in kinds:
         argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
                 "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
-                "--floor-runs", str(args.floor_runs)]
+                "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters)]
         out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
     print(f"\nSync benchmark: {args.nodes} nodes, {args.pods} pods; burst {args.burst_rate}/s for {args.burst_seconds}s; "
           f"{os.cpu_count()} CPUs")
+    single_b = args.single_b
     for r in results:
-        print(f"\n[{r['database']}]  load average {r['load_before']:.2f} before, {r['load_after']:.2f} after")
+        if r["database"] == "postgres" and "b_seconds" in r:
+            single_b = r["b_seconds"]
+    for r in results:
+        if "clusters" in r:
+            print(f"\n[fleet: {r['clusters']} clusters, one sync_clusters process, PostgreSQL]  "
+                  f"{load_text(r['load_before'])} before, {load_text(r['load_after'])} after")
+            print(f"  floors (fetch + parse)                    {', '.join(f'{x:.2f}' for x in r['f_floors'])} s   "
+                  f"{load_text(r['f_floor_load'])}")
+            for i, (seconds, at) in enumerate(zip(r["f_seconds"], r["f_loads"])):
+                ratio = f"{seconds / single_b:.2f} x single b" if single_b else "no single b to compare"
+                met = verdict("f_over_b", seconds / single_b) if single_b else "n/a"
+                print(f"  (f) cluster {i + 1} initial full sync          {seconds:8.2f} s   {ratio}, target <= 3: {met}   "
+                      f"{load_text(at)}")
+            print(f"      sync process peak RSS                 {r['f_peak_rss_mib']:8.0f} MiB target <= 1024: "
+                  f"{verdict('f_peak_rss_mib', r['f_peak_rss_mib'])}   {load_text(r['f_rss_load'])}")
+            if r["sync_errors"]:
+                print("  sync errors:", *r["sync_errors"], sep="\n    ")
+            continue
+        print(f"\n[{r['database']}]  {load_text(r['load_before'])} before, {load_text(r['load_after'])} after")
         print(f"  (a) floor: fetch + orjson every page      {r['a_seconds']:8.2f} s   "
-              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})")
-        print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 60 s: {verdict('b_seconds', r['b_seconds'])}")
-        print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 4: {verdict('b_over_a', r['b_over_a'])}")
+              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}")
+        print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 30 s: "
+              f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}")
+        print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 3: {verdict('b_over_a', r['b_over_a'])}")
         print(f"  (c) caught up after the watch burst       {r['c_seconds']:8.2f} s   target <= 30 s: {verdict('c_seconds', r['c_seconds'])}"
-              f"   (burst took {r['c_burst_seconds']:.1f} s)")
-        print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target <= 1.05: "
+              f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}")
+        print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target 1.000: "
               f"{verdict('d_rows_per_change', r['d_rows_per_change'])}   ({r['d_rows_written']} rows for "
-              f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)")
+              f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)   {load_text(r['d_load'])}")
         print(f"      no-op writes                          {r['d_noop_writes']:8d}       target 0: "
               f"{verdict('d_noop_writes', r['d_noop_writes'])}")
         print(f"  (e) sync process peak RSS                 {r['e_peak_rss_mib']:8.0f} MiB target <= 512: "
-              f"{verdict('e_peak_rss_mib', r['e_peak_rss_mib'])}")
+              f"{verdict('e_peak_rss_mib', r['e_peak_rss_mib'])}   {load_text(r['e_load'])}")
         if r["sync_errors"]:
             print("  sync errors:", *r["sync_errors"], sep="\n    ")
     return 0

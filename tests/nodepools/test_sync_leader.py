@@ -17,10 +17,12 @@ from tests.nodepools.test_sync import Lab, emulator, load_small_cluster, workloa
 
 pytestmark = pytest.mark.postgres
 BASE_DIR = Path(__file__).resolve().parents[2]
+# Starting a Django process (imports) can take half a minute on a loaded machine; not what is tested here.
+STARTUP = 120.0
 
 
 class SyncProcess:
-    def __init__(self, name: str, tmp_path: Path):
+    def __init__(self, name: str, tmp_path: Path, *args: str):
         settings = connection.settings_dict
         url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
         self.log_path = tmp_path / f"{name}.log"
@@ -28,7 +30,7 @@ class SyncProcess:
         env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "sync_clusters", "--lock-poll", "0.5", "--backoff-base", "0.1",
-             "--backoff-max", "1", "--tick", "0.1", "--rescan", "0.5", "--batch-delay", "0.02"],
+             "--backoff-max", "1", "--tick", "0.1", "--rescan", "0.5", "--batch-delay", "0.02", *args],
             cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
@@ -63,7 +65,8 @@ def leader_lock_pids(cluster_id: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = %s AND objid::bigint = %s "
-            "AND objsubid = 2 AND granted", [LEADER_KEY, cluster_id])
+            "AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [LEADER_KEY, cluster_id])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -73,8 +76,8 @@ def pg_lab(transactional_db, emulator, tmp_path):
     load_small_cluster(emulator)
     processes: list[SyncProcess] = []
 
-    def spawn(name):
-        process = SyncProcess(name, tmp_path)
+    def spawn(name, *args):
+        process = SyncProcess(name, tmp_path, *args)
         processes.append(process)
         return process
 
@@ -86,9 +89,9 @@ def pg_lab(transactional_db, emulator, tmp_path):
 
 def test_one_leader_and_the_standby_takes_over_after_kill_9(pg_lab):
     first = pg_lab.spawn("first")
-    wait_for(lambda: Pod.objects.count() == 8, what="the first process's initial sync")
+    wait_for(lambda: Pod.objects.count() == 8, timeout=STARTUP, what="the first process's initial sync")
     second = pg_lab.spawn("second")
-    wait_for(lambda: "standby" in second.text(), what="the second process to stand by")
+    wait_for(lambda: "standby" in second.text(), timeout=STARTUP, what="the second process to stand by")
     time.sleep(1.5)  # several lock polls: the standby must not start syncing
     assert "leader; syncing" in first.text() and "leader; syncing" not in second.text()
     assert len(leader_lock_pids(pg_lab.cluster.pk)) == 1
@@ -107,9 +110,9 @@ def test_one_leader_and_the_standby_takes_over_after_kill_9(pg_lab):
 
 def test_a_leader_that_lost_its_lock_writes_nothing(pg_lab):
     old = pg_lab.spawn("old")
-    wait_for(lambda: Pod.objects.count() == 8, what="the initial sync")
+    wait_for(lambda: Pod.objects.count() == 8, timeout=STARTUP, what="the initial sync")
     new = pg_lab.spawn("new")
-    wait_for(lambda: "standby" in new.text(), what="the standby")
+    wait_for(lambda: "standby" in new.text(), timeout=STARTUP, what="the standby")
     [lock_pid] = leader_lock_pids(pg_lab.cluster.pk)
 
     # Freeze the leader so that it cannot notice, and cut its lock connection: the standby takes over.

@@ -1,10 +1,11 @@
-"""Keep every registered cluster's Nodes and Pods mirrored until stopped (see nodepools/sync.py).
+"""Keep every registered cluster's Nodes and Pods mirrored until stopped (see nodepools/sync/).
 
 Run one per deployment (more on PostgreSQL for failover: one leader per cluster, the others standby).
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import signal
 import threading
@@ -14,6 +15,7 @@ from django.core.management.base import BaseCommand
 
 from console.metrics import add_sync_server_arguments, start_sync_server_from_options
 from nodepools.sync import SyncOptions, run_clusters
+from nodepools.sync.options import HELP
 
 logger = logging.getLogger("nodepools.sync")
 
@@ -27,12 +29,17 @@ class Command(BaseCommand):
         defaults = SyncOptions()
         for field in dataclasses.fields(SyncOptions):
             parser.add_argument("--" + field.name.replace("_", "-"), type=type(getattr(defaults, field.name)),
-                                default=getattr(defaults, field.name), help=f"(default {getattr(defaults, field.name)})")
+                                default=getattr(defaults, field.name),
+                                help=f"{HELP.get(field.name, field.name.replace('_', ' '))} (default {getattr(defaults, field.name)})")
         add_sync_server_arguments(parser)  # --metrics-port: /metrics and /readyz of this process
 
     def handle(self, *args, clusters=None, **options):
         # A long-running writer: no per-query debug logging (it costs more than the writes themselves).
         settings.DEBUG = False
+        # The mirror keeps hundreds of thousands of long-lived objects and every list page makes tens of
+        # thousands of short-lived ones: with the default thresholds the cyclic GC rescans the mirror
+        # so often that it costs more than the parsing (the worker also freezes the heap after full lists).
+        gc.set_threshold(100_000, 50, 100)
         values = {f.name: options[f.name] for f in dataclasses.fields(SyncOptions)}
         stop = threading.Event()
 

@@ -1,0 +1,271 @@
+"""The mirror: an in-memory index of one cluster's rows, so that only what changed is written.
+
+Per registered resource: key -> (row id, uid, resourceVersion, hash of the stored values). Objects
+(`apply`), deletions (`delete`) and the ends of full lists (`sweep`, mark-and-sweep) become pending
+upserts and deletions; `flush()` (inside the caller's transaction) writes them through each resource's
+`TableWriter`, with derived node state (pool, status, reasons) recomputed for the nodes they touched.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from django.utils import timezone as dj_timezone
+
+from nodepools import kube
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, Pod
+from nodepools.sync.derived import DerivedNodes
+from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource
+from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
+
+logger = logging.getLogger("nodepools.sync")
+
+
+class Entry:
+    """What the mirror remembers of one stored object."""
+
+    __slots__ = ("pk", "uid", "rv", "h")
+
+    def __init__(self, pk=None, uid="", rv="", h=None):
+        self.pk, self.uid, self.rv, self.h = pk, uid, rv, h
+
+
+def _object_name(obj: Any) -> str:
+    try:
+        metadata = obj.get("metadata") or {}
+        return "/".join(filter(None, [metadata.get("namespace"), metadata.get("name")])) or "<unnamed>"
+    except AttributeError:
+        return "<not an object>"
+
+
+class Mirror:
+    """What the database holds of one cluster, indexed in memory; `flush()` writes the pending changes."""
+
+    def __init__(self, cluster: Cluster, resources: list[str] | None = None, copy_min_rows: int = 1000) -> None:
+        self.cluster = cluster
+        self.cid = cluster.pk
+        self.resources: dict[str, Resource] = {name: REGISTRY[name] for name in (resources or list(REGISTRY))}
+        self.index: dict[str, dict[Any, Entry]] = {name: {} for name in self.resources}
+        self.up: dict[str, dict[Any, tuple[list, Any]]] = {name: {} for name in self.resources}
+        self.dels: dict[str, set] = {name: set() for name in self.resources}
+        self.writers = {name: TableWriter(r, self.cid, copy_min_rows) for name, r in self.resources.items()}
+        self.derived = DerivedNodes()
+        self.derived.unreachable = cluster.connection_state == ConnectionState.UNREACHABLE
+        self.pool_rows: list[tuple] | None = None
+        self.namespaces: dict[str, int] | None = None
+        self.skipped = 0
+        self.stats: Counter = Counter()
+        self._load()
+
+    # Back-compat views used by callers and tests.
+    @property
+    def nodes(self) -> dict:
+        return self.index[NODES]
+
+    @property
+    def pods(self) -> dict:
+        return self.index[PODS]
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        derived = self.derived
+        if NODES in self.index:
+            for row in Node.objects.filter(cluster_id=self.cid).values_list(
+                "pk", "name", "uid", "resource_version", "labels", "is_gpu_node", "conditions", "unschedulable",
+                "pool_id", "pool_conflicts", "status", "status_reasons",
+            ).iterator(chunk_size=2000):
+                pk, name, uid, rv, labels, is_gpu, conditions, unschedulable, pool_id, conflicts, status, reasons = row
+                cond = kube.node_condition_reasons({"spec": {"unschedulable": unschedulable},
+                                                    "status": {"conditions": conditions}})
+                self.index[NODES][name] = Entry(pk, uid, rv, None)
+                derived.node_loaded(name, labels, is_gpu, cond, pool_id, conflicts, status, reasons)
+        if PODS in self.index:
+            pods = self.index[PODS]
+            for row in Pod.objects.filter(cluster_id=self.cid).values_list(
+                "pk", "namespace", "name", "uid", "resource_version", "node_name", "phase", "ready", "labels__app",
+                "node_selector",
+            ).iterator(chunk_size=5000):
+                pk, ns, name, uid, rv, node_name, phase, ready, app, selector = row
+                pods[(ns, name)] = Entry(pk, uid, rv, None)
+                derived.pod_changed((ns, name), node_name, phase, ready, {"app": app}, selector or {}, mark=False)
+        self._refresh_context(initial=True)
+
+    def _refresh_context(self, initial: bool = False) -> None:
+        """Re-read pools and project namespaces (small); relabel or relink when they changed."""
+        rows = list(NodePool.objects.filter(cluster_id=self.cid).order_by("created", "pk").values_list(
+            "pk", "name", "is_default", "label_key", "label_value"))
+        if rows != self.pool_rows:
+            self.pool_rows = rows
+            if not initial:
+                # A pool service already reassigned nodes in the database: start from what it wrote.
+                for pk, name, pool_id, conflicts, status, reasons in Node.objects.filter(cluster_id=self.cid).values_list(
+                    "pk", "name", "pool_id", "pool_conflicts", "status", "status_reasons"
+                ):
+                    entry, facts = self.index[NODES].get(name), self.derived.nodes.get(name)
+                    if entry is not None and entry.pk == pk and facts is not None:
+                        facts.pool_id, facts.conflicts, facts.status, facts.reasons = pool_id, conflicts, status, reasons
+            self.derived.set_pools(rows)
+        from projects.models import ProjectNamespace
+
+        namespaces = dict(ProjectNamespace.objects.filter(cluster_id=self.cid).values_list("name", "project_id"))
+        if namespaces != self.namespaces:
+            changed = self.namespaces is not None
+            self.namespaces = namespaces
+            if changed:
+                relink_projects(self.cid)
+                self.stats["relinked"] += 1
+
+    # -- feeding -----------------------------------------------------------------------------------
+    def apply(self, kind: str, obj: dict[str, Any], seen: set | None = None) -> None:
+        """An object as listed or as an ADDED/MODIFIED event."""
+        resource = self.resources[kind]
+        try:
+            key = resource.key(obj)
+            metadata = obj["metadata"]
+        except (KeyError, TypeError, AttributeError) as exc:
+            self._skip(resource, obj, exc)
+            return
+        if seen is not None:
+            seen.add(key)
+        index = self.index[kind]
+        entry = index.get(key)
+        uid = metadata.get("uid") or ""
+        rv = str(metadata.get("resourceVersion") or "")
+        if entry is not None and rv and entry.rv == rv and entry.uid == uid:
+            self.stats["unchanged"] += 1
+            return
+        try:
+            values, facts = resource.values(obj)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._skip(resource, obj, exc)
+            return
+        h = resource.hash(values)
+        if entry is not None and entry.h == h:
+            entry.rv = rv  # a change of nothing the console stores (e.g. an annotation): no write
+            self.stats["unchanged"] += 1
+            return
+        if entry is None:
+            entry = index[key] = Entry()
+        entry.uid, entry.rv, entry.h = uid, rv, h
+        self.up[kind][key] = values
+        if kind == NODES:
+            self.derived.node_changed(key, facts)
+        elif kind == PODS:
+            self.derived.pod_changed(key, values[1], values[2], values[7], values[5], values[6])
+
+    def _skip(self, resource: Resource, obj: Any, exc: BaseException) -> None:
+        self.skipped += 1
+        logger.warning("cluster %s: skipped malformed %s %s: %s", self.cluster.name, resource.kind,
+                       _object_name(obj), exc)
+
+    def delete(self, kind: str, obj: dict[str, Any]) -> None:
+        try:
+            key = self.resources[kind].key(obj)
+        except (KeyError, TypeError, AttributeError):
+            return
+        self._delete_key(kind, key)
+
+    def _delete_key(self, kind: str, key: Any) -> None:
+        entry = self.index[kind].pop(key, None)
+        if entry is None:
+            return
+        self.up[kind].pop(key, None)
+        if entry.pk:
+            self.dels[kind].add(key)
+        if kind == NODES:
+            self.derived.node_deleted(key)
+        elif kind == PODS:
+            self.derived.pod_deleted(key)
+
+    def sweep(self, kind: str, seen: set) -> int:
+        """After a complete list: forget (and delete) every row the list did not contain."""
+        index = self.index[kind]
+        stale = [key for key in index if key not in seen]
+        for key in stale:
+            self._delete_key(kind, key)
+        return len(stale)
+
+    def set_unreachable(self, unreachable: bool) -> None:
+        self.derived.set_unreachable(unreachable)
+
+    @property
+    def unreachable(self) -> bool:
+        return self.derived.unreachable
+
+    @property
+    def pending(self) -> bool:
+        return any(self.up[k] or self.dels[k] for k in self.resources) or bool(self.derived.dirty)
+
+    def pending_count(self) -> int:
+        return sum(len(self.up[k]) + len(self.dels[k]) for k in self.resources)
+
+    # -- writing -----------------------------------------------------------------------------------
+    def flush(self) -> dict[str, int]:
+        """Write the pending changes (call inside a transaction); returns counts of rows written."""
+        written: Counter = Counter()
+        self._refresh_context()
+        now = dj_timezone.now()
+        # Deletions first: an object deleted and created again in one batch gets a new row.
+        for kind in self.resources:
+            if self.dels[kind]:
+                written[f"{kind}_deleted"] += self.writers[kind].delete(list(self.dels[kind]))
+                self.dels[kind].clear()
+        if NODES in self.resources:
+            written.update(self._flush_nodes(now))
+        for kind in self.resources:
+            if kind == NODES or not self.up[kind]:
+                continue
+            items = self.up[kind]
+            if kind == PODS:
+                nodes, namespaces = self.index.get(NODES, {}), self.namespaces or {}
+
+                def links(key, values):
+                    node = nodes.get(values[1]) if values[1] else None
+                    return (node.pk if node is not None else None, namespaces.get(key[0]))
+            else:
+                def links(key, values):
+                    return ()
+            written[kind] += self.writers[kind].upsert([(key, v, links(key, v)) for key, v in items.items()], now)
+            index = self.index[kind]
+            for key in items:
+                entry = index.get(key)
+                if entry is not None and not entry.pk:
+                    entry.pk = True  # stored; its id is looked up only if something needs it
+            items.clear()
+        self.stats.update(written)
+        return dict(written)
+
+    def _flush_nodes(self, now) -> Counter:
+        written: Counter = Counter()
+        derived, index, pending = self.derived, self.index[NODES], self.up[NODES]
+        rows, derived_rows, new_names = [], [], []
+        for name in derived.dirty:
+            entry, facts = index.get(name), derived.nodes.get(name)
+            if entry is None or facts is None:
+                continue
+            result = derived.derive(name, facts)
+            values = pending.get(name)
+            if values is None and entry.pk and result == facts.derived():
+                continue
+            facts.pool_id, facts.conflicts, facts.status, facts.reasons = result
+            if values is None:
+                derived_rows.append((entry.pk, *result))
+                continue
+            rows.append((name, values, result))
+            if not entry.pk:
+                new_names.append(name)
+        derived.dirty.clear()
+        pending.clear()
+        if rows:
+            written[NODES] += self.writers[NODES].upsert(rows, now)
+        if new_names:
+            pks = self.writers[NODES].pks()
+            for name in new_names:
+                index[name].pk = pks.get(name)
+        if derived_rows:
+            written[NODES] += update_node_derived(derived_rows, now)
+        orphans = [name for name in new_names if derived.pods_per_node.get(name)]
+        if orphans:
+            link_orphan_pods(self.cid, orphans)
+        return written

@@ -1,0 +1,231 @@
+"""One cluster's sync: an informer thread per registered resource and the writer (the calling thread).
+
+The writer takes what the informers send, feeds the `Mirror` and writes each batch in one transaction
+(fenced by the leadership), keeps the cluster's connection state (connected / degraded / unreachable,
+last error, last full sync), leaves the leader's heartbeat and sends coalesced change hints.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import queue
+import threading
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from django.db import transaction
+from django.utils import timezone as dj_timezone
+
+from nodepools.models import Cluster, ConnectionState
+from nodepools.sync.hints import Hinter
+from nodepools.sync.informer import Informer, api_client_for
+from nodepools.sync.leadership import LeadershipLost, SingleLeadership
+from nodepools.sync.mirror import Mirror
+from nodepools.sync.options import SyncOptions
+from nodepools.sync.resources import REGISTRY
+
+logger = logging.getLogger("nodepools.sync")
+
+
+class ClusterSync:
+    """Informers for one cluster plus the writer that applies their output (in the calling thread).
+
+    `start()`, then `step()` repeatedly (or `run_until(...)` in tests, `run(stop)` in production),
+    then `stop()`.
+    """
+
+    def __init__(self, cluster: Cluster, options: SyncOptions | None = None, leadership=None,
+                 resources: list[str] | None = None) -> None:
+        self.cluster = cluster
+        self.options = options or SyncOptions()
+        self.leadership = leadership or SingleLeadership(cluster.pk)
+        self.resource_names = list(resources or REGISTRY)
+        self.queue: queue.Queue = queue.Queue(maxsize=max(4, self.options.queue_pages))
+        self.mirror: Mirror | None = None
+        self.api_client = None
+        self.informers: list[Informer] = []
+        self.health: dict[str, tuple[bool, float, str]] = {}
+        self.listed: set[str] = set()
+        self.listing: set[str] = set()
+        self.state: str | None = None
+        self.last_error: str | None = None
+        self.full_sync_at: datetime | None = None
+        self.hinter = Hinter(cluster.pk, self.options.hint_interval, self.leadership.fence)
+        self.batches = 0
+        self.started = time.monotonic()
+
+    def start(self) -> None:
+        self.mirror = Mirror(self.cluster, self.resource_names, self.options.copy_min_rows)
+        self.state = self.cluster.connection_state
+        self.started = time.monotonic()
+        try:
+            self.api_client = api_client_for(self.cluster)
+        except Exception as exc:
+            # A broken kubeconfig: the cluster is unreachable until it is fixed (the runner retries).
+            self.health = {name: (False, self.started, str(exc)) for name in self.resource_names}
+            self.last_error = f"cannot configure the client: {exc}"
+            raise
+        self.informers = [Informer(REGISTRY[name], self.api_client, self.queue, self.options, self.cluster.name)
+                          for name in self.resource_names]
+        for informer in self.informers:
+            informer.start()
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+        for informer in self.informers:
+            informer.join(timeout=5)
+        if self.api_client is not None:
+            try:
+                self.api_client.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    # -- the writer --------------------------------------------------------------------------------
+    def _gather(self, timeout: float) -> list[tuple]:
+        messages = []
+        try:
+            messages.append(self.queue.get(timeout=timeout))
+        except queue.Empty:
+            return messages
+        deadline = time.monotonic() + self.options.batch_delay
+        # While a full list arrives, bigger transactions (bulk path); watch events in short ones.
+        limit = self.options.list_batch_max if messages[0][0] == "page" else self.options.batch_max
+        objects = self._size(messages[0])
+        while objects < limit:
+            remaining = deadline - time.monotonic()
+            try:
+                message = self.queue.get(timeout=remaining) if remaining > 0 else self.queue.get_nowait()
+            except queue.Empty:
+                break
+            messages.append(message)
+            objects += self._size(message)
+        return messages
+
+    @staticmethod
+    def _size(message: tuple) -> int:
+        return len(message[2]) if message[0] in ("page", "events") else 1
+
+    def step(self, timeout: float | None = None) -> dict[str, int]:
+        """Take what the informers sent (waiting up to `timeout`), write it in one transaction."""
+        messages = self._gather(self.options.tick if timeout is None else timeout)
+        mirror = self.mirror
+        full_list = False
+        for message in messages:
+            what, kind = message[0], message[1]
+            if what == "page":
+                self.listing.add(kind)
+                seen = message[3]
+                apply = mirror.apply
+                for obj in message[2]:
+                    apply(kind, obj, seen)
+            elif what == "events":
+                for event_type, obj in message[2]:
+                    if event_type == "DELETED":
+                        mirror.delete(kind, obj)
+                    else:
+                        mirror.apply(kind, obj)
+            elif what == "listed":
+                swept = mirror.sweep(kind, message[2])
+                if swept:
+                    logger.info("cluster %s: %d %s gone since the last list", self.cluster.name, swept, kind)
+                self.listed.add(kind)
+                self.listing.discard(kind)
+                self.health[kind] = (True, time.monotonic(), "")
+                full_list = True
+            elif what == "health":
+                error = message[2]
+                previous = self.health.get(kind)
+                if error is None:
+                    self.health[kind] = (True, time.monotonic(), "")
+                else:
+                    since = previous[1] if previous and not previous[0] else time.monotonic()
+                    self.health[kind] = (False, since, error)
+                    self.last_error = error
+        cluster_changes = self._state_changes(full_list)
+        written: dict[str, int] = {}
+        if mirror.pending or cluster_changes:
+            written = self._write(cluster_changes)
+        self.hinter.flush()
+        return written
+
+    def _state_changes(self, full_list: bool) -> dict[str, Any]:
+        now = time.monotonic()
+        every = set(self.resource_names)
+        failing = [kind for kind in self.resource_names if kind in self.health and not self.health[kind][0]]
+        if not failing:
+            state = ConnectionState.CONNECTED if set(self.health) >= every else self.state
+        elif len(failing) == len(every) and min(self.health[k][1] for k in failing) <= now - self.options.unreachable_after:
+            state = ConnectionState.UNREACHABLE
+        else:
+            state = ConnectionState.DEGRADED
+        changes: dict[str, Any] = {}
+        if state != self.state:
+            changes["connection_state"] = state
+        if self.last_error is not None and self.last_error != self.cluster.last_error:
+            changes["last_error"] = self.last_error[:2000]
+        if full_list and self.listed >= every and not self.listing:  # every resource listed afresh
+            changes["last_full_sync"] = dj_timezone.now()
+        if "connection_state" in changes:
+            self.mirror.set_unreachable(state == ConnectionState.UNREACHABLE)
+        return changes
+
+    def _write(self, cluster_changes: dict[str, Any]) -> dict[str, int]:
+        try:
+            with transaction.atomic():
+                self.leadership.fence()
+                written = self.mirror.flush()
+                if cluster_changes:
+                    Cluster.objects.filter(pk=self.cluster.pk).update(**cluster_changes)
+        except LeadershipLost:
+            raise
+        except Exception:
+            # The transaction rolled back: the in-memory index no longer matches the database.
+            self.mirror = None
+            raise
+        for field, value in cluster_changes.items():
+            setattr(self.cluster, field, value)
+        if "last_full_sync" in cluster_changes:
+            # What the mirror holds now is long-lived: keep it out of the cyclic GC's scans.
+            gc.collect(1)
+            gc.freeze()
+        if "connection_state" in cluster_changes:
+            self.state = cluster_changes["connection_state"]
+            logger.info("cluster %s: %s", self.cluster.name, self.state)
+        self.batches += 1
+        kinds = {kind.removesuffix("_deleted") for kind, n in written.items() if n}
+        if cluster_changes:  # connection state, last full sync, last error: the live pages show them
+            kinds.add("cluster")
+        if kinds:
+            logger.info("cluster %s: wrote %s", self.cluster.name,
+                        ", ".join(f"{n} {k}" for k, n in sorted(written.items()) if n) or "cluster state")
+            self.hinter.add(kinds)
+        return written
+
+    def run_until(self, condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+        """Step until `condition()` holds (checked after each step); False on timeout. For tests."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.step(timeout=0.05)
+            if condition():
+                self.hinter.flush(force=True)
+                return True
+        return False
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop` is set or the leadership is lost (raises LeadershipLost)."""
+        options = self.options
+        next_check = time.monotonic() + options.lock_poll
+        next_beat = time.monotonic() + options.heartbeat_interval
+        while not stop.is_set():
+            self.step()
+            now = time.monotonic()
+            if now >= next_beat:
+                self.leadership.heartbeat()
+                next_beat = now + options.heartbeat_interval
+            if now >= next_check:
+                if not self.leadership.check():
+                    raise LeadershipLost(f"cluster {self.cluster.name}: lost the leader lock")
+                next_check = now + options.lock_poll
+        self.hinter.flush(force=True)
