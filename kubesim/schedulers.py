@@ -92,11 +92,21 @@ class SchedulerStatusMixin:
         queues = self.list("queues.scheduling.run.ai")
         if not queues:
             return 0
+        names = {q["metadata"]["name"] for q in queues}
+        pool_of = {n["metadata"]["name"]: ((n["metadata"].get("labels") or {}).get(self.flavor_label) or "")
+                   for n in self.list(NODES)}
         sums: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(
             lambda: {k: defaultdict(Decimal) for k in ("allocated", "allocatedNonPreemptible", "requested")})
         for pod in pods:
-            queue = ((pod.get("metadata") or {}).get("labels") or {}).get(KAI_QUEUE_LABEL)
+            md = pod.get("metadata") or {}
+            queue = (md.get("labels") or {}).get(KAI_QUEUE_LABEL)
             if not queue:
+                # Like Run:ai's pod grouper: a bound pod of project namespace runai-<project> belongs to
+                # the project's queue of its node's pool.
+                namespace, node = md.get("namespace") or "", (pod.get("spec") or {}).get("nodeName")
+                if namespace.startswith("runai-") and node:
+                    queue = f"{namespace[len('runai-'):]}.{pool_of.get(node, '')}"
+            if queue not in names:
                 continue
             asks = pod_requests(pod)
             kai = {"nvidia.com/gpu": asks[GPU], "cpu": asks["cpu"], "memory": (asks["memory"] / 10**6)}

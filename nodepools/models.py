@@ -196,6 +196,9 @@ class NodePool(models.Model):
             raise ValidationError({"name": "The name 'default' is reserved for the cluster's default pool."})
         if not self.label_key:
             raise ValidationError({"label_key": "A node pool needs a label key: its nodes are those carrying the label."})
+        if self.label_key == kube.CONSOLE_POOL_LABEL:
+            raise ValidationError({"label_key": f"{kube.CONSOLE_POOL_LABEL} is the console's own pool label: the "
+                                                "console sets it on nodes from their pools, so it cannot define one."})
         clash = (
             NodePool.objects.filter(cluster_id=self.cluster_id, label_key=self.label_key, label_value=self.label_value)
             .exclude(pk=self.pk)

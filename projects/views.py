@@ -288,12 +288,15 @@ def quota_edit(request, pk: int):
     quota = get_object_or_404(Quota.objects.restrict(request.user, "view")
                               .select_related("pool__cluster", "department", "project__department"), pk=pk)
     can_change = Quota.objects.restrict(request.user, "change").filter(pk=quota.pk).exists()
-    warnings, conflict, saved = [], None, False
+    warnings, conflict, saved, what_if = [], None, False, None
     if request.method == "POST":
         if not can_change:
             raise PermissionDenied(f"You may not change the quota of {quota.owner_kind} '{quota.owner}'.")
         form = QuotaForm(request.POST)
-        if form.is_valid():
+        if form.is_valid() and "what_if" in request.POST:
+            # Before saving: each sibling's fair share now and with the values typed (nothing is written).
+            what_if = selectors.quota_what_if(user=request.user, quota=quota, values=form.values())
+        elif form.is_valid():
             try:
                 result = services.quota_update(actor=request.user, quota=quota,
                                                expected_version=form.cleaned_data["version"], **form.values())
@@ -308,7 +311,8 @@ def quota_edit(request, pk: int):
     else:
         form = QuotaForm(initial=QuotaForm.initial_from(quota))
     context = {"quota": quota, "form": form, "warnings": warnings, "conflict": conflict, "saved": saved,
-               "can_change": can_change, "cluster": quota.pool.cluster, "inline": bool(request.htmx)}
+               "can_change": can_change, "cluster": quota.pool.cluster, "inline": bool(request.htmx),
+               "what_if": what_if}
     if request.htmx:
         if saved:
             # The grid's per-pool summary (Σ deserved, ratio) changes with the save: sent along, out of band.

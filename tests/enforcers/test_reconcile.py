@@ -174,6 +174,9 @@ def test_a_write_the_api_server_refuses_is_kept_and_shown_with_its_field(lab, cl
     page = client.get(f"/clusters/{lab.cluster.pk}/enforcement/").content.decode()
     assert "Writes the cluster refused" in page and "ClusterQueue rnd-a" in page
     assert "spec.resourceGroups[0].flavors" in page
+    # The quota grid shows it in the project's cells.
+    grid = client.get(f"/clusters/{lab.cluster.pk}/quota/").content.decode()
+    assert "The cluster refused ClusterQueue rnd-a (spec.resourceGroups[0].flavors)" in grid
     # Back under the limit, the next round writes it and the refusal is gone.
     from nodepools.models import NodePool
 

@@ -34,3 +34,15 @@ def test_only_system_administrators_choose_the_enforcer(client, org, users):
     assert not Enforcement.objects.filter(cluster=org.cluster).exists()
     client.force_login(users["nobody"])
     assert client.get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_pool_cannot_be_defined_by_the_consoles_own_pool_label(org):
+    from django.core.exceptions import ValidationError
+
+    from nodepools import services as pool_services
+
+    with pytest.raises(ValidationError) as refused:
+        pool_services.pool_create(actor=None, cluster=org.cluster, name="loop",
+                                  label_key="console.gpu-capacity.io/node-pool", label_value="a100")
+    assert "the console's own pool label" in str(refused.value.message_dict["label_key"])

@@ -39,3 +39,33 @@ def test_a_department_rows_what_if_lists_the_pools_departments_the_user_may_see(
     assert names == {"rnd", "ops"}
     names = {r.name for r in quota_what_if(user=users["rnd_admin"], quota=q, values={"gpu_deserved": Decimal(4)})}
     assert names == {"rnd"}
+
+
+@pytest.mark.django_db
+def test_the_quota_editor_shows_fair_shares_before_and_after_without_saving(client, org, users):
+    from django.urls import reverse
+
+    from projects import services
+
+    q = org.quota(org.rnd, org.a100)
+    services.quota_update(actor=None, quota=q, expected_version=q.version, gpu_deserved=8)
+    org.run("a-1", org.rnd_a, "a100-1", gpus=4)
+    org.run("b-1", org.rnd_b, "a100-2", gpus=4)
+    for name, project in (("a-2", org.rnd_a), ("b-2", org.rnd_b)):
+        org.run(name, project, None, gpus=4, phase="Pending")
+        org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
+    org.load()
+    quota = org.quota(org.rnd_a, org.a100)
+    client.force_login(users["rnd_admin"])
+    data = {"gpu_deserved": "6", "cpu_deserved": "", "memory_deserved_mib": "", "gpu_limit": "", "cpu_limit": "",
+            "memory_limit_mib": "", "over_quota_weight": quota.over_quota_weight, "rank": quota.rank,
+            "version": quota.version, "what_if": "1"}
+    page = client.post(reverse("quota-edit", args=[quota.pk]), data, HTTP_HX_REQUEST="true",
+                       HTTP_HX_TARGET=f"quota-{quota.pk}").content.decode()
+    assert "Fair share of GPUs in a100, now and with these values (not saved yet)" in page
+    assert "rnd-a" in page and "rnd-b" in page and "(this row)" in page
+    # rnd-a would deserve 6 of the 8 GPUs and share the 2 idle ones with rnd-b (weights 2:2): 4 → 7, 4 → 1.
+    assert '<td class="num">4</td><td class="num">7</td><td class="num">+3</td>' in page
+    assert '<td>rnd-b</td><td class="num">4</td><td class="num">1</td><td class="num">-3</td>' in page
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 0  # nothing saved

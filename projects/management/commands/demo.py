@@ -54,6 +54,10 @@ class Command(BaseCommand):
             pool_services.cluster_update(actor=None, cluster=cluster, in_cluster=False,
                                          kubeconfig_path=os.path.abspath(options["kubeconfig"]),
                                          kube_context=options.get("context") or "")
+            # The demo shows the console acting on its cluster: KAI Scheduler's queues from the quotas.
+            from enforcers.services import enforcement_set
+
+            enforcement_set(actor=None, cluster=cluster, enforcer="kai")
         pools = {"default": cluster.default_pool}
         for name, description in POOLS.items():
             pools[name] = NodePool.objects.filter(cluster=cluster, name=name).first() or pool_services.pool_create(
