@@ -99,6 +99,13 @@ class Cluster(models.Model):
         return self.pools.get(is_default=True)
 
 
+def project_namespace_model():
+    """The model of the namespaces projects own. The projects app declares it with a relation to
+    Cluster (`Cluster.project_namespaces`); reading it through that relation keeps this floor from
+    importing the app above it. Pods belong to the project owning their namespace."""
+    return Cluster._meta.get_field("project_namespaces").related_model
+
+
 class NodePoolQuerySet(RestrictedQuerySet):
     access_level = "cluster"
     access_paths = {"cluster": ["cluster_id"]}

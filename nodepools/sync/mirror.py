@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone as dj_timezone
 
 from nodepools import kube
-from nodepools.models import Cluster, ConnectionState, Node, NodePool, Pod
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, Pod, project_namespace_model
 from nodepools.sync.derived import DerivedNodes
 from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource
 from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
@@ -106,9 +106,8 @@ class Mirror:
                     if entry is not None and entry.pk == pk and facts is not None:
                         facts.pool_id, facts.conflicts, facts.status, facts.reasons = pool_id, conflicts, status, reasons
             self.derived.set_pools(rows)
-        from projects.models import ProjectNamespace
-
-        namespaces = dict(ProjectNamespace.objects.filter(cluster_id=self.cid).values_list("name", "project_id"))
+        namespaces = dict(project_namespace_model().objects.filter(cluster_id=self.cid)
+                          .values_list("name", "project_id"))
         if namespaces != self.namespaces:
             changed = self.namespaces is not None
             self.namespaces = namespaces

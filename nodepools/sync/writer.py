@@ -28,7 +28,8 @@ LINKS: dict[str, list[tuple[str, str | None]]] = {
     "nodes": [("pool_id", None), ("pool_conflicts", None), ("status", None), ("status_reasons", None)],
     "pods": [
         ("node_id", "(SELECT n.id FROM nodepools_node n WHERE n.cluster_id = s.cluster_id AND n.name = s.node_name)"),
-        ("project_id", "(SELECT pn.project_id FROM projects_projectnamespace pn WHERE pn.cluster_id = s.cluster_id "
+        # {namespaces}: the table of the namespaces projects own (nodepools.models.project_namespace_model).
+        ("project_id", "(SELECT pn.project_id FROM {namespaces} pn WHERE pn.cluster_id = s.cluster_id "
                        "AND pn.name = s.namespace)"),
     ],
 }
@@ -44,7 +45,10 @@ class TableWriter:
         self.table = opts.db_table
         self.key_columns = ["cluster_id", *resource.key_fields]
         self.value_columns = [opts.get_field(f).column for f in resource.fields]
-        self.links = LINKS.get(resource.name, [])
+        from nodepools.models import project_namespace_model
+
+        table = connection.ops.quote_name(project_namespace_model()._meta.db_table)
+        self.links = [(column, sql.format(namespaces=table) if sql else sql) for column, sql in LINKS.get(resource.name, [])]
         self.link_columns = [column for column, _ in self.links]
         self.columns = self.key_columns + self.value_columns + self.link_columns + ["updated"]
         self.json_columns = {opts.get_field(f).column for f in resource.json_fields} | (JSON_LINKS & set(self.link_columns))
@@ -236,11 +240,10 @@ def relink_projects(cluster_id: int) -> None:
     """Every pod's project again from its namespace (after a project's namespaces changed)."""
     from django.db.models import OuterRef, Subquery
 
-    from nodepools.models import Pod
-    from projects.models import ProjectNamespace
+    from nodepools.models import Pod, project_namespace_model
 
     Pod.objects.filter(cluster_id=cluster_id).update(project=Subquery(
-        ProjectNamespace.objects.filter(cluster_id=cluster_id, name=OuterRef("namespace")).values("project")[:1]))
+        project_namespace_model().objects.filter(cluster_id=cluster_id, name=OuterRef("namespace")).values("project")[:1]))
 
 
 __all__ = ["TableWriter", "update_node_derived", "link_orphan_pods", "relink_projects", "PODS"]
