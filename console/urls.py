@@ -5,14 +5,14 @@ from django.views.generic import RedirectView
 from accounts import views as account_views
 from console import errors, health
 
-from nodepools import views as nodepool_views
+from projects import views as project_views
 
 handler403 = errors.handler403
 handler404 = errors.handler404
 handler500 = errors.handler500
 
 urlpatterns = [
-    path("", nodepool_views.home, name="home"),
+    path("", project_views.home, name="home"),
     path("favicon.ico", errors.favicon, name="favicon"),
     # Password form and single sign-on (accounts/oidc.py); log-out also ends the provider's session.
     path("login/", account_views.LoginView.as_view(), name="login"),

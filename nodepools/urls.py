@@ -5,10 +5,8 @@ from nodepools import views
 
 urlpatterns = [
     path("clusters/switch/", views.cluster_switch, name="cluster-switch"),
-    path("clusters/<int:pk>/", views.cluster_overview, name="cluster-overview"),
     path("pools/", views.pool_list, name="pool-list"),
     path("pools/add/", views.pool_create, name="pool-create"),
-    path("pools/<int:pk>/", views.pool_detail, name="pool-detail"),
     path("pools/<int:pk>/edit/", views.pool_edit, name="pool-edit"),
     path("pools/<int:pk>/delete/", views.pool_delete, name="pool-delete"),
     path("nodes/", views.node_list, name="node-list"),

@@ -14,7 +14,7 @@ from nodepools import kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
 from nodepools.models import Cluster, NodePool
-from nodepools.tables import NodePoolTable, NodeTable, OverviewPoolTable, PodTable
+from nodepools.tables import NodePoolTable, NodeTable, PodTable
 from access.rules import is_system_admin
 from ui.pages import htmx_partial, table_page
 from ui.tables import table_build, wants_csv
@@ -33,61 +33,6 @@ def current_cluster(request, clusters=None) -> Cluster | None:
     clusters = clusters if clusters is not None else selectors.cluster_list(user=request.user)
     wanted = request.session.get(SESSION_CLUSTER)
     return (clusters.filter(pk=wanted).first() if wanted else None) or clusters.first()
-
-
-@login_required
-def home(request):
-    """Department managers land on their departments, researchers (roles in projects only) on their
-    projects; everyone else on the current cluster's overview."""
-    from projects.selectors import landing_departments, landing_projects
-
-    departments = landing_departments(user=request.user)
-    if departments is not None:
-        if len(departments) == 1:
-            return redirect("department-detail", departments[0])
-        return redirect("department-list")
-    projects = landing_projects(user=request.user)
-    if projects is not None:
-        if len(projects) == 1:
-            return redirect("project-detail", projects[0])
-        return redirect("my-projects")
-    cluster = current_cluster(request)
-    if cluster is None:
-        return render(request, "home.html", {"cluster": None})
-    return overview(request, cluster)
-
-
-@login_required
-def cluster_overview(request, pk: int):
-    cluster = get_object_or_404(selectors.cluster_list(user=request.user), pk=pk)
-    request.session[SESSION_CLUSTER] = cluster.pk
-    return overview(request, cluster)
-
-
-def overview(request, cluster: Cluster):
-    """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
-    from projects.selectors import overview_chart
-    from ui.charts import quota_figure
-
-    pools = list(selectors.pool_table_list(user=request.user, cluster=cluster))
-    # One pass over the cluster's pods serves the pool totals and the chart.
-    usage = selectors.pod_usage(NodePool.objects.filter(cluster=cluster).values_list("pk", flat=True))
-    selectors.pools_attach_usage(pools, usage)
-    table = table_build(request, OverviewPoolTable, pools, paginate=False)
-    context = {
-        "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
-        "column_choices": OverviewPoolTable.column_choices(request.user),
-        "chart": quota_figure(overview_chart(user=request.user, cluster=cluster, usage=usage)),
-        "live_clusters": [cluster.pk],
-    }
-    # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
-    from projects.selectors import pool_capacity
-
-    context["capacity"] = pool_capacity(user=request.user, cluster=cluster)
-    template = "home.html"
-    if htmx_partial(request):
-        template += "#table"
-    return render(request, template, context)
 
 
 @login_required
@@ -116,37 +61,6 @@ def pool_list(request):
         context={"can_add": is_system_admin(request.user),
                  "live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
     )
-
-
-@login_required
-def pool_detail(request, pk: int):
-    from projects.models import Quota
-
-    from projects.selectors import quotas_attach_allocation
-
-    pool = get_object_or_404(selectors.pool_table_list(user=request.user), pk=pk)
-    usage = selectors.pod_usage([pool.pk])
-    selectors.pools_attach_usage([pool], usage)
-    nodes = table_build(request, NodeTable, selectors.node_table_list(user=request.user,
-                                                                      sort=request.GET.get("nodes-sort", ""))
-                        .filter(pool=pool), prefix="nodes-")
-    quotas = quotas_attach_allocation(list(
-        Quota.objects.restrict(request.user, "view").filter(pool=pool)
-        .select_related("department", "project__department")
-        .order_by("department__name", "project__department__name", "project__name")), usage=usage)
-    conflicts = (selectors.node_list(user=request.user).filter(cluster=pool.cluster)
-                 .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
-    conflicts = [n for n in conflicts if pool.name in n.pool_conflicts]
-    context = {
-        "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts,
-        "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
-        "department_quotas": [q for q in quotas if q.department_id],
-        "project_quotas": [q for q in quotas if q.project_id],
-    }
-    template = "nodepools/pool_detail.html"
-    if htmx_partial(request):
-        template += "#table"
-    return render(request, template, context)
 
 
 def _preview_key(cluster_id, label_key: str, label_value: str) -> str:

@@ -4,6 +4,8 @@ from django.urls import path
 from projects import views
 
 urlpatterns = [
+    path("clusters/<int:pk>/", views.cluster_overview, name="cluster-overview"),
+    path("pools/<int:pk>/", views.pool_detail, name="pool-detail"),
     path("departments/", views.department_list, name="department-list"),
     path("departments/add/", views.department_create, name="department-create"),
     path("departments/<int:pk>/", views.department_detail, name="department-detail"),

@@ -1,5 +1,6 @@
-"""Pages of departments, projects, members, the quota grid and priority lists. Thin: selectors read
-(restricted to what the user may see; anything else is a 404), services write and check the rules."""
+"""Pages of departments, projects, members, the quota grid and priority lists, and the pages that show
+a cluster's pools with their quota (the overview, a pool). Thin: selectors read (restricted to what the
+user may see; anything else is a 404), services write and check the rules."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -8,18 +9,23 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from console.exceptions import ConcurrentUpdate
-from nodepools.models import NodePool
-from nodepools.selectors import cluster_list
-from projects.waiting import waiting_requests
-from projects import selectors, services
 from access.rules import Role, ScopeType, is_system_admin, user_can
+from console.exceptions import ConcurrentUpdate
+from nodepools import selectors as pool_selectors
+from nodepools.models import Cluster, NodePool
+from nodepools.selectors import cluster_list
+from nodepools.tables import NodeTable, OverviewPoolTable
+from nodepools.views import SESSION_CLUSTER, current_cluster
+from projects import selectors, services
+from projects.waiting import waiting_requests
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
 from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
                             ProjectForm, QuotaForm)
 from projects.models import Department, Project, Quota
 from projects.tables import DepartmentTable, ProjectTable
+from ui.charts import quota_figure
 from ui.pages import htmx_partial, table_page
+from ui.tables import table_build
 from ui.views import form_errors_from
 
 DEPARTMENT_ROLES = [r for r in Role.values if ScopeType.DEPARTMENT in Role.SCOPES[r]]
@@ -319,3 +325,82 @@ def quota_edit(request, pk: int):
             context.update(selectors.quota_summary(user=request.user, cluster=quota.pool.cluster))
         return render(request, "projects/quota_edit.html#inline", context)
     return render(request, "projects/quota_edit.html", context)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A cluster's pools with their quota: the overview (and the landing page) and a pool's page. They live
+# here, above nodepools, because they show the organisation's quota beside the pools' capacity.
+
+@login_required
+def home(request):
+    """Department managers land on their departments, researchers (roles in projects only) on their
+    projects; everyone else on the current cluster's overview."""
+    departments = selectors.landing_departments(user=request.user)
+    if departments is not None:
+        if len(departments) == 1:
+            return redirect("department-detail", departments[0])
+        return redirect("department-list")
+    projects = selectors.landing_projects(user=request.user)
+    if projects is not None:
+        if len(projects) == 1:
+            return redirect("project-detail", projects[0])
+        return redirect("my-projects")
+    cluster = current_cluster(request)
+    if cluster is None:
+        return render(request, "home.html", {"cluster": None})
+    return overview(request, cluster)
+
+
+@login_required
+def cluster_overview(request, pk: int):
+    cluster = get_object_or_404(cluster_list(user=request.user), pk=pk)
+    request.session[SESSION_CLUSTER] = cluster.pk
+    return overview(request, cluster)
+
+
+def overview(request, cluster: Cluster):
+    """Each pool's status, nodes and GPUs, and deserved / allocated / over-quota per department and pool."""
+    pools = list(pool_selectors.pool_table_list(user=request.user, cluster=cluster))
+    # One pass over the cluster's pods serves the pool totals and the chart.
+    usage = pool_selectors.pod_usage(NodePool.objects.filter(cluster=cluster).values_list("pk", flat=True))
+    pool_selectors.pools_attach_usage(pools, usage)
+    table = table_build(request, OverviewPoolTable, pools, paginate=False)
+    context = {
+        "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
+        "column_choices": OverviewPoolTable.column_choices(request.user),
+        "chart": quota_figure(selectors.overview_chart(user=request.user, cluster=cluster, usage=usage)),
+        "live_clusters": [cluster.pk],
+    }
+    # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
+    context["capacity"] = selectors.pool_capacity(user=request.user, cluster=cluster)
+    template = "home.html"
+    if htmx_partial(request):
+        template += "#table"
+    return render(request, template, context)
+
+
+@login_required
+def pool_detail(request, pk: int):
+    pool = get_object_or_404(pool_selectors.pool_table_list(user=request.user), pk=pk)
+    usage = pool_selectors.pod_usage([pool.pk])
+    pool_selectors.pools_attach_usage([pool], usage)
+    nodes = table_build(request, NodeTable, pool_selectors.node_table_list(user=request.user,
+                                                                      sort=request.GET.get("nodes-sort", ""))
+                        .filter(pool=pool), prefix="nodes-")
+    quotas = selectors.quotas_attach_allocation(list(
+        Quota.objects.restrict(request.user, "view").filter(pool=pool)
+        .select_related("department", "project__department")
+        .order_by("department__name", "project__department__name", "project__name")), usage=usage)
+    conflicts = (pool_selectors.node_list(user=request.user).filter(cluster=pool.cluster)
+                 .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
+    conflicts = [n for n in conflicts if pool.name in n.pool_conflicts]
+    context = {
+        "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts,
+        "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
+        "department_quotas": [q for q in quotas if q.department_id],
+        "project_quotas": [q for q in quotas if q.project_id],
+    }
+    template = "nodepools/pool_detail.html"
+    if htmx_partial(request):
+        template += "#table"
+    return render(request, template, context)
