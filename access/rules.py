@@ -46,7 +46,9 @@ Role.SCOPES = {
 }
 
 _READ = frozenset(
-    {"cluster.view", "nodepool.view", "node.view", "pod.view", "department.view", "project.view", "quota.view"}
+    {"cluster.view", "nodepool.view", "node.view", "pod.view", "department.view", "project.view", "quota.view",
+     # What the scheduler reports and refuses in a cluster (each page shows only the visible owners' rows).
+     "enforcement.view", "schedulerqueue.view", "refusedwrite.view"}
 )
 _MEMBERS = frozenset({"roleassignment.view", "roleassignment.add", "roleassignment.change", "roleassignment.delete"})
 ALL = "*"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from audit.services import audit_record, snapshot
 from enforcers import desired as d
 from enforcers.diff import Plan, merged, owned_part, plan
 from enforcers.kubeapi import FIELD_MANAGER, Objects, Refusal, refusal_from
-from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite
+from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite, SchedulerQueue
 from enforcers.selectors import org_state
 from nodepools.models import Cluster, Node, NodePool
 
@@ -235,6 +236,8 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
         RefusedWrite.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name=name).delete()
         result.deleted.append(_label(obj))
 
+    # What the scheduler reports about the queues as listed (written ones report at the next round).
+    queue_status_mirror(cluster=cluster, objects=[o for o in current if o not in todo.delete])
     if enforcement.pk:
         Enforcement.objects.filter(pk=enforcement.pk).update(
             last_reconciled=timezone.now(), last_error="; ".join(result.refused)[:2000])
@@ -261,3 +264,82 @@ def pool_labels_stamp(*, cluster: Cluster, api_client: Any) -> int:
             raise
         patched += 1
     return patched
+
+
+# ---------------------------------------------------------------------------------------------------
+# The leader's round, and what the scheduler reports back
+
+def enforcement_round(cluster: Cluster, api_client: Any) -> ReconcileResult | None:
+    """What the sync's leader runs every few seconds: nothing for a cluster that never had an enforcer;
+    else a reconcile round (which also mirrors the queues' status)."""
+    if not Enforcement.objects.filter(cluster_id=cluster.pk).exists():
+        return None
+    cluster = Cluster.objects.get(pk=cluster.pk)
+    result = enforcement_reconcile(cluster=cluster, api_client=api_client)
+    if result.changed or result.drift or result.refused:
+        from nodepools import hints
+
+        if not hints.layer_spans_processes():  # web processes without Redis poll this mark
+            hints.record(cluster.pk)
+        hints.publish(cluster.pk, ["quotas", "pools"])
+    return result
+
+
+def _gpu(resources: Any) -> Decimal | None:
+    if not isinstance(resources, dict) or d.GPU_RESOURCE not in resources:
+        return None
+    from enforcers.diff import _quantity
+
+    return _quantity(resources[d.GPU_RESOURCE])
+
+
+def queue_status_rows(cluster: Cluster, objects: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The SchedulerQueue values of the owned KAI Queues and Kueue ClusterQueues listed from the cluster."""
+    pools = dict(NodePool.objects.filter(cluster=cluster).values_list("name", "pk"))
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for obj in objects:
+        kind, meta, status = obj.get("kind"), obj.get("metadata") or {}, obj.get("status") or {}
+        labels = meta.get("labels") or {}
+        if kind == "Queue":
+            values = {"pool_id": pools.get(labels.get(d.POOL_LABEL, "")), "owner": labels.get(d.OWNER_LABEL, ""),
+                      "gpu_allocated": _gpu(status.get("allocated")),
+                      "gpu_allocated_non_preemptible": _gpu(status.get("allocatedNonPreemptible")),
+                      "gpu_requested": _gpu(status.get("requested")), "gpu_borrowed": None,
+                      "pending_workloads": None}
+        elif kind == "ClusterQueue":
+            total = borrowed = None
+            for flavor in status.get("flavorsUsage") or []:
+                for res in flavor.get("resources") or []:
+                    if res.get("name") == d.GPU_RESOURCE:
+                        total = (total or 0) + (_gpu({d.GPU_RESOURCE: res.get("total", 0)}) or 0)
+                        borrowed = (borrowed or 0) + (_gpu({d.GPU_RESOURCE: res.get("borrowed", 0)}) or 0)
+            values = {"pool_id": None, "owner": labels.get(d.OWNER_LABEL, ""), "gpu_allocated": total,
+                      "gpu_allocated_non_preemptible": None, "gpu_requested": None, "gpu_borrowed": borrowed,
+                      "pending_workloads": status.get("pendingWorkloads")}
+        else:
+            continue
+        if not status:
+            continue  # the scheduler has not reported yet
+        values["status"] = status
+        rows[(kind, meta.get("name", ""))] = values
+    return rows
+
+
+@transaction.atomic
+def queue_status_mirror(*, cluster: Cluster, objects: list[dict]) -> int:
+    """Keep SchedulerQueue in step with what the scheduler reports; only changed rows are written."""
+    rows = queue_status_rows(cluster, objects)
+    stored = {(q.kind, q.name): q for q in SchedulerQueue.objects.filter(cluster=cluster)}
+    written = 0
+    for key, values in rows.items():
+        row = stored.pop(key, None)
+        if row is None:
+            SchedulerQueue.objects.create(cluster=cluster, kind=key[0], name=key[1], **values)
+            written += 1
+        elif any(getattr(row, f) != v for f, v in values.items()):
+            SchedulerQueue.objects.filter(pk=row.pk).update(**values, updated=timezone.now())
+            written += 1
+    if stored:
+        SchedulerQueue.objects.filter(pk__in=[q.pk for q in stored.values()]).delete()
+        written += len(stored)
+    return written

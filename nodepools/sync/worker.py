@@ -24,6 +24,7 @@ from nodepools.sync.leadership import LeadershipLost, SingleLeadership
 from nodepools.sync.mirror import Mirror
 from nodepools.sync.options import SyncOptions
 from nodepools.sync.resources import REGISTRY
+from nodepools.sync.tasks import TASKS, LeaderTasks
 
 logger = logging.getLogger("nodepools.sync")
 
@@ -36,8 +37,10 @@ class ClusterSync:
     """
 
     def __init__(self, cluster: Cluster, options: SyncOptions | None = None, leadership=None,
-                 resources: list[str] | None = None) -> None:
+                 resources: list[str] | None = None, run_tasks: bool = True) -> None:
         self.cluster = cluster
+        self.run_tasks = run_tasks
+        self.tasks: LeaderTasks | None = None
         self.options = options or SyncOptions()
         self.leadership = leadership or SingleLeadership(cluster.pk)
         self.resource_names = list(resources or REGISTRY)
@@ -70,8 +73,16 @@ class ClusterSync:
                           for name in self.resource_names]
         for informer in self.informers:
             informer.start()
+        # The leader's other work (e.g. writing the scheduler's queues), off the writer's thread.
+        self.tasks = LeaderTasks(self.cluster, self.api_client, self.leadership) if TASKS and self.run_tasks else None
+        if self.tasks is not None and not self.tasks.inline:
+            self.tasks.start()
 
     def stop(self) -> None:
+        if getattr(self, "tasks", None) is not None:
+            self.tasks.stop()
+            if self.tasks.is_alive():
+                self.tasks.join(timeout=10)
         for informer in self.informers:
             informer.stop()
         for informer in self.informers:
@@ -148,6 +159,8 @@ class ClusterSync:
         if mirror.pending or cluster_changes:
             written = self._write(cluster_changes)
         self.hinter.flush()
+        if self.tasks is not None and self.tasks.inline and self.listed:
+            self.tasks.tick()  # SQLite: the leader's other work between batches, one writer at a time
         return written
 
     def _state_changes(self, full_list: bool) -> dict[str, Any]:

@@ -206,3 +206,65 @@ def kubectl_env(lab, tmp_path):
         return proc.stdout
 
     return run
+
+
+@pytest.mark.django_db
+def test_what_the_scheduler_reports_is_mirrored_beside_the_consoles_allocation(lab, sim, client, users):
+    """KAI's Queue status (here from the emulator's stand-in of KAI's status updater) comes back into the
+    console and is shown beside the console's own count; a difference is flagged."""
+    from kubesim import make_pod
+
+    from enforcers.models import SchedulerQueue
+
+    services.enforcement_set(actor=None, cluster=lab.cluster, enforcer="kai")
+    reconcile(lab.cluster)
+    mirror(lab, sim)
+    # rnd-a runs 4 GPUs on a100-1 (the console counts it); KAI also counts a pod the console cannot see
+    # yet (written to the cluster after the console's last mirror).
+    pod = make_pod("train", "runai-rnd-a", node="a100-1", priority=50, labels={"kai.scheduler/queue": "rnd-a.a100"},
+                   containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}])
+    lab.pods.append(pod)
+    mirror(lab, sim)
+    sim.add_pod(pod)
+    sim.add_pod(make_pod("extra", "runai-rnd-a", node="a100-2", priority=125,
+                         labels={"kai.scheduler/queue": "rnd-a.a100"},
+                         containers=[{"name": "main", "requests": {"nvidia.com/gpu": "2"}}]))
+    assert sim.report_queue_status() > 0
+    reconcile(lab.cluster)
+    row = SchedulerQueue.objects.get(kind="Queue", name="rnd-a.a100")
+    assert (row.gpu_allocated, row.gpu_allocated_non_preemptible, row.pool.name, row.owner) == (
+        Decimal(6), Decimal(2), "a100", "project.rnd-a")
+    parent = SchedulerQueue.objects.get(name="department.rnd.a100")
+    assert parent.gpu_allocated == Decimal(6)
+    client.force_login(users["sysadmin"])
+    page = client.get(f"/clusters/{lab.cluster.pk}/enforcement/").content.decode()
+    assert "Queue rnd-a.a100" in page and "differs" in page
+    api = client.get(f"/api/v1/clusters/{lab.cluster.pk}/scheduler-queues").json()
+    assert {"name": "rnd-a.a100", "gpu_allocated": "6.000"}.items() <= next(
+        q for q in api if q["name"] == "rnd-a.a100").items()
+    # A researcher of rnd-a sees its own queue, not ops-a's.
+    client.force_login(users["researcher"])
+    page = client.get(f"/clusters/{lab.cluster.pk}/enforcement/").content.decode()
+    assert "Queue rnd-a.a100" in page and "ops-a.a100" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sync_leader_brings_the_cluster_in_step_by_itself(lab, sim):
+    """The enforcement round runs as a leader task of the sync: set the enforcer, and within seconds the
+    queues exist in the cluster without anyone calling reconcile."""
+    import time
+
+    from nodepools.sync import ClusterSync, SyncOptions
+
+    services.enforcement_set(actor=None, cluster=lab.cluster, enforcer="kai")
+    sync = ClusterSync(lab.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05))
+    sync.start()
+    try:
+        deadline = time.monotonic() + 20
+        queues = {}
+        while time.monotonic() < deadline and len(queues) < 10:
+            sync.step(timeout=0.1)
+            queues = cluster_objects(lab.cluster, *QUEUES)
+        assert len(queues) == 10
+    finally:
+        sync.stop()
