@@ -10,6 +10,8 @@ from typing import Iterable
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from console import metrics
+
 MESSAGE_TYPE = "cluster.changed"  # handled by a consumer method `cluster_changed`
 KINDS = frozenset({"nodes", "pods", "pools", "quotas", "cluster"})
 
@@ -27,7 +29,9 @@ def message(cluster_id: int, kinds: Iterable[str]) -> dict:
 async def publish_async(cluster_id: int, kinds: Iterable[str]) -> None:
     layer = get_channel_layer()
     if layer is not None:
+        kinds = list(kinds)
         await layer.group_send(group_name(cluster_id), message(cluster_id, kinds))
+        metrics.hint_sent(kinds)
 
 
 def layer_spans_processes() -> bool:

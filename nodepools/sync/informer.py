@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
+from console import metrics
 from nodepools.sync.options import SyncOptions
 
 if TYPE_CHECKING:
@@ -165,6 +166,7 @@ class Informer(threading.Thread):
                     break
                 rv = self._watch(rv)
                 backoff.reset()
+                metrics.sync_watch_restarted(self.cluster_name, self.kind)  # the watch ended: resumed from rv
             except Gone as exc:
                 logger.info("cluster %s: %s: %s; relisting", self.cluster_name, self.kind, exc)
                 if rv is None:  # the list itself kept expiring: do not spin

@@ -6,6 +6,7 @@ import threading
 
 from django.db import connections, transaction
 
+from console import metrics
 from nodepools.models import Cluster, ConnectionState, Node, NodeStatus
 from nodepools.sync.informer import Backoff
 from nodepools.sync.leadership import LeadershipLost, PgLeadership, leadership_for
@@ -50,6 +51,7 @@ class ClusterRunner(threading.Thread):
                     return
                 cluster.refresh_from_db()
                 logger.info("cluster %s: leader; syncing", cluster.name)
+                metrics.sync_leadership(cluster.name, True)
                 worker = ClusterSync(cluster, self.options, leadership)
                 try:
                     worker.start()
@@ -68,6 +70,7 @@ class ClusterRunner(threading.Thread):
             finally:
                 if worker is not None:
                     worker.stop()
+                    metrics.sync_leadership(worker.cluster.name, False)
                 leadership.release()
                 connections.close_all()
 

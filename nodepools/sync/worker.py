@@ -17,6 +17,7 @@ from typing import Any, Callable
 from django.db import transaction
 from django.utils import timezone as dj_timezone
 
+from console import metrics
 from nodepools.models import Cluster, ConnectionState
 from nodepools.sync.hints import Hinter
 from nodepools.sync.informer import Informer, api_client_for
@@ -125,6 +126,8 @@ class ClusterSync:
         full_list = False
         for message in messages:
             what, kind = message[0], message[1]
+            if what in ("page", "events"):
+                metrics.sync_event_seen(self.cluster.name, kind)
             if what == "page":
                 self.listing.add(kind)
                 seen = message[3]
@@ -143,6 +146,7 @@ class ClusterSync:
                     logger.info("cluster %s: %d %s gone since the last list", self.cluster.name, swept, kind)
                 self.listed.add(kind)
                 self.listing.discard(kind)
+                metrics.sync_relisted(self.cluster.name, kind)
                 self.health[kind] = (True, time.monotonic(), "")
                 full_list = True
             elif what == "health":
@@ -207,6 +211,8 @@ class ClusterSync:
             self.state = cluster_changes["connection_state"]
             logger.info("cluster %s: %s", self.cluster.name, self.state)
         self.batches += 1
+        for kind, n in written.items():
+            metrics.sync_rows_written(self.cluster.name, kind, n)
         kinds = {kind.removesuffix("_deleted") for kind, n in written.items() if n}
         if cluster_changes:  # connection state, last full sync, last error: the live pages show them
             kinds.add("cluster")
