@@ -207,7 +207,7 @@ def test_a_quota_that_breaks_a_rule_shows_the_message_in_place(page, org, users)
     editor = cell.locator(".quota-editor")
     expect(editor.locator("input[name=gpu_deserved]")).to_have_value("0.00")
     editor.locator("input[name=gpu_deserved]").fill("3")
-    editor.locator("button[type=submit]").click()
+    editor.get_by_role("button", name="Save").click()
     expect(cell.locator(".quota-editor .error")).to_contain_text(
         "Projects of department 'rnd' would have 3 GPUs of deserved GPU quota in pool 'a100', more than the "
         "department's 0. This cluster limits projects to their department's quota.")
@@ -215,7 +215,13 @@ def test_a_quota_that_breaks_a_rule_shows_the_message_in_place(page, org, users)
     # A warning, when the cluster allows it: saved, and said so in place.
     org.cluster.limit_projects_to_department_quota = False
     org.cluster.save()
-    editor.locator("button[type=submit]").click()
+    # Before saving: the siblings' fair shares now and with the value typed.
+    editor.get_by_role("button", name="Show fair shares before and after").click()
+    expect(cell.locator(".quota-editor table.what-if caption")).to_contain_text("not saved yet")
+    expect(cell.locator(".quota-editor table.what-if")).to_contain_text("rnd-b")
+    quota.refresh_from_db()
+    assert quota.gpu_deserved == 0
+    editor.get_by_role("button", name="Save").click()
     expect(cell.locator(".quota-editor .warning")).to_contain_text("above the department's 0")
     expect(cell.locator(".quota-editor .saved")).to_contain_text("Saved: 3 deserved GPUs.")
     quota.refresh_from_db()
