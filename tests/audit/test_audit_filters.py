@@ -87,3 +87,14 @@ def test_a_deleted_departments_events_are_still_found_by_its_name(client, users,
     services.department_delete(actor=users["sysadmin"], department=infra)
     client.force_login(users["sysadmin"])
     assert "infra" in objects_in_csv(client.get("/audit/export.csv", {"department": "infra", "action": "delete"}))[0]
+
+
+@pytest.mark.django_db
+def test_a_time_with_any_offset_filters_in_utc_and_never_fails(client, users):
+    """An offset PostgreSQL cannot store (-22:04) and times near year 1 are answered, not a 500."""
+    client.force_login(users["sysadmin"])
+    ok = client.get("/api/v1/audit-events/", {"when_before": "0361-04-26T22:48:21-22:04",
+                                              "when_after": "3743-12-28T14:23:36+11:20"})
+    assert ok.status_code == 200
+    edge = client.get("/api/v1/audit-events/", {"when_after": "0001-01-01T00:10:00+23:00"})
+    assert edge.status_code == 400 and "when" in edge.content.decode()
