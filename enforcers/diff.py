@@ -8,32 +8,19 @@ server defaulted, status and metadata it keeps are not the console's business).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Iterable
 
 from enforcers.desired import MANAGED_BY, MANAGED_BY_LABEL, key_of
-
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6,
-             "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
+from nodepools.kube import QuantityError, parse_quantity
 
 def _quantity(value: Any) -> Decimal | None:
-    if isinstance(value, bool):
+    """A Kubernetes quantity's value (the console's own parser), or None when it is not one."""
+    if isinstance(value, bool) or value is None or value == "":
         return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str) or not value:
-        return None
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if value.endswith(suffix):
-            try:
-                return Decimal(value[: -len(suffix)]) * Decimal(_SUFFIXES[suffix])
-            except InvalidOperation:
-                return None
     try:
-        return Decimal(value)
-    except InvalidOperation:
+        return parse_quantity(value)
+    except QuantityError:
         return None
 
 

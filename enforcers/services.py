@@ -293,7 +293,7 @@ def _gpu(resources: Any) -> Decimal | None:
     return _quantity(resources[d.GPU_RESOURCE])
 
 
-def queue_status_rows(cluster: Cluster, objects: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+def _queue_status_values(cluster: Cluster, objects: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
     """The SchedulerQueue values of the owned KAI Queues and Kueue ClusterQueues listed from the cluster."""
     pools = dict(NodePool.objects.filter(cluster=cluster).values_list("name", "pk"))
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -328,7 +328,7 @@ def queue_status_rows(cluster: Cluster, objects: list[dict]) -> dict[tuple[str, 
 @transaction.atomic
 def queue_status_mirror(*, cluster: Cluster, objects: list[dict]) -> int:
     """Keep SchedulerQueue in step with what the scheduler reports; only changed rows are written."""
-    rows = queue_status_rows(cluster, objects)
+    rows = _queue_status_values(cluster, objects)
     stored = {(q.kind, q.name): q for q in SchedulerQueue.objects.filter(cluster=cluster)}
     written = 0
     for key, values in rows.items():
