@@ -48,7 +48,11 @@ Role.SCOPES = {
 _READ = frozenset(
     {"cluster.view", "nodepool.view", "node.view", "pod.view", "department.view", "project.view", "quota.view",
      # What the scheduler reports and refuses in a cluster (each page shows only the visible owners' rows).
-     "enforcement.view", "schedulerqueue.view", "refusedwrite.view"}
+     "enforcement.view", "schedulerqueue.view", "refusedwrite.view",
+     # Karpenter's NodePools and NodeClaims mirrored from the cluster (cluster-wide, like nodes).
+     "karpenternodepool.view", "nodeclaim.view",
+     # Workloads through pools: platforms, pool settings, pod templates and rule sets of the cluster.
+     "platform.view", "poolworkloadsettings.view", "podtemplate.view", "resourcevalidationruleset.view"}
 )
 _MEMBERS = frozenset({"roleassignment.view", "roleassignment.add", "roleassignment.change", "roleassignment.delete"})
 ALL = "*"
@@ -57,7 +61,9 @@ ROLE_GRANTS: dict[str, frozenset[str] | str] = {
     Role.DEPARTMENT_ADMIN: _READ
     | _MEMBERS
     | {"department.manage_members", "department.add_project", "project.change", "project.delete", "project.manage_members",
-       "project_quota.change", "project.submit", "auditevent.view"},
+       "project_quota.change", "project.submit", "auditevent.view",
+       # Who may submit to a pool: a department administrator of the whole cluster (scope-bound).
+       "poolaccess.change"},
     Role.DEPARTMENT_VIEWER: _READ,
     Role.PROJECT_ADMIN: _READ | _MEMBERS | {"project.change", "project.manage_members", "project.submit"},
     Role.RESEARCHER: _READ | {"project.submit"},

@@ -11,7 +11,8 @@ from audit.context import current_via
 from audit.models import AuditEvent
 
 # Bookkeeping that changes on every write and says nothing about the change.
-_SKIP = {"updated", "version"}
+# Not audited: bookkeeping, and the figures the sync reads from a cluster (not anyone's configuration).
+_SKIP = {"updated", "version", "gpu_figures", "gpu_figures_at", "gpu_figures_reason"}
 
 
 def snapshot(obj: models.Model | None) -> dict[str, Any] | None:

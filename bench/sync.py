@@ -17,6 +17,9 @@ and on PostgreSQL the fleet case:
       (a thread per cluster): each cluster's initial sync time against its single-cluster time (b),
       and the process's peak RSS
 
+After (b), after (d) and in the fleet case the derived state (pool, conflicts, status, reasons) of a sample
+of nodes (--check-nodes) is checked against the Python rules of nodepools/sync/derived.py.
+
 Targets: b <= 30 s and b/a <= 3; c <= 30 s; d = 1.000 rows per changed object with 0 no-op writes;
 e <= 512 MiB; f: every cluster within 3 x b, RSS <= 1 GiB.
 The machine may be shared: the load average (1, 5, 15 min) is printed beside every figure; compare
@@ -83,6 +86,25 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def check_derived(cluster, node_names: list[str], rng: random.Random, sample: int) -> tuple[int, list[str]]:
+    """Pool, conflicts, status and reasons of a sample of stored nodes against the Python rules
+    (nodepools/sync/derived.py) over the stored rows, whichever path (SQL or Python) derived them."""
+    from nodepools.models import Node
+    from nodepools.sync.derived import derive_from_database
+
+    names = rng.sample(node_names, min(sample, len(node_names)))
+    expected = derive_from_database(cluster.pk, names)
+    stored = {name: (pool, conflicts, status, reasons) for name, pool, conflicts, status, reasons in
+              Node.objects.filter(cluster=cluster, name__in=names).values_list(
+                  "name", "pool_id", "pool_conflicts", "status", "status_reasons")}
+    return len(names), sorted(name for name in names if stored.get(name) != expected.get(name))
+
+
+def derived_text(checked: int, wrong: list[str]) -> str:
+    return (f"derived state of {checked} sampled nodes = Python rules: "
+            + ("yes" if not wrong else f"NO ({len(wrong)} differ, e.g. {', '.join(wrong[:3])})"))
 
 
 def wait_for(condition, timeout: float, poll: float = 0.2) -> float | None:
@@ -183,6 +205,9 @@ def run_one(kind: str, args) -> dict:
         log(f"{kind}: (b) initial sync {result['b_seconds']:.2f}s, b/a {result['b_over_a']:.2f}; rows {counts}; "
             f"{load_text(result['b_load'])}")
         assert counts == (len(node_names), len(pod_keys)), counts
+        check_rng = random.Random(3)
+        result["b_derived"] = check_derived(cluster, node_names, check_rng, args.check_nodes)
+        log(f"{kind}: (b) {derived_text(*result['b_derived'])}")
 
         # (c) a watch burst: `rate` pod changes per second for `seconds`.
         rng = random.Random(2)
@@ -270,6 +295,11 @@ def run_one(kind: str, args) -> dict:
                       d_rows_per_change=(written + deleted) / changed, d_load=load())
         log(f"{kind}: (d) relist {result['d_relist_seconds']:.2f}s; {written + deleted} rows written for {changed} "
             f"changed objects ({result['d_rows_per_change']:.3f}), {noop} no-op writes")
+        # The changed nodes and a fresh sample (the relist derived them set-wise in SQL on PostgreSQL).
+        names = sorted(set(changed_nodes) | set(check_rng.sample(node_names, min(len(node_names), args.check_nodes))))
+        checked, wrong = check_derived(cluster, names, check_rng, len(names))
+        result["d_derived"] = (checked, wrong)
+        log(f"{kind}: (d) {derived_text(checked, wrong)}")
         result["e_peak_rss_mib"] = peak_rss_mib(proc.pid)
         result["e_load"] = load()
         log(f"{kind}: (e) sync peak RSS {result['e_peak_rss_mib']:.0f} MiB")
@@ -393,6 +423,11 @@ def run_fleet(args) -> dict:
         result["f_rows"] = [(Node.objects.filter(cluster=c).count(), Pod.objects.filter(cluster=c).count())
                             for c in clusters]
         assert all(rows == (args.nodes, args.pods) for rows in result["f_rows"]), result["f_rows"]
+        check_rng = random.Random(3)
+        result["f_derived"] = [check_derived(c, list(Node.objects.filter(cluster=c).values_list("name", flat=True)),
+                                             check_rng, args.check_nodes) for c in clusters]
+        for c, (checked, wrong) in zip(clusters, result["f_derived"]):
+            log(f"fleet: cluster {c.pk} {derived_text(checked, wrong)}")
         result["f_peak_rss_mib"] = peak_rss_mib(proc.pid)
         result["f_rss_load"] = load()
         log(f"fleet: peak RSS {result['f_peak_rss_mib']:.0f} MiB; {load_text(result['f_rss_load'])}")
@@ -431,6 +466,8 @@ def main() -> int:
     parser.add_argument("--burst-seconds", type=int, default=60)
     parser.add_argument("--floor-runs", type=int, default=3)
     parser.add_argument("--fleet-clusters", type=int, default=3)
+    parser.add_argument("--check-nodes", type=int, default=500,
+                        help="nodes sampled to check derived state (pool, status, reasons) against the Python rules")
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet case (PostgreSQL)")
     parser.add_argument("--fleet-only", action="store_true", help="only the fleet case; compare with --single-b")
     parser.add_argument("--single-b", type=float, help="the single-cluster b (s) to compare the fleet with")
@@ -449,7 +486,8 @@ def main() -> int:
     for kind in kinds:
         argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
                 "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
-                "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters)]
+                "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters),
+                "--check-nodes", str(args.check_nodes)]
         out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
     print(f"\nSync benchmark: {args.nodes} nodes, {args.pods} pods; burst {args.burst_rate}/s for {args.burst_seconds}s; "
@@ -471,6 +509,8 @@ def main() -> int:
                       f"{load_text(at)}")
             print(f"      sync process peak RSS                 {r['f_peak_rss_mib']:8.0f} MiB target <= 1024: "
                   f"{verdict('f_peak_rss_mib', r['f_peak_rss_mib'])}   {load_text(r['f_rss_load'])}")
+            for i, (checked, wrong) in enumerate(r["f_derived"]):
+                print(f"      cluster {i + 1}: {derived_text(checked, wrong)}")
             if r["sync_errors"]:
                 print("  sync errors:", *r["sync_errors"], sep="\n    ")
             continue
@@ -489,6 +529,8 @@ def main() -> int:
               f"{verdict('d_noop_writes', r['d_noop_writes'])}")
         print(f"  (e) sync process peak RSS                 {r['e_peak_rss_mib']:8.0f} MiB target <= 512: "
               f"{verdict('e_peak_rss_mib', r['e_peak_rss_mib'])}   {load_text(r['e_load'])}")
+        print(f"  after (b): {derived_text(*r['b_derived'])}")
+        print(f"  after (d): {derived_text(*r['d_derived'])}")
         if r["sync_errors"]:
             print("  sync errors:", *r["sync_errors"], sep="\n    ")
     return 0

@@ -55,9 +55,11 @@ INSTALLED_APPS = [
     "enforcers",
     "nodepools",
     "projects",
+    "provisioning",
     "audit",
     "accounts",
     "usage",
+    "workloads",
     "ui",
 ]
 
@@ -227,6 +229,16 @@ AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are not recorded (as before
 AXES_VERBOSE = False
 # Usage history (usage/): seconds between snapshots taken by `manage.py snapshot_usage`.
 USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
+# Idle allocated GPUs (gpumetrics, projects/utilization.py, the usage app's Idle GPUs page): a GPU held by a
+# pod whose utilization stayed under the threshold (%) for the whole window (minutes); since-when is
+# looked for over the lookback (hours).
+GPUMETRICS_IDLE_THRESHOLD = float(os.environ.get("CONSOLE_GPU_IDLE_THRESHOLD", "5"))
+GPU_IDLE_WINDOW_MINUTES = float(os.environ.get("CONSOLE_GPU_IDLE_WINDOW_MINUTES", "30"))
+GPU_IDLE_LOOKBACK_HOURS = float(os.environ.get("CONSOLE_GPU_IDLE_LOOKBACK_HOURS", "24"))
+# The pools' GPU figures (utilization of allocated GPUs, idle allocated GPUs) are read by the sync's leader
+# every so many seconds, one Prometheus query per cluster (the DCGM exporter itself samples every 30 s).
+GPUMETRICS_POOLS_EVERY = float(os.environ.get("CONSOLE_GPU_POOLS_EVERY", "30"))
+GPUMETRICS_REFRESH_TIMEOUT = float(os.environ.get("CONSOLE_GPU_REFRESH_TIMEOUT", "10"))
 
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)

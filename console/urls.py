@@ -25,8 +25,10 @@ urlpatterns = [
     # Pages of each app (the console in the browser).
     path("", include("nodepools.urls")),
     path("", include("projects.urls")),
+    path("", include("provisioning.urls")),
     path("", include("audit.urls")),
     path("", include("enforcers.urls")),
+    path("", include("workloads.urls")),
     # REST API and its OpenAPI description.
     path("", include("console.api_urls")),
     # Probes and Prometheus (answered by console.health.OpsMiddleware before host checks; named here).

@@ -279,8 +279,7 @@ def enforcement_round(cluster: Cluster, api_client: Any) -> ReconcileResult | No
     if result.changed or result.drift or result.refused:
         from nodepools import hints
 
-        if not hints.layer_spans_processes():  # web processes without Redis poll this mark
-            hints.record(cluster.pk)
+        hints.record(cluster.pk)  # the mark live pages compare (and, without Redis, poll)
         hints.publish(cluster.pk, ["quotas", "pools"])
     return result
 

@@ -3,11 +3,17 @@
 A small, fast HTTP server (stdlib + orjson) that serves every registered resource — core ``nodes``,
 ``pods``, ``namespaces``, ``events``; ``batch/v1`` jobs; ``scheduling.k8s.io/v1`` priorityclasses; and
 custom resources checked against the schemas of their published CRDs (KAI scheduler queues and
-scheduling shards, Kueue, Karpenter) — with list paging (``limit``/``continue``), label and field
+scheduling shards, Kueue, Karpenter); and, stored as given, the kinds an installation's manifests hold
+(configmaps, secrets, serviceaccounts, services, ``apps/v1`` deployments with their scale subresource,
+cronjobs, poddisruptionbudgets, ingresses, networkpolicies, RBAC roles and bindings) — with list paging (``limit``/``continue``), label and field
 selectors, watches (chunked JSON lines, bookmarks, bounded history, 410 Expired), PATCH (merge,
 strategic merge, JSON patch), status subresources, ``metadata.generation``, optimistic concurrency,
 discovery, OpenAPI and Table answers.  The real ``kubectl`` and the official ``kubernetes`` Python client
 work against it unchanged.
+
+It records every request it serves as Kubernetes RBAC names it (``access``: verb, API group,
+resource[/subresource]; :meth:`KubeEmulator.access_log`, ``GET /_emulator/access_log``), so that a test
+can prove a ClusterRole allows what a client used and nothing more.
 
 It also offers a scripting surface (:class:`KubeEmulator` methods, mirrored as
 ``POST /_emulator/<op>``), fault injection, a chaos mode that keeps a demo cluster believable, and pure
@@ -15,8 +21,9 @@ factories for realistic Node and Pod objects.
 
 Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``server`` (HTTP, watch),
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
-``selectors``, ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``crds/`` (compact
-CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``.
+``selectors``, ``access`` (the access record), ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``crds/`` (compact
+CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
+(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter).
 
 Run standalone::
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 import threading
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from typing import Any
 import orjson
 
 from kubesim.errors import ApiError
+from kubesim.dcgm import UTILIZATION_ANNOTATION
 from kubesim.factories import _GPU, _NAMESPACES, make_pod
 from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Key, Obj
@@ -53,6 +55,8 @@ class ChaosMixin:
     chaos_fault_seconds = (120.0, 360.0)
     #: Chaos pods (GPU workloads it starts) kept at most.
     chaos_max_pods = 50
+    #: Share of pod steps that submit a pending GPU pod for a Karpenter NodePool (when there are any).
+    chaos_karpenter_rate = 0.1
 
     def _init_chaos(self) -> None:
         self._chaos_thread: threading.Thread | None = None
@@ -81,6 +85,8 @@ class ChaosMixin:
                     self.chaos_step(rng)
                     # What the schedulers would report about their queues (KAI / Kueue), if any exist.
                     self.report_queue_status()
+                    # Karpenter: nodes for pending pods, NodeClaims progressing, empty nodes consolidated.
+                    self.karpenter_step()
                 except ApiError:
                     pass  # the object vanished meanwhile (e.g. deleted by a test): try again next tick
 
@@ -292,7 +298,10 @@ class ChaosMixin:
         return "gpu-operator"
 
     def _chaos_pod_step(self, rng: random.Random) -> str:
-        """Start a GPU pod where GPUs are free, or finish / delete one chaos started."""
+        """Start a GPU pod where GPUs are free, or finish / delete one chaos started; now and then (where
+        Karpenter NodePools exist) a pending GPU pod for one of them, which Karpenter launches a node for."""
+        if self._stores["nodepools.karpenter.sh"].keys and rng.random() < self.chaos_karpenter_rate:
+            return self._chaos_karpenter_pod(rng)
         with self._lock:
             nodes, pods = self._stores[NODES], self._stores[PODS]
             if not nodes.keys:
@@ -327,13 +336,40 @@ class ChaosMixin:
         with self._lock:
             self._chaos_serial += 1  # unique even when two steps draw the same random bits
             name = f"chaos-{self._chaos_serial:05d}-{rng.getrandbits(24):06x}"
+        # What the DCGM exporter reports for its GPUs: mostly busy, one in five idle (from the name, so
+        # that the random sequence of the chaos stays the same).
+        spread = zlib.crc32(name.encode()) % 100
+        utilization = spread % 4 if spread < 20 else 30 + spread % 66
         pod = make_pod(
-            name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"}
+            name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"},
+            annotations={UTILIZATION_ANNOTATION: str(utilization)} if gpus else None,
         )
         self.add_pod(pod)
         with self._lock:
             self._chaos_pods.append((ns, name))
         return f"pod {ns}/{name} started on {target}"
+
+    def _chaos_karpenter_pod(self, rng: random.Random) -> str:
+        """A pending GPU pod selecting one Karpenter NodePool (tolerating the GPU taint): no node fits it,
+        so Karpenter (kubesim.karpenter) launches one."""
+        pools = {p["metadata"]["name"]: p for p in self.list("nodepools.karpenter.sh")}
+        pool = rng.choice(sorted(pools))
+        taints = ((pools[pool].get("spec") or {}).get("template") or {}).get("spec", {}).get("taints") or []
+        ns = rng.choice(_NAMESPACES[:5])
+        priority, klass = rng.choice(((50, "train"), (125, "inference")))
+        with self._lock:
+            self._chaos_serial += 1
+            name = f"chaos-{self._chaos_serial:05d}-{rng.getrandbits(24):06x}"
+        pod = make_pod(name, ns, phase="Pending", priority=priority, priority_class=klass, labels={"app": "chaos"},
+                       containers=[{"name": "main", "requests": {"cpu": "2", "memory": "8Gi",
+                                                                 "nvidia.com/gpu": rng.choice((1, 4))}}])
+        pod["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": pool}
+        pod["spec"]["tolerations"] += [{"key": t["key"], "operator": "Equal", "value": t.get("value", ""),
+                                        "effect": t["effect"]} for t in taints if t.get("key") != "nvidia.com/gpu"]
+        self.add_pod(pod)
+        with self._lock:
+            self._chaos_pods.append((ns, name))
+        return f"pod {ns}/{name} pending for NodePool {pool}"
 
 
 def _is_gpu_node(node: Obj) -> bool:

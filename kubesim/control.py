@@ -44,6 +44,7 @@ class ControlMixin:
             "stop_chaos",
             "chaos_step",
             "report_queue_status",
+            "karpenter_step",
             "chaos_status",
             "not_ready_nodes",
             "create",
@@ -53,6 +54,10 @@ class ControlMixin:
             "delete",
             "list",
             "delete_namespace",
+            "access_log",
+            "reset_access_log",
+            "set_pod_gpu_utilization",
+            "dcgm_devices",
         }
     )
 

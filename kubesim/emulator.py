@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import os
 import socket
+import ssl
+import tempfile
 import threading
 from collections import Counter
 
+from kubesim.access import AccessMixin
 from kubesim.chaos import ChaosMixin
 from kubesim.control import ControlMixin
+from kubesim.dcgm import DcgmMixin
 from kubesim.faults import FaultsMixin
+from kubesim.karpenter import KarpenterMixin
 from kubesim.schedulers import SchedulerStatusMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
-class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, Store):
+class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerStatusMixin, KarpenterMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::
@@ -69,6 +76,7 @@ class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, 
         self._ns_counts: Counter[str] = Counter()  # namespace -> objects in it
         self._namespace_meta: dict[str, tuple[str, int, str]] = {}  # name -> (uid, rv, created)
         self._namespace_labels: dict[str, dict[str, str]] = {}
+        self._namespace_annotations: dict[str, dict[str, str]] = {}
 
         self._watches: set[_Watch] = set()
         self._faults: list[_Fault] = []
@@ -86,19 +94,28 @@ class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, 
         self._offline_mode: str | None = None  # None, "refuse" or "reset"
         self._offline_timer: threading.Timer | None = None
         self._init_chaos()
+        self._init_access()
+        self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on ``host:port`` (0 = any free port); returns and sets :attr:`url`."""
+    def start(self, host: str = "127.0.0.1", port: int = 0, *, tls: bool = False) -> str:
+        """Listen on ``host:port`` (0 = any free port); returns and sets :attr:`url`.
+
+        ``tls=True``: HTTPS with a self-signed certificate for ``host`` made at start (it needs the
+        ``cryptography`` package); :attr:`ca_cert_path` is the file a client verifies it with, as a pod's
+        ``ca.crt`` (see :meth:`write_service_account`).
+        """
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("emulator already started")
             self._host = host
             self._offline_mode = None
+            if tls and self._tls is None:
+                self._tls = _tls_context(host)
             self._bind(port)
             shown = f"[{host}]" if ":" in host else host
-            self.url = f"http://{shown}:{self._port}"
+            self.url = f"{'https' if self._tls else 'http'}://{shown}:{self._port}"
             return self.url
 
     def stop(self) -> None:
@@ -124,6 +141,7 @@ class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, 
         server_cls = _Server6 if ":" in self._host else _Server
         server = server_cls((self._host, port), _Handler)
         server.emulator = self
+        server.tls = self._tls[0] if self._tls else None
         self._port = server.server_address[1]
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"kube-emulator:{self._port}", daemon=True
@@ -164,8 +182,65 @@ class KubeEmulator(ControlMixin, ChaosMixin, SchedulerStatusMixin, FaultsMixin, 
         return path
 
     @property
+    def ca_cert_path(self) -> str | None:
+        """The certificate a client verifies the emulator's HTTPS with (``start(tls=True)``), else None."""
+        return self._tls[1] if self._tls else None
+
+    def write_service_account(
+        self, directory: str | os.PathLike[str], token: str = "emulator-token", namespace: str = "default"
+    ) -> dict[str, str]:
+        """What Kubernetes gives a pod for in-cluster access to this emulator: ``token``, ``ca.crt`` and
+        ``namespace`` in ``directory`` (a pod's /var/run/secrets/kubernetes.io/serviceaccount), and the
+        environment variables KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, returned. Needs
+        ``start(tls=True)``: in-cluster clients speak HTTPS only."""
+        if self.url is None or self._tls is None:
+            raise RuntimeError("in-cluster access needs an emulator started with tls=True")
+        directory = os.fspath(directory)
+        os.makedirs(directory, exist_ok=True)
+        with open(self._tls[1], encoding="ascii") as fh:
+            ca = fh.read()
+        for name, content in (("token", token), ("ca.crt", ca), ("namespace", namespace)):
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as fh:
+                fh.write(content)
+        return {"KUBERNETES_SERVICE_HOST": self._host, "KUBERNETES_SERVICE_PORT": str(self._port)}
+
+    @property
     def resource_version(self) -> int:
         """The current global resourceVersion."""
         with self._lock:
             return self._rv
 
+
+
+def _tls_context(host: str) -> tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory]:
+    """A server context with a fresh self-signed certificate for ``host`` (an IP address or a name)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubesim")])
+    try:
+        alt: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        alt = x509.DNSName(host)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([alt, x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder = tempfile.TemporaryDirectory(prefix="kubesim-tls-")
+    cert_path, key_path = os.path.join(folder.name, "ca.crt"), os.path.join(folder.name, "tls.key")
+    with open(cert_path, "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    return context, cert_path, folder

@@ -309,23 +309,25 @@ def _pod_status(
     ready: bool,
     start: str,
     now: str | None = None,
+    scheduling_message: str = "",
 ) -> Obj:
-    """A status consistent with phase/readiness/node, as the kubelet would report it."""
+    """A status consistent with phase/readiness/node, as the kubelet would report it (an unbound pod:
+    PodScheduled=False, Unschedulable, with the scheduler's ``scheduling_message`` when given)."""
     now = now or start
     node = spec.get("nodeName")
     containers = spec.get("containers") or []
     status: Obj = {"phase": phase}
     if not node:
-        status["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "lastProbeTime": None,
-                "lastTransitionTime": start,
-                "reason": "Unschedulable",
-                "message": "0/0 nodes are available: insufficient resources.",
-            }
-        ]
+        condition: Obj = {
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": start,
+            "reason": "Unschedulable",
+        }
+        if scheduling_message:
+            condition["message"] = scheduling_message
+        status["conditions"] = [condition]
         status["qosClass"] = _qos_class(containers)
         return status
     running = phase == "Running"
@@ -401,6 +403,7 @@ def make_pod(
     ready: bool = True,
     created: dt.datetime | str | None = None,
     annotations: Mapping[str, str] | None = None,
+    scheduling_message: str = "",
 ) -> Obj:
     """Build a realistic core/v1 Pod (no uid/resourceVersion: the emulator assigns those).
 
@@ -408,7 +411,9 @@ def make_pod(
     "image"?}]`` (a ``resources`` dict is accepted too); resource values may be
     ints.  GPU (extended resource) requests are mirrored into limits as the API
     server requires.  The status (conditions, containerStatuses, IPs,
-    qosClass) is derived from ``phase``, ``ready`` and ``node``.
+    qosClass) is derived from ``phase``, ``ready`` and ``node``; an unbound pod carries the
+    scheduler's ``scheduling_message`` (e.g. ``0/30 nodes are available: 30 Insufficient nvidia.com/gpu.``)
+    in its PodScheduled=False condition when given.
     """
     ts = _timestamp(created)
     specs = [_container_spec(c) for c in (containers or [{"name": "main"}])]
@@ -454,7 +459,8 @@ def make_pod(
         metadata["labels"] = dict(labels)
     if annotations:
         metadata["annotations"] = dict(annotations)
-    return {"metadata": metadata, "spec": spec, "status": _pod_status(namespace, name, spec, phase, ready, ts)}
+    return {"metadata": metadata, "spec": spec, "status": _pod_status(namespace, name, spec, phase, ready, ts,
+                                                                     scheduling_message=scheduling_message)}
 
 
 _POOLS = (

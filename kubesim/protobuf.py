@@ -8,6 +8,7 @@ into the JSON form; anything else is answered 415 so that a client can use JSON 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from kubesim.errors import ApiError
@@ -48,8 +49,13 @@ _MESSAGES: dict[str, dict[int, tuple[str, str, bool]]] = {
         14: ("imagePullPolicy", "string", False),
     },
     "ResourceRequirements": {1: ("limits", "quantities", False), 2: ("requests", "quantities", False)},
+    # kubectl create secret generic|tls|docker-registry
+    "Secret": {
+        1: ("metadata", "ObjectMeta", False), 2: ("data", "bytesmap", False), 3: ("type", "string", False),
+        4: ("stringData", "map", False), 5: ("immutable", "bool", False),
+    },
 }
-_KINDS = {"Namespace", "PriorityClass", "Job"}
+_KINDS = {"Namespace", "PriorityClass", "Job", "Secret"}
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -107,6 +113,10 @@ def _decode(message: str, data: bytes) -> dict[str, Any]:
             item = _signed(value)
         elif type_ == "bool":
             item = bool(value)
+        elif type_ == "bytesmap":  # map<string, bytes>: base64 in JSON
+            entry = {n: v for n, _w, v in _fields(value)}
+            out.setdefault(name, {})[entry.get(1, b"").decode()] = base64.b64encode(entry.get(2, b"")).decode()
+            continue
         elif type_ in ("map", "quantities"):
             entry = {n: v for n, _w, v in _fields(value)}
             key = entry.get(1, b"").decode()
@@ -127,7 +137,7 @@ def _decode(message: str, data: bytes) -> dict[str, Any]:
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded Namespace, PriorityClass or Job (415 for anything else)."""
+    """The JSON form of a protobuf-encoded Namespace, PriorityClass, Job or Secret (415 for anything else)."""
     if not body.startswith(MAGIC):
         raise ApiError(415, "the body is not a Kubernetes protobuf message", "UnsupportedMediaType")
     try:

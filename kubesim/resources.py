@@ -39,6 +39,8 @@ class Resource:
     # Field-selector fields besides metadata.name and metadata.namespace (dotted paths into the object).
     fields: tuple[str, ...] = ()
     status_subresource: bool = True
+    # The scale subresource (autoscaling/v1 Scale over spec.replicas), as apps/v1 Deployments have it.
+    scale_subresource: bool = False
     # The main resource ignores status changes and /status ignores everything else, metadata.generation
     # counts spec changes (custom resources and batch/scheduling kinds; core nodes/pods stay lenient).
     strict_status: bool = True
@@ -115,6 +117,10 @@ class Resource:
         if self.status_subresource:
             out.append({"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced,
                         "kind": self.kind, "verbs": ["get", "patch", "update"]})
+        if self.scale_subresource:
+            out.append({"name": f"{self.plural}/scale", "singularName": "", "namespaced": self.namespaced,
+                        "group": "autoscaling", "version": "v1", "kind": "Scale",
+                        "verbs": ["get", "patch", "update"]})
         return out
 
 
@@ -234,7 +240,7 @@ register_resource(Resource(
 # Namespaces are served by the emulator itself (they also exist while objects live in them).
 NAMESPACE_RESOURCE = Resource(
     "", "v1", NAMESPACES, "Namespace", namespaced=False, short_names=("ns",), status_subresource=False,
-    strict_status=False, generation=False, verbs=("create", "delete", "get", "list"),
+    strict_status=False, generation=False, verbs=("create", "delete", "get", "list", "patch"),
     columns=(("Status", "status.phase", "string"), AGE),
 )
 
@@ -276,6 +282,51 @@ register_resource(Resource(
                              "default": "PreemptLowerPriority"},
     }},
 ))
+
+# What an installation's manifests hold (kubectl apply -k deploy/overlays/...): stored as given, without
+# schemas or controllers (a Deployment's pods never appear); deployments have the scale subresource that
+# `kubectl scale` uses.
+_ANY: Schema | None = None
+_GENERIC = (
+    # group, version, plural, kind, namespaced, short names, status subresource, columns
+    ("", "v1", "configmaps", "ConfigMap", True, ("cm",), False, (("Data", "@data-count", "integer"), AGE)),
+    ("", "v1", "secrets", "Secret", True, (), False,
+     (("Type", "type", "string"), ("Data", "@data-count", "integer"), AGE)),
+    ("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",), False, (AGE,)),
+    ("", "v1", "services", "Service", True, ("svc",), True,
+     (("Type", "spec.type", "string"), ("Cluster-IP", "spec.clusterIP", "string"), AGE)),
+    ("apps", "v1", "deployments", "Deployment", True, ("deploy",), True,
+     (("Ready", "@ready-replicas", "string"), ("Up-to-date", "status.updatedReplicas", "integer"),
+      ("Available", "status.availableReplicas", "integer"), AGE)),
+    ("batch", "v1", "cronjobs", "CronJob", True, ("cj",), True,
+     (("Schedule", "spec.schedule", "string"), ("Suspend", "spec.suspend", "boolean"), AGE)),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), True,
+     (("Min Available", "spec.minAvailable", "string"), ("Max Unavailable", "spec.maxUnavailable", "string"), AGE)),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", True, ("ing",), True,
+     (("Class", "spec.ingressClassName", "string"), AGE)),
+    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",), False, (AGE,)),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, (), False, (AGE,)),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, (), False,
+     (("Role", "roleRef.name", "string"), AGE)),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", True, (), False, (AGE,)),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, (), False,
+     (("Role", "roleRef.name", "string"), AGE)),
+)
+# The API server's defaults that `kubectl get` shows (a Secret's type, a Service's type).
+_DEFAULTS: dict[str, Schema] = {
+    "secrets": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"type": {"type": "string", "default": "Opaque"}}},
+    "services": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "default": {},
+                 "properties": {"type": {"type": "string", "default": "ClusterIP"}}}}},
+}
+for _group, _version, _plural, _kind, _namespaced, _short, _status, _columns in _GENERIC:
+    register_resource(Resource(
+        _group, _version, _plural, _kind, namespaced=_namespaced, short_names=_short, status_subresource=_status,
+        scale_subresource=_plural == "deployments", strict_status=_status, generation=_group in ("apps", "batch"),
+        categories=("all",) if _plural in ("services", "deployments", "cronjobs") else (),
+        columns=_columns, schema=_DEFAULTS.get(_plural, _ANY), source="stored as given (no schema but defaults)",
+    ))
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 for _path in sorted(CRD_DIR.glob("*.json")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import time
 import traceback
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+import kubesim.dcgm as dcgm
 import kubesim.protobuf as protobuf
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
@@ -22,6 +24,8 @@ from kubesim.selectors import SelectorError, _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
 from kubesim.util import Key, Obj
+
+DCGM_PATH = "/dcgm/metrics"
 
 if TYPE_CHECKING:
     from kubesim.emulator import KubeEmulator
@@ -36,6 +40,14 @@ class _Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     emulator: KubeEmulator
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self):  # type: ignore[no-untyped-def]
+        sock, address = super().get_request()
+        if self.tls is not None:
+            # The handshake happens in the connection's own thread, at its first read.
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
 
 class _Server6(_Server):
@@ -127,6 +139,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         path = split.path
         try:
             is_control = path.startswith("/_emulator")
+            if path == DCGM_PATH:
+                # The DCGM exporter runs on the nodes, not in the API server: it answers while the API is offline.
+                if method != "GET":
+                    raise ApiError(405, f"use GET {DCGM_PATH}", "MethodNotAllowed")
+                emu._count_request("dcgm metrics")
+                self._send(200, emu._dcgm_state()[1], content_type=dcgm.CONTENT_TYPE)
+                return
             if emu._offline_mode is not None and not is_control:
                 # Offline: drop the connection without answering.
                 self.close_connection = True
@@ -141,6 +160,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 agent = (self.headers.get("User-Agent") or "unknown").split("/", 1)[0].split(" ", 1)[0]
                 WRITER.manager = query.get("fieldManager") or agent
                 WRITER.operation = "Apply" if "apply-patch" in (self.headers.get("Content-Type") or "") else "Update"
+            emu._record_access(method, path, query)  # authorised before it is handled, whatever the answer
             fault = emu._take_fault(path)
             if fault is not None:
                 emu._count_request(f"fault {fault.code}")
@@ -166,6 +186,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.emu._count_request(f"control {op}")
         if method == "GET" and op in ("stats", ""):
             self._send_json(self.emu.stats())
+            return
+        if method == "GET" and op == "access_log":
+            self._send_json(self.emu.access_log())
             return
         if method != "POST":
             raise ApiError(405, f"use POST /_emulator/{op}", "MethodNotAllowed")
@@ -201,7 +224,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if len(rest) == 1:
                 self._namespaces(method, query, body)
             else:
-                self._namespace(method, rest[1])
+                self._namespace(method, rest[1], body)
             return
         res = find_resource(group, version, rest[0])
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
@@ -211,7 +234,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._collection(method, res, namespace, query, body)
             return
         sub = rest[2] if len(rest) == 3 else None
-        if (sub is not None and not (sub == "status" and res.status_subresource)) or (
+        if (sub is not None and not ((sub == "status" and res.status_subresource)
+                                     or (sub == "scale" and res.scale_subresource))) or (
             res.namespaced and namespace is None
         ):
             self.emu._count_request(f"{method.lower()} unknown")
@@ -299,7 +323,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     ) -> None:
         emu, kind = self.emu, res.key
         verb = {"GET": "get", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}.get(method, method.lower())
-        emu._count_request(f"{verb} {kind}")
+        emu._count_request(f"{verb} {kind}" if sub != "scale" else f"{verb} {kind}/scale")
+        if sub == "scale":
+            self._scale(method, res, key, body)
+            return
         strict = _strict(query)
         if method == "GET":
             with emu._lock:
@@ -362,6 +389,49 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
 
+    def _scale(self, method: str, res: Resource, key: Key, body: bytes) -> None:
+        """The scale subresource: an autoscaling/v1 Scale over spec.replicas (GET, PUT, merge PATCH)."""
+        emu, kind = self.emu, res.key
+
+        def scale_of(obj: Obj) -> Obj:
+            md = obj.get("metadata") or {}
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            labels = ((spec.get("selector") or {}).get("matchLabels")) or {}
+            return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                    "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                       "creationTimestamp") if k in md},
+                    "spec": {"replicas": spec.get("replicas", 1)},
+                    "status": {"replicas": status.get("replicas", 0),
+                               "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}}
+
+        if method == "GET":
+            with emu._lock:
+                entry = emu._stores[kind].entries.get(key)
+                data = entry[0] if entry else None
+            if data is None:
+                raise _not_found(kind, key[1])
+            self._send_json(scale_of(orjson.loads(_full_object(kind, data))))
+            return
+        if method not in ("PUT", "PATCH"):
+            raise ApiError(405, f"method {method} not allowed on {res.plural}/scale", "MethodNotAllowed")
+        if method == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                raise ApiError(415, f"unsupported patch type {ctype!r} on {res.plural}/scale", "UnsupportedMediaType")
+        wanted = _parse_json_object(body)
+        replicas = (wanted.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ApiError(422, f'Scale.autoscaling "{key[1]}" is invalid: spec.replicas: Invalid value: '
+                                f"{replicas!r}: must be greater than or equal to 0", "Invalid")
+        expect = ((wanted.get("metadata") or {}).get("resourceVersion") or None) if method == "PUT" else None
+
+        def set_replicas(current: Obj) -> Obj:
+            current.setdefault("spec", {})["replicas"] = replicas
+            return current
+
+        new = emu._update(kind, key, set_replicas, expect_rv=expect)
+        self._send_json(scale_of({"kind": res.kind, "apiVersion": res.api_version, **new}))
+
     def _namespaces(self, method: str, query: dict[str, str], body: bytes) -> None:
         if method == "POST":
             self.emu._count_request("create namespaces")
@@ -373,7 +443,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with self.emu._lock:
                 if self.emu._namespace_exists(name):
                     raise _already_exists("namespaces", name)
-                self.emu.add_namespace(name, labels=(obj.get("metadata") or {}).get("labels"))
+                self.emu.add_namespace(name, labels=(obj.get("metadata") or {}).get("labels"),
+                                       annotations=(obj.get("metadata") or {}).get("annotations"))
                 created = self.emu._namespace_object(name)
             self._send(201, orjson.dumps({"kind": "Namespace", "apiVersion": "v1", **created}))
             return
@@ -399,8 +470,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         self._send_json(body_obj)
 
-    def _namespace(self, method: str, name: str) -> None:
+    def _namespace(self, method: str, name: str, body: bytes = b"") -> None:
         emu = self.emu
+        if method == "PATCH":
+            emu._count_request("patch namespaces")
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                raise ApiError(415, f"a namespace takes merge or strategic merge patches (got {ctype!r})",
+                               "UnsupportedMediaType")
+            patch = _parse_json_object(body)
+            metadata = patch.get("metadata") or {}
+            if set(patch) - {"metadata", "apiVersion", "kind"} or set(metadata) - {"labels", "annotations", "name"}:
+                raise ApiError(422, f'Namespace "{name}" is invalid: only metadata.labels and metadata.annotations '
+                                    "can be patched here", "Invalid")
+            final = emu.patch_namespace_metadata(name, labels=metadata.get("labels"),
+                                                 annotations=metadata.get("annotations"))
+            self._send_json({"kind": "Namespace", "apiVersion": "v1", **final})
+            return
         if method == "DELETE":
             emu._count_request("delete namespaces")
             final = emu.delete_namespace(name)
@@ -408,7 +494,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         emu._count_request("get namespaces")
         if method != "GET":
-            raise ApiError(405, "only get and delete are supported for a namespace", "MethodNotAllowed")
+            raise ApiError(405, "only get, patch and delete are supported for a namespace", "MethodNotAllowed")
         with emu._lock:
             if not emu._namespace_exists(name):
                 raise _not_found("namespaces", name)

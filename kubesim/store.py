@@ -482,13 +482,34 @@ class Store:
         """The stored pod (a copy), or ``None``."""
         return self._get(PODS, (namespace, name))
 
-    def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+    def add_namespace(
+        self, name: str, labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None
+    ) -> None:
         """Make a namespace exist even without objects in it."""
         with self._lock:
             self._explicit_namespaces.add(name)
             self._touch_namespace(name)
             if labels:
                 self._namespace_labels[name] = {str(k): str(v) for k, v in labels.items()}
+            if annotations:
+                self._namespace_annotations[name] = {str(k): str(v) for k, v in annotations.items()}
+
+    def patch_namespace_metadata(self, name: str, labels: Mapping[str, str | None] | None = None,
+                                 annotations: Mapping[str, str | None] | None = None) -> Obj:
+        """Merge labels and annotations into a namespace (a None value removes the key), as a merge or
+        strategic merge PATCH of its metadata does (kubectl apply, kubectl label/annotate)."""
+        with self._lock:
+            if not self._namespace_exists(name):
+                raise _not_found("namespaces", name)
+            self._explicit_namespaces.add(name)
+            for store, changes in ((self._namespace_labels, labels), (self._namespace_annotations, annotations)):
+                current = store.setdefault(name, {})
+                for key, value in (changes or {}).items():
+                    if value is None:
+                        current.pop(key, None)
+                    else:
+                        current[str(key)] = str(value)
+            return self._namespace_object(name)
 
     def delete_namespace(self, name: str) -> Obj:
         """Delete a namespace and every object in it; returns the namespace as last seen."""
@@ -503,6 +524,7 @@ class Store:
             self._explicit_namespaces.discard(name)
             self._namespace_meta.pop(name, None)
             self._namespace_labels.pop(name, None)
+            self._namespace_annotations.pop(name, None)
         final["status"] = {"phase": "Terminating"}
         return final
 
@@ -848,6 +870,7 @@ class Store:
                 "resourceVersion": str(rv),
                 "creationTimestamp": created,
                 "labels": {**self._namespace_labels.get(ns, {}), "kubernetes.io/metadata.name": ns},
+                **({"annotations": dict(self._namespace_annotations[ns])} if self._namespace_annotations.get(ns) else {}),
             },
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},

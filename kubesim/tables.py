@@ -100,7 +100,19 @@ def _event_object(obj: Obj) -> str:
     return f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}"
 
 
+def _ready_replicas(obj: Obj) -> str:
+    """READY of a Deployment or StatefulSet: ready / wanted replicas."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return f"{status.get('readyReplicas') or 0}/{spec.get('replicas', 1)}"
+
+
+def _data_count(obj: Obj) -> int:
+    return len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
+
+
 _COMPUTED = {
+    "@data-count": _data_count,
+    "@ready-replicas": _ready_replicas,
     "@node-status": _node_status,
     "@node-roles": _node_roles,
     "@pod-ready": _pod_ready,

@@ -5,8 +5,16 @@ from nodepools.models import Cluster, Node, NodePool, Pod
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "connection_state", "last_full_sync", "limit_projects_to_department_quota"]
+    list_display = ["name", "connection_state", "last_full_sync", "limit_projects_to_department_quota", "prometheus_url"]
     search_fields = ["name"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "limit_projects_to_department_quota"]}),
+        ("Access", {"fields": ["kubeconfig_path", "kube_context", "in_cluster"]}),
+        ("GPU metrics (DCGM exporter through Prometheus)", {"fields": [
+            "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
+            "prometheus_label_matchers"]}),
+        ("State", {"fields": ["connection_state", "last_error", "last_full_sync"]}),
+    ]
 
 
 @admin.register(NodePool)

@@ -1,5 +1,14 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class NodepoolsConfig(AppConfig):
     name = "nodepools"
+
+    def ready(self) -> None:
+        # The sync's leader of each cluster reads its pools' GPU figures from Prometheus now and then.
+        from nodepools.services import pool_gpu_figures_round
+        from nodepools.sync.tasks import register_leader_task
+
+        register_leader_task("pool-gpu-figures", pool_gpu_figures_round,
+                             every=float(getattr(settings, "GPUMETRICS_POOLS_EVERY", 30)))

@@ -50,7 +50,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         for group in self.joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-        await self.send_json({"type": "hello", "clusters": self.cluster_ids})
+        # The marks now: a page rendered at older marks missed a hint while it connected, and refetches.
+        marks = await self._marks() if self.cluster_ids else {}
+        await self.send_json({"type": "hello", "clusters": self.cluster_ids,
+                              "marks": {str(pk): seq for pk, seq in marks.items()}})
         self.user = user
         self.follow_state = self._param("state") == "1"
         self.state_sent = None
@@ -100,7 +103,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _marks(self) -> dict[int, int]:
-        return dict(Cluster.objects.filter(pk__in=self.cluster_ids).values_list("pk", "hint_seq"))
+        return hints.marks(self.cluster_ids)
 
     def _param(self, wanted: str) -> str | None:
         query = self.scope.get("query_string", b"").decode("latin-1")

@@ -1,15 +1,17 @@
 """The demo cluster of seed 001 ("Plan your Node-Pools deployment"), as Kubernetes objects.
 
-20 nodes of 4 V100 (the default pool), 5 nodes of 4 A100 40GB (pool a100-40gb, ML-Ops) and 5 nodes of
+20 nodes of 4 V100 (the default pool; 16 of 16GB and 4 of 32GB: two platforms), 5 nodes of 4 A100 40GB (pool a100-40gb, ML-Ops) and 5 nodes of
 4 A100 80GB (pool a100-80gb, R&D); NVIDIA operand pods on the GPU nodes; training, build and inference
 pods of the demo projects, so that some projects run over quota; a few nodes not ready, each for
-another reason. Django-free: the demo command loads it into the database, the emulator serves it.
+another reason; project team-nlp holds its GPUs idle (1 % utilization as the emulated DCGM exporter
+reports it). Django-free: the demo command loads it into the database, the emulator serves it.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from kubesim import make_node, make_pod
+from kubesim.dcgm import UTILIZATION_ANNOTATION
 
 POOL_LABEL_KEY = "gpu-type"
 DEPARTMENTS = {
@@ -20,6 +22,10 @@ DEPARTMENTS = {
 PRIORITY = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 
 V100 = dict(gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384, instance_type="p3.8xlarge", cpu="32", memory="244Gi")
+# Four nodes of the default pool carry the 32GB V100: a pool of two GPU types, with one platform each
+# (workloads.demo), like OSMO's heterogeneous pool.
+V100_32 = dict(V100, gpu_product="Tesla-V100-SXM2-32GB", gpu_memory_mib=32768)
+V100_32_NODES = range(15, 19)
 A100_40 = dict(gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960, instance_type="p4d.24xlarge", cpu="96",
                memory="1152Gi")
 A100_80 = dict(gpu_product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920, instance_type="p4de.24xlarge", cpu="96",
@@ -41,7 +47,7 @@ def demo_nodes() -> list[dict[str, Any]]:
         conditions = {DISK_PRESSURE: {"DiskPressure": "True"}, UNREACHABLE: {"Ready": "Unknown"}}.get(name)
         nodes.append(make_node(
             name, gpus=4, labels={POOL_LABEL_KEY: "v100"}, zone=ZONES[i % 3], capacity_type="on-demand",
-            unschedulable=name == CORDONED, conditions=conditions, **V100,
+            unschedulable=name == CORDONED, conditions=conditions, **(V100_32 if i in V100_32_NODES else V100),
         ))
     for kind, spec in (("a100-40gb", A100_40), ("a100-80gb", A100_80)):
         for i in range(1, 6):
@@ -67,10 +73,16 @@ def operand_pods(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return pods
 
 
+# The project that holds GPUs without using them (what the DCGM exporter reports for its pods, %).
+IDLE_PROJECT = "team-nlp"
+IDLE_UTILIZATION = "1"
+
+
 def _workload(name, project, node, gpus, kind, *, phase="Running", selector=None, cpu="8", memory="64Gi"):
+    annotations = {UTILIZATION_ANNOTATION: IDLE_UTILIZATION} if project == IDLE_PROJECT else None
     pod = make_pod(
         name, f"runai-{project}", node=node, phase=phase, priority=PRIORITY[kind], priority_class=kind,
-        labels={"project": project, "workload-kind": kind},
+        labels={"project": project, "workload-kind": kind}, annotations=annotations,
         containers=[{"name": "main", "requests": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)},
                      "limits": {"nvidia.com/gpu": str(gpus)}}],
     )
@@ -108,3 +120,53 @@ def demo_objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(nodes, pods) of the demo cluster."""
     nodes = demo_nodes()
     return nodes, operand_pods(nodes) + demo_workloads()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Karpenter (issue 13): two Karpenter-backed pools of the emulator-served demo (`make run`). Their NodePools
+# (karpenter.sh/v1, after seed 000's "H100-prod" and "T4-best-effort") live in the emulator, whose Karpenter
+# stand-in launches NodeClaims for the pending GPU pods chaos submits now and then.
+KARPENTER_LABEL_KEY = "karpenter.sh/nodepool"
+KARPENTER_POOLS = {
+    "h100-prod": "Karpenter NodePool h100-prod: on-demand H100 nodes for inference (tainted), launched on demand",
+    "t4-spot": "Karpenter NodePool t4-spot: spot T4 nodes, consolidated when empty",
+}
+_NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+INFERENCE_TAINT = {"key": "workload-type", "value": "inference", "effect": "NoSchedule"}
+
+
+def demo_karpenter_nodepools() -> list[dict[str, Any]]:
+    def nodepool(name, requirements, *, limits, weight, policy, after, budgets, labels, taints=()):
+        return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": {
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "nodeClassRef": dict(_NODE_CLASS), "requirements": requirements,
+                "taints": [dict(_GPU_TAINT), *(dict(t) for t in taints)],
+                "expireAfter": "720h"}},
+            "limits": limits, "weight": weight,
+            "disruption": {"consolidationPolicy": policy, "consolidateAfter": after, "budgets": budgets}}}
+
+    return [
+        nodepool("h100-prod", [
+            {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES[:2]},
+        ], limits={"cpu": "384", "nvidia.com/gpu": "16"}, weight=90, policy="WhenEmpty", after="1m",
+            budgets=[{"nodes": "1"}], labels={"gpu-tier": "h100-prod", "workload-type": "inference"},
+            taints=[INFERENCE_TAINT]),
+        nodepool("t4-spot", [
+            {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["t4"]},
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["1", "4"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        ], limits={"nvidia.com/gpu": "8"}, weight=10, policy="WhenEmptyOrUnderutilized", after="30s",
+            budgets=[{"nodes": "20%"}], labels={"gpu-tier": "best-effort"}),
+    ]
+
+
+def demo_karpenter_pods() -> list[dict[str, Any]]:
+    """A pending inference pod for h100-prod: Karpenter launches its first node as the demo starts."""
+    pod = _workload("chat-h100-1", "serve-chat", None, 8, "inference", phase="Pending")
+    pod["spec"]["nodeSelector"] = {KARPENTER_LABEL_KEY: "h100-prod"}
+    pod["spec"]["tolerations"].append({"key": "workload-type", "operator": "Equal", "value": "inference",
+                                       "effect": "NoSchedule"})
+    return [pod]

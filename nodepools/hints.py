@@ -13,7 +13,9 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from console import metrics
 
 MESSAGE_TYPE = "cluster.changed"  # handled by a consumer method `cluster_changed`
-KINDS = frozenset({"nodes", "pods", "pools", "quotas", "cluster"})
+# Beyond this floor's own: the names of resources apps above register with the sync (provisioning's Karpenter
+# NodePools and NodeClaims, workloads' Jobs), so that the pages showing them follow the cluster too.
+KINDS = frozenset({"nodes", "pods", "pools", "quotas", "cluster", "karpenter_nodepools", "karpenter_nodeclaims", "jobs"})
 
 
 def group_name(cluster_id: int) -> str:
@@ -41,19 +43,24 @@ def layer_spans_processes() -> bool:
 
 
 def record(cluster_id: int) -> None:
-    """Leave a mark in the database for web processes the channel layer cannot reach.
+    """Leave a mark in the database: the cluster's `hint_seq` counts the hints sent for it.
 
-    Without Redis the sync and the web server share only the database: the sync bumps the
-    cluster's `hint_seq` and the live consumer polls it (see `LiveConsumer`). With Redis this is
-    a no-op: the hint itself travels.
+    Without Redis the sync and the web server share only the database: the live consumer polls the
+    mark (see `LiveConsumer`). With or without Redis, a page carries the marks it was rendered at
+    (`marks`), so that a hint sent between its rendering and its websocket joining is not lost.
     """
-    if layer_spans_processes():
-        return
     from django.db.models import F
 
     from nodepools.models import Cluster
 
     Cluster.objects.filter(pk=cluster_id).update(hint_seq=F("hint_seq") + 1)
+
+
+def marks(cluster_ids: Iterable[int]) -> dict[int, int]:
+    """cluster id -> its `hint_seq` now (one query)."""
+    from nodepools.models import Cluster
+
+    return dict(Cluster.objects.filter(pk__in=list(cluster_ids)).values_list("pk", "hint_seq"))
 
 
 def publish(cluster_id: int, kinds: Iterable[str]) -> None:

@@ -130,6 +130,7 @@ def parse_quantity(value: Any) -> Decimal:
 
 
 GPU_RESOURCE = "nvidia.com/gpu"
+STORAGE_RESOURCE = "ephemeral-storage"
 
 # The console's own pool label: stamped on every node from the membership the console computes (when
 # an enforcer is on), so that a scheduler selects a pool by one key, whatever label defines the pool.
@@ -138,15 +139,18 @@ CONSOLE_POOL_LABEL = "console.gpu-capacity.io/node-pool"
 
 @dataclass(frozen=True)
 class Resources:
-    """An amount of the three resources the console accounts: CPU millicores, memory bytes, GPUs."""
+    """An amount of the resources the console accounts: CPU millicores, memory bytes, GPUs, and
+    ephemeral storage bytes (`ephemeral-storage`, held against K8_STORAGE rules)."""
 
     cpu_millis: int = 0
     memory_bytes: int = 0
     gpus: Decimal = Decimal(0)
+    storage_bytes: int = 0
 
     def __add__(self, other: "Resources") -> "Resources":
         return Resources(
-            self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes, self.gpus + other.gpus
+            self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes, self.gpus + other.gpus,
+            self.storage_bytes + other.storage_bytes,
         )
 
     @classmethod
@@ -155,10 +159,12 @@ class Resources:
         cpu = resources.get("cpu")
         memory = resources.get("memory")
         gpus = resources.get(GPU_RESOURCE)
+        storage = resources.get(STORAGE_RESOURCE)
         return cls(
             cpu_millis=int((parse_quantity(cpu) * 1000).to_integral_value(rounding="ROUND_CEILING")) if cpu is not None else 0,
             memory_bytes=int(parse_quantity(memory).to_integral_value(rounding="ROUND_CEILING")) if memory is not None else 0,
             gpus=parse_quantity(gpus) if gpus is not None else Decimal(0),
+            storage_bytes=int(parse_quantity(storage).to_integral_value(rounding="ROUND_CEILING")) if storage is not None else 0,
         )
 
     def max(self, other: "Resources") -> "Resources":
@@ -166,6 +172,7 @@ class Resources:
             max(self.cpu_millis, other.cpu_millis),
             max(self.memory_bytes, other.memory_bytes),
             max(self.gpus, other.gpus),
+            max(self.storage_bytes, other.storage_bytes),
         )
 
 
@@ -209,6 +216,17 @@ PREEMPTIBLE_BELOW = 100
 
 def is_preemptible(priority: int | None) -> bool:
     return (priority or 0) < PREEMPTIBLE_BELOW
+
+
+def pod_scheduling_message(pod: Mapping[str, Any]) -> str:
+    """The scheduler's words while a pod cannot be placed: the PodScheduled condition's message when its
+    status is False ("0/30 nodes are available: …"), else ""."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            if condition.get("status") == "False":
+                return str(condition.get("message") or "")
+            return ""
+    return ""
 
 
 def pod_is_ready(pod: Mapping[str, Any]) -> bool:

@@ -25,6 +25,22 @@ def validate_label_key(value: str) -> None:
         raise ValidationError(errors, code="invalid")
 
 
+def validate_prometheus_url(value: str) -> None:
+    from django.core.validators import URLValidator
+
+    URLValidator(schemes=["http", "https"], message="Enter the URL of the Prometheus server, "
+                 "e.g. http://prometheus.monitoring:9090 (http or https).")(value)
+
+
+def validate_label_matchers(value: str) -> None:
+    from gpumetrics import parse_matchers
+
+    try:
+        parse_matchers(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="invalid") from None
+
+
 def validate_label_value(value: str) -> None:
     errors = kube.label_value_errors(value)
     if errors:
@@ -60,6 +76,21 @@ class Cluster(models.Model):
         default=False,
         help_text="When on, projects' deserved quota may not add up to more than their department's.",
     )
+    # The cluster's Prometheus (DCGM exporter's GPU utilization and memory): the server's files hold the
+    # credentials, the database only their paths.
+    prometheus_url = models.CharField(
+        "Prometheus URL", max_length=1024, blank=True, validators=[validate_prometheus_url],
+        help_text="Prometheus holding this cluster's DCGM exporter series, e.g. http://prometheus.monitoring:9090 "
+                  "(empty: no GPU utilization).")
+    prometheus_bearer_token_file = models.CharField(
+        "Prometheus bearer token file", max_length=1024, blank=True,
+        help_text="Path of a file on the server holding the bearer token to send (optional).")
+    prometheus_basic_auth_file = models.CharField(
+        "Prometheus basic auth file", max_length=1024, blank=True,
+        help_text="Path of a file on the server holding one line user:password (optional).")
+    prometheus_label_matchers = models.CharField(
+        "Prometheus label matchers", max_length=1024, blank=True, validators=[validate_label_matchers],
+        help_text='Extra label matchers selecting this cluster\'s series, e.g. cluster="prod-east" (optional).')
     connection_state = models.CharField(max_length=16, choices=ConnectionState, default=ConnectionState.PENDING)
     last_error = models.TextField(blank=True)
     last_full_sync = models.DateTimeField(null=True, blank=True)
@@ -81,6 +112,21 @@ class Cluster(models.Model):
         return self.name
 
     STALE_AFTER_SECONDS = 30
+
+    def clean(self):
+        super().clean()
+        if self.prometheus_bearer_token_file and self.prometheus_basic_auth_file:
+            raise ValidationError({"prometheus_basic_auth_file": "Give a bearer token file or a basic auth file, not both."})
+        if (self.prometheus_bearer_token_file or self.prometheus_basic_auth_file or self.prometheus_label_matchers) \
+                and not self.prometheus_url:
+            raise ValidationError({"prometheus_url": "Name the Prometheus URL for its credentials and label matchers."})
+
+    @property
+    def prometheus(self):
+        """The cluster's Prometheus for gpumetrics (a PrometheusConfig), or None when it names none."""
+        from gpumetrics import config_from
+
+        return config_from(self)
 
     def stale_since(self, now=None):
         """When the figures shown for this cluster stopped being current, or None while they are.
@@ -156,6 +202,12 @@ class NodePool(models.Model):
     gpu_limit = models.PositiveIntegerField(
         "GPU capacity limit", null=True, blank=True, help_text="At most this many GPUs (empty: no limit)."
     )
+    # The DCGM exporter's figures summed over the pool's nodes (gpumetrics.GpuFigures as a dict), read
+    # from the cluster's Prometheus by the sync's leader every GPUMETRICS_POOLS_EVERY seconds (one query
+    # per cluster, off the page's path: the idle count reads a 30-minute window of every GPU); or why not.
+    gpu_figures = models.JSONField(null=True, blank=True, editable=False)
+    gpu_figures_at = models.DateTimeField(null=True, blank=True, editable=False)
+    gpu_figures_reason = models.CharField(max_length=300, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -247,6 +299,9 @@ class Node(models.Model):
     cpu_allocatable_millis = models.BigIntegerField(default=0)
     memory_capacity_bytes = models.BigIntegerField(default=0)
     memory_allocatable_bytes = models.BigIntegerField(default=0)
+    # status.capacity / status.allocatable["ephemeral-storage"] (K8_STORAGE of workload validation).
+    storage_capacity_bytes = models.BigIntegerField(default=0)
+    storage_allocatable_bytes = models.BigIntegerField(default=0)
     gpu_capacity = models.IntegerField(default=0)
     gpu_allocatable = models.IntegerField(default=0)
     gpu_product = models.CharField("GPU type", max_length=128, blank=True)
@@ -327,6 +382,11 @@ class Pod(models.Model):
     cpu_millis = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    # Requests of ephemeral-storage (computed like CPU and memory: kube.pod_requests).
+    storage_bytes = models.BigIntegerField(default=0)
+    # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its
+    # status is False ("0/30 nodes are available: …"), else empty.
+    scheduling_message = models.TextField(blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)

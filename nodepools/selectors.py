@@ -426,3 +426,143 @@ def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, 
         node=node, pool=pool, resource_version=str(metadata.get("resourceVersion") or ""), plan=plan,
         capacity=capacity, gpu_type=labels.get("nvidia.com/gpu.product", ""), pool_gpu_types=pool_gpu_types,
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPU utilization and memory from the DCGM exporter, through each cluster's Prometheus (gpumetrics):
+# one query per cluster and page whatever the number of rows, within the page's budget (gpumetrics'
+# timeout, shared by the clusters of the page); no figure is "—" with the reason.
+
+NO_GPU = "no GPU on this node"
+NO_BUDGET = "Prometheus skipped: the page's time budget is spent"
+
+
+class GpuBudget:
+    """What is left of a page's time budget for Prometheus (seconds), shared by its queries."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        import time
+
+        from gpumetrics.client import default_timeout
+
+        self.seconds = default_timeout() if seconds is None else seconds
+        self._clock = time.monotonic
+        self.deadline = self._clock() + self.seconds
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - self._clock())
+
+
+def cluster_prometheus(cluster_ids) -> dict[int, Any]:
+    """cluster id -> its PrometheusConfig (None when it names no Prometheus); one query."""
+    from gpumetrics import config_from
+
+    fields = ("name", "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
+              "prometheus_label_matchers")
+    return {c.pk: config_from(c) for c in Cluster.objects.filter(pk__in=set(cluster_ids)).only(*fields)}
+
+
+def _per_cluster(configs: dict[int, Any], cluster_id: int, budget: GpuBudget, call):
+    from gpumetrics import NOT_CONFIGURED, Unavailable
+
+    config = configs.get(cluster_id)
+    if config is None:
+        return NOT_CONFIGURED
+    left = budget.left()
+    if left < 0.02:
+        return Unavailable(NO_BUDGET)
+    return call(config, left)
+
+
+def node_gpu_metrics_by_cluster(nodes_by_cluster: dict[int, list[str] | None], *, budget: GpuBudget | None = None,
+                                idle: bool = True) -> dict[int, Any]:
+    """cluster id -> gpumetrics.node_gpu_metrics of those node names (None: all its nodes) or Unavailable
+    (`idle=False` where no idle count is shown: the nodes table and its CSV)."""
+    from gpumetrics import node_gpu_metrics
+
+    budget = budget or GpuBudget()
+    configs = cluster_prometheus(nodes_by_cluster)
+    return {cid: _per_cluster(configs, cid, budget, lambda c, left: node_gpu_metrics(c, names, timeout=left, idle=idle))
+            for cid, names in nodes_by_cluster.items()}
+
+
+def node_gpu_figures(node_metrics: dict[int, Any], cluster_id: int, name: str, gpu_capacity: int):
+    """(GpuFigures or None, reason) of one node from `node_gpu_metrics_by_cluster`'s answer."""
+    if not gpu_capacity:
+        return None, NO_GPU
+    result = node_metrics.get(cluster_id)
+    if result is None:
+        return None, "not loaded"
+    if not result:
+        return None, result.reason
+    figures = result.get(name)
+    return figures, "" if figures is not None else result.missing_reason
+
+
+def nodes_attach_gpu_metrics(nodes: list[Node], *, budget: GpuBudget | None = None, idle: bool = True) -> list[Node]:
+    """Set `gpu_metrics` (gpumetrics.GpuFigures or None) and `gpu_metrics_reason` (why None) on nodes
+    (`idle=False`: without the idle count, which the nodes table does not show)."""
+    wanted: dict[int, list[str]] = {}
+    for node in nodes:
+        if node.gpu_capacity:
+            wanted.setdefault(node.cluster_id, []).append(node.name)
+    metrics = node_gpu_metrics_by_cluster(wanted, budget=budget, idle=idle) if wanted else {}
+    for node in nodes:
+        node.gpu_metrics, node.gpu_metrics_reason = node_gpu_figures(metrics, node.cluster_id, node.name,
+                                                                     node.gpu_capacity)
+    return nodes
+
+
+def pool_gpu_figures_every() -> float:
+    """Seconds between two reads of the pools' GPU figures by the sync's leader (GPUMETRICS_POOLS_EVERY)."""
+    from django.conf import settings
+
+    return float(getattr(settings, "GPUMETRICS_POOLS_EVERY", 30))
+
+
+def pool_gpu_figures_stale_after() -> float:
+    """Seconds after which a pool's stored GPU figures are too old to show: four missed reads, at least a minute."""
+    return max(60.0, 4 * pool_gpu_figures_every())
+
+
+def pool_gpu_figures(pool: NodePool, config: Any, now=None):
+    """(GpuFigures or None, reason) of a pool from what the sync's leader stored (no Prometheus query)."""
+    from django.utils import timezone
+
+    from gpumetrics import NOT_CONFIGURED, GpuFigures
+
+    if config is None:
+        return None, NOT_CONFIGURED.reason
+    if pool.gpu_figures_at is None:
+        return None, f"not read yet: the sync reads the GPU figures of pools every {pool_gpu_figures_every():g} s"
+    now = now or timezone.now()
+    if (now - pool.gpu_figures_at).total_seconds() > pool_gpu_figures_stale_after():
+        at = timezone.localtime(pool.gpu_figures_at)
+        return None, f"last read from Prometheus at {at:%Y-%m-%d %H:%M:%S %Z}: is the sync of this cluster running?"
+    if pool.gpu_figures_reason or not pool.gpu_figures:
+        return None, pool.gpu_figures_reason or "not read yet"
+    return GpuFigures(**pool.gpu_figures), ""
+
+
+def pools_attach_gpu_metrics(pools: list[NodePool]) -> list[NodePool]:
+    """Set `gpu_metrics` (gpumetrics.GpuFigures summed over the pool's nodes, or None) and
+    `gpu_metrics_reason` on pools, from the figures the sync's leader read (`pool_gpu_figures_refresh`):
+    one query of the clusters' Prometheus settings, none of Prometheus."""
+    from django.utils import timezone
+
+    configs = cluster_prometheus({pool.cluster_id for pool in pools})
+    now = timezone.now()
+    for pool in pools:
+        pool.gpu_metrics, pool.gpu_metrics_reason = pool_gpu_figures(pool, configs.get(pool.cluster_id), now)
+    return pools
+
+
+def node_gpu_devices(node: Node, *, budget: GpuBudget | None = None):
+    """The node's GPU devices from its cluster's DCGM exporter (gpumetrics.GpuDevice list) or Unavailable."""
+    from gpumetrics import Unavailable, device_metrics
+
+    if not node.gpu_capacity:
+        return Unavailable(NO_GPU)
+    budget = budget or GpuBudget()
+    configs = cluster_prometheus([node.cluster_id])
+    return _per_cluster(configs, node.cluster_id, budget, lambda c, left: device_metrics(c, node.name, timeout=left))

@@ -40,6 +40,10 @@ def cluster_create(
     kube_context: str = "",
     in_cluster: bool = False,
     limit_projects_to_department_quota: bool = False,
+    prometheus_url: str = "",
+    prometheus_bearer_token_file: str = "",
+    prometheus_basic_auth_file: str = "",
+    prometheus_label_matchers: str = "",
 ) -> Cluster:
     """Create a cluster together with its undeletable `default` pool."""
     _require_system_admin(actor, "add clusters")
@@ -50,6 +54,10 @@ def cluster_create(
         kube_context=kube_context,
         in_cluster=in_cluster,
         limit_projects_to_department_quota=limit_projects_to_department_quota,
+        prometheus_url=prometheus_url,
+        prometheus_bearer_token_file=prometheus_bearer_token_file,
+        prometheus_basic_auth_file=prometheus_basic_auth_file,
+        prometheus_label_matchers=prometheus_label_matchers,
     )
     cluster.full_clean()
     cluster.save()
@@ -61,7 +69,9 @@ def cluster_create(
     return cluster
 
 
-CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluster", "limit_projects_to_department_quota"}
+CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluster", "limit_projects_to_department_quota",
+                    "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
+                    "prometheus_label_matchers"}
 
 
 @transaction.atomic
@@ -196,7 +206,9 @@ def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
     for field, value in changes.items():
         setattr(pool, field, value)
     _pool_full_clean(pool)
-    pool.save()
+    signals.pool_updating.send(sender=NodePool, pool=pool, changes=changes)
+    # Only what was changed: the sync's leader writes the pool's GPU figures meanwhile.
+    pool.save(update_fields=sorted(set(changes) | {"updated"}))
     if relabel:
         nodes_assign_pools(cluster=pool.cluster)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=pool, before=before, after=snapshot(pool))
@@ -214,6 +226,66 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
     pool.delete()
     nodes_assign_pools(cluster=cluster)
     audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=pool, before=before, object_id=pk)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pools' GPU figures (the DCGM exporter's, through the cluster's Prometheus)
+
+POOL_WITHOUT_GPU_NODES = "no GPU nodes in this pool"
+
+
+def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) -> int:
+    """Read the figures of every GPU node of the cluster from its Prometheus (ONE query, whatever the
+    number of nodes and pools) and store each pool's sum, or the reason there is none. What the sync's
+    leader does every GPUMETRICS_POOLS_EVERY seconds: the idle count reads a window of every allocated
+    GPU, too dear for a page view. Returns the number of pools whose figures or reason changed."""
+    import dataclasses
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
+
+    pools = list(NodePool.objects.filter(cluster=cluster).only("pk", "gpu_figures", "gpu_figures_reason"))
+    config = cluster.prometheus
+    if config is None:  # the pages say "no Prometheus configured" from the cluster itself
+        with transaction.atomic():
+            return NodePool.objects.filter(cluster=cluster, gpu_figures_at__isnull=False).update(
+                gpu_figures=None, gpu_figures_at=None, gpu_figures_reason="")
+    timeout = timeout if timeout is not None else float(getattr(settings, "GPUMETRICS_REFRESH_TIMEOUT", 10))
+    result = node_gpu_metrics(config, None, timeout=timeout)  # outside the transaction: no lock held meanwhile
+    members: dict[int, list[str]] = {}
+    for pool_id, name in Node.objects.filter(cluster=cluster, gpu_capacity__gt=0).values_list("pool_id", "name"):
+        members.setdefault(pool_id, []).append(name)
+    now, changed = timezone.now(), 0
+    with transaction.atomic():
+        for pool in pools:
+            if isinstance(result, Unavailable):
+                figures, reason = None, result.reason
+            elif not members.get(pool.pk):
+                figures, reason = None, POOL_WITHOUT_GPU_NODES
+            else:
+                found = [f for f in map(result.get, members[pool.pk]) if f is not None]
+                figures, reason = dataclasses.asdict(figures_sum(found)), ""
+            changed += (figures, reason) != (pool.gpu_figures, pool.gpu_figures_reason)
+            NodePool.objects.filter(pk=pool.pk).update(gpu_figures=figures, gpu_figures_at=now, gpu_figures_reason=reason)
+        if changed:
+            transaction.on_commit(lambda: _pools_changed_hint(cluster.pk))
+    return changed
+
+
+def _pools_changed_hint(cluster_id: int) -> None:
+    from nodepools import hints
+
+    hints.record(cluster_id)  # web processes without Redis poll this mark
+    hints.publish(cluster_id, ["pools"])
+
+
+def pool_gpu_figures_round(cluster: Cluster, api_client: Any) -> int | None:
+    """The sync's leader task (registered in NodepoolsConfig.ready): refresh the pools' GPU figures of a
+    cluster that names a Prometheus (or clear them once it no longer does)."""
+    cluster = Cluster.objects.get(pk=cluster.pk)  # the Prometheus settings as they are now
+    return pool_gpu_figures_refresh(cluster=cluster)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -258,6 +330,8 @@ def node_from_object(cluster: Cluster, obj: dict[str, Any]) -> Node:
         cpu_allocatable_millis=facts.allocatable.cpu_millis,
         memory_capacity_bytes=facts.capacity.memory_bytes,
         memory_allocatable_bytes=facts.allocatable.memory_bytes,
+        storage_capacity_bytes=facts.capacity.storage_bytes,
+        storage_allocatable_bytes=facts.allocatable.storage_bytes,
         gpu_capacity=int(facts.capacity.gpus),
         gpu_allocatable=int(facts.allocatable.gpus),
         gpu_product=facts.gpu_product,
@@ -295,6 +369,8 @@ def pod_from_object(cluster: Cluster, obj: dict[str, Any]) -> Pod:
         cpu_millis=requests.cpu_millis,
         memory_bytes=requests.memory_bytes,
         gpus=requests.gpus,
+        storage_bytes=requests.storage_bytes,
+        scheduling_message=kube.pod_scheduling_message(obj),
         created_in_cluster=_when(metadata.get("creationTimestamp")),
         resource_version=str(metadata.get("resourceVersion") or ""),
     )
@@ -305,10 +381,11 @@ NODE_FIELDS = [
     "cpu_allocatable_millis", "memory_capacity_bytes", "memory_allocatable_bytes", "gpu_capacity",
     "gpu_allocatable", "gpu_product", "gpu_memory_mib", "gpu_family", "gpu_count_label", "mig_strategy",
     "is_gpu_node", "zone", "instance_type", "capacity_type", "created_in_cluster", "resource_version",
+    "storage_capacity_bytes", "storage_allocatable_bytes",
 ]
 POD_FIELDS = [
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
-    "memory_bytes", "gpus", "created_in_cluster", "resource_version",
+    "memory_bytes", "gpus", "created_in_cluster", "resource_version", "storage_bytes", "scheduling_message",
 ]
 
 

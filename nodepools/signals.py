@@ -8,3 +8,7 @@ pool_created = Signal()
 # Sent inside the deleting transaction, before the cluster is deleted: `cluster=`. Receivers remove
 # what a plain cascade cannot (projects are protected by their departments).
 cluster_deleting = Signal()
+# Sent inside the updating transaction, after the changes are set and checked and before the pool is saved:
+# `pool=` (with its new values), `changes=` (field -> new value). A receiver may refuse the change by
+# raising ValidationError naming the field (e.g. the cluster refused to follow it); nothing is saved then.
+pool_updating = Signal()

@@ -46,12 +46,48 @@ class PoolStatusColumn(tables.Column):
         return format_html('<span class="status status-{}">{}</span>', value.lower(), value)
 
 
+class GpuMetricColumn(tables.Column):
+    """A figure of the DCGM exporter (through the cluster's Prometheus): the table's `gpu_<name>(record)`
+    gives (value, reason); no value is "—" with the reason on hover. Not sortable: it is not stored."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("attrs", {"td": {"class": "num"}, "th": {"class": "num"}})
+        kwargs.setdefault("orderable", False)
+        kwargs.setdefault("empty_values", ())
+        kwargs.setdefault("accessor", "pk")
+        super().__init__(*args, **kwargs)
+
+    def render(self, record, table, bound_column):
+        value, reason = getattr(table, f"gpu_{bound_column.name}")(record)
+        if value is None:
+            return format_html('<span class="na" title="{}">—</span>', reason or "no figure")
+        return value
+
+
+def idle_definition() -> str:
+    """What "idle" means, for the hover of the idle columns: the Idle GPUs page's definition."""
+    from gpumetrics import idle_threshold, idle_window_seconds
+
+    minutes = idle_window_seconds() / 60
+    return (f"GPUs held by a pod whose utilization stayed under {idle_threshold():g} % for the whole last "
+            f"{minutes:g} min (the highest utilization over that window), the same definition as the Idle GPUs "
+            "page and the usage snapshots")
+
+
+def _pct(value):
+    return None if value is None else round(value, 1)
+
+
+def _mib_gib(value):
+    return round((value or 0) / 1024, 1)
+
+
 @register
 class NodePoolTable(ConsoleTable):
     key = "pools"
     default_columns = (
         "name", "cluster", "status", "label_key", "label_value", "node_count", "gpu_total", "gpu_allocated",
-        "gpu_free", "projects_gpu_quota", "workload_count", "gpu_placement",
+        "gpu_free", "gpu_utilization", "idle_gpus", "projects_gpu_quota", "workload_count", "gpu_placement",
     )
 
     name = tables.Column("Node pool", linkify=lambda record: reverse("pool-detail", args=[record.pk]))
@@ -77,11 +113,43 @@ class NodePoolTable(ConsoleTable):
                                     order_by=("memory_allocated_bytes",))
     projects_gpu_quota = NumberColumn("Projects' GPU quota (sum)")
     workload_count = NumberColumn("Workloads")
+    gpu_utilization = GpuMetricColumn("Utilization of allocated GPUs (%)")
+    idle_gpus = GpuMetricColumn("Idle allocated GPUs", attrs={
+        "td": {"class": "num"}, "th": {"class": "num", "title": lambda **kwargs: idle_definition()}})
     updated = tables.DateTimeColumn(verbose_name="Last updated", format="Y-m-d H:i")
     created = tables.DateTimeColumn(verbose_name="Creation time", format="Y-m-d H:i")
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-pool": lambda record: record.name}
+
+    # The DCGM exporter's figures as the sync's leader last read them (nodepools.selectors.pools_attach_gpu_metrics):
+    # attached by the page's rows hook, else here for every row of the table at once.
+    def _gpu(self, record):
+        if not hasattr(record, "gpu_metrics"):
+            from nodepools.selectors import pools_attach_gpu_metrics
+
+            pools_attach_gpu_metrics([row.record for row in self.paginated_rows])
+        return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
+
+    def gpu_gpu_utilization(self, record):
+        figures, reason = self._gpu(record)
+        if figures is None:
+            return None, reason
+        if figures.allocated_utilization is None:
+            return None, "no allocated GPU reports utilization"
+        return _num(_pct(figures.allocated_utilization)), ""
+
+    def gpu_idle_gpus(self, record):
+        figures, reason = self._gpu(record)
+        return (None, reason) if figures is None else (_num(figures.idle_allocated), "")
+
+    def export_gpu_utilization(self, record):
+        figures, _ = self._gpu(record)
+        return _pct(figures.allocated_utilization) if figures is not None else None
+
+    def export_idle_gpus(self, record):
+        figures, _ = self._gpu(record)
+        return figures.idle_allocated if figures is not None else None
 
     def render_gpu_memory(self, value):
         return _num(round(value / 1024, 1))
@@ -158,9 +226,12 @@ class NodeStatusColumn(tables.Column):
 
 
 def _attach_node_usage(nodes):
-    from nodepools.selectors import nodes_attach_usage
+    from nodepools.selectors import nodes_attach_gpu_metrics, nodes_attach_usage
 
-    return nodes_attach_usage(nodes)
+    nodes_attach_usage(nodes)
+    # The page's rows only: one Prometheus query per cluster, within the page's budget (no idle count:
+    # the table does not show one, and its window is the dearest part of the query).
+    return nodes_attach_gpu_metrics(nodes, idle=False)
 
 
 @register
@@ -168,8 +239,8 @@ class NodeTable(ConsoleTable):
     key = "nodes"
     enrich = staticmethod(_attach_node_usage)
     default_columns = (
-        "name", "status", "pool", "gpu_product", "gpu_devices", "gpu_allocated", "gpu_free", "cpu", "memory", "pods",
-        "zone",
+        "name", "status", "pool", "gpu_product", "gpu_devices", "gpu_allocated", "gpu_free", "gpu_utilization",
+        "gpu_memory_used", "cpu", "memory", "pods", "zone",
     )
 
     name = tables.Column("Node", linkify=lambda record: reverse("node-detail", args=[record.pk]))
@@ -194,9 +265,49 @@ class NodeTable(ConsoleTable):
     zone = tables.Column("Zone", default="—")
     instance_type = tables.Column("Instance type", default="—")
     capacity_type = tables.Column("Capacity type", default="—")
+    gpu_utilization = GpuMetricColumn("GPU utilization (%)")
+    gpu_memory_used = GpuMetricColumn("Used/total GPU memory (GiB)")
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-node": lambda record: record.name}
+
+    def __init__(self, *args, gpu_metrics=None, **kwargs):
+        """`gpu_metrics`: {cluster id: gpumetrics.node_gpu_metrics answer} for the CSV (read before it streams)."""
+        super().__init__(*args, **kwargs)
+        self.gpu_metrics = gpu_metrics or {}
+
+    # The DCGM exporter's figures: a page's rows get them from `enrich` (nodes_attach_gpu_metrics); the
+    # CSV's plain rows from `gpu_metrics`, read by the view for every node in view before streaming.
+    def _gpu(self, record):
+        if isinstance(record, dict):
+            from nodepools.selectors import node_gpu_figures
+
+            return node_gpu_figures(self.gpu_metrics, record["cluster_id"], record["name"], record["gpu_capacity"])
+        return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
+
+    def gpu_gpu_utilization(self, record):
+        figures, reason = self._gpu(record)
+        if figures is None or figures.utilization is None:
+            return None, reason
+        return _num(_pct(figures.utilization)), ""
+
+    def gpu_gpu_memory_used(self, record):
+        figures, reason = self._gpu(record)
+        if figures is None:
+            return None, reason
+        return f"{_num(_mib_gib(figures.memory_used_mib))}/{_num(_mib_gib(figures.memory_total_mib))}", ""
+
+    def export_gpu_utilization(self, record):
+        figures, _ = self._gpu(record)
+        return _pct(figures.utilization) if figures is not None else None
+
+    def export_gpu_memory_used_gib(self, record):
+        figures, _ = self._gpu(record)
+        return _mib_gib(figures.memory_used_mib) if figures is not None else None
+
+    def export_gpu_memory_total_gib(self, record):
+        figures, _ = self._gpu(record)
+        return _mib_gib(figures.memory_total_mib) if figures is not None else None
 
     def render_gpu_devices(self, record):
         return f"{record.gpu_ready}/{record.gpu_capacity}"
@@ -222,7 +333,7 @@ class NodeTable(ConsoleTable):
     # The CSV of every node reads plain dicts (`values()`), not model instances, with the usage of
     # every node joined in the same query: see ui.tables and nodepools.selectors.nodes_annotate_usage.
     export_fields = (
-        "pk", "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
+        "pk", "cluster_id", "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
         "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type",
         "capacity_type",
     )
@@ -237,7 +348,9 @@ class NodeTable(ConsoleTable):
         return node_status_text(row["status"], row["status_reasons"] or [], every_reason=True)
 
     # "4/4" in one cell reads as a date in a spreadsheet: the CSV has the two numbers in two columns.
-    csv_parts = {"gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices"))}
+    csv_parts = {"gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices")),
+                 "gpu_memory_used": (("gpu_memory_used_gib", "Used GPU memory (GiB)"),
+                                     ("gpu_memory_total_gib", "Total GPU memory reported (GiB)"))}
 
     def export_gpu_ready(self, row):
         return row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0

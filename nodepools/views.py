@@ -10,6 +10,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from gpumetrics import Unavailable
 from nodepools import kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
@@ -21,6 +22,8 @@ from ui.tables import table_build, wants_csv
 from ui.views import form_errors_from
 
 SESSION_CLUSTER = "console.cluster"
+# Seconds a CSV download waits for Prometheus (every node of the clusters in view, not one page).
+CSV_GPU_BUDGET = 10.0
 
 
 def _require_admin(request) -> None:
@@ -57,7 +60,7 @@ def pool_list(request):
         request, template="nodepools/pool_list.html", table_class=NodePoolTable, queryset=pools,
         filterset_class=NodePoolFilterSet, csv_name="node-pools", dropdown_fields=["cluster"],
         dropdown_values={"gpu_placement": ["binpack", "spread"], "cpu_placement": ["binpack", "spread"]},
-        rows_hook=lambda rows: selectors.pools_attach_usage(list(rows)),
+        rows_hook=lambda rows: selectors.pools_attach_gpu_metrics(selectors.pools_attach_usage(list(rows))),
         context={"can_add": is_system_admin(request.user),
                  "live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
     )
@@ -192,10 +195,14 @@ def node_list(request):
     if not wants_csv(request):
         pairs = list(visible.values_list("gpu_product", "zone").distinct())
         dropdown_values = {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
+    # The CSV's GPU utilization: every node in view, one Prometheus query per cluster, read before it streams.
+    table_kwargs = ({"gpu_metrics": selectors.node_gpu_metrics_by_cluster(
+        {cid: None for cid in visible.filter(gpu_capacity__gt=0).values_list("cluster_id", flat=True).distinct()},
+        budget=selectors.GpuBudget(CSV_GPU_BUDGET), idle=False)} if wants_csv(request) else None)
     return table_page(
         request, template="nodepools/node_list.html", table_class=NodeTable, queryset=nodes,
         filterset_class=NodeFilterSet, csv_name="nodes", dropdown_fields=["cluster", "pool", "status"],
-        dropdown_values=dropdown_values,
+        dropdown_values=dropdown_values, table_kwargs=table_kwargs,
         context={"live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
     )
 
@@ -204,10 +211,15 @@ def node_list(request):
 def node_detail(request, pk: int):
     node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
     selectors.nodes_attach_usage([node])
+    selectors.nodes_attach_gpu_metrics([node])
+    devices = selectors.node_gpu_devices(node)
     pods = table_build(request, PodTable, selectors.pod_list(user=request.user, node=node), prefix="pods-")
     can_move = is_system_admin(request.user)
     context = {
         "node": node, "pods": pods, "can_move": can_move, "live_clusters": [node.cluster_id],
+        "gpu_devices": [] if isinstance(devices, Unavailable) else devices,
+        "gpu_devices_reason": devices.reason if isinstance(devices, Unavailable) else (
+            "" if devices else "no DCGM series for this node (is its DCGM exporter running?)"),
         "move_form": NodeMoveForm(node=node) if can_move else None,
         "labels": sorted(node.labels.items()),
     }

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from access.rules import Role, ScopeType, is_system_admin, user_can
@@ -17,6 +18,7 @@ from nodepools.selectors import cluster_list
 from nodepools.tables import NodeTable, OverviewPoolTable
 from nodepools.views import SESSION_CLUSTER, current_cluster
 from projects import selectors, services
+from projects.utilization import owner_chart, owner_panel
 from projects.waiting import waiting_requests
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
 from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
@@ -56,6 +58,8 @@ def department_detail(request, pk: int):
     return render(request, "projects/department_detail.html", {
         "department": department,
         "summaries": selectors.department_summary(user=request.user, department=department),
+        "utilization": owner_panel(cluster=department.cluster, department=department),
+        "chart_url": reverse("department-utilization-chart", args=[department.pk]),
         "waiting": waiting_requests(user=request.user, department=department),
         "members": selectors.members_list(user=request.user, department=department),
         "can_manage_members": user_can(request.user, department, "manage_members"),
@@ -129,6 +133,8 @@ def project_detail(request, pk: int):
     return render(request, "projects/project_detail.html", {
         "project": project,
         "summary": selectors.project_summary(user=request.user, project=project),
+        "utilization": owner_panel(cluster=project.cluster, project=project),
+        "chart_url": reverse("project-utilization-chart", args=[project.pk]),
         "waiting": waiting_requests(user=request.user, project=project),
         "members": selectors.members_list(user=request.user, project=project),
         "namespaces": project.namespaces.all(),
@@ -404,3 +410,21 @@ def pool_detail(request, pk: int):
     if htmx_partial(request):
         template += "#table"
     return render(request, template, context)
+
+
+@login_required
+def project_utilization_chart(request, pk: int):
+    """The project page's GPU utilization chart (`?period=24h|7d`), fetched after the page."""
+    project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
+    return render(request, "projects/_utilization_chart.html", {
+        "chart": owner_chart(cluster=project.cluster, project=project, period=request.GET.get("period", "")),
+        "chart_url": reverse("project-utilization-chart", args=[project.pk])})
+
+
+@login_required
+def department_utilization_chart(request, pk: int):
+    """The department page's GPU utilization chart (`?period=24h|7d`), fetched after the page."""
+    department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
+    return render(request, "projects/_utilization_chart.html", {
+        "chart": owner_chart(cluster=department.cluster, department=department, period=request.GET.get("period", "")),
+        "chart_url": reverse("department-utilization-chart", args=[department.pk])})

@@ -1,12 +1,18 @@
 """Shared fixtures: a small organisation built through the services, and one login per role."""
 from __future__ import annotations
 
+import http.server
 import os
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 REQUIRE_POSTGRES = os.environ.get("CONSOLE_REQUIRE_POSTGRES") == "1"
 REQUIRE_REDIS = os.environ.get("CONSOLE_REQUIRE_REDIS") == "1"
+# CI installs Debian's prometheus and sets this: there a missing Prometheus is a failure, not a skip.
+REQUIRE_PROMETHEUS = os.environ.get("CONSOLE_REQUIRE_PROMETHEUS") == "1"
 
 
 def pytest_configure(config):
@@ -40,6 +46,93 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "redis" in item.keywords:
                 item.add_marker(skip)
+
+
+def require_prometheus() -> None:
+    """Skip (or, under CONSOLE_REQUIRE_PROMETHEUS=1, fail) when /usr/bin/prometheus is not installed."""
+    from gpumetrics import localprom
+
+    if not localprom.available():
+        if REQUIRE_PROMETHEUS:
+            pytest.fail(f"CONSOLE_REQUIRE_PROMETHEUS=1 but Prometheus is missing ({localprom.PROMETHEUS})")
+        pytest.skip("Prometheus is not installed (apt-get install prometheus; CONSOLE_REQUIRE_PROMETHEUS=1 makes "
+                    "this a failure)")
+
+
+@pytest.fixture
+def prometheus():
+    """`prometheus(*scrape_urls, scrape_interval="1s")`: a real Prometheus (Debian's /usr/bin/prometheus)
+    scraping those URLs (e.g. `emulator.url + "/dcgm/metrics"`), ready, stopped after the test. Skips
+    with the reason when Prometheus is not installed, except under CONSOLE_REQUIRE_PROMETHEUS=1."""
+    from gpumetrics import cache_clear
+    from gpumetrics.localprom import LocalPrometheus
+
+    require_prometheus()
+    started = []
+
+    def start(*urls: str, scrape_interval: str = "1s", tsdb_dir: str | None = None):
+        prom = LocalPrometheus(urls, scrape_interval=scrape_interval, tsdb_dir=tsdb_dir)
+        started.append(prom)
+        prom.start()
+        return prom
+
+    cache_clear()
+    yield start
+    for prom in started:
+        prom.stop()
+    cache_clear()
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[..., str]]:
+    """`http_server(handler(request) -> (status, content_type, body))`: a local server's URL."""
+    servers = []
+
+    def start(answer: Callable[[http.server.BaseHTTPRequestHandler], tuple[int, str, bytes]]) -> str:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                status, ctype, body = answer(self)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            do_GET = do_POST = _answer
+
+        server = _Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def slow_prometheus(http_server) -> str:
+    """A 'Prometheus' that answers every query after 3 seconds."""
+    def answer(request):
+        time.sleep(3)
+        return 200, "application/json", b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+
+    return http_server(answer)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 
-CONSOLE_MODELS = [m for app in ("nodepools", "projects") for m in apps.get_app_config(app).get_models()]
+CONSOLE_MODELS = [m for app in ("nodepools", "projects", "provisioning") for m in apps.get_app_config(app).get_models()]
 
 
 def test_every_console_model_is_registered():

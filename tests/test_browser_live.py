@@ -210,3 +210,33 @@ def test_a_sync_leader_that_stopped_reporting_makes_the_open_page_say_the_figure
 
     Cluster.objects.filter(pk=cluster.pk).update(leader_heartbeat=timezone.now())
     expect(banner).to_have_count(0, timeout=5000)
+
+
+def test_a_node_added_while_the_page_was_connecting_shows_without_a_reload(page, live_cluster):
+    # The hint for a change made between the page's rendering and its websocket joining is gone; the
+    # page learns of it from the marks in the websocket's hello, and refetches its table.
+    import re
+
+    from playwright.sync_api import expect
+
+    from kubesim import make_node
+    from nodepools.models import Node
+
+    cluster, emu, sync = live_cluster
+    held = []
+    page.route_web_socket(re.compile(r".*/ws/live/.*"), lambda ws: held.append(ws))  # connects when the test says
+    log_in(page, "cluster-viewer", "pw-cluster-viewer")
+    page.goto(f"/nodes/?cluster={cluster.pk}&sort=name")
+    expect(page.locator("#nodes-table tr[data-node]")).to_have_count(2)
+    page.evaluate("window.pageMark = 'not reloaded'")
+
+    emu.add_node(make_node("g-3", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB"))
+    assert sync.run_until(lambda: Node.objects.filter(cluster=cluster, name="g-3").exists())
+    time.sleep(0.5)  # the hint went out to nobody
+    expect(page.locator("#nodes-table tr[data-node='g-3']")).to_have_count(0)
+
+    assert held, "the page opened no websocket"
+    held[-1].connect_to_server()
+    expect(page.locator("#nodes-table tr[data-node='g-3']")).to_be_visible(timeout=5000)
+    expect(page.locator("#nodes-table tr[data-node]")).to_have_count(3)
+    assert page.evaluate("window.pageMark") == "not reloaded"

@@ -11,25 +11,6 @@ from tests.test_browser import _hints_reach_the_in_process_server, chromium, liv
 
 pytestmark = test_browser.pytestmark
 
-# One Twisted reactor per process: every browser module's session fixture gets the one Daphne server
-# (the first `start` runs it, the others borrow it; the first `stop` ends it).
-_Server = test_browser.LiveASGIServer
-if not hasattr(_Server, "shared_instance"):
-    _Server.shared_instance = None
-    _start, _stop = _Server.start, _Server.stop
-
-    def _start_once(self):
-        if _Server.shared_instance is None:
-            _Server.shared_instance = _start(self)
-        return _Server.shared_instance
-
-    def _stop_once(self):
-        server, _Server.shared_instance = _Server.shared_instance, None
-        if server is not None:
-            _stop(server)
-
-    _Server.start, _Server.stop = _start_once, _stop_once
-
 
 def test_oversubscribing_a_pool_shows_the_warning_and_the_ratio_after_the_editor_closes(page, org, users):
     from playwright.sync_api import expect

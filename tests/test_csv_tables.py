@@ -110,9 +110,11 @@ def test_nodes_csv_with_all_columns(client, org, users):
     assert rows == [
         ["Node", "Status", "Node pool", "Cluster", "GPU type", "Ready GPU devices", "Total GPU devices", "GPU memory (GiB)",
          "Allocated GPUs", "Free GPU devices", "CPU (cores)", "CPU memory (GiB)", "Allocated CPU (cores)",
-         "Allocated CPU memory (GiB)", "Pods", "Zone", "Instance type", "Capacity type"],
+         "Allocated CPU memory (GiB)", "Pods", "Zone", "Instance type", "Capacity type", "GPU utilization (%)",
+         "Used GPU memory (GiB)", "Total GPU memory reported (GiB)"],
+        # No Prometheus for this cluster: no GPU utilization figures.
         ["v100-1", "Not ready (Scheduling disabled)", "default", "lab", "Tesla-V100-SXM2-16GB", "0", "4", "64", "0", "0",
-         "32", "244", "0.2", "0.2", "2", "us-east-1a", "p3.8xlarge", "spot"],
+         "32", "244", "0.2", "0.2", "2", "us-east-1a", "p3.8xlarge", "spot", "", "", ""],
     ]
 
 
@@ -153,9 +155,11 @@ def test_pools_csv_and_projects_csv(client, org, users):
     rows = csv_of(client.get(reverse("pool-list"), {"sort": "name", "format": "csv"}))
     assert rows == [
         ["Node pool", "Cluster", "Status", "Label key", "Label value", "Nodes", "Total GPU devices", "Allocated GPUs",
-         "Free GPUs", "Projects' GPU quota (sum)", "Workloads", "GPU placement strategy"],
-        ["a100", "lab", "Ready", "gpu-type", "A100", "2", "8", "3", "5", "0", "1", "Bin-pack"],
-        ["default", "lab", "Ready", "", "", "2", "8", "0", "8", "0", "0", "Bin-pack"],
+         "Free GPUs", "Utilization of allocated GPUs (%)", "Idle allocated GPUs", "Projects' GPU quota (sum)",
+         "Workloads", "GPU placement strategy"],
+        # No Prometheus for this cluster: the GPU utilization cells are empty.
+        ["a100", "lab", "Ready", "gpu-type", "A100", "2", "8", "3", "5", "", "", "0", "1", "Bin-pack"],
+        ["default", "lab", "Ready", "", "", "2", "8", "0", "8", "", "", "0", "0", "Bin-pack"],
     ]
     rows = csv_of(client.get(reverse("project-list"), {"sort": "-name", "format": "csv"}))
     assert rows == [

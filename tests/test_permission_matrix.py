@@ -24,6 +24,7 @@ OPS_READERS = frozenset({"sysadmin", "cluster_viewer"})                         
 AUDITORS = frozenset({"sysadmin", "rnd_admin"})     # read (part of) the audit trail
 RND_A_CHANGERS = frozenset({"sysadmin", "rnd_admin", "proj_admin"})
 RND_MEMBER_MANAGERS = frozenset({"sysadmin", "rnd_admin"})
+RND_A_SUBMITTERS = frozenset({"sysadmin", "rnd_admin", "proj_admin", "researcher"})  # submit / stop in rnd-a
 NOBODY = frozenset()
 
 
@@ -79,6 +80,10 @@ MATRIX: dict[str, list[Case]] = {
     "pool-detail": [Case(IN_CLUSTER, pk("a100"))],
     "pool-edit": [Case(SYSADMIN, pk("a100"))],
     "pool-delete": [Case(SYSADMIN, pk("a100"))],
+    # Karpenter-backed pools (provisioning): system administrators only (flows: tests/provisioning/).
+    "provisioning-pool-create": [Case(SYSADMIN)],
+    "provisioning-nodepool-edit": [Case(SYSADMIN, pk("a100"))],
+    "provisioning-pool-delete": [Case(SYSADMIN, pk("a100"))],
     "node-list": [Case(EVERYONE)],
     "node-detail": [Case(IN_CLUSTER, pk("node"))],
     "node-move": [Case(SYSADMIN, pk("node"), method="post")],
@@ -96,6 +101,9 @@ MATRIX: dict[str, list[Case]] = {
     "project-list": [Case(EVERYONE)],
     "project-create": [Case(RND_MEMBER_MANAGERS)],
     "project-detail": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "project-utilization-chart": [Case(RND_A_READERS, pk("rnd_a")),
+                                  Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "department-utilization-chart": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "project-edit": [Case(RND_A_CHANGERS, pk("rnd_a")), Case(SYSADMIN, pk("ops_a"), label="other department")],
     "project-members": [Case(RND_A_CHANGERS, pk("rnd_a"), method="post"),
                         Case(SYSADMIN, pk("ops_a"), method="post", label="other department")],
@@ -103,12 +111,39 @@ MATRIX: dict[str, list[Case]] = {
                          Case(SYSADMIN, pk("ops_a"), method="post", label="other department")],
     "quota-grid": [Case(IN_CLUSTER, pk("cluster"))],
     "quota-edit": [Case(RND_A_READERS, pk("rnd_a_quota")), Case(OPS_READERS, pk("ops_a_quota"), label="other department")],
+    # --- platforms, pod templates, rule sets (workloads; configured by system administrators) ---
+    "platform-list": [Case(EVERYONE)],
+    "platform-detail": [Case(IN_CLUSTER, pk("platform"))],
+    "platform-edit": [Case(SYSADMIN, pk("platform"))],
+    "platform-delete": [Case(SYSADMIN, pk("platform"))],
+    "pool-platforms": [Case(IN_CLUSTER, pk("a100"))],
+    "platform-create": [Case(SYSADMIN, pk("a100"))],
+    "pool-workload-settings": [Case(SYSADMIN, pk("a100"))],
+    "podtemplate-list": [Case(EVERYONE)],
+    "podtemplate-create": [Case(SYSADMIN)],
+    "podtemplate-detail": [Case(IN_CLUSTER, pk("pod_template"))],
+    "podtemplate-edit": [Case(SYSADMIN, pk("pod_template"))],
+    "podtemplate-delete": [Case(SYSADMIN, pk("pod_template"))],
+    "ruleset-list": [Case(EVERYONE)],
+    "ruleset-create": [Case(SYSADMIN)],
+    "ruleset-detail": [Case(IN_CLUSTER, pk("rule_set"))],
+    "ruleset-edit": [Case(SYSADMIN, pk("rule_set"))],
+    "ruleset-delete": [Case(SYSADMIN, pk("rule_set"))],
+    # --- workloads: the table, submitting, stopping, who may submit to a pool ---
+    "workload-list": [Case(EVERYONE)],
+    "workload-submit": [Case(RND_A_SUBMITTERS)],
+    # Allowed = past the access check (the cluster is unreachable here: the page then says so).
+    "workload-stop": [Case(RND_A_SUBMITTERS, pk("rnd_a_workload"), method="post"),
+                      Case(SYSADMIN, pk("ops_a_workload"), method="post", label="other department")],
+    "pool-access": [Case(IN_CLUSTER, pk("a100")),
+                    Case(SYSADMIN, pk("a100"), method="post", data=lambda w: {"open_to_cluster": "on"})],
     # --- audit trail and usage history (pages) ---
     "audit-events": [Case(AUDITORS)],
     "audit-export": [Case(AUDITORS)],
     "audit-event": [Case(AUDITORS, pk("rnd_event")), Case(SYSADMIN, pk("ops_event"), label="other department")],
     "usage-history": [Case(EVERYONE)],
     "usage-export": [Case(EVERYONE)],
+    "usage-idle-gpus": [Case(EVERYONE)],
     # --- REST API (lists answer everyone logged in, with only what they may see) ---
     "api-schema": [Case(EVERYONE, public=True)],
     "api-docs": [Case(EVERYONE, public=True)],
@@ -123,6 +158,13 @@ MATRIX: dict[str, list[Case]] = {
                                 Case(SYSADMIN, pk("cluster"), method="put", data=lambda w: {"enforcer": "none"},
                                      label="choose the enforcer")],
     "api:cluster-scheduler-queues": [Case(IN_CLUSTER, pk("cluster"))],
+    "api:pool-provisioning": [Case(IN_CLUSTER, pk("a100"))],
+    "api:nodepool-pending-gpu-pods": [Case(IN_CLUSTER, pk("a100"))],
+    "api:nodepool-advice": [Case(IN_CLUSTER, pk("a100"))],
+    "api:pod-provisioning": [
+        Case(RND_A_READERS, lambda w: {"pk": w.cluster.pk, "namespace": "runai-rnd-a", "name": "rnd-a-waits"}),
+        Case(OPS_READERS, lambda w: {"pk": w.cluster.pk, "namespace": "runai-ops-a", "name": "ops-a-waits"},
+             label="other department")],
     "api:project-waiting": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
     "api:department-waiting": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "api:department-list": [Case(EVERYONE)],
@@ -142,7 +184,19 @@ MATRIX: dict[str, list[Case]] = {
     "api:auditevent-list": [Case(EVERYONE)],
     "api:auditevent-export": [Case(EVERYONE)],
     "api:auditevent-detail": [Case(AUDITORS, pk("rnd_event")), Case(SYSADMIN, pk("ops_event"), label="other department")],
+    "api:workload-list": [Case(EVERYONE),
+                          Case(RND_A_SUBMITTERS, method="post", label="dry-run submission to rnd-a",
+                               data=lambda w: {"project": w.rnd_a.pk, "image": "busybox", "dry_run": True})],
+    "api:workload-detail": [Case(RND_A_READERS, pk("rnd_a_workload")),
+                            Case(OPS_READERS, pk("ops_a_workload"), label="other department")],
+    "api:platform-list": [Case(EVERYONE)],
+    "api:platform-detail": [Case(IN_CLUSTER, pk("platform"))],
+    "api:podtemplate-list": [Case(EVERYONE)],
+    "api:podtemplate-detail": [Case(IN_CLUSTER, pk("pod_template"))],
+    "api:ruleset-list": [Case(EVERYONE)],
+    "api:ruleset-detail": [Case(IN_CLUSTER, pk("rule_set"))],
     "api:usagesnapshot-list": [Case(EVERYONE)],
+    "api:idle-gpus": [Case(EVERYONE)],
     "api:usagesnapshot-export": [Case(EVERYONE)],
     "api:usagesnapshot-detail": [Case(RND_A_READERS, pk("rnd_a_usage")),
                                  Case(OPS_READERS, pk("ops_a_usage"), label="other department")],
@@ -200,6 +254,9 @@ def world(org, users):
     # An ops-a member outside the matrix's roles, so that ops-a has a role assignment to ask for.
     ops_role = services.role_assign(actor=None, role=Role.RESEARCHER, user=make_user("ops-member"), project=org.ops_a)
     usage_snapshot_take()
+    # Pending pods of rnd-a and ops-a (what Karpenter can do for them is read per pod).
+    org.run("rnd-a-waits", org.rnd_a, None, phase="Pending")
+    org.run("ops-a-waits", org.ops_a, None, phase="Pending")
     objects = {
         "cluster": org.cluster, "a100": org.a100, "node": org.cluster.nodes.get(name="a100-1"),
         "rnd": org.rnd, "ops": org.ops, "rnd_a": org.rnd_a, "ops_a": org.ops_a,
@@ -212,6 +269,19 @@ def world(org, users):
         "ops_a_usage": UsageSnapshot.objects.filter(project=org.ops_a).first(),
         "sysadmin_token": token_create(actor=users["sysadmin"], name="matrix")[0],
     }
+    from workloads import services as workload_services
+    from workloads.models import ResourceValidationRuleSet
+
+    objects["pod_template"] = workload_services.pod_template_create(actor=None, cluster=org.cluster, name="a100",
+                                                                    body={"spec": {}})
+    objects["platform"] = workload_services.platform_create(actor=None, pool=org.a100, name="a100-platform",
+                                                            override_templates=["a100"])
+    objects["rule_set"] = ResourceValidationRuleSet.objects.get(cluster=org.cluster, name="default_gpu")
+    from workloads.models import Workload
+
+    # Jobs as the sync mirrors them, in rnd-a's and ops-a's namespaces.
+    objects["rnd_a_workload"] = Workload.objects.create(cluster=org.cluster, namespace="runai-rnd-a", name="job-a")
+    objects["ops_a_workload"] = Workload.objects.create(cluster=org.cluster, namespace="runai-ops-a", name="job-o")
     return World(org, users, objects)
 
 
@@ -223,6 +293,8 @@ def outcome(response, login_url="/login/") -> str:
     if code in (403, 404):
         return "denied"
     if code < 400 or code in (400, 409, 412, 428):  # got past the access check to the request's own rules
+        return "allowed"
+    if code == 503:  # got past the access check; the cluster (which the matrix's `lab` has none of) was not read
         return "allowed"
     return f"status {code}"
 

@@ -29,6 +29,7 @@ def demo_env(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "DEBUG"}}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
     env["PYTHONUNBUFFERED"] = "1"
+    env["CONSOLE_RUN_DIR"] = str(tmp_path / "run")  # the SQLite and PostgreSQL runs of CI go side by side
     return env
 
 
@@ -133,6 +134,22 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     assert float(allocated) > 0
     text = demo["out"].read_text()
     assert text.index("first full sync done") < text.index("usage snapshot:")
+
+    # With Debian's prometheus, the demo's Prometheus scrapes the emulator's DCGM exporter: project
+    # team-nlp holds its 12 GPUs idle.
+    from gpumetrics import localprom
+    from gpumetrics.localprom import LocalPrometheus
+
+    if localprom.available() or os.environ.get("CONSOLE_REQUIRE_PROMETHEUS") == "1":
+        named = [line for line in text.splitlines() if line.startswith("Prometheus (")]
+        assert named, text
+        prom = LocalPrometheus()
+        prom.url = named[0].rsplit(" ", 1)[1]
+        idle = prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{namespace="runai-team-nlp"}', count=12, timeout=30)
+        assert {row["value"][1] for row in idle} == {"1"}
+        prom.stop()  # only its own temporary directory: the demo's Prometheus is the demo's to stop
+    else:
+        assert "No Prometheus at" in text
 
     # Ctrl-C stops everything, cleanly.
     os.killpg(demo["proc"].pid, signal.SIGINT)

@@ -16,6 +16,7 @@ MAX_EXAMPLES = 6
 REAL_IDS = {
     "clusters": "cluster", "node-pools": "a100", "nodes": "node", "departments": "rnd", "projects": "rnd_a",
     "quotas": "quota", "role-assignments": "assignment", "audit-events": "event", "usage-snapshots": "snapshot",
+    "platforms": "platform", "pod-templates": "pod_template", "rule-sets": "rule_set", "workloads": "workload",
 }
 
 
@@ -43,12 +44,22 @@ def fuzz_world(org, users, no_connection_closing):
 
     org.run("train-1", org.rnd_a, "a100-1", gpus=2)
     usage_snapshot_take()
+    from workloads import services as workload_services
+    from workloads.models import ResourceValidationRuleSet, Workload
+
+    pod_template = workload_services.pod_template_create(actor=None, cluster=org.cluster, name="a100", body={"spec": {}})
+    platform = workload_services.platform_create(actor=None, pool=org.a100, name="a100-platform",
+                                                 override_templates=["a100"])
     _, raw = token_create(actor=users["sysadmin"], name="fuzz")
     ids = {
         "cluster": org.cluster.pk, "a100": org.a100.pk, "node": org.cluster.nodes.first().pk, "rnd": org.rnd.pk,
         "rnd_a": org.rnd_a.pk, "quota": org.quota(org.rnd_a, org.a100).pk,
         "assignment": RoleAssignment.objects.filter(project=org.rnd_a).first().pk,
         "event": AuditEvent.objects.first().pk, "snapshot": UsageSnapshot.objects.first().pk,
+        "platform": platform.pk, "pod_template": pod_template.pk,
+        "rule_set": ResourceValidationRuleSet.objects.get(cluster=org.cluster, name="default_gpu").pk,
+        # A Job as the sync mirrors it (stopping it meets an unreachable cluster: a documented 503).
+        "workload": Workload.objects.create(cluster=org.cluster, namespace="runai-rnd-a", name="job-a").pk,
     }
     return {"headers": {"Authorization": f"Bearer {raw}"}, "ids": ids}
 

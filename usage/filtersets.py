@@ -54,3 +54,36 @@ class UsageSnapshotFilterSet(django_filters.FilterSet):
 def default_range(days: int = 7) -> tuple[datetime.date, datetime.date]:
     today = timezone.now().date()
     return today - datetime.timedelta(days=days - 1), today
+
+
+class IdleGpuFilterSet(django_filters.FilterSet):
+    """The one FilterSet of idle allocated GPUs (the page, its CSV): it filters the pods that hold them
+    (already restricted to what the user may see) before Prometheus' answer is joined to them."""
+
+    q = django_filters.CharFilter(method="filter_q", label="Search (pod, namespace)")
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster", label="Cluster")
+    pool = ModelMultipleChoiceFilter(queryset=visible_pools, method="filter_pool", label="Node pool")
+    department = ModelMultipleChoiceFilter(queryset=visible_departments, method="filter_department",
+                                           label="Department")
+    project = ModelMultipleChoiceFilter(queryset=visible_projects, method="filter_project", label="Project")
+
+    class Meta:
+        fields = ["q", "cluster", "pool", "department", "project"]
+
+    def filter_q(self, queryset, name, value):
+        from django.db.models import Q
+
+        value = (value or "").strip()
+        return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value)) if value else queryset
+
+    def filter_cluster(self, queryset, name, value):
+        return queryset.filter(cluster_id__in=[c.pk for c in value]) if value else queryset
+
+    def filter_pool(self, queryset, name, value):
+        return queryset.filter(node__pool_id__in=[p.pk for p in value]) if value else queryset
+
+    def filter_department(self, queryset, name, value):
+        return queryset.filter(project__department_id__in=[d.pk for d in value]) if value else queryset
+
+    def filter_project(self, queryset, name, value):
+        return queryset.filter(project_id__in=[p.pk for p in value]) if value else queryset

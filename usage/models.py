@@ -63,6 +63,11 @@ class UsageSnapshot(models.Model):
     memory_deserved_mib = models.BigIntegerField(null=True, blank=True)
     memory_allocated_mib = models.BigIntegerField()
     memory_over_quota_mib = models.BigIntegerField()
+    # GPU utilization (DCGM exporter, through the cluster's Prometheus) of the GPUs allocated to the row's
+    # pods: the average (%) over the interval before the snapshot, and how many of them were idle (under
+    # the idle threshold for the idle window). Null: unknown (no Prometheus, or it did not answer).
+    gpu_utilization = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    gpu_idle = models.PositiveIntegerField(null=True, blank=True)
 
     objects = UsageSnapshotQuerySet.as_manager()
 

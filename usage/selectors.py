@@ -15,6 +15,7 @@ CSV_HEADER = [
     "GPU capacity (Ready)", "GPU deserved", "GPU allocated", "GPU over-quota",
     "CPU capacity (cores)", "CPU deserved (cores)", "CPU allocated (cores)", "CPU over-quota (cores)",
     "Memory capacity (MiB)", "Memory deserved (MiB)", "Memory allocated (MiB)", "Memory over-quota (MiB)",
+    "GPU utilization (%)", "Idle GPUs",
 ]
 
 
@@ -41,6 +42,7 @@ def csv_rows(snapshots) -> Iterator[list]:
             row.memory_capacity_mib,
             unlimited if row.memory_deserved_mib is None and row.kind != 0 else row.memory_deserved_mib,
             row.memory_allocated_mib, row.memory_over_quota_mib,
+            "" if row.gpu_utilization is None else row.gpu_utilization, "" if row.gpu_idle is None else row.gpu_idle,
         ]
 
 
@@ -64,3 +66,79 @@ def gpu_series(*, user: Any, pool: Any = None, department: Any = None, days: int
             over_quota=Sum("gpu_over_quota"),
         ).order_by("taken")
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Idle allocated GPUs
+
+class IdleGpuRow:
+    """One idle GPU joined to the console's pod (and so to its project, department, node and pool)."""
+
+    def __init__(self, gpu, pod):
+        self.gpu = gpu
+        self.pod = pod
+        self.cluster = pod.cluster
+        self.project = pod.project
+        self.department = pod.project.department if pod.project else None
+        self.namespace = pod.namespace
+        self.pod_name = pod.name
+        self.node = gpu.node or pod.node_name
+        self.pool = pod.node.pool if pod.node is not None and pod.node.pool_id else None
+        self.gpu_index = gpu.index
+        self.uuid = gpu.uuid
+        self.model = gpu.model
+        self.since = gpu.since
+        self.since_before = gpu.since_before
+        self.idle_hours = round(gpu.idle_hours, 2)
+        self.gpu_hours_wasted = gpu.gpu_hours_wasted
+
+    @property
+    def project_name(self) -> str:
+        return self.project.name if self.project else ""
+
+    @property
+    def department_name(self) -> str:
+        return self.department.name if self.department else ""
+
+
+def idle_gpu_pods(*, user: Any):
+    """The pods whose GPUs may be listed: those the user may see that hold GPUs."""
+    from nodepools.models import Pod
+
+    return Pod.objects.restrict(user, "view").filter(gpus__gt=0)
+
+
+def idle_gpu_rows(pods, *, now=None) -> tuple[list[IdleGpuRow], dict[str, str]]:
+    """Idle GPUs (projects.utilization) held by `pods` (restricted and filtered): two Prometheus queries
+    per cluster those pods run in, whatever their number; ordered by project, then longest idle first.
+    Returns (rows, {cluster name: reason} for clusters whose figures could not be had)."""
+    from projects.utilization import idle_gpus
+
+    cluster_ids = set(pods.order_by().values_list("cluster_id", flat=True).distinct())
+    clusters = list(Cluster.objects.filter(pk__in=cluster_ids))
+    gpus, reasons = idle_gpus(clusters, now=now)
+    names = {c.pk: c.name for c in clusters}
+    rows: list[IdleGpuRow] = []
+    if gpus:
+        keys = {(g.cluster_id, g.namespace, g.pod) for g in gpus}
+        matched = pods.filter(namespace__in={k[1] for k in keys}, name__in={k[2] for k in keys}).select_related(
+            "cluster", "project__department", "node__pool")
+        by_key = {(p.cluster_id, p.namespace, p.name): p for p in matched}
+        for gpu in gpus:
+            pod = by_key.get((gpu.cluster_id, gpu.namespace, gpu.pod))
+            if pod is not None:
+                rows.append(IdleGpuRow(gpu, pod))
+    rows.sort(key=lambda r: (r.department_name, r.project_name, r.since, r.namespace, r.pod_name, r.gpu_index))
+    return rows, {names[pk]: reason for pk, reason in reasons.items()}
+
+
+def idle_summary(rows: list[IdleGpuRow]) -> list[dict[str, Any]]:
+    """Per project (department, project): idle GPUs and GPU-hours wasted, most wasted first."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        key = (row.cluster.name, row.department_name, row.project_name)
+        group = groups.setdefault(key, {"cluster": key[0], "department": key[1], "project": row.project,
+                                        "project_name": key[2], "gpus": 0, "gpu_hours": 0})
+        group["gpus"] += 1
+        group["gpu_hours"] += row.gpu_hours_wasted
+    return sorted(groups.values(), key=lambda g: (-g["gpu_hours"], g["department"], g["project_name"]))

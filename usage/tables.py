@@ -81,6 +81,8 @@ class UsageSnapshotTable(ConsoleTable):
     memory_deserved_mib = UnlimitedColumn("Memory deserved (MiB)")
     memory_allocated_mib = tables.Column("Memory allocated (MiB)", attrs=NUM)
     memory_over_quota_mib = tables.Column("Memory over-quota (MiB)", attrs=NUM)
+    gpu_utilization = tables.Column("GPU utilization (%)", default="—", attrs=NUM)
+    gpu_idle = tables.Column("Idle GPUs", default="—", attrs=NUM)
 
     def export_kind(self, record):
         return record.get_kind_display()
@@ -99,3 +101,38 @@ class UsageSnapshotTable(ConsoleTable):
 
     def export_memory_deserved_mib(self, record):
         return unlimited(record.memory_deserved_mib, record)
+
+
+class SinceColumn(tables.Column):
+    """When the GPU became idle; "before …" when it has been idle for longer than the lookback."""
+
+    def render(self, value, record):
+        text = f"{value:%Y-%m-%d %H:%M}"
+        return f"before {text}" if record.since_before else text
+
+
+@register
+class IdleGpuTable(ConsoleTable):
+    key = "idle-gpus"
+    default_columns = ("department", "project", "namespace", "pod", "node", "gpu_index", "model", "since",
+                       "idle_hours", "gpu_hours_wasted")
+
+    cluster = tables.Column("Cluster", accessor="cluster__name")
+    department = tables.Column("Department", accessor="department_name", default="—")
+    project = tables.Column("Project", accessor="project_name", default="—")
+    namespace = tables.Column("Namespace")
+    pod = tables.Column("Pod", accessor="pod_name")
+    node = tables.Column("Node")
+    pool = tables.Column("Node pool", accessor="pool__name", default="—")
+    gpu_index = tables.Column("GPU", attrs=NUM)
+    uuid = tables.Column("GPU UUID")
+    model = tables.Column("GPU model", default="—")
+    since = SinceColumn("Idle since (UTC)")
+    idle_hours = tables.Column("Idle for (hours)", attrs=NUM)
+    gpu_hours_wasted = tables.Column("GPU-hours wasted", attrs=NUM)
+
+    def export_since(self, record):
+        return f"{'before ' if record.since_before else ''}{record.since:%Y-%m-%dT%H:%M:%SZ}"
+
+    def export_pool(self, record):
+        return record.pool.name if record.pool else ""

@@ -8,9 +8,9 @@ from django.http import HttpResponse
 from console.csv import csv_response
 from ui.pages import table_page
 from usage import selectors
-from usage.filtersets import UsageSnapshotFilterSet
+from usage.filtersets import IdleGpuFilterSet, UsageSnapshotFilterSet
 from usage.forms import range_errors
-from usage.tables import UsageSnapshotTable
+from usage.tables import IdleGpuTable, UsageSnapshotTable
 
 
 def _filtered(request):
@@ -36,3 +36,26 @@ def export(request):
         return HttpResponse(range_errors(filterset.form), status=400, content_type="text/plain; charset=utf-8")
     snapshots = filterset.qs.order_by("taken", "pool_id", "kind", "department_id", "project_id")
     return csv_response("usage-history.csv", selectors.CSV_HEADER, selectors.csv_rows(snapshots))
+
+
+@login_required
+def idle_gpus(request):
+    """Allocated GPUs whose utilization stayed under the threshold for the window, by project, with
+    since-when and GPU-hours wasted; the CSV is the same view."""
+    from projects.utilization import idle_threshold, idle_window
+
+    found: dict = {}
+
+    def rows_hook(pods):
+        rows, reasons = selectors.idle_gpu_rows(pods)
+        found.update(rows=rows, reasons=reasons)
+        return rows
+
+    window = idle_window()
+    return table_page(
+        request, template="usage/idle_gpus.html", table_class=IdleGpuTable,
+        queryset=selectors.idle_gpu_pods(user=request.user), filterset_class=IdleGpuFilterSet,
+        csv_name="idle-gpus", dropdown_fields=["cluster", "pool", "department", "project"], rows_hook=rows_hook,
+        context={"found": found, "threshold": idle_threshold(), "window_minutes": int(window.total_seconds() // 60),
+                 "summary": lambda: selectors.idle_summary(found.get("rows", []))},
+    )

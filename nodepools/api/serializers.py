@@ -15,8 +15,9 @@ class ClusterSerializer(serializers.ModelSerializer):
         model = Cluster
         fields = [
             "id", "name", "description", "kubeconfig_path", "kube_context", "in_cluster",
-            "limit_projects_to_department_quota", "connection_state", "last_error", "last_full_sync", "created",
-            "updated",
+            "limit_projects_to_department_quota", "prometheus_url", "prometheus_bearer_token_file",
+            "prometheus_basic_auth_file", "prometheus_label_matchers", "connection_state", "last_error",
+            "last_full_sync", "created", "updated",
         ]
         read_only_fields = ["connection_state", "last_error", "last_full_sync", "created", "updated"]
 
@@ -27,6 +28,8 @@ class ClusterSerializer(serializers.ModelSerializer):
             # Where the server keeps credentials is for the administrators who configure clusters.
             data["kubeconfig_path"] = ""
             data["kube_context"] = ""
+            data["prometheus_bearer_token_file"] = ""
+            data["prometheus_basic_auth_file"] = ""
         return data
 
 
@@ -36,7 +39,56 @@ class ClusterUpdateSerializer(ClusterSerializer):
         extra_kwargs = {f: {"required": False} for f in ClusterSerializer.Meta.fields}
 
 
-class NodePoolSerializer(serializers.ModelSerializer):
+def _gpu(obj):
+    return getattr(obj, "gpu_metrics", None)
+
+
+def _round(value, digits=1):
+    return None if value is None else round(value, digits)
+
+
+class GpuMetricsFields(serializers.Serializer):
+    """The DCGM exporter's figures, through the cluster's Prometheus (null when unavailable; then
+    `gpu_metrics_unavailable` says why)."""
+
+    gpu_utilization = serializers.SerializerMethodField(
+        help_text="Average GPU utilization (%) of the GPU devices the DCGM exporter reports (DCGM_FI_DEV_GPU_UTIL).")
+    allocated_gpu_utilization = serializers.SerializerMethodField(
+        help_text="Average utilization (%) of the GPU devices a pod holds.")
+    idle_allocated_gpus = serializers.SerializerMethodField(
+        help_text="GPU devices a pod has held for the whole idle window (GPU_IDLE_WINDOW_MINUTES, default 30) "
+                  "with utilization under the idle threshold all along (GPUMETRICS_IDLE_THRESHOLD, default 5 %): "
+                  "the Idle GPUs page's definition.")
+    gpu_memory_used_mib = serializers.SerializerMethodField(help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
+    gpu_memory_reported_mib = serializers.SerializerMethodField(
+        help_text="GPU memory the exporter reports (MiB, used + free).")
+    gpu_metrics_unavailable = serializers.SerializerMethodField(
+        help_text="Why the GPU figures are null (e.g. \"Prometheus unreachable: connection refused\"), else null.")
+
+    def get_gpu_utilization(self, obj) -> float | None:
+        return _round(_gpu(obj).utilization) if _gpu(obj) else None
+
+    def get_allocated_gpu_utilization(self, obj) -> float | None:
+        return _round(_gpu(obj).allocated_utilization) if _gpu(obj) else None
+
+    def get_idle_allocated_gpus(self, obj) -> int | None:
+        return _gpu(obj).idle_allocated if _gpu(obj) else None
+
+    def get_gpu_memory_used_mib(self, obj) -> float | None:
+        return _gpu(obj).memory_used_mib if _gpu(obj) else None
+
+    def get_gpu_memory_reported_mib(self, obj) -> float | None:
+        return _gpu(obj).memory_total_mib if _gpu(obj) else None
+
+    def get_gpu_metrics_unavailable(self, obj) -> str | None:
+        return None if _gpu(obj) else (getattr(obj, "gpu_metrics_reason", "") or "not loaded")
+
+
+GPU_METRICS_FIELDS = ["gpu_utilization", "allocated_gpu_utilization", "idle_allocated_gpus", "gpu_memory_used_mib",
+                      "gpu_memory_reported_mib", "gpu_metrics_unavailable"]
+
+
+class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     status = serializers.CharField(read_only=True, help_text="Empty, Ready or Unschedulable.")
     label = serializers.CharField(read_only=True)
@@ -59,7 +111,7 @@ class NodePoolSerializer(serializers.ModelSerializer):
             "id", "cluster", "name", "description", "is_default", "label_key", "label_value", "label",
             "gpu_placement", "cpu_placement", "gpu_limit", "status", "node_count", "ready_node_count", "gpu_total",
             "gpu_ready", "gpu_allocated", "gpu_free", "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
-            "memory_total_bytes", "memory_allocated_bytes", "workload_count", "created", "updated",
+            "memory_total_bytes", "memory_allocated_bytes", "workload_count", *GPU_METRICS_FIELDS, "created", "updated",
         ]
         read_only_fields = ["is_default", "created", "updated"]
 
@@ -91,7 +143,7 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
 
 
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
     status_text = serializers.CharField(read_only=True)
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
 
@@ -102,7 +154,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "unschedulable", "labels", "taints", "gpu_product", "gpu_capacity", "gpu_allocatable", "gpu_memory_mib",
             "gpu_family", "mig_strategy", "is_gpu_node", "cpu_capacity_millis", "cpu_allocatable_millis",
             "memory_capacity_bytes", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
-            "created_in_cluster", "updated",
+            "created_in_cluster", *GPU_METRICS_FIELDS, "updated",
         ]
         read_only_fields = fields
 

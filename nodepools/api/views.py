@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from console.api import RestrictedQuerysetMixin
-from nodepools import services
+from nodepools import selectors, services
 from nodepools.api import serializers as s
 from nodepools.filtersets import ClusterFilterSet, NodeFilterSet, NodePoolFilterSet
 from nodepools.models import Cluster, Node, NodePool
@@ -53,8 +53,22 @@ class NodePoolViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
     def base_queryset(self):
         return NodePool.objects.select_related("cluster").with_capacity()
 
+    # The DCGM exporter's figures of the page's pools, as the sync's leader last read them (no Prometheus query).
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            selectors.pools_attach_gpu_metrics(list(page))
+        return page
+
+    def get_object(self):
+        pool = super().get_object()
+        if self.request.method == "GET":
+            selectors.pools_attach_gpu_metrics([pool])
+        return pool
+
     def _read(self, pool):
         fresh = self.get_queryset().get(pk=pool.pk)
+        selectors.pools_attach_gpu_metrics([fresh])
         return s.NodePoolSerializer(fresh, context=self.get_serializer_context()).data
 
     @extend_schema(request=s.NodePoolCreateSerializer, responses={201: s.NodePoolSerializer})
@@ -87,6 +101,19 @@ class NodeViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Retriev
 
     def base_queryset(self):
         return Node.objects.select_related("cluster", "pool")
+
+    # The DCGM exporter's figures of the page's nodes (one Prometheus query per cluster, in the budget).
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            selectors.nodes_attach_gpu_metrics(list(page))
+        return page
+
+    def get_object(self):
+        node = super().get_object()
+        if self.request.method == "GET":
+            selectors.nodes_attach_gpu_metrics([node])
+        return node
 
     @extend_schema(
         request=s.NodeMoveSerializer,

@@ -6,7 +6,8 @@ Modules by concern:
 - `resources`: what is mirrored, one `Resource` registration per Kubernetes resource (Nodes, Pods);
 - `informer`: list (paginated) + watch (bookmarks, resume, relist on 410, jittered backoff), raw JSON;
 - `mirror`: the in-memory index of stored rows (only changed rows are written; mark-and-sweep);
-- `derived`: node pool membership, status and not-ready reasons;
+- `derived`: node pool membership, status and not-ready reasons (in Python per dirty node, or set-wise
+  in SQL on PostgreSQL's bulk path);
 - `writer`: the SQL that writes rows (row by row, or in bulk through COPY on PostgreSQL);
 - `leadership`: one leader per cluster, its heartbeat, the write fence, hung-leader takeover;
 - `hints`: coalesced change hints to the live pages;

@@ -1,18 +1,35 @@
 """Derived node state: pool membership, status and not-ready reasons (DOMAIN.md §2-3).
 
-A node's pool follows from its labels and the cluster's pools; its reasons from its conditions and
-cordon, the NVIDIA operand pods ready on it and the pods still selecting another pool's label. The
-mirror tells this index about every stored Node and Pod (`node_changed`, `pod_changed`, ...); it keeps
-per node what those rules need and the set of nodes whose derived state may have changed (`dirty`), so
-that a batch recomputes only those. This stays in Python: profiled (py-spy) on a 5,000-node /
-150,000-pod first sync, deriving the nodes is under 1 % of the writer's samples and the per-pod counts
-it needs about 6 %, while a pod's links to its node and project
-are joins in the bulk upsert (`writer.LINKS`).
+A node's pool follows from its labels and the cluster's pools (the first-created matching pool wins, the
+others are listed as conflicts, no match: the default pool); its reasons from its conditions and cordon,
+the NVIDIA operand pods ready on it and the pods still selecting another pool's label; its status from
+the reasons (Unknown while the cluster is unreachable). The same rules are written twice, and the tests
+(tests/nodepools/test_sync_derived.py) and bench/sync.py check that both give the same result:
+
+- in Python (`DerivedNodes`): the mirror tells this index about every stored Node and Pod
+  (`node_changed`, `pod_changed`, ...); it keeps per node what the rules need and the set of nodes whose
+  derived state may have changed (`dirty`), so that a batch recomputes only those. Watch events (small
+  batches), and every batch on SQLite, are derived this way;
+- set-wise in SQL (`derive_nodes_sql`, PostgreSQL): on the bulk path, i.e. a batch of at least
+  `copy_min_rows` rows (the first full list, relists) or as many dirty nodes (pools changed, the cluster
+  became unreachable), one `UPDATE .. FROM` over the cluster's nodes computes membership, status and
+  reasons from the stored labels, conditions and pods (jsonb operators, aggregates over the cluster's
+  pods) once the batch's rows are stored, writes only the nodes whose derived values differ and returns
+  them, so that the in-memory facts stay what the database holds. While a full list is still arriving
+  (from a healthy informer) it waits for the list's end: it runs once per list rather than once per
+  batch, and no node is judged on part of its pods (an operand pod on a later page is not missing).
+  The statement reads every pod of the cluster once, keeping per node only the distinct ready operands
+  and nodeSelectors of its active pods, and every node once.
+
+A pod's links to its node and project are joins in the bulk upsert (`writer.LINKS`).
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any
+
+import orjson
 
 from nodepools import kube
 from nodepools.models import NodeStatus, Pod
@@ -136,3 +153,152 @@ class DerivedNodes:
         else:
             status = NodeStatus.NOT_READY if reasons else NodeStatus.READY
         return pool_id, conflict_names, str(status), reasons
+
+
+# -- set-wise, in SQL (PostgreSQL) ---------------------------------------------------------------------
+
+def _reason_sql() -> str:
+    """The not-ready reasons of node `n` as a JSON array, in NodeReason.ORDER, from the flags computed
+    by `_derive_sql` (c: conditions, o: ready operand apps, u: undrained)."""
+    R = kube.NodeReason
+    toolkit_label, _ = kube.OPERANDS[kube.TOOLKIT_APP]
+    dcgm_label, _ = kube.OPERANDS[kube.DCGM_APP]
+    flags = {
+        R.NODE_UNREACHABLE: "c.unreachable",
+        R.KUBELET_NOT_READY: "c.kubelet",
+        **{reason: f"c.{ctype.lower()}" for ctype, reason in kube._PRESSURE_CONDITIONS.items()},
+        R.SCHEDULING_DISABLED: "n.unschedulable",
+        R.UNDRAINED_MIGRATED: "u.undrained",
+        R.MISSING_TOOLKIT: (f"n.is_gpu_node AND n.labels -> '{toolkit_label}' IS DISTINCT FROM '\"false\"'::jsonb "
+                            f"AND NOT (COALESCE(o.apps, '{{}}') @> ARRAY['{kube.TOOLKIT_APP}'])"),
+        R.MISSING_DCGM: (f"n.is_gpu_node AND n.labels -> '{dcgm_label}' IS DISTINCT FROM '\"false\"'::jsonb "
+                         f"AND NOT (COALESCE(o.apps, '{{}}') @> ARRAY['{kube.DCGM_APP}'])"),
+    }
+    flags = {reason: flags[reason] for reason in R.ORDER}  # KeyError: a reason the SQL does not detect
+    assert list(flags) == R.ORDER
+    items = ", ".join(f"CASE WHEN COALESCE({flag}, false) THEN '{reason}' END" for reason, flag in flags.items())
+    return f"to_jsonb(array_remove(ARRAY[{items}]::text[], NULL))"
+
+
+@functools.lru_cache(maxsize=4)
+def _derive_sql(node_table: str, pool_table: str, pod_table: str) -> str:
+    """One UPDATE .. FROM over a cluster's nodes: pool membership, status and reasons (the rules of
+    `DerivedNodes.derive`), writing only rows whose derived values differ; RETURNING what it wrote.
+
+    One pass over the cluster's pods (the active ones that can matter, aggregated per node name) and one
+    over its nodes (membership against the few pools per node, conditions per node), hash-joined.
+    Parameters: cluster, default_pool, unreachable, now."""
+    finished = ", ".join(f"'{phase}'" for phase in Pod.FINISHED_PHASES)
+    apps = ", ".join(f"'{app}'" for app in kube.OPERANDS)
+    pressure_sql = "".join(f",\n               COALESCE(bool_or(e ->> 'type' = '{ctype}' AND e ->> 'status' = 'True'), false) "
+                           f"AS {ctype.lower()}" for ctype in kube._PRESSURE_CONDITIONS)
+    return f"""
+WITH pools AS (
+    -- the non-default pools in creation order (the first-created matching pool wins)
+    SELECT id, name, label_key, to_jsonb(label_value) AS value, row_number() OVER (ORDER BY created, id) AS ord
+    FROM {pool_table} WHERE cluster_id = %(cluster)s AND NOT is_default
+), pool_by_label AS (
+    SELECT DISTINCT ON (label_key, value) id, label_key, value FROM pools ORDER BY label_key, value, ord
+), active AS (
+    -- one pass over the cluster's pods: per node, the distinct ready NVIDIA operands and nodeSelectors of
+    -- its active pods (pods of one node mostly share them, so this is small)
+    SELECT DISTINCT node_name,
+           CASE WHEN ready AND labels ->> 'app' IN ({apps}) THEN labels ->> 'app' END AS app,
+           CASE WHEN node_selector <> '{{}}'::jsonb AND jsonb_typeof(node_selector) = 'object'
+                THEN node_selector END AS selector
+    FROM {pod_table}
+    WHERE cluster_id = %(cluster)s AND node_name <> '' AND phase NOT IN ({finished})
+      AND ((ready AND labels ->> 'app' IN ({apps})) OR node_selector <> '{{}}'::jsonb)
+), operands AS (
+    SELECT node_name, array_agg(DISTINCT app) AS apps FROM active WHERE app IS NOT NULL GROUP BY node_name
+), selected AS (
+    -- per node, the pools whose label an active pod on it still selects
+    SELECT a.node_name, array_agg(DISTINCT p.id) AS pool_ids
+    FROM (SELECT DISTINCT node_name, selector FROM active WHERE selector IS NOT NULL) a
+    JOIN pool_by_label p ON a.selector -> p.label_key = p.value
+    GROUP BY a.node_name
+), placed AS (
+    SELECT n.id, n.name, n.labels, n.conditions, n.unschedulable, n.is_gpu_node,
+           COALESCE(m.pool_id, %(default_pool)s) AS pool_id, COALESCE(m.conflicts, '[]'::jsonb) AS conflicts
+    FROM {node_table} n
+    LEFT JOIN LATERAL (
+        SELECT (array_agg(p.id ORDER BY p.ord))[1] AS pool_id,
+               CASE WHEN count(*) > 1 THEN jsonb_agg(p.name ORDER BY p.ord) END AS conflicts
+        FROM pools p WHERE n.labels -> p.label_key = p.value
+    ) m ON true
+    WHERE n.cluster_id = %(cluster)s
+), derived AS (
+    SELECT n.id, n.pool_id, n.conflicts, {_reason_sql()} AS reasons
+    FROM placed n
+    LEFT JOIN operands o ON o.node_name = n.name
+    LEFT JOIN selected sel ON sel.node_name = n.name
+    CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM unnest(sel.pool_ids) target WHERE target IS DISTINCT FROM n.pool_id) AS undrained
+    ) u
+    CROSS JOIN LATERAL (
+        SELECT NOT COALESCE(bool_or(e ->> 'type' = 'Ready'), false)
+               OR COALESCE(bool_or(e ->> 'type' = 'Ready' AND (e ->> 'status') IS DISTINCT FROM 'True'
+                                   AND (e ->> 'status') IS DISTINCT FROM 'False'), false) AS unreachable,
+               COALESCE(bool_or(e ->> 'type' = 'Ready' AND e ->> 'status' = 'False'), false) AS kubelet{pressure_sql}
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.conditions) = 'array' THEN n.conditions
+                                       ELSE '[]'::jsonb END) e
+    ) c
+), final AS (
+    SELECT id, pool_id, conflicts, reasons,
+           CASE WHEN %(unreachable)s THEN '{NodeStatus.UNKNOWN}'
+                WHEN reasons = '[]'::jsonb THEN '{NodeStatus.READY}' ELSE '{NodeStatus.NOT_READY}' END AS status
+    FROM derived
+)
+UPDATE {node_table} t
+SET pool_id = f.pool_id, pool_conflicts = f.conflicts, status = f.status, status_reasons = f.reasons,
+    updated = %(now)s
+FROM final f
+WHERE t.id = f.id AND (t.pool_id IS DISTINCT FROM f.pool_id OR t.pool_conflicts IS DISTINCT FROM f.conflicts
+                       OR t.status IS DISTINCT FROM f.status OR t.status_reasons IS DISTINCT FROM f.reasons)
+RETURNING t.name, t.pool_id, t.pool_conflicts, t.status, t.status_reasons
+"""
+
+
+def derive_nodes_sql(cluster_id: int, default_pool_id: int | None, unreachable: bool, now) -> list[tuple]:
+    """Derive every node of the cluster set-wise in SQL (PostgreSQL) from the stored nodes, pods and
+    pools; writes only the nodes whose derived state changed and returns those as
+    (name, pool_id, conflicts, status, reasons)."""
+    from django.db import connection
+
+    from nodepools.models import Node, NodePool
+
+    q = connection.ops.quote_name
+    sql = _derive_sql(q(Node._meta.db_table), q(NodePool._meta.db_table), q(Pod._meta.db_table))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"cluster": cluster_id, "default_pool": default_pool_id, "unreachable": unreachable,
+                             "now": now})
+        rows = cursor.fetchall()
+    loads = orjson.loads
+    return [(name, pool_id, loads(conflicts) if isinstance(conflicts, (str, bytes)) else conflicts, status,
+             loads(reasons) if isinstance(reasons, (str, bytes)) else reasons)
+            for name, pool_id, conflicts, status, reasons in rows]
+
+
+def derive_from_database(cluster_id: int, names: list[str] | None = None) -> dict[str, tuple]:
+    """The Python rules (`DerivedNodes.derive`) over what the database stores of a cluster: node name ->
+    (pool_id, conflicts, status, reasons), for every node or only `names`. For checks (tests, bench):
+    whatever path derived the stored state, it must equal this."""
+    from nodepools.models import Cluster, ConnectionState, Node, NodePool
+
+    derived = DerivedNodes()
+    derived.unreachable = Cluster.objects.filter(
+        pk=cluster_id, connection_state=ConnectionState.UNREACHABLE).exists()
+    derived.set_pools(list(NodePool.objects.filter(cluster_id=cluster_id).order_by("created", "pk").values_list(
+        "pk", "name", "is_default", "label_key", "label_value")))
+    nodes = Node.objects.filter(cluster_id=cluster_id)
+    pods = Pod.objects.filter(cluster_id=cluster_id)
+    if names is not None:
+        nodes, pods = nodes.filter(name__in=names), pods.filter(node_name__in=names)
+    for name, labels, is_gpu, conditions, unschedulable in nodes.values_list(
+            "name", "labels", "is_gpu_node", "conditions", "unschedulable").iterator(chunk_size=2000):
+        cond = kube.node_condition_reasons({"spec": {"unschedulable": unschedulable}, "status": {"conditions": conditions}})
+        derived.node_loaded(name, labels, is_gpu, cond, None, [], None, [])
+    for ns, name, node_name, phase, ready, app, selector in pods.values_list(
+            "namespace", "name", "node_name", "phase", "ready", "labels__app", "node_selector").iterator(chunk_size=5000):
+        derived.pod_changed((ns, name), node_name, phase, ready, {"app": app}, selector or {}, mark=False)
+    return {name: derived.derive(name, facts) for name, facts in derived.nodes.items()}

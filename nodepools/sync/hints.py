@@ -57,11 +57,10 @@ class Hinter:
         import asyncio
 
         kinds, self.kinds, self.last = self.kinds, set(), now
-        if not hints.layer_spans_processes():
-            with transaction.atomic():
-                if self.fence is not None:
-                    self.fence()
-                hints.record(self.cluster_id)
+        with transaction.atomic():  # the mark pages compare (and, without Redis, poll)
+            if self.fence is not None:
+                self.fence()
+            hints.record(self.cluster_id)
         future = asyncio.run_coroutine_threadsafe(hints.publish_async(self.cluster_id, kinds), _hints_loop())
         future.add_done_callback(self._published)
         self.sent += 1

@@ -67,6 +67,10 @@ def api_error_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:500]
 
 
+# What `_list` returns for an optional resource the cluster does not serve (404: its CRD is not installed).
+ABSENT = "<absent>"
+
+
 class StreamBroken(Exception):
     """A watch stream cut off mid-way (connection reset, read timeout)."""
 
@@ -164,6 +168,13 @@ class Informer(threading.Thread):
                     rv = self._list()
                 if self.stop_event.is_set():
                     break
+                if rv is ABSENT:
+                    # The cluster does not serve this optional resource (its CRD is not installed): it
+                    # listed as nothing; look again later (installing the CRD later is picked up).
+                    rv = None
+                    backoff.reset()
+                    self.stop_event.wait(self.options.absent_recheck)
+                    continue
                 rv = self._watch(rv)
                 backoff.reset()
                 metrics.sync_watch_restarted(self.cluster_name, self.kind)  # the watch ended: resumed from rv
@@ -201,6 +212,12 @@ class Informer(threading.Thread):
             except ApiException as exc:
                 if exc.status == 410:
                     raise Gone("list continue token expired") from exc
+                if exc.status == 404 and self.resource.optional and first:
+                    # Not served here (no such CRD): an empty complete list, so rows left are swept.
+                    self._health(None)
+                    self._put(("page", self.kind, [], seen, True))
+                    self._put(("listed", self.kind, seen, ""))
+                    return ABSENT
                 raise
             body = orjson.loads(response.data)
             if self.stop_event.is_set():

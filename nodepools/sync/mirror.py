@@ -3,7 +3,9 @@
 Per registered resource: key -> (row id, uid, resourceVersion, hash of the stored values). Objects
 (`apply`), deletions (`delete`) and the ends of full lists (`sweep`, mark-and-sweep) become pending
 upserts and deletions; `flush()` (inside the caller's transaction) writes them through each resource's
-`TableWriter`, with derived node state (pool, status, reasons) recomputed for the nodes they touched.
+`TableWriter`, with derived node state (pool, status, reasons) recomputed for the nodes they touched: in
+Python for small batches, set-wise in SQL over the cluster's nodes on PostgreSQL's bulk path
+(`derived.py`).
 """
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from typing import Any
 from django.utils import timezone as dj_timezone
 
 from nodepools import kube
-from nodepools.models import Cluster, ConnectionState, Node, NodePool, Pod, project_namespace_model
-from nodepools.sync.derived import DerivedNodes
+from django.db import connection
+
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod, project_namespace_model
+from nodepools.sync.derived import DerivedNodes, derive_nodes_sql
 from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource
 from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
 
@@ -50,6 +54,12 @@ class Mirror:
         self.up: dict[str, dict[Any, tuple[list, Any]]] = {name: {} for name in self.resources}
         self.dels: dict[str, set] = {name: set() for name in self.resources}
         self.writers = {name: TableWriter(r, self.cid, copy_min_rows) for name, r in self.resources.items()}
+        self.copy_min_rows = copy_min_rows
+        self.postgres = connection.vendor == "postgresql"
+        # Set by the worker while a full list is arriving (and its informer is healthy): set-wise
+        # derivation waits for the list's end, so that it runs once per list, not once per batch, and
+        # no node is judged on half of its pods (an operand pod on a later page is not "missing").
+        self.list_in_progress = False
         self.derived = DerivedNodes()
         self.derived.unreachable = cluster.connection_state == ConnectionState.UNREACHABLE
         self.pool_rows: list[tuple] | None = None
@@ -89,6 +99,16 @@ class Mirror:
                 pk, ns, name, uid, rv, node_name, phase, ready, app, selector = row
                 pods[(ns, name)] = Entry(pk, uid, rv, None)
                 derived.pod_changed((ns, name), node_name, phase, ready, {"app": app}, selector or {}, mark=False)
+        for kind, resource in self.resources.items():
+            if kind in (NODES, PODS):
+                continue
+            # Any other registered resource: its stored keys, so that a full list sweeps what is gone.
+            index = self.index[kind]
+            for row in resource.model.objects.filter(cluster_id=self.cid).values_list(
+                "pk", *resource.key_fields, "uid", "resource_version",
+            ).iterator(chunk_size=5000):
+                pk, *key, uid, rv = row
+                index[tuple(key) if resource.namespaced else key[0]] = Entry(pk, uid, rv, None)
         self._refresh_context(initial=True)
 
     def _refresh_context(self, initial: bool = False) -> None:
@@ -194,24 +214,40 @@ class Mirror:
 
     @property
     def pending(self) -> bool:
-        return any(self.up[k] or self.dels[k] for k in self.resources) or bool(self.derived.dirty)
+        return (any(self.up[k] or self.dels[k] for k in self.resources)
+                or bool(self.derived.dirty) and not self.derivation_deferred())
 
     def pending_count(self) -> int:
         return sum(len(self.up[k]) + len(self.dels[k]) for k in self.resources)
 
     # -- writing -----------------------------------------------------------------------------------
+    def derives_in_sql(self) -> bool:
+        """Whether the next flush derives node state set-wise in SQL: on PostgreSQL, when the batch goes
+        through the bulk path (a full list or a relist) or many nodes need deriving (pools changed, the
+        cluster became unreachable). Small batches (watch events) derive their dirty nodes in Python."""
+        if not self.postgres or NODES not in self.resources or PODS not in self.resources:
+            return False
+        return self.pending_count() >= self.copy_min_rows or len(self.derived.dirty) >= self.copy_min_rows
+
+    def derivation_deferred(self) -> bool:
+        """Set-wise derivation waits while a full list arrives (not while the cluster is unreachable:
+        its nodes turn Unknown at once)."""
+        return self.list_in_progress and not self.derived.unreachable and self.derives_in_sql()
+
     def flush(self) -> dict[str, int]:
         """Write the pending changes (call inside a transaction); returns counts of rows written."""
         written: Counter = Counter()
         self._refresh_context()
         now = dj_timezone.now()
+        in_sql = self.derives_in_sql()
+        deferred = in_sql and self.derivation_deferred()
         # Deletions first: an object deleted and created again in one batch gets a new row.
         for kind in self.resources:
             if self.dels[kind]:
                 written[f"{kind}_deleted"] += self.writers[kind].delete(list(self.dels[kind]))
                 self.dels[kind].clear()
         if NODES in self.resources:
-            written.update(self._flush_nodes(now))
+            written.update(self._flush_nodes(now, in_sql))
         for kind in self.resources:
             if kind == NODES or not self.up[kind]:
                 continue
@@ -232,14 +268,44 @@ class Mirror:
                 if entry is not None and not entry.pk:
                     entry.pk = True  # stored; its id is looked up only if something needs it
             items.clear()
+        if in_sql and not deferred:
+            written[NODES] += self._derive_in_sql(now)
         self.stats.update(written)
         return dict(written)
 
-    def _flush_nodes(self, now) -> Counter:
+    def _derive_in_sql(self, now) -> int:
+        """Every node's derived state, set-wise in SQL, once this batch's nodes and pods are stored; the
+        in-memory facts take what it wrote, so that later watch events compare against the stored state."""
+        rows = derive_nodes_sql(self.cid, self.derived.default_pool_id, self.derived.unreachable, now)
+        nodes = self.derived.nodes
+        for name, pool_id, conflicts, status, reasons in rows:
+            facts = nodes.get(name)
+            if facts is not None:
+                facts.pool_id, facts.conflicts, facts.status, facts.reasons = pool_id, conflicts, status, reasons
+        self.derived.dirty.clear()
+        self.stats["derived_in_sql"] += 1
+        return len(rows)
+
+    def _flush_nodes(self, now, in_sql: bool = False) -> Counter:
+        """Upsert the pending nodes. In Python (`in_sql` false) their derived state and that of every
+        dirty node is computed here; otherwise the rows keep the derived state they have (a new row:
+        none yet) and `_derive_in_sql` computes it once the batch's pods are stored too."""
         written: Counter = Counter()
         derived, index, pending = self.derived, self.index[NODES], self.up[NODES]
         rows, derived_rows, new_names = [], [], []
-        for name in derived.dirty:
+        if in_sql:
+            for name, values in pending.items():
+                entry, facts = index.get(name), derived.nodes.get(name)
+                if entry is None or facts is None:
+                    continue
+                if not entry.pk:  # a new row: what the columns' defaults say until SQL derives it
+                    facts.pool_id, facts.conflicts, facts.status, facts.reasons = None, [], str(NodeStatus.UNKNOWN), []
+                    new_names.append(name)
+                rows.append((name, values, facts.derived()))
+            # The dirty set stays for `_derive_in_sql` (now, or at the end of the list being received).
+        if derived.dirty and not in_sql:
+            self.stats["derived_in_python"] += 1
+        for name in () if in_sql else derived.dirty:
             entry, facts = index.get(name), derived.nodes.get(name)
             if entry is None or facts is None:
                 continue
@@ -254,7 +320,8 @@ class Mirror:
             rows.append((name, values, result))
             if not entry.pk:
                 new_names.append(name)
-        derived.dirty.clear()
+        if not in_sql:
+            derived.dirty.clear()
         pending.clear()
         if rows:
             written[NODES] += self.writers[NODES].upsert(rows, now)

@@ -28,6 +28,7 @@ class SyncOptions:
     heartbeat_interval: float = 5.0  # the leader writes Cluster.leader_heartbeat this often
     takeover_after: float = 15.0  # PostgreSQL: a standby ends the lock session of a leader silent this long
     rescan: float = 10.0  # sync_clusters looks for added/removed clusters this often
+    absent_recheck: float = 60.0  # an optional resource the cluster does not serve (no CRD) is looked for again this often
 
 
 HELP = {
@@ -42,4 +43,5 @@ HELP = {
     "heartbeat_interval": "the leader writes Cluster.leader_heartbeat this often",
     "takeover_after": "PostgreSQL: a standby ends the lock session of a leader without heartbeat this long, and leads",
     "rescan": "look for added or removed clusters this often",
+    "absent_recheck": "look this often again for an optional resource a cluster does not serve (e.g. Karpenter's CRDs)",
 }

@@ -53,7 +53,7 @@ class Resource:
     version: str
     plural: str  # the resource in the URL
     namespaced: bool
-    model: Any  # the Django model its rows go to (a `cluster` FK + key fields + `fields`)
+    model: Any  # the Django model its rows go to (a `cluster` FK + key fields + `fields`, with `uid` and `resource_version`)
     fields: tuple[str, ...]  # model fields filled from `values`, in order; resource_version last
     values: Callable[[dict], tuple[list, Any]]  # raw object -> (row values, facts for derived state)
     key: Callable[[dict], Any] = None  # raw object -> key; default: name, or (namespace, name)
@@ -61,6 +61,9 @@ class Resource:
     json_fields: tuple[str, ...] = ()  # stored as JSON
     datetime_fields: tuple[str, ...] = ()  # RFC 3339 strings in `values`
     extra: dict = field(default_factory=dict, compare=False)
+    # A resource some clusters do not serve (a CRD, e.g. Karpenter's): a 404 on its list means "none here",
+    # not an error; the informer looks for it again every `absent_recheck` seconds (SyncOptions).
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.key is None:
@@ -98,11 +101,12 @@ NODE_VALUE_FIELDS = (
     "uid", "labels", "taints", "conditions", "unschedulable", "cpu_capacity_millis", "cpu_allocatable_millis",
     "memory_capacity_bytes", "memory_allocatable_bytes", "gpu_capacity", "gpu_allocatable", "gpu_product",
     "gpu_memory_mib", "gpu_family", "gpu_count_label", "mig_strategy", "is_gpu_node", "zone", "instance_type",
-    "capacity_type", "created_in_cluster", "resource_version",
+    "capacity_type", "created_in_cluster", "resource_version", "storage_capacity_bytes",
+    "storage_allocatable_bytes",
 )
 POD_VALUE_FIELDS = (
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
-    "memory_bytes", "gpus", "created_in_cluster", "resource_version",
+    "memory_bytes", "gpus", "created_in_cluster", "resource_version", "storage_bytes", "scheduling_message",
 )
 
 
@@ -115,6 +119,7 @@ def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
         facts.allocatable.memory_bytes, int(facts.capacity.gpus), int(facts.allocatable.gpus), facts.gpu_product,
         facts.gpu_memory_mib, facts.gpu_family, facts.gpu_count_label, facts.mig_strategy, facts.is_gpu_node,
         facts.zone, facts.instance_type, facts.capacity_type, facts.created, facts.resource_version,
+        facts.capacity.storage_bytes, facts.allocatable.storage_bytes,
     ]
     return values, facts
 
@@ -157,6 +162,7 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
         int(spec.get("priority") or 0), spec.get("priorityClassName") or "", labels, selector,
         kube.pod_is_ready(obj), requests.cpu_millis, requests.memory_bytes, requests.gpus,
         metadata.get("creationTimestamp"), str(metadata.get("resourceVersion") or ""),
+        requests.storage_bytes, kube.pod_scheduling_message(obj),
     ], None
 
 

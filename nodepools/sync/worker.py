@@ -159,6 +159,8 @@ class ClusterSync:
                     self.health[kind] = (False, since, error)
                     self.last_error = error
         cluster_changes = self._state_changes(full_list)
+        # A full list still arriving from a healthy informer: set-wise derivation waits for its end.
+        mirror.list_in_progress = any(self.health.get(kind, (True,))[0] for kind in self.listing)
         written: dict[str, int] = {}
         if mirror.pending or cluster_changes:
             written = self._write(cluster_changes)

@@ -7,6 +7,15 @@ from nodepools import hints
 register = template.Library()
 
 
+@register.simple_tag
+def live_marks(cluster_ids) -> str:
+    """`id:seq,...`: the clusters' hint marks as this page is rendered (live.js compares them with the
+    websocket's hello, and refetches the page's tables when a hint came in between)."""
+    if not cluster_ids:
+        return ""
+    return ",".join(f"{pk}:{seq}" for pk, seq in sorted(hints.marks(cluster_ids).items()))
+
+
 @register.simple_tag(takes_context=True)
 def live_cluster_states(context, cluster_ids) -> list[dict]:
     request = context.get("request")

@@ -5,7 +5,8 @@
 (function () {
   "use strict";
 
-  var COLORS = {capacity: "#5b6577", deserved: "#3b7dd8", allocated: "#5a9a00", over_quota: "#e08a3c"};
+  var COLORS = {capacity: "#5b6577", deserved: "#3b7dd8", allocated: "#5a9a00", over_quota: "#e08a3c",
+                utilization: "#5a9a00"};
   var FILLS = {deserved: "#8fb4e3", allocated: "#76b900", over_quota: "#e08a3c"};
   // Whole GPUs only on the value axis.
   var GPU_STEPS = [1, 2, 4, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000];

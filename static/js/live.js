@@ -5,7 +5,8 @@
  * server sends hints over /ws/live/; the region refetches itself through its normal view (the same
  * URL with the current query string, HX-Target = its id), so filters, sort and permissions apply.
  * When the connection drops, #live-status says so and the socket reconnects with backoff; on
- * reconnecting, every region refetches once (a hint may have been missed).
+ * reconnecting, every region refetches once (a hint may have been missed); so does the first connection
+ * when it came more than a second after the page was rendered (a hint sent meanwhile reached no one).
  * The same socket carries the state of those clusters ({"type": "cluster"}: connected, degraded,
  * unreachable, stale since, last full sync), rendered by the server: the badges in the top bar
  * (#cluster-badges) and the banners above the page (#cluster-banners) are replaced as they come.
@@ -70,6 +71,22 @@
     document.dispatchEvent(new CustomEvent("live:cluster", { detail: { clusters: data.clusters || [] } }));
   }
 
+  function refetchAll() {
+    regions().forEach(function (el) {
+      clearTimeout(timers[el.id]);
+      timers[el.id] = setTimeout(function () { var cur = document.getElementById(el.id); if (cur) refetch(cur); }, 80);
+    });
+  }
+
+  // The clusters' hint marks the page was rendered at ("1:57,2:3"), compared with the hello's.
+  function missedSinceRendered(marks) {
+    var rendered = {};
+    (document.body.getAttribute("data-live-marks") || "").split(",").forEach(function (part) {
+      var kv = part.split(":");
+      if (kv.length === 2) rendered[kv[0]] = kv[1];
+    });
+    return Object.keys(marks).some(function (id) { return String(marks[id]) !== rendered[id]; });
+  }
   function connect() {
     var clusters = document.body.getAttribute("data-live-clusters");
     if (clusters === null || !window.WebSocket) return;
@@ -82,13 +99,16 @@
       socket.onopen = function () {
         delay = 500;
         status("on");
-        if (everConnected) hinted(["nodes", "pods", "pools", "quotas", "cluster"]);
+        // After a reconnect, hints may have been missed: refetch. On the first connection, the hello's
+        // marks say whether a hint went out between this page's rendering and now.
+        if (everConnected) refetchAll();
         everConnected = true;
       };
       socket.onmessage = function (event) {
         var data;
         try { data = JSON.parse(event.data); } catch (e) { return; }
-        if (data.type === "changed") hinted(data.kinds || []);
+        if (data.type === "hello" && missedSinceRendered(data.marks || {})) refetchAll();
+        else if (data.type === "changed") hinted(data.kinds || []);
         else if (data.type === "cluster") clusterState(data);
       };
       socket.onclose = function () {

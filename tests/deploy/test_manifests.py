@@ -97,7 +97,13 @@ def test_web_runs_daphne_on_several_replicas_with_health_probes(rendered):
     assert container["command"][0] == "daphne" and container["command"][-1] == "console.asgi:application"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert pod_spec(web)["automountServiceAccountToken"] is False
+    # Moving a node and the enforcer's dry run call the cluster from the web pods: its own service
+    # account (rules: tests/deploy/test_rbac.py), and the sync's kubeconfig files at the same paths.
+    assert pod_spec(web)["serviceAccountName"] == "gpu-console-web"
+    assert pod_spec(web).get("automountServiceAccountToken", True) is True
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = {v["name"]: v for v in pod_spec(web)["volumes"]}[mounts["/etc/console/kubeconfigs"]]
+    assert volume["secret"]["secretName"] == "gpu-console-kubeconfigs"
     service = find(rendered, "Service", "gpu-console-web")
     labels = web["spec"]["template"]["metadata"]["labels"]
     assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
@@ -187,10 +193,17 @@ def test_network_policies_admit_only_the_ingress_controller_and_monitoring(rende
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
 
 
-def test_sync_may_list_and_watch_nodes_pods_namespaces_and_patch_nodes_only(rendered):
-    role = find(rendered, "ClusterRole", "gpu-console-sync")
-    granted = {(res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]}
-    assert granted == {("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes", "patch"),
-                       ("pods", "list"), ("pods", "watch"), ("namespaces", "list"), ("namespaces", "watch")}
-    binding = find(rendered, "ClusterRoleBinding", "gpu-console-sync")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-console-sync", "namespace": "gpu-console"}]
+def test_only_the_pods_that_call_clusters_get_a_token_each_bound_in_the_namespace(rendered):
+    """The migrate and snapshot pods never call the Kubernetes API: no token. The sync and the web have
+    their own service accounts, each bound to its ClusterRole (whose rules tests/deploy/test_rbac.py proves
+    minimal) in the namespace the overlay installs to."""
+    for kind, name in (("CronJob", "gpu-console-snapshot"), ("Job", "gpu-console-migrate")):
+        spec = pod_spec(find(rendered, kind, name))
+        assert spec["serviceAccountName"] == "gpu-console" and spec["automountServiceAccountToken"] is False
+    assert find(rendered, "ServiceAccount", "gpu-console")["automountServiceAccountToken"] is False
+    for component in ("sync", "web"):
+        account = pod_spec(find(rendered, "Deployment", f"gpu-console-{component}"))["serviceAccountName"]
+        assert account == f"gpu-console-{component}"
+        binding = find(rendered, "ClusterRoleBinding", f"gpu-console-{component}")
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "gpu-console"}]
+        assert binding["roleRef"]["name"] == f"gpu-console-{component}"

@@ -36,3 +36,39 @@ def test_doc_commands_name_the_manifests_objects():
         assert name in manifests, f"docs/production.md uses {name}, which deploy/ does not define or mount"
     assert "kubectl apply -k deploy/overlays/" in DOC
     assert "/etc/console/kubeconfigs" in manifests and "/etc/console/kubeconfigs/prod-east" in DOC
+
+
+def readme_production() -> str:
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("\n## Production\n") + 1:]
+    return section[:section.find("\n## ", 5)]
+
+
+def test_every_test_readmes_production_section_names_exists():
+    section = readme_production()
+    references = re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", section)
+    assert len(references) >= 10
+    for path, name in references:
+        source = REPO / path
+        assert source.exists(), f"README names {path}, which does not exist"
+        if name:
+            functions = {node.name for node in ast.walk(ast.parse(source.read_text()))
+                         if isinstance(node, ast.FunctionDef)}
+            assert name in functions, f"README names {path}::{name}, which does not exist"
+
+
+def test_every_step_of_readmes_production_section_has_its_test():
+    """Install, SSO, clusters (kubeconfig and in-cluster), scaling, /metrics: each command block names the
+    test that runs it, and the install-in-cluster steps are all there. No link leaves the repository."""
+    section = readme_production()
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    for block in blocks:
+        assert re.search(r"^# tests/\S+\.py::\w+", block, re.M), f"a step without its test: {block}"
+    commands = "\n".join(blocks)
+    for step in ("kubectl apply -k deploy/overlays/", "create secret generic gpu-console-oidc",
+                 "cluster_add prod-east --kubeconfig", "cluster_add local --in-cluster",
+                 "scale deployment/gpu-console-web", "/metrics"):
+        assert step in commands, f"README \"Production\" lacks the step {step!r}"
+    for url in re.findall(r"https?://([^\s`)/:]+)", section):
+        assert url == "<host>" or url.endswith("example.com"), f"README \"Production\" links outside the repository: {url}"
+    assert "](http" not in section

@@ -811,6 +811,11 @@ def test_make_pod_is_realistic() -> None:
     assert status["containerStatuses"][0]["ready"] is True and "running" in status["containerStatuses"][0]["state"]
     pending = make_pod("wait", "ml", phase="Pending")
     assert "nodeName" not in pending["spec"] and pending["status"]["conditions"][0]["reason"] == "Unschedulable"
+    said = make_pod("said", "ml", phase="Pending", scheduling_message="0/3 nodes are available: 3 Insufficient cpu.")
+    assert said["status"]["conditions"][0] == {
+        "type": "PodScheduled", "status": "False", "lastProbeTime": None,
+        "lastTransitionTime": said["status"]["conditions"][0]["lastTransitionTime"], "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 Insufficient cpu."}
     done = make_pod("done", "ml", node="n", phase="Succeeded")
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     client.ApiClient()._ApiClient__deserialize(pod, "V1Pod")

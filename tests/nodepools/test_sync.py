@@ -268,13 +268,14 @@ def test_watch_resumes_after_the_stream_ends_without_relisting(lab):
     load_small_cluster(lab.emu)
     lab.start().synced()
     pages = lab.emu.stats()["list_pages"]
+    watched = len(lab.sync.informers)  # nodes, pods and every other registered resource (Karpenter's)
     for _ in range(3):
         lab.emu.drop_watches()
         lab.emu.add_pod(workload(f"after-drop-{_}", "rnd-a", "a100-2"))
         lab.until(lambda: Pod.objects.filter(name=f"after-drop-{_}").exists()
-                  and lab.emu.stats()["watch_streams_active"] == 2)
+                  and lab.emu.stats()["watch_streams_active"] == watched)
     assert lab.emu.stats()["list_pages"] == pages
-    assert lab.emu.stats()["watch_streams_opened"] == 2 + 3 * 2
+    assert lab.emu.stats()["watch_streams_opened"] == watched + 3 * watched
     assert lab.state().connection_state == ConnectionState.CONNECTED
 
 
@@ -289,7 +290,8 @@ def test_410_on_watch_relists_and_sweeps_what_was_deleted(lab):
     lab.emu.set_offline(False)
     lab.until(lambda: not Pod.objects.filter(name="train-1").exists() and lab.node("cpu-1") is None
               and Pod.objects.filter(name="new-1").exists())
-    assert lab.state().connection_state == ConnectionState.CONNECTED
+    # Every informer (nodes, pods and the other registered resources) recovers: connected again.
+    lab.until(lambda: lab.state().connection_state == ConnectionState.CONNECTED)
 
 
 def test_expired_continue_in_the_middle_of_a_list_restarts_the_list(emulator, tmp_path, db, caplog):
@@ -306,8 +308,9 @@ def test_expired_continue_in_the_middle_of_a_list_restarts_the_list(emulator, tm
             time.sleep(0.01)
         assert lab.sync.queue.full()
         lab.emu.delete_pod("batch", "p-000")  # already listed: only the restarted list can drop it
-        lab.emu.compact()  # the informer's next continue token is now too old: 410 Expired
+        # The log is captured from before the compaction: the informer may meet the 410 at once.
         with caplog.at_level(logging.INFO, logger="nodepools.sync"):
+            lab.emu.compact()  # the informer's next continue token is now too old: 410 Expired
             lab.synced()
         assert Pod.objects.count() == 99 and not Pod.objects.filter(name="p-000").exists()
         assert "pods: list continue token expired; relisting" in caplog.text
@@ -464,3 +467,53 @@ def test_a_deleted_node_leaves_its_pods_unbound_not_an_error(lab):
     lab.until(lambda: lab.node("v100-1") is None)
     assert Pod.objects.get(name="serve-1").node is None
     assert Pod.objects.get(name="serve-1").node_name == "v100-1"
+
+
+# ------------------------------------------------------------------- ephemeral storage, scheduler's words
+
+UNSCHEDULABLE = ("0/4 nodes are available: 1 Insufficient ephemeral-storage, 3 node(s) didn't match Pod's node "
+                 "affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
+
+
+def load_storage_cluster(emu):
+    """A node with 1 TiB of ephemeral storage (944 GiB allocatable), a pod asking for storage in an init
+    container, two app containers and its overhead, and a pod the scheduler could not place."""
+    emu.load(
+        nodes=[gpu_node("a100-1", labels={"gpu-type": "A100"},
+                        allocatable={"ephemeral-storage": "944Gi"})],
+        pods=operands("a100-1") + [
+            make_pod("scratch", "runai-rnd-a", node="a100-1",
+                     init_containers=[{"name": "fetch", "requests": {"ephemeral-storage": "100Gi"}}],
+                     containers=[{"name": "a", "requests": {"cpu": "1", "ephemeral-storage": "20Gi"}},
+                                 {"name": "b", "limits": {"ephemeral-storage": "30Gi"}}],
+                     overhead={"ephemeral-storage": "1Gi"}),
+            make_pod("stuck", "runai-rnd-a", phase="Pending", scheduling_message=UNSCHEDULABLE,
+                     containers=[{"name": "main", "requests": {"ephemeral-storage": "2Ti"}}]),
+        ],
+    )
+
+
+def assert_storage_mirrored():
+    node = Node.objects.get(name="a100-1")
+    assert (node.storage_capacity_bytes, node.storage_allocatable_bytes) == (1073741824 * 1024, 944 * 2**30)
+    scratch = Pod.objects.get(name="scratch")
+    # max(init 100Gi, app 20Gi + 30Gi limit-as-request) + 1Gi overhead, as CPU and memory are computed
+    assert (scratch.storage_bytes, scratch.scheduling_message) == (101 * 2**30, "")
+    stuck = Pod.objects.get(name="stuck")
+    assert (stuck.storage_bytes, stuck.scheduling_message) == (2 * 2**40, UNSCHEDULABLE)
+
+
+def test_ephemeral_storage_and_the_schedulers_message_are_mirrored_and_follow_the_cluster(lab):
+    load_storage_cluster(lab.emu)
+    lab.start().synced()
+    assert_storage_mirrored()
+    # The scheduler places the pod: its PodScheduled condition turns True, the message goes.
+    def place(pod):
+        pod["spec"]["nodeName"] = "a100-1"
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+
+    lab.emu.update_pod("runai-rnd-a", "stuck", place)
+    lab.until(lambda: Pod.objects.get(name="stuck").scheduling_message == "")
+    # The kubelet reserves more for the system: allocatable storage follows.
+    lab.emu.update_node("a100-1", lambda n: n["status"]["allocatable"].update({"ephemeral-storage": "900Gi"}))
+    lab.until(lambda: Node.objects.get(name="a100-1").storage_allocatable_bytes == 900 * 2**30)

@@ -52,3 +52,16 @@ def test_bulk_upsert_through_copy_gives_the_same_mirror_and_rewrites_nothing_on_
         assert Pod.objects.count() == 7
     finally:
         lab.stop()
+
+
+@pytest.mark.postgres
+def test_bulk_copy_carries_ephemeral_storage_and_the_schedulers_message(db, emulator, tmp_path):
+    from tests.nodepools.test_sync import assert_storage_mirrored, load_storage_cluster
+
+    lab = Lab(emulator, tmp_path, copy_min_rows=1)  # every batch through COPY
+    try:
+        load_storage_cluster(lab.emu)
+        lab.start().synced()
+        assert_storage_mirrored()
+    finally:
+        lab.stop()

@@ -154,9 +154,10 @@ def test_pools_table_numbers(client, org, users):
     response = client.get(reverse("pool-list"), {"sort": "name"})
     assert headers(response)[:6] == ["Node pool", "Cluster", "Status", "Label key", "Label value", "Nodes"]
     assert table_rows(response) == [
-        # pool, cluster, status, key, value, nodes, GPUs total, allocated, free, projects' quota, workloads, placement
-        ["a100", "lab", "Ready", "gpu-type", "A100", "2", "8", "3", "5", "2.5", "1", "Bin-pack"],
-        ["default", "lab", "Ready", "", "", "2", "8", "0", "8", "0", "0", "Bin-pack"],
+        # pool, cluster, status, key, value, nodes, GPUs total, allocated, free, utilization of allocated GPUs,
+        # idle allocated GPUs (no Prometheus: "—"), projects' quota, workloads, placement
+        ["a100", "lab", "Ready", "gpu-type", "A100", "2", "8", "3", "5", "—", "—", "2.5", "1", "Bin-pack"],
+        ["default", "lab", "Ready", "", "", "2", "8", "0", "8", "—", "—", "0", "0", "Bin-pack"],
     ]
 
 
@@ -311,11 +312,13 @@ def test_nodes_table_default_columns_and_values(client, org, users):
     login(client, users, "sysadmin")
     response = client.get(reverse("node-list"), {"sort": "name"})
     assert headers(response) == ["Node", "Status", "Node pool", "GPU type", "Ready/total GPU devices",
-                                 "Allocated GPUs", "Free GPU devices", "CPU (cores)", "CPU memory (GiB)", "Pods",
-                                 "Zone"]
+                                 "Allocated GPUs", "Free GPU devices", "GPU utilization (%)",
+                                 "Used/total GPU memory (GiB)", "CPU (cores)", "CPU memory (GiB)", "Pods", "Zone"]
     rows = table_rows(response)
-    assert rows[0] == ["a100-1", "Ready", "a100", "NVIDIA-A100-SXM4-40GB", "4/4", "3", "1", "64", "512",
+    # No Prometheus named for the cluster: the GPU utilization columns say so on hover.
+    assert rows[0] == ["a100-1", "Ready", "a100", "NVIDIA-A100-SXM4-40GB", "4/4", "3", "1", "—", "—", "64", "512",
                        "3", "—"]
+    assert 'title="no Prometheus configured for this cluster"' in response.content.decode()
     assert [r[0] for r in rows] == ["a100-1", "a100-2", "v100-1", "v100-2"]
 
 
@@ -546,6 +549,12 @@ def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
     at = csv_rows[0].index("Ready GPU devices")
     assert csv_rows[0][at + 1] == "Total GPU devices"
     csv_rows = [row[:at] + (["Ready/total GPU devices"] if i == 0 else [f"{row[at]}/{row[at + 1]}"]) + row[at + 2:]
+                for i, row in enumerate(csv_rows)]
+    # Likewise used/total GPU memory (empty without a Prometheus: "—" on the page).
+    at = csv_rows[0].index("Used GPU memory (GiB)")
+    assert csv_rows[0][at + 1] == "Total GPU memory reported (GiB)"
+    csv_rows = [row[:at] + (["Used/total GPU memory (GiB)"] if i == 0 else
+                            [f"{row[at]}/{row[at + 1]}" if row[at] else ""]) + row[at + 2:]
                 for i, row in enumerate(csv_rows)]
     assert headers(response) == csv_rows[0]
     # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.

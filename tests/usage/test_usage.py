@@ -205,7 +205,8 @@ def test_usage_page_csv_holds_the_chosen_columns_in_order_with_filters_and_sort(
     assert rows[0] == ["Time (UTC)", "Cluster", "Node pool", "Kind", "Department", "Project", "GPU capacity (Ready)",
                        "GPU deserved", "GPU allocated", "GPU over-quota", "CPU capacity (cores)", "CPU deserved (cores)",
                        "CPU allocated (cores)", "CPU over-quota (cores)", "Memory capacity (MiB)",
-                       "Memory deserved (MiB)", "Memory allocated (MiB)", "Memory over-quota (MiB)"]
+                       "Memory deserved (MiB)", "Memory allocated (MiB)", "Memory over-quota (MiB)",
+                       "GPU utilization (%)", "Idle GPUs"]
     assert {(row[1], row[3], row[4], row[5]) for row in rows[1:]} == {
         ("lab", "Pool", "", ""), ("lab", "Project", "rnd", "rnd-a")}
     newest_a100 = next(row for row in rows[1:] if row[2] == "a100" and row[5] == "rnd-a")

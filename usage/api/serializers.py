@@ -11,5 +11,33 @@ class UsageSnapshotSerializer(serializers.ModelSerializer):
         fields = ["id", "taken", "kind", "cluster_id", "pool", "department", "project",
                   "gpu_capacity", "gpu_deserved", "gpu_allocated", "gpu_over_quota",
                   "cpu_capacity", "cpu_deserved", "cpu_allocated", "cpu_over_quota",
-                  "memory_capacity_mib", "memory_deserved_mib", "memory_allocated_mib", "memory_over_quota_mib"]
+                  "memory_capacity_mib", "memory_deserved_mib", "memory_allocated_mib", "memory_over_quota_mib",
+                  "gpu_utilization", "gpu_idle"]
         read_only_fields = fields
+
+
+class IdleGpuSerializer(serializers.Serializer):
+    cluster = serializers.CharField(source="cluster.name")
+    department = serializers.CharField(source="department_name", allow_blank=True)
+    project = serializers.CharField(source="project_name", allow_blank=True)
+    project_id = serializers.IntegerField(source="project.pk", allow_null=True, default=None)
+    namespace = serializers.CharField()
+    pod = serializers.CharField(source="pod_name")
+    node = serializers.CharField()
+    pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
+    gpu = serializers.CharField(source="gpu_index", help_text="The device index (the exporter's `gpu` label).")
+    uuid = serializers.CharField()
+    model = serializers.CharField()
+    idle_since = serializers.DateTimeField(source="since")
+    idle_since_before = serializers.BooleanField(source="since_before",
+                                                 help_text="Idle for longer than the lookback: idle_since is its start.")
+    idle_hours = serializers.FloatField()
+    gpu_hours_wasted = serializers.DecimalField(max_digits=12, decimal_places=2)
+
+
+class IdleGpusSerializer(serializers.Serializer):
+    threshold_percent = serializers.FloatField()
+    window_minutes = serializers.FloatField()
+    unavailable = serializers.DictField(child=serializers.CharField(),
+                                        help_text="Cluster name -> why its idle GPUs are unknown.")
+    results = IdleGpuSerializer(many=True)

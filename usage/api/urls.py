@@ -1,8 +1,12 @@
 """API routes of usage history (mounted under /api/v1/)."""
+from django.urls import re_path
+
 from console.api import Router
 
 from usage.api import views
 
 router = Router()
 router.register("usage-snapshots", views.UsageSnapshotViewSet, basename="usagesnapshot")
-urlpatterns = router.urls
+urlpatterns = router.urls + [
+    re_path(r"^idle-gpus/?$", views.IdleGpuList.as_view(), name="idle-gpus"),
+]

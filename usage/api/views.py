@@ -1,13 +1,15 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import viewsets
+from rest_framework import generics, viewsets
+from rest_framework.response import Response
 from rest_framework.decorators import action
 
 from console.api import RestrictedQuerysetMixin
 from console.csv import csv_response
 from usage import selectors
-from usage.api.serializers import UsageSnapshotSerializer
-from usage.filtersets import UsageSnapshotFilterSet
+from nodepools.models import Pod
+from usage.api.serializers import IdleGpusSerializer, UsageSnapshotSerializer
+from usage.filtersets import IdleGpuFilterSet, UsageSnapshotFilterSet
 from usage.models import UsageSnapshot
 
 
@@ -29,3 +31,26 @@ class UsageSnapshotViewSet(RestrictedQuerysetMixin, viewsets.ReadOnlyModelViewSe
         """The filtered history as CSV (e.g. `?date_from=2025-01-01&date_to=2025-03-31`), streamed."""
         rows = self.filter_queryset(self.get_queryset()).select_related("pool", "department", "project")
         return csv_response("usage-history.csv", selectors.CSV_HEADER, selectors.csv_rows(rows))
+
+
+class IdleGpuList(generics.GenericAPIView):
+    """Idle allocated GPUs (utilization under the threshold for the window) of the pods the user may see,
+    by project, with since-when and GPU-hours wasted; filters as on the Idle GPUs page."""
+
+    serializer_class = IdleGpusSerializer
+    filterset_class = IdleGpuFilterSet
+    pagination_class = None
+    queryset = Pod.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # drawing the schema
+            return Pod.objects.none()
+        return selectors.idle_gpu_pods(user=self.request.user)
+
+    def get(self, request):
+        from projects.utilization import idle_threshold, idle_window
+
+        rows, reasons = selectors.idle_gpu_rows(self.filter_queryset(self.get_queryset()))
+        return Response(IdleGpusSerializer({
+            "threshold_percent": idle_threshold(), "window_minutes": idle_window().total_seconds() / 60,
+            "unavailable": reasons, "results": rows}).data)

@@ -24,6 +24,13 @@ class Command(BaseCommand):
         parser.add_argument("--context", default="", help="kubeconfig context (default: its current-context)")
         parser.add_argument("--description", default="")
         parser.add_argument("--update", action="store_true", help="change the access of an existing cluster")
+        parser.add_argument("--prometheus-url", default=None,
+                            help="Prometheus holding the cluster's DCGM exporter series (GPU utilization)")
+        parser.add_argument("--prometheus-bearer-token-file", default=None, metavar="PATH")
+        parser.add_argument("--prometheus-basic-auth-file", default=None, metavar="PATH",
+                            help="a file holding one line user:password")
+        parser.add_argument("--prometheus-label-matchers", default=None, metavar="MATCHERS",
+                            help='extra label matchers, e.g. cluster="prod-east"')
 
     def handle(self, *args, name, kubeconfig, in_cluster, context, description, update, **options):
         if in_cluster and context:
@@ -33,6 +40,10 @@ class Command(BaseCommand):
             path = os.path.abspath(kubeconfig)
             self._check_kubeconfig(path, context)
         values = dict(kubeconfig_path=path, kube_context=context, in_cluster=bool(in_cluster))
+        for key in ("prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
+                    "prometheus_label_matchers"):
+            if options.get(key) is not None:
+                values[key] = options[key]
         existing = Cluster.objects.filter(name=name).first()
         try:
             if existing and not update:

@@ -26,7 +26,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from nodepools.demo_cluster import demo_objects
+from nodepools.demo_cluster import demo_karpenter_nodepools, demo_karpenter_pods, demo_objects
 from nodepools.models import Cluster
 
 DEMO_CLUSTER = "demo"  # the name `manage.py demo` registers
@@ -79,11 +79,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, **options):
         check_port_free(host, port)
-        run_dir = Path(settings.BASE_DIR) / ".run"
-        run_dir.mkdir(exist_ok=True)
+        # CONSOLE_RUN_DIR: where the demo's scenario and kubeconfig go (default .run/ in the checkout), so
+        # that two demos (or two test runs) on one machine do not overwrite each other's kubeconfig.
+        run_dir = Path(os.environ.get("CONSOLE_RUN_DIR") or Path(settings.BASE_DIR) / ".run")
+        run_dir.mkdir(parents=True, exist_ok=True)
         scenario, kubeconfig = run_dir / "demo-cluster.json", run_dir / "emulator.kubeconfig"
         nodes, pods = demo_objects()
-        scenario.write_bytes(orjson.dumps({"nodes": nodes, "pods": pods}))
+        # Two Karpenter-backed pools: their NodePools, and a pod waiting for Karpenter's first node.
+        scenario.write_bytes(orjson.dumps({"nodes": nodes, "pods": pods + demo_karpenter_pods(),
+                                           "objects": {"nodepools.karpenter.sh": demo_karpenter_nodepools()}}))
         kubeconfig.unlink(missing_ok=True)
         python = sys.executable
         children: list[tuple[str, subprocess.Popen]] = []
@@ -104,6 +108,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+        prometheus = None
         try:
             emulator = [python, "-m", "kubesim", "--port", str(emulator_port), "--kubeconfig",
                         str(kubeconfig), "--scenario", str(scenario)]
@@ -116,6 +121,7 @@ class Command(BaseCommand):
                     raise CommandError("the Kubernetes API emulator did not start")
                 time.sleep(0.1)
             call_command("demo", kubeconfig=str(kubeconfig), stdout=self.stdout)
+            prometheus = self._start_prometheus(kubeconfig)
             sync_started = timezone.now()
             start("sync", [python, "manage.py", "sync_clusters"])
             # No access log (-v 0): every live refetch would be a line; Django's own log says what matters,
@@ -123,6 +129,7 @@ class Command(BaseCommand):
             start("web", [python, "-m", "daphne", "-v", "0", "-b", host, "-p", str(port), "console.asgi:application"])
             # The first usage snapshot after the first full sync: the charts then start at the real figures.
             if self._wait_first_full_sync(sync_started, dead, stopping):
+                self._submit_demo_workloads()
                 # Often, so that the usage charts of the demo fill within minutes.
                 start("snapshots", [python, "manage.py", "snapshot_usage", "--every", str(snapshot_every)])
             if stopping["signal"] is None and not dead():
@@ -133,6 +140,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"\nThe demo cluster, for the tools you know:\n"
                                   f"kubeconfig: {kubeconfig}\n"
                                   f"  e.g. kubectl --kubeconfig {kubeconfig} get nodes -L gpu-type")
+                if prometheus is not None:
+                    self.stdout.write(f"Prometheus (the demo's DCGM exporter, scraped every 2 s): {prometheus.url}")
                 self.stdout.write(f"\nServing on http://{host}:{port}  (log in with one of the demo logins above; "
                                   "the demo cluster changes every few seconds; Ctrl-C stops)")
                 self.stdout.flush()
@@ -144,6 +153,8 @@ class Command(BaseCommand):
             if failed:
                 raise CommandError(f"{', '.join(failed)} stopped; stopped the rest")
         finally:
+            if prometheus is not None:
+                prometheus.stop()
             for name, proc in reversed(children):  # snapshots, web, sync, then the emulator
                 if proc.poll() is None:
                     proc.terminate()
@@ -153,6 +164,47 @@ class Command(BaseCommand):
                     proc.kill()
                     proc.wait()
             self.stdout.write("stopped: " + ", ".join(name for name, _ in children))
+
+    def _start_prometheus(self, kubeconfig: Path):
+        """A real Prometheus scraping the emulator's DCGM exporter, named as the demo cluster's, when
+        Debian's prometheus is installed; without it the GPU utilization columns say why they are empty."""
+        from gpumetrics import localprom
+        from nodepools import services
+
+        cluster = Cluster.objects.get(name=DEMO_CLUSTER)
+        if not localprom.available():
+            self.stdout.write(f"No Prometheus at {localprom.PROMETHEUS} (apt-get install prometheus): "
+                              "the demo runs without GPU utilization.")
+            if cluster.prometheus_url:
+                services.cluster_update(actor=None, cluster=cluster, prometheus_url="")
+            return None
+        server = orjson.loads(kubeconfig.read_bytes())["clusters"][0]["cluster"]["server"]
+        prometheus = localprom.LocalPrometheus([server + "/dcgm/metrics"], scrape_interval="2s")
+        try:
+            prometheus.start()
+        except RuntimeError as exc:
+            self.stderr.write(f"Prometheus did not start, the demo runs without GPU utilization: {exc}")
+            prometheus.stop()
+            return None
+        services.cluster_update(actor=None, cluster=cluster, prometheus_url=prometheus.url,
+                                prometheus_bearer_token_file="", prometheus_basic_auth_file="",
+                                prometheus_label_matchers="")
+        return prometheus
+
+    def _submit_demo_workloads(self) -> None:
+        """A few workloads submitted to the demo cluster (workloads.demo), once the sync knows its nodes."""
+        from nodepools.sync import api_client_for, api_error_message
+        from workloads.demo import demo_submissions
+
+        cluster = Cluster.objects.get(name=DEMO_CLUSTER)
+        try:
+            with api_client_for(cluster) as api_client:
+                names = demo_submissions(cluster=cluster, api_client=api_client)
+        except Exception as exc:  # noqa: BLE001 - the demo runs on without them
+            self.stderr.write(f"demo workloads not submitted: {api_error_message(exc)}")
+            return
+        if names:
+            self.stdout.write(f"submitted demo workloads: {', '.join(names)}")
 
     def _wait_first_full_sync(self, since, dead, stopping) -> bool:
         deadline = time.monotonic() + FIRST_SYNC_TIMEOUT

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from nodepools import services as pool_services
-from nodepools.demo_cluster import DEPARTMENTS, POOL_LABEL_KEY, demo_objects
+from nodepools.demo_cluster import DEPARTMENTS, KARPENTER_LABEL_KEY, KARPENTER_POOLS, POOL_LABEL_KEY, demo_objects
 from nodepools.models import Cluster, NodePool
 from projects import services
 from access.rules import Role
@@ -64,6 +64,13 @@ class Command(BaseCommand):
                 actor=None, cluster=cluster, name=name, label_key=POOL_LABEL_KEY, label_value=name,
                 description=description,
             )
+        if options.get("kubeconfig"):
+            # The emulator runs Karpenter (kubesim.karpenter): two pools backed by its NodePools.
+            for name, description in KARPENTER_POOLS.items():
+                pools[name] = NodePool.objects.filter(cluster=cluster, name=name).first() or pool_services.pool_create(
+                    actor=None, cluster=cluster, name=name, label_key=KARPENTER_LABEL_KEY, label_value=name,
+                    description=description,
+                )
         for department_name, (project_names, owned_pool) in DEPARTMENTS.items():
             department = Department.objects.filter(cluster=cluster, name=department_name).first() or (
                 services.department_create(actor=None, cluster=cluster, name=department_name)
@@ -82,6 +89,13 @@ class Command(BaseCommand):
             nodes, pods = demo_objects()
             pool_services.cluster_objects_replace(cluster=cluster, nodes=nodes, pods=pods)
         self._logins(cluster)
+        # Workloads through pools: the default pool's two platforms; without a cluster to submit to, the
+        # demo's workloads as the sync would mirror them (run_demo submits them to the emulator).
+        from workloads.demo import demo_platforms, demo_submissions
+
+        demo_platforms(cluster=cluster)
+        if not options["no_cluster_objects"]:
+            demo_submissions(cluster=cluster)
 
     @staticmethod
     def _set_gpus(quota: Quota, gpus: Decimal) -> None:

@@ -1,0 +1,66 @@
+"""GPU utilization and memory from the NVIDIA DCGM exporter, read through a cluster's Prometheus.
+
+A low floor: imports only the standard library, ``requests`` and (for settings) Django; ``nodepools``,
+``projects`` and ``usage`` import it. The console never scrapes nodes itself.
+
+Configuration — a cluster names its Prometheus (``nodepools.Cluster.prometheus_url``,
+``prometheus_bearer_token_file``, ``prometheus_basic_auth_file``, ``prometheus_label_matchers``).
+Every function takes that cluster (any object with those attributes) or a :class:`PrometheusConfig`.
+Settings: ``GPUMETRICS_TIMEOUT`` (s, default 0.5: a call's budget), ``GPUMETRICS_CACHE_SECONDS``
+(default 5: answers and failures are reused that long per Prometheus + query),
+``GPUMETRICS_IDLE_THRESHOLD`` (%, default 5), ``GPU_IDLE_WINDOW_MINUTES`` (default 30): an allocated GPU is
+idle when its utilization stayed under the threshold for the whole window (``idle_expr``; the Idle GPUs
+page, the usage snapshots and the pools' "Idle allocated GPUs" share this one definition).
+
+Figures (each makes ONE query whatever the number of rows — a second only when the answer holds no
+series, to say why — and returns :class:`Unavailable` — falsy,
+with ``.reason`` for the cell's title — when there are none: "no Prometheus configured for this
+cluster", "Prometheus unreachable: connection refused", "Prometheus timed out after 0.5 s",
+"no DCGM series for this cluster", "series lack the Hostname label", ...):
+
+- ``node_gpu_metrics(cluster, node_names | None) -> NodeGpuMetrics | Unavailable``:
+  ``.get(name) -> GpuFigures | None`` (None: no series of that node; ``.missing_reason``).
+- ``group_gpu_metrics(cluster, {key: [node names]}) -> GroupGpuMetrics | Unavailable``:
+  ``.get(key) -> GpuFigures`` summed over the group's nodes; ``figures_sum([GpuFigures])`` sums
+  figures already read (the pools' figures: every node of a cluster read at once, by the sync's leader).
+- ``GpuFigures``: ``gpus``, ``utilization`` (% over all devices, or None), ``memory_used_mib``,
+  ``memory_total_mib`` (used + free), ``allocated`` (devices a pod holds), ``allocated_utilization``
+  (%, or None), ``idle_allocated`` (allocated devices idle over the window: ``max_over_time`` under the threshold), ``engine_active``
+  (0..1 or None).
+- ``device_metrics(cluster, node_name) -> list[GpuDevice] | Unavailable``: per GPU ``index``, ``uuid``,
+  ``model``, ``utilization``, ``memory_used_mib``, ``memory_free_mib``, ``memory_total_mib``,
+  ``engine_active``, ``namespace``, ``pod``, ``container`` (empty when no pod holds it).
+- ``pod_gpu_metrics(cluster, [(namespace, pod), ...]) -> {(namespace, pod): PodGpuFigures} | Unavailable``:
+  ``gpus``, ``utilization`` (% averaged over its GPUs), ``memory_used_mib``; a pod without exported
+  GPUs is absent.
+
+Lower level, for charts and windows (dcgmb's idle detection):
+
+- ``query(config, promql, timeout=None) -> [{"metric": {...}, "value": float}]`` (``/api/v1/query``),
+- ``query_range(config, promql, start=, end=, step=, timeout=None) -> [{"metric", "values": [(t, v)]}]``
+  (``/api/v1/query_range``); both raise ``PrometheusError`` (``.reason``),
+- ``config_from(cluster) -> PrometheusConfig | None``; ``PrometheusConfig.selector(metric, **labels)``
+  builds ``metric{extra matchers, label="v", other=~"re"}`` (values ``"v"`` or ``("=~", "re")``);
+  ``names_regex(names)`` an exact alternation; ``parse_matchers(text)`` validates extra matchers;
+- ``stats.requests``: HTTP requests sent (tests count queries); ``cache_clear()``.
+
+``gpumetrics.localprom``: ``LocalPrometheus`` (a real Prometheus for tests and ``make run``),
+``backfill_openmetrics`` (promtool backfill of samples, for the benchmark).
+"""
+from gpumetrics.client import (
+    NOT_CONFIGURED, PrometheusConfig, PrometheusError, Unavailable, cache_clear, config_from, names_regex,
+    parse_matchers, query, query_range, stats,
+)
+from gpumetrics.metrics import (
+    FB_FREE, FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, NO_HOSTNAME, NO_SERIES, GpuDevice, GpuFigures, GroupGpuMetrics,
+    NodeGpuMetrics, PodGpuFigures, device_metrics, figures_sum, group_gpu_metrics, idle_expr, idle_threshold, idle_window_seconds,
+    node_gpu_metrics, pod_gpu_metrics,
+)
+
+__all__ = [
+    "FB_FREE", "FB_USED", "GPU_UTIL", "GR_ENGINE_ACTIVE", "NOT_CONFIGURED", "NO_HOSTNAME", "NO_SERIES",
+    "GpuDevice", "GpuFigures", "GroupGpuMetrics", "NodeGpuMetrics", "PodGpuFigures", "PrometheusConfig",
+    "PrometheusError", "Unavailable", "cache_clear", "config_from", "device_metrics", "figures_sum", "group_gpu_metrics",
+    "idle_expr", "idle_threshold", "idle_window_seconds", "names_regex", "node_gpu_metrics", "parse_matchers", "pod_gpu_metrics", "query",
+    "query_range", "stats",
+]

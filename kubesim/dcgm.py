@@ -1,0 +1,232 @@
+"""The NVIDIA DCGM exporter of the emulated GPU nodes: ``GET /dcgm/metrics`` (Prometheus text format).
+
+What a Prometheus scraping every node's ``nvidia-dcgm-exporter`` pod would gather, served from one
+endpoint: per GPU device of every GPU node, the exporter's default fields
+
+- ``DCGM_FI_DEV_GPU_UTIL`` (gauge, %), ``DCGM_FI_DEV_FB_USED`` and ``DCGM_FI_DEV_FB_FREE`` (gauge, MiB),
+- ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (gauge, ratio 0..1),
+
+with the exporter's label set: ``gpu`` (index), ``UUID``, ``pci_bus_id``, ``device`` (``nvidia<i>``),
+``modelName``, ``Hostname`` (the node), ``DCGM_FI_DRIVER_VERSION`` and, for a device allocated to a
+pod (its Kubernetes pod-resources mapping), ``container``, ``namespace`` and ``pod``. A device no pod
+holds reads 0 and carries no pod labels.
+
+Values follow the emulated workloads, deterministically: the Running pods of a node get its devices
+in order (oldest pod first, then namespace and name), as many as they request ``nvidia.com/gpu``. A
+pod's utilization is its annotation ``emulator.gpu-capacity.io/gpu-utilization`` (percent, 0..100)
+when present (the demo's idle project, ``set_pod_gpu_utilization`` over the control surface), else a
+stable value derived from its name (35..95 %); the memory it holds is the annotation
+``emulator.gpu-capacity.io/gpu-memory-used-mib`` when present, else a share of the device's memory
+that grows with its utilization. A node is exported while a Running ``app=nvidia-dcgm-exporter`` pod
+runs on it, or when the cluster runs no such pod anywhere (an emulator without the GPU operator's
+operands); a node whose Ready condition is Unknown (unreachable) is not scraped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+import zlib
+from collections import defaultdict
+from typing import Any
+
+import orjson
+
+from kubesim.util import Obj
+
+UTILIZATION_ANNOTATION = "emulator.gpu-capacity.io/gpu-utilization"
+MEMORY_USED_ANNOTATION = "emulator.gpu-capacity.io/gpu-memory-used-mib"
+DRIVER_VERSION = "550.127.05"
+EXPORTER_APP = "nvidia-dcgm-exporter"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_GPU = "nvidia.com/gpu"
+_DEFAULT_MEMORY_MIB = 16384
+
+# (field, help) in the order dcgm-exporter's default counters list them.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+)
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    """The stable UUID of device ``index`` of ``node`` (``GPU-xxxxxxxx-...``, as nvidia-smi prints it)."""
+    return "GPU-" + str(uuid.UUID(hashlib.md5(f"{node}/{index}".encode()).hexdigest()))
+
+
+def model_name(product: str) -> str:
+    """NVML's model name from GPU feature discovery's product label (which replaces spaces with '-')."""
+    return product.replace("-", " ", 1) if product else "NVIDIA GPU"
+
+
+def _quantity_int(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0
+
+
+def pod_gpu_request(pod: Obj) -> int:
+    """GPUs a pod holds: Σ over its containers of the ``nvidia.com/gpu`` limit (or request)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        total += max(_quantity_int((resources.get("limits") or {}).get(_GPU)),
+                     _quantity_int((resources.get("requests") or {}).get(_GPU)))
+    return total
+
+
+def _gpu_container(pod: Obj) -> str:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if (resources.get("limits") or {}).get(_GPU) or (resources.get("requests") or {}).get(_GPU):
+            return str(container.get("name") or "")
+    return ""
+
+
+def pod_utilization(pod: Obj) -> float:
+    """The pod's GPU utilization in %: its annotation, else a stable value from its name (35..95)."""
+    meta = pod.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(UTILIZATION_ANNOTATION)
+    if raw is not None:
+        try:
+            return min(100.0, max(0.0, float(raw)))
+        except ValueError:
+            pass
+    return float(35 + zlib.crc32(f"{meta.get('namespace')}/{meta.get('name')}".encode()) % 61)
+
+
+def pod_memory_used(pod: Obj, total_mib: int, utilization: float) -> int:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(MEMORY_USED_ANNOTATION)
+    if raw is not None:
+        try:
+            return min(total_mib, max(0, int(float(raw))))
+        except ValueError:
+            pass
+    return int(total_mib * (0.15 + 0.6 * utilization / 100))
+
+
+def _fmt(value: float) -> str:
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.6f}".rstrip("0")
+
+
+def _labels(pairs: list[tuple[str, str]]) -> str:
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    return ",".join(f'{k}="{esc(v)}"' for k, v in pairs)
+
+
+def devices(nodes: list[Obj], pods: list[Obj]) -> list[dict[str, Any]]:
+    """Every exported GPU device: ``{"node", "gpu", "uuid", "model", "memory_mib", "utilization",
+    "fb_used", "namespace", "pod", "container", "labels"}`` (what the exporter serves, as data)."""
+    exporter_nodes: set[str] = set()
+    any_exporter = False
+    by_node: dict[str, list[Obj]] = defaultdict(list)
+    for pod in pods:
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        node = spec.get("nodeName")
+        if not node or status.get("phase") != "Running":
+            continue
+        if ((pod.get("metadata") or {}).get("labels") or {}).get("app") == EXPORTER_APP:
+            any_exporter = True
+            exporter_nodes.add(node)
+        if pod_gpu_request(pod) > 0:
+            by_node[node].append(pod)
+    out: list[dict[str, Any]] = []
+    for node in nodes:
+        meta, status = node.get("metadata") or {}, node.get("status") or {}
+        name = meta.get("name") or ""
+        count = _quantity_int((status.get("capacity") or {}).get(_GPU))
+        if count <= 0 or (any_exporter and name not in exporter_nodes):
+            continue
+        if any(c.get("type") == "Ready" and c.get("status") == "Unknown" for c in status.get("conditions") or []):
+            continue
+        labels = meta.get("labels") or {}
+        memory = _quantity_int(labels.get("nvidia.com/gpu.memory")) or _DEFAULT_MEMORY_MIB
+        model = model_name(labels.get("nvidia.com/gpu.product") or "")
+        holders: list[Obj | None] = []
+        for pod in sorted(by_node.get(name, ()), key=lambda p: (
+                (p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"].get("namespace") or "",
+                p["metadata"].get("name") or "")):
+            holders.extend([pod] * pod_gpu_request(pod))
+        for index in range(count):
+            pod = holders[index] if index < len(holders) else None
+            dev: dict[str, Any] = {"node": name, "gpu": index, "uuid": gpu_uuid(name, index), "model": model,
+                                   "memory_mib": memory, "utilization": 0.0, "fb_used": 0,
+                                   "namespace": "", "pod": "", "container": ""}
+            if pod is not None:
+                util = pod_utilization(pod)
+                dev.update(utilization=util, fb_used=pod_memory_used(pod, memory, util),
+                           namespace=pod["metadata"].get("namespace") or "", pod=pod["metadata"].get("name") or "",
+                           container=_gpu_container(pod))
+            pairs = [("gpu", str(index)), ("UUID", dev["uuid"]), ("pci_bus_id", f"00000000:{0x10 + index:02X}:00.0"),
+                     ("device", f"nvidia{index}"), ("modelName", model), ("Hostname", name),
+                     ("DCGM_FI_DRIVER_VERSION", DRIVER_VERSION)]
+            if pod is not None:
+                pairs += [("container", dev["container"]), ("namespace", dev["namespace"]), ("pod", dev["pod"])]
+            dev["labels"] = _labels(pairs)
+            out.append(dev)
+    return out
+
+
+def render(devs: list[dict[str, Any]]) -> bytes:
+    """The exposition text of ``devices()``: # HELP / # TYPE then one sample per device, per field."""
+    lines: list[str] = []
+    for field, help_text in FIELDS:
+        lines.append(f"# HELP {field} {help_text}")
+        lines.append(f"# TYPE {field} gauge")
+        for dev in devs:
+            if field == "DCGM_FI_DEV_GPU_UTIL":
+                value: float = dev["utilization"]
+            elif field == "DCGM_FI_DEV_FB_FREE":
+                value = dev["memory_mib"] - dev["fb_used"]
+            elif field == "DCGM_FI_DEV_FB_USED":
+                value = dev["fb_used"]
+            else:
+                value = round(dev["utilization"] / 100, 6)
+            lines.append(f"{field}{{{dev['labels']}}} {_fmt(value)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+class DcgmMixin:
+    """Part of :class:`kubesim.KubeEmulator`: the DCGM exporter's view of the emulated GPUs."""
+
+    _dcgm_cache: tuple[int, list[dict[str, Any]], bytes] | None = None
+
+    def _dcgm_state(self) -> tuple[list[dict[str, Any]], bytes]:
+        with self._lock:  # type: ignore[attr-defined]
+            rv = self._rv  # type: ignore[attr-defined]
+            cached = self._dcgm_cache
+            if cached is not None and cached[0] == rv:
+                return cached[1], cached[2]
+            nodes_store = self._stores["nodes"]  # type: ignore[attr-defined]
+            pods_store = self._stores["pods"]  # type: ignore[attr-defined]
+            node_data = [nodes_store.entries[k][0] for k in nodes_store.keys]
+            pod_data = [pods_store.entries[k][0] for k in pods_store.keys]
+        nodes = [orjson.loads(b) for b in node_data]
+        pods = [orjson.loads(b) for b in pod_data]
+        devs = devices(nodes, pods)
+        text = render(devs)
+        with self._lock:  # type: ignore[attr-defined]
+            self._dcgm_cache = (rv, devs, text)
+        return devs, text
+
+    def dcgm_metrics(self) -> str:
+        """The text ``GET /dcgm/metrics`` serves (Prometheus exposition format)."""
+        return self._dcgm_state()[1].decode()
+
+    def dcgm_devices(self) -> list[dict[str, Any]]:
+        """Every exported GPU device as data (node, gpu index, uuid, model, utilization, fb_used, pod...)."""
+        return [{k: v for k, v in d.items() if k != "labels"} for d in self._dcgm_state()[0]]
+
+    def set_pod_gpu_utilization(self, namespace: str, name: str, utilization: float,
+                                memory_used_mib: int | None = None) -> Obj:
+        """Set what the exporter reports for a pod's GPUs (its annotations; ``None`` memory: derived)."""
+        annotations: dict[str, Any] = {UTILIZATION_ANNOTATION: _fmt(float(utilization)),
+                                       MEMORY_USED_ANNOTATION: None if memory_used_mib is None else str(int(memory_used_mib))}
+        return self.update_pod(namespace, name, {"metadata": {"annotations": annotations}})  # type: ignore[attr-defined]

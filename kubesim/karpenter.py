@@ -1,0 +1,593 @@
+"""A stand-in for Karpenter's provisioner (``karpenter.sh/v1``): NodePools turn pending pods into nodes.
+
+Like :mod:`kubesim.schedulers` for KAI and Kueue, only what a console can observe is emulated, from the
+objects in the store, one :meth:`KarpenterMixin.karpenter_step` at a time (the chaos loop calls it; tests
+call it with their own clock):
+
+- a pending pod that no Ready node fits (node selector, required node affinity, taints, free GPUs, CPU,
+  memory) and that no NodeClaim in flight can take is *nominated* for a new NodeClaim of the first
+  NodePool (``weight`` highest, then name) whose requirements, template labels and taints admit it and
+  whose ``limits`` leave room for the cheapest offering (instance type × zone × capacity type of a small
+  AWS-like catalog) that fits it; an Event ``Nominated`` ("Pod should schedule on: nodeclaim/<name>") is
+  recorded for the pod, as Karpenter does;
+- a NodeClaim is ``Launched`` (``status.providerID``, ``capacity``, ``allocatable``, ``imageID``) after
+  :attr:`KarpenterMixin.karpenter_seconds` [0], ``Registered`` after [1] (the Node appears, labelled
+  ``karpenter.sh/nodepool``, ``karpenter.sh/capacity-type``, instance type, zone, the instance's
+  ``karpenter.k8s.aws/*`` labels and the GPU feature discovery labels, with its template and startup
+  taints; ``status.nodeName``) and ``Initialized`` / ``Ready`` after [2] (startup taints removed); the pods
+  nominated for it are then bound to the node, as kube-scheduler would;
+- a Node of a NodeClaim that stays empty (no pod but daemon pods) for ``consolidateAfter`` (at least
+  :attr:`KarpenterMixin.karpenter_empty_seconds`) is consolidated: NodeClaim and Node are deleted;
+  a NodeClaim whose Node was deleted goes too;
+- every NodePool's ``status.resources`` (cpu, memory, nvidia.com/gpu, nodes: what its NodeClaims, and
+  its nodes without one, provide) and ``status.nodes`` and conditions (Ready, ValidationSucceeded,
+  NodeClassReady) are kept up to date.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from kubesim.factories import _GPU_PRODUCTS, make_node
+from kubesim.resources import NODES, PODS
+from kubesim.schedulers import quantity
+from kubesim.util import Obj, _now
+
+NODEPOOLS = "nodepools.karpenter.sh"
+NODECLAIMS = "nodeclaims.karpenter.sh"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+GPU = "nvidia.com/gpu"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+CAPACITY_TYPES = ("spot", "on-demand", "reserved")  # cheapest first; reserved only where required
+
+# name, family, GPU name, GPU product, GPUs, vCPUs, memory, architecture
+INSTANCE_TYPES: tuple[tuple[str, str, str, str, int, int, str, str], ...] = (
+    ("m7i.4xlarge", "m7i", "", "", 0, 16, "64Gi", "amd64"),
+    ("m7g.4xlarge", "m7g", "", "", 0, 16, "64Gi", "arm64"),
+    ("g4dn.xlarge", "g4dn", "t4", "Tesla-T4", 1, 4, "16Gi", "amd64"),
+    ("g4dn.12xlarge", "g4dn", "t4", "Tesla-T4", 4, 48, "192Gi", "amd64"),
+    ("g5.xlarge", "g5", "a10g", "NVIDIA-A10G", 1, 4, "16Gi", "amd64"),
+    ("g5.12xlarge", "g5", "a10g", "NVIDIA-A10G", 4, 48, "192Gi", "amd64"),
+    ("g6.xlarge", "g6", "l4", "NVIDIA-L4", 1, 4, "16Gi", "amd64"),
+    ("g6.12xlarge", "g6", "l4", "NVIDIA-L4", 4, 48, "192Gi", "amd64"),
+    ("p4d.24xlarge", "p4d", "a100", "NVIDIA-A100-SXM4-40GB", 8, 96, "1152Gi", "amd64"),
+    ("p4de.24xlarge", "p4de", "a100", "NVIDIA-A100-SXM4-80GB", 8, 96, "1152Gi", "amd64"),
+    ("p5.48xlarge", "p5", "h100", "NVIDIA-H100-80GB-HBM3", 8, 192, "2048Gi", "amd64"),
+)
+_DAEMON_APPS = ("nvidia-container-toolkit-daemonset", "nvidia-dcgm-exporter")
+
+
+def instance_labels(itype: tuple[str, str, str, str, int, int, str, str]) -> dict[str, str]:
+    name, family, gpu_name, product, gpus, cpu, memory, arch = itype
+    labels = {
+        "node.kubernetes.io/instance-type": name, "kubernetes.io/arch": arch, "kubernetes.io/os": "linux",
+        "karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-category": family[0],
+        "karpenter.k8s.aws/instance-cpu": str(cpu),
+        "karpenter.k8s.aws/instance-memory": str(int(quantity(memory) / 2**20)),
+    }
+    if gpus:
+        labels.update({"karpenter.k8s.aws/instance-gpu-name": gpu_name, "karpenter.k8s.aws/instance-gpu-count": str(gpus),
+                       "karpenter.k8s.aws/instance-gpu-manufacturer": "nvidia",
+                       "karpenter.k8s.aws/instance-gpu-memory": str(_GPU_PRODUCTS.get(product, (0, ""))[0])})
+    return labels
+
+
+def requirement_allows(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A node selector requirement against a node's labels (kube-scheduler's rules; Gte/Lte too)."""
+    key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or []]
+    value = labels.get(key)
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt", "Gte", "Lte"):
+        try:
+            have, bound = int(str(value)), int(values[0])
+        except (TypeError, ValueError, IndexError):
+            return False
+        return {"Gt": have > bound, "Lt": have < bound, "Gte": have >= bound, "Lte": have <= bound}[op]
+    return False
+
+
+def pod_admits_labels(pod: Obj, labels: Mapping[str, str]) -> bool:
+    spec = pod.get("spec") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(all(requirement_allows(r, labels) for r in (t.get("matchExpressions") or [])) for t in terms)
+
+
+def tolerated(pod: Obj, taints: Iterable[Mapping[str, Any]]) -> bool:
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in taints or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        ok = False
+        for tol in tolerations:
+            if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+                continue
+            if not tol.get("key"):
+                ok = tol.get("operator") == "Exists"
+            elif tol.get("key") == taint.get("key"):
+                ok = tol.get("operator") == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
+            if ok:
+                break
+        if not ok:
+            return False
+    return True
+
+
+def asks_of(pod: Obj) -> dict[str, Decimal]:
+    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
+        out["cpu"] += quantity(requests.get("cpu"))
+        out["memory"] += quantity(requests.get("memory"))
+    return out
+
+
+def _capacity(itype) -> dict[str, Decimal]:
+    return {"cpu": Decimal(itype[5]), "memory": quantity(itype[6]), GPU: Decimal(itype[4])}
+
+
+def _fits(asks: Mapping[str, Decimal], room: Mapping[str, Decimal]) -> bool:
+    return all(asks.get(k, Decimal(0)) <= room.get(k, Decimal(0)) for k in (GPU, "cpu", "memory"))
+
+
+def _text(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _conditions(*pairs: tuple[str, str, str]) -> list[Obj]:
+    ts = _now()
+    return [{"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": ts} for t, s, r in pairs]
+
+
+def _set_condition(obj: Obj, ctype: str, status: str, reason: str) -> None:
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    for c in conditions:
+        if c.get("type") == ctype:
+            if c.get("status") != status:
+                c.update(status=status, reason=reason, lastTransitionTime=_now())
+            return
+    conditions.append({"type": ctype, "status": status, "reason": reason, "message": "", "lastTransitionTime": _now()})
+
+
+def _has(obj: Obj, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _active(pod: Obj) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
+
+
+class KarpenterMixin:
+    """Part of :class:`kubesim.KubeEmulator`: Karpenter's provisioning and consolidation, stepwise."""
+
+    #: Seconds after its creation a NodeClaim is Launched, Registered, Initialized.
+    karpenter_seconds = (1.0, 3.0, 5.0)
+    #: A NodeClaim's node empty this long (or its pool's consolidateAfter, if longer) is consolidated.
+    karpenter_empty_seconds = 60.0
+
+    def _karpenter_state(self) -> dict[str, Any]:
+        state = getattr(self, "_karpenter", None)
+        if state is None:
+            state = self._karpenter = {"born": {}, "nominated": {}, "empty_since": {}, "serial": 0}
+        return state
+
+    def karpenter_step(self, now: float | None = None) -> list[str]:
+        """Provision, progress and consolidate as Karpenter would now; returns what happened.
+        Does nothing (and costs one list) when the cluster has no NodePool."""
+        pools = self.list(NODEPOOLS)
+        claims = self.list(NODECLAIMS)
+        if not pools and not claims:
+            return []
+        now = time.monotonic() if now is None else now
+        state = self._karpenter_state()
+        done: list[str] = []
+        with self._lock:
+            nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
+            pods = [p for p in self.list(PODS) if _active(p)]
+            pool_by_name = {p["metadata"]["name"]: p for p in pools}
+            for claim in claims:
+                done += self._karpenter_progress(claim, pool_by_name.get(
+                    (claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL, "")), nodes, pods, now)
+            if done:  # read again what changed
+                claims = self.list(NODECLAIMS)
+                nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
+                pods = [p for p in self.list(PODS) if _active(p)]
+            consolidated = self._karpenter_consolidate(claims, pool_by_name, nodes, pods, now)
+            if consolidated:
+                done += consolidated
+                claims = self.list(NODECLAIMS)
+                nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
+            done += self._karpenter_provision(pools, claims, nodes, pods, now)
+            for pool in pools:
+                self._karpenter_pool_status(pool, claims, nodes)
+        return done
+
+    # ------------------------------------------------------------------ NodeClaim lifecycle
+
+    def _karpenter_progress(self, claim: Obj, pool: Obj | None, nodes: dict[str, Obj], pods: list[Obj],
+                            now: float) -> list[str]:
+        state = self._karpenter_state()
+        name = claim["metadata"]["name"]
+        born = state["born"].setdefault(name, now)
+        age = now - born
+        launch, register, initialize = self.karpenter_seconds
+        labels = claim["metadata"].get("labels") or {}
+        itype = next((i for i in INSTANCE_TYPES if i[0] == labels.get("node.kubernetes.io/instance-type")), None)
+        done: list[str] = []
+        node_name = (claim.get("status") or {}).get("nodeName")
+        if node_name and node_name not in nodes:  # its node was deleted: so goes the claim
+            self.delete(NODECLAIMS, name)
+            self._karpenter_forget(name)
+            return [f"nodeclaim {name} deleted with its node {node_name}"]
+        if itype is None:
+            return done
+        if age >= launch and not _has(claim, "Launched"):
+            cap = _capacity(itype)
+            zone = labels.get("topology.kubernetes.io/zone", ZONES[0])
+            provider = f"aws:///{zone}/i-{hashlib.sha1(name.encode()).hexdigest()[:17]}"
+
+            def launched(c: Obj) -> None:
+                status = c.setdefault("status", {})
+                status.update(providerID=provider, imageID="ami-0emulator00000001",
+                              capacity={"cpu": _text(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
+                              allocatable={"cpu": _text(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
+                                           GPU: str(itype[4]), "pods": "110"})
+                _set_condition(c, "Launched", "True", "Launched")
+
+            claim = self.update(NODECLAIMS, name, launched, subresource="status")
+            done.append(f"nodeclaim {name} launched")
+        if age >= register and _has(claim, "Launched") and not _has(claim, "Registered"):
+            node_name = f"ip-10-{int(hashlib.sha1(name.encode()).hexdigest()[:4], 16) % 256}-" \
+                        f"{int(hashlib.sha1(name.encode()).hexdigest()[4:8], 16) % 256}-" \
+                        f"{int(hashlib.sha1(name.encode()).hexdigest()[8:10], 16)}.ec2.internal"
+            spec = claim.get("spec") or {}
+            node = make_node(
+                node_name, gpus=itype[4], gpu_product=itype[3] or None, cpu=str(itype[5]), memory=itype[6],
+                zone=labels.get("topology.kubernetes.io/zone"), instance_type=itype[0],
+                capacity_type=labels.get(CAPACITY_TYPE_LABEL),
+                labels={**{k: v for k, v in labels.items()}, "karpenter.sh/registered": "true"},
+                taints=[*(spec.get("taints") or []), *(spec.get("startupTaints") or [])],
+            )
+            node["spec"]["providerID"] = (claim.get("status") or {}).get("providerID", node["spec"]["providerID"])
+            node["metadata"]["ownerReferences"] = [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": name,
+                                                    "uid": claim["metadata"].get("uid", ""), "blockOwnerDeletion": True}]
+            self.upsert_node(node)
+
+            def registered(c: Obj) -> None:
+                c.setdefault("status", {})["nodeName"] = node_name
+                _set_condition(c, "Registered", "True", "Registered")
+
+            claim = self.update(NODECLAIMS, name, registered, subresource="status")
+            done.append(f"nodeclaim {name} registered node {node_name}")
+        if age >= initialize and _has(claim, "Registered") and not _has(claim, "Initialized"):
+            node_name = (claim.get("status") or {}).get("nodeName")
+            startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
+
+            def initialized_node(n: Obj) -> None:
+                n["metadata"].setdefault("labels", {})["karpenter.sh/initialized"] = "true"
+                taints = [t for t in (n.get("spec") or {}).get("taints") or [] if (t.get("key"), t.get("effect")) not in startup]
+                n["spec"]["taints"] = taints
+                if not taints:
+                    n["spec"].pop("taints")
+
+            if node_name:
+                self.update_node(node_name, initialized_node)
+
+            def initialized(c: Obj) -> None:
+                _set_condition(c, "Initialized", "True", "Initialized")
+                _set_condition(c, "Ready", "True", "Ready")
+
+            self.update(NODECLAIMS, name, initialized, subresource="status")
+            done.append(f"nodeclaim {name} initialized")
+            # kube-scheduler binds the pods Karpenter launched the node for.
+            for key, claim_name in list(state["nominated"].items()):
+                if claim_name != name:
+                    continue
+                del state["nominated"][key]
+                pod = self.get_pod(*key)
+                if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                    continue
+
+                def bind(p: Obj, node=node_name) -> None:
+                    p["spec"]["nodeName"] = node
+
+                self.update_pod(key[0], key[1], bind)
+                self.set_pod_phase(key[0], key[1], "Running")
+                done.append(f"pod {key[0]}/{key[1]} bound to {node_name}")
+        return done
+
+    def _karpenter_forget(self, claim: str) -> None:
+        state = self._karpenter_state()
+        state["born"].pop(claim, None)
+        state["empty_since"].pop(claim, None)
+        for key in [k for k, v in state["nominated"].items() if v == claim]:
+            del state["nominated"][key]
+
+    def _karpenter_consolidate(self, claims: list[Obj], pools: dict[str, Obj], nodes: dict[str, Obj],
+                               pods: list[Obj], now: float) -> list[str]:
+        state = self._karpenter_state()
+        busy = {(p.get("spec") or {}).get("nodeName") for p in pods
+                if ((p.get("metadata") or {}).get("labels") or {}).get("app") not in _DAEMON_APPS}
+        done = []
+        for claim in claims:
+            name = claim["metadata"]["name"]
+            node = (claim.get("status") or {}).get("nodeName")
+            if not node or not _has(claim, "Initialized") or node in busy or name in state["nominated"].values():
+                state["empty_since"].pop(name, None)
+                continue
+            pool = pools.get((claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL, "")) or {}
+            disruption = (pool.get("spec") or {}).get("disruption") or {}
+            after = str(disruption.get("consolidateAfter") or "0s")
+            if after == "Never":
+                continue
+            wait = max(self.karpenter_empty_seconds, _seconds(after))
+            since = state["empty_since"].setdefault(name, now)
+            if now - since < wait:
+                continue
+            if node in nodes:
+                self.delete_node(node)
+            self.delete(NODECLAIMS, name)
+            self._karpenter_forget(name)
+            done.append(f"nodeclaim {name} consolidated (node {node} empty)")
+        return done
+
+    # ------------------------------------------------------------------ provisioning
+
+    def _karpenter_usage(self, pool: str, claims: list[Obj], nodes: dict[str, Obj]) -> dict[str, Decimal]:
+        used = {"cpu": Decimal(0), "memory": Decimal(0), GPU: Decimal(0), "nodes": Decimal(0)}
+        claimed = set()
+        for claim in claims:
+            labels = claim["metadata"].get("labels") or {}
+            if labels.get(NODEPOOL_LABEL) != pool:
+                continue
+            itype = next((i for i in INSTANCE_TYPES if i[0] == labels.get("node.kubernetes.io/instance-type")), None)
+            if itype is None:
+                continue
+            for k, v in _capacity(itype).items():
+                used[k] += v
+            used["nodes"] += 1
+            claimed.add((claim.get("status") or {}).get("nodeName"))
+        for name, node in nodes.items():
+            if name in claimed or ((node["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) != pool):
+                continue
+            capacity = (node.get("status") or {}).get("capacity") or {}
+            used["cpu"] += quantity(capacity.get("cpu"))
+            used["memory"] += quantity(capacity.get("memory"))
+            used[GPU] += quantity(capacity.get(GPU))
+            used["nodes"] += 1
+        return used
+
+    def _karpenter_offerings(self, pool: Obj) -> list[tuple[tuple, str, str, dict[str, str]]]:
+        """(instance type, zone, capacity type, node labels) the pool may launch, cheapest first."""
+        template = (pool.get("spec") or {}).get("template") or {}
+        requirements = (template.get("spec") or {}).get("requirements") or []
+        template_labels = (template.get("metadata") or {}).get("labels") or {}
+        wants_reserved = any(r.get("key") == CAPACITY_TYPE_LABEL and r.get("operator") == "In"
+                             and set(r.get("values") or []) == {"reserved"} for r in requirements)
+        out = []
+        for itype in sorted(INSTANCE_TYPES, key=lambda i: (i[4], i[5], i[0])):
+            for capacity_type in CAPACITY_TYPES:
+                if capacity_type == "reserved" and not wants_reserved:
+                    continue
+                for zone in ZONES:
+                    labels = {**instance_labels(itype), CAPACITY_TYPE_LABEL: capacity_type,
+                              "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": zone[:-1],
+                              **template_labels, NODEPOOL_LABEL: pool["metadata"]["name"]}
+                    if all(requirement_allows(r, labels) for r in requirements):
+                        out.append((itype, zone, capacity_type, labels))
+        return out
+
+    @staticmethod
+    def _karpenter_used(pods: list[Obj]) -> dict[str, dict[str, Decimal]]:
+        """What the pods bound to each node ask (node -> resource -> amount)."""
+        used: dict[str, dict[str, Decimal]] = {}
+        for p in pods:
+            node = (p.get("spec") or {}).get("nodeName")
+            if node:
+                room = used.setdefault(node, {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)})
+                for k, v in asks_of(p).items():
+                    room[k] += v
+        return used
+
+    def _karpenter_node_fits(self, pod: Obj, nodes: dict[str, Obj], used: dict[str, dict[str, Decimal]]) -> bool:
+        asks = asks_of(pod)
+        for name, node in nodes.items():
+            conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+            if conditions.get("Ready") != "True" or (node.get("spec") or {}).get("unschedulable"):
+                continue
+            if not pod_admits_labels(pod, node["metadata"].get("labels") or {}):
+                continue
+            if not tolerated(pod, (node.get("spec") or {}).get("taints") or []):
+                continue
+            alloc = (node.get("status") or {}).get("allocatable") or {}
+            taken = used.get(name, {})
+            room = {k: quantity(alloc.get(k)) - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
+            if _fits(asks, room):
+                return True
+        return False
+
+    def _karpenter_provision(self, pools: list[Obj], claims: list[Obj], nodes: dict[str, Obj], pods: list[Obj],
+                             now: float) -> list[str]:
+        state = self._karpenter_state()
+        claim_names = {c["metadata"]["name"] for c in claims}
+        for key in [k for k, v in state["nominated"].items() if v not in claim_names]:
+            del state["nominated"][key]
+        # Room left on claims in flight (not yet initialized), after the pods nominated for them.
+        in_flight: dict[str, tuple[Obj, dict[str, Decimal]]] = {}
+        for claim in claims:
+            if _has(claim, "Initialized") or claim["metadata"].get("deletionTimestamp"):
+                continue
+            labels = claim["metadata"].get("labels") or {}
+            itype = next((i for i in INSTANCE_TYPES if i[0] == labels.get("node.kubernetes.io/instance-type")), None)
+            if itype is not None:
+                in_flight[claim["metadata"]["name"]] = (claim, _capacity(itype))
+        by_key = {(p["metadata"].get("namespace", "default"), p["metadata"]["name"]): p for p in pods}
+        for key, claim_name in state["nominated"].items():
+            if claim_name in in_flight and key in by_key:
+                room = in_flight[claim_name][1]
+                for k, v in asks_of(by_key[key]).items():
+                    room[k] -= v
+        ordered = sorted(pools, key=lambda p: (-int((p.get("spec") or {}).get("weight") or 0), p["metadata"]["name"]))
+        done = []
+        pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")
+                   and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+                   and not p["metadata"].get("deletionTimestamp")]
+        used = self._karpenter_used(pods) if pending else {}
+        offerings: dict[str, list] = {}
+        for pod in sorted(pending, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
+            key = (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+            if key in state["nominated"] or self._karpenter_node_fits(pod, nodes, used):
+                continue
+            asks = asks_of(pod)
+            target = None
+            for claim_name, (claim, room) in sorted(in_flight.items()):
+                if (pod_admits_labels(pod, claim["metadata"].get("labels") or {})
+                        and tolerated(pod, (claim.get("spec") or {}).get("taints") or []) and _fits(asks, room)):
+                    target = claim_name
+                    break
+            if target is None:
+                for pool in ordered:
+                    if pool["metadata"].get("deletionTimestamp"):
+                        continue
+                    taints = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("taints") or []
+                    if not tolerated(pod, taints):
+                        continue
+                    limits = (pool.get("spec") or {}).get("limits") or {}
+                    used = self._karpenter_usage(pool["metadata"]["name"], claims, nodes)
+                    if pool["metadata"]["name"] not in offerings:
+                        offerings[pool["metadata"]["name"]] = self._karpenter_offerings(pool)
+                    for itype, zone, capacity_type, labels in offerings[pool["metadata"]["name"]]:
+                        cap = _capacity(itype)
+                        if not _fits(asks, cap) or not pod_admits_labels(pod, labels):
+                            continue
+                        grown = {**{k: used[k] + cap[k] for k in cap}, "nodes": used["nodes"] + 1}
+                        if any(k in grown and grown[k] > quantity(v) for k, v in limits.items()):
+                            continue
+                        claim = self._karpenter_create_claim(pool, itype, labels, now)
+                        claims.append(claim)
+                        target = claim["metadata"]["name"]
+                        in_flight[target] = (claim, cap)
+                        done.append(f"nodeclaim {target} created for pod {key[0]}/{key[1]} "
+                                    f"({itype[0]}, {capacity_type}, {zone})")
+                        break
+                    if target is not None:
+                        break
+            if target is None:
+                continue
+            state["nominated"][key] = target
+            for k, v in asks.items():
+                in_flight[target][1][k] -= v
+            self._karpenter_nominated_event(pod, target)
+        return done
+
+    def _karpenter_create_claim(self, pool: Obj, itype: tuple, labels: dict[str, str], now: float) -> Obj:
+        state = self._karpenter_state()
+        pool_name = pool["metadata"]["name"]
+        while True:
+            state["serial"] += 1
+            suffix = hashlib.sha1(f"{pool_name}/{state['serial']}".encode()).hexdigest()[:5]
+            name = f"{pool_name}-{suffix}"
+            if self.get(NODECLAIMS, name) is None:
+                break
+        template_spec = ((pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+        requirements = [dict(r) for r in template_spec.get("requirements") or []]
+        requirements.append({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [itype[0]]})
+        spec: Obj = {
+            "nodeClassRef": dict(template_spec.get("nodeClassRef") or {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                                     "name": "default"}),
+            "requirements": requirements,
+            "resources": {"requests": {"cpu": str(itype[5]), "memory": itype[6], GPU: str(itype[4])}},
+            "expireAfter": template_spec.get("expireAfter") or "720h",
+        }
+        for field in ("taints", "startupTaints"):
+            if template_spec.get(field):
+                spec[field] = [dict(t) for t in template_spec[field]]
+        claim = {
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {
+                "name": name, "labels": labels,
+                "annotations": {"karpenter.sh/nodepool-hash-version": "v3"},
+                "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": pool_name,
+                                     "uid": pool["metadata"].get("uid", ""), "blockOwnerDeletion": True}],
+            },
+            "spec": spec,
+        }
+        created = self.create(NODECLAIMS, claim)
+        state["born"][name] = now
+
+        def pending(c: Obj) -> None:
+            c["status"] = {"conditions": _conditions(("Launched", "Unknown", "AwaitingReconciliation"),
+                                                     ("Registered", "Unknown", "AwaitingReconciliation"),
+                                                     ("Initialized", "Unknown", "AwaitingReconciliation"),
+                                                     ("Ready", "Unknown", "AwaitingReconciliation"))}
+
+        return self.update(NODECLAIMS, name, pending, subresource="status") or created
+
+    def _karpenter_nominated_event(self, pod: Obj, claim: str) -> None:
+        md = pod["metadata"]
+        ts = _now()
+        event = {
+            "metadata": {"name": f"{md['name']}.{hashlib.sha1((md['name'] + claim).encode()).hexdigest()[:16]}",
+                         "namespace": md.get("namespace", "default")},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": md["name"],
+                               "namespace": md.get("namespace", "default"), "uid": md.get("uid", "")},
+            "reason": "Nominated", "message": f"Pod should schedule on: nodeclaim/{claim}", "type": "Normal",
+            "source": {"component": "karpenter"}, "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+            "reportingComponent": "karpenter",
+        }
+        self.upsert("events", event)
+
+    def _karpenter_pool_status(self, pool: Obj, claims: list[Obj], nodes: dict[str, Obj]) -> None:
+        name = pool["metadata"]["name"]
+        used = self._karpenter_usage(name, claims, nodes)
+        resources = {"cpu": _text(used["cpu"]), "memory": f"{int(used['memory'] / 1024)}Ki", GPU: _text(used[GPU]),
+                     "nodes": _text(used["nodes"]), "pods": _text(used["nodes"] * 110)}
+        status = pool.get("status") or {}
+        have = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        ready = {"ValidationSucceeded": "True", "NodeClassReady": "True", "NodeRegistrationHealthy": "True",
+                 "Ready": "True"}
+        if status.get("resources") == resources and status.get("nodes") == int(used["nodes"]) and all(
+                have.get(k) == v for k, v in ready.items()):
+            return
+
+        def change(p: Obj) -> None:
+            s = p.setdefault("status", {})
+            s["resources"] = resources
+            s["nodes"] = int(used["nodes"])
+            for ctype, value in ready.items():
+                _set_condition(p, ctype, value, ctype)
+            for c in s["conditions"]:
+                c.setdefault("reason", c["type"])
+                c.setdefault("message", "")
+
+        self.update(NODEPOOLS, name, change, subresource="status")
+
+
+def _seconds(duration: str) -> float:
+    total, number = 0.0, ""
+    for ch in duration:
+        if ch.isdigit():
+            number += ch
+        elif ch in "smh" and number:
+            total += int(number) * {"s": 1, "m": 60, "h": 3600}[ch]
+            number = ""
+    return total

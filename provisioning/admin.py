@@ -1,0 +1,31 @@
+from django.contrib import admin
+
+from provisioning.models import KarpenterNodePool, NodeClaim
+
+
+class MirrorAdmin(admin.ModelAdmin):
+    """Mirrored from the clusters: only the sync writes these rows, so the admin only reads them."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(KarpenterNodePool)
+class KarpenterNodePoolAdmin(MirrorAdmin):
+    list_display = ["name", "cluster", "weight", "gpu_limit", "gpus_provisioned", "node_count", "ready",
+                    "consolidation_policy"]
+    list_filter = ["cluster"]
+    search_fields = ["name"]
+
+
+@admin.register(NodeClaim)
+class NodeClaimAdmin(MirrorAdmin):
+    list_display = ["name", "cluster", "nodepool", "phase", "instance_type", "capacity_type", "zone", "node_name"]
+    list_filter = ["cluster", "phase"]
+    search_fields = ["name", "nodepool", "node_name"]

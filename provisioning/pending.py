@@ -1,0 +1,227 @@
+"""Reads behind "Pending GPU pods and what Karpenter can do" and the pool's best-practice advice.
+
+Which pods: the pending GPU pods of the cluster the user may see in the mirror (restrict). Their node
+selector is mirrored, their tolerations and affinity are not, so the pods are read from the cluster (one
+LIST of the unbound pods, one of the ``Nominated`` events), as the node page reads a Node live. The
+Karpenter NodePools and NodeClaims come from the mirror (provisioning.models). PriorityClasses, which the
+console does not mirror, are read from the cluster too. Live reads are cached for a few seconds per
+cluster and a failure is reported in words, never raised. The judging itself is pure: provisioning.explain
+and provisioning.advice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from django.core.cache import cache
+
+from provisioning import advice as advice_rules
+from provisioning.explain import Explanation, PoolVerdict, explain, is_pending
+
+LIVE_CACHE_SECONDS = 10
+TIMEOUT = (3, 10)
+MAX_PODS = 200
+
+
+@dataclass
+class LiveRead:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+
+
+def _live(cluster, what: str, read) -> LiveRead:
+    key = f"provisioning:{what}:{cluster.pk}:{cluster.kubeconfig_path}:{cluster.kube_context}"
+    cached = cache.get(key)
+    if cached is not None:
+        found = orjson.loads(cached)
+        return LiveRead(found.get("items") or [], found.get("error") or "")
+    from nodepools.models import ConnectionState
+    from nodepools.sync import api_client_for, api_error_message
+
+    if cluster.connection_state == ConnectionState.UNREACHABLE:
+        return LiveRead([], f"the cluster is unreachable ({cluster.last_error or 'no answer'})")
+    try:
+        with api_client_for(cluster) as api_client:
+            found = {"items": read(api_client)}
+    except Exception as exc:  # noqa: BLE001 - any failure of a live read is shown, not raised
+        found = {"error": api_error_message(exc)}
+    # A failure is kept as long: pages of an unreachable cluster do not wait for it on every request.
+    cache.set(key, orjson.dumps(found), LIVE_CACHE_SECONDS)
+    return LiveRead(found.get("items") or [], found.get("error") or "")
+
+
+def _items(response) -> list[dict[str, Any]]:
+    return orjson.loads(response.data).get("items") or []
+
+
+def unbound_pods(cluster) -> LiveRead:
+    """The cluster's pods not bound to a node (raw JSON)."""
+    from kubernetes import client
+
+    def read(api_client):
+        return _items(client.CoreV1Api(api_client).list_pod_for_all_namespaces(
+            field_selector="spec.nodeName=", _preload_content=False, _request_timeout=TIMEOUT))
+
+    return _live(cluster, "unbound-pods", read)
+
+
+def nominated_events(cluster) -> LiveRead:
+    """Karpenter's ``Nominated`` events (which NodeClaim a pod waits for)."""
+    from kubernetes import client
+
+    def read(api_client):
+        return _items(client.CoreV1Api(api_client).list_event_for_all_namespaces(
+            field_selector="reason=Nominated", _preload_content=False, _request_timeout=TIMEOUT))
+
+    return _live(cluster, "nominated-events", read)
+
+
+def priority_classes(cluster) -> LiveRead:
+    from kubernetes import client
+
+    def read(api_client):
+        return _items(client.SchedulingV1Api(api_client).list_priority_class(
+            _preload_content=False, _request_timeout=TIMEOUT))
+
+    return _live(cluster, "priority-classes", read)
+
+
+def nodepool_objects(cluster) -> list[dict[str, Any]]:
+    """The cluster's mirrored Karpenter NodePools as the API has them (metadata, spec, status)."""
+    from provisioning.models import KarpenterNodePool
+
+    return [{"metadata": {"name": p.name, "uid": p.uid}, "spec": p.spec or {}, "status": p.status or {}}
+            for p in KarpenterNodePool.objects.filter(cluster=cluster).order_by("name")]
+
+
+def nodeclaim_objects(cluster) -> list[dict[str, Any]]:
+    """The cluster's mirrored NodeClaims, rebuilt as the API has them (what provisioning.explain reads)."""
+    from provisioning.models import NodeClaim
+
+    out = []
+    for c in NodeClaim.objects.filter(cluster=cluster).order_by("created_in_cluster", "name"):
+        out.append({
+            "metadata": {"name": c.name, "labels": c.labels or {},
+                         "creationTimestamp": c.created_in_cluster.isoformat() if c.created_in_cluster else "",
+                         **({"deletionTimestamp": "deleting"} if c.phase == "Terminating" else {})},
+            "spec": {"requirements": c.requirements or [], "taints": c.taints or [],
+                     "resources": {"requests": c.requests or {}}},
+            "status": {"conditions": c.conditions or [], "capacity": c.capacity or {}},
+        })
+    return out
+
+
+@dataclass
+class PendingPod:
+    namespace: str
+    name: str
+    project: str
+    explanation: Explanation
+    verdict: PoolVerdict | None = None  # the verdict of the pool of the page, if any
+
+    @property
+    def others(self) -> list[str]:
+        """The other NodePools that can provision a node for it."""
+        mine = self.verdict.nodepool if self.verdict else None
+        return [name for name in self.explanation.candidates if name != mine]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.explanation.as_dict(), "project": self.project}
+
+
+@dataclass
+class PendingReport:
+    pods: list[PendingPod]
+    nodepools: int
+    error: str = ""
+    hidden: int = 0  # visible pending GPU pods the cluster no longer reports as pending (already bound)
+
+
+def pending_gpu_pods(*, user, cluster, nodepool: str = "") -> PendingReport:
+    """The pending GPU pods the user may see in the cluster, each explained; `nodepool` picks the verdict
+    of that Karpenter NodePool for each. No live read when the cluster has no Karpenter NodePool."""
+    from nodepools.models import Pod
+
+    nodepools = nodepool_objects(cluster)
+    if not nodepools:
+        return PendingReport([], 0)
+    visible = {
+        (ns, name): project or ""
+        for ns, name, project in Pod.objects.restrict(user, "view")
+        .filter(cluster=cluster, node__isnull=True, phase="Pending", gpus__gt=0)
+        .order_by("created_in_cluster", "namespace", "name").values_list("namespace", "name", "project__name")[:MAX_PODS]
+    }
+    if not visible:
+        return PendingReport([], len(nodepools))
+    live = unbound_pods(cluster)
+    if live.error:
+        return PendingReport([], len(nodepools), f"Could not read the pending pods from cluster {cluster.name}: "
+                                                 f"{live.error}")
+    events = nominated_events(cluster)
+    claims = nodeclaim_objects(cluster)
+    by_key = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")): p
+              for p in live.items if isinstance(p, dict)}
+    out: list[PendingPod] = []
+    for key, project in visible.items():
+        pod = by_key.get(key)
+        if pod is None or not is_pending(pod):
+            continue
+        explanation = explain(pod, nodepools, claims, events.items)
+        verdict = next((v for v in explanation.verdicts if v.nodepool == nodepool), None) if nodepool else None
+        out.append(PendingPod(key[0], key[1], project, explanation, verdict))
+    return PendingReport(out, len(nodepools), events.error and f"Could not read Karpenter's events: {events.error}",
+                         len(visible) - len(out))
+
+
+def pod_explanation(*, user, cluster, namespace: str, name: str) -> tuple[dict[str, Any] | None, str]:
+    """One pod's explanation (as_dict) if the user may see it: (None, message) when it cannot be given."""
+    from nodepools.models import Pod
+
+    if not Pod.objects.restrict(user, "view").filter(cluster=cluster, namespace=namespace, name=name).exists():
+        return None, "not_found"
+    from kubernetes import client
+
+    from nodepools.sync import api_client_for, api_error_message
+
+    try:
+        with api_client_for(cluster) as api_client:
+            pod = orjson.loads(client.CoreV1Api(api_client).read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=TIMEOUT).data)
+    except Exception as exc:  # noqa: BLE001
+        return None, f"Could not read pod {namespace}/{name} from cluster {cluster.name}: {api_error_message(exc)}"
+    explanation = explain(pod, nodepool_objects(cluster), nodeclaim_objects(cluster), nominated_events(cluster).items)
+    return {**explanation.as_dict(), "pending": is_pending(pod)}, ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Advice
+
+@dataclass
+class AdviceReport:
+    advice: list[advice_rules.Advice]
+    error: str = ""
+
+
+def pool_advice(*, user, pool) -> AdviceReport:
+    """The best-practice advice of a pool, from its nodes and pods the user may see, its Karpenter NodePool
+    (if it is backed by one) and the cluster's PriorityClasses (read live; unknown when unreadable)."""
+    from nodepools.models import Node, Pod
+    from provisioning.models import KarpenterNodePool
+
+    nodes = [advice_rules.NodeInfo(n.name, n.labels or {}, n.taints or [], n.is_gpu_node, n.gpu_product)
+             for n in Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")]
+    pods = [advice_rules.PodInfo(ns, name, priority, node or "")
+            for ns, name, priority, node in Pod.objects.restrict(user, "view").active().filter(node__pool=pool)
+            .values_list("namespace", "name", "priority", "node__name")]
+    row = KarpenterNodePool.for_pool(pool)
+    nodepool = {"metadata": {"name": row.name}, "spec": row.spec or {}, "status": row.status or {}} if row else None
+    error = ""
+    classes: list[dict[str, Any]] | None = None
+    if pool.cluster.kubeconfig_path or pool.cluster.in_cluster:
+        live = priority_classes(pool.cluster)
+        classes = None if live.error else live.items
+        if live.error:
+            error = f"Could not read the PriorityClasses of cluster {pool.cluster.name}: {live.error}"
+    return AdviceReport(advice_rules.pool_advice(nodes=nodes, pods=pods, nodepool=nodepool, priority_classes=classes),
+                        error)

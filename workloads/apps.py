@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class WorkloadsConfig(AppConfig):
+    name = "workloads"
+    verbose_name = "Workloads through pools"
+
+    def ready(self) -> None:
+        from workloads import receivers  # noqa: F401  (a new cluster gets OSMO's shipped rule sets)
+        # The sync mirrors Jobs into Workload rows: registered from this (upper) app.
+        from workloads.sync import register_jobs
+
+        register_jobs()

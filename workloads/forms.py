@@ -1,0 +1,145 @@
+"""Forms of the platform, pool-settings, pod-template and rule-set pages: they take text (JSON or YAML
+for the structured fields, names one per line for ordered lists); the services parse and check it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import yaml
+from django import forms
+
+from workloads.submission import PRIORITY_CLASSES
+
+
+_MONO = {"class": "mono", "spellcheck": "false"}
+
+
+def as_yaml(value) -> str:
+    """How a stored JSON value is shown for editing (YAML, block style; empty for nothing)."""
+    if value in (None, {}, []):
+        return ""
+    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def as_lines(names) -> str:
+    return "\n".join(names)
+
+
+class _Ordered(forms.CharField):
+    """Names, one per line (or comma-separated), in order."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3, **_MONO}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        return [name.strip() for name in text.replace(",", "\n").splitlines() if name.strip()]
+
+
+def _document(label: str, help_text: str, rows: int = 4) -> forms.CharField:
+    return forms.CharField(label=label, required=False, help_text=help_text, strip=False,
+                           widget=forms.Textarea(attrs={"rows": rows, **_MONO}))
+
+
+class PlatformForm(forms.Form):
+    name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label), e.g. a100.")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    node_selector = _document("Node selector", "Label key: value (YAML or JSON), e.g. nvidia.com/gpu.product: NVIDIA-A100.")
+    tolerations = _document("Tolerations", "A YAML or JSON list of Kubernetes tolerations "
+                                           "(key, operator Equal/Exists, value, effect).", rows=6)
+    privileged_allowed = forms.BooleanField(label="Privileged containers allowed", required=False)
+    host_network_allowed = forms.BooleanField(label="Host network allowed", required=False)
+    allowed_mounts = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, **_MONO}),
+                                     help_text="Host paths workloads may mount, one per line.")
+    default_variables = _document("Default variables", "Overrides the pool's, e.g. USER_MEMORY: 80Gi.")
+    override_templates = _Ordered(label="Override pod templates",
+                                  help_text="Pod template names, one per line, merged after the pool's common templates.")
+    rule_sets = _Ordered(label="Resource validation rule sets", help_text="Rule set names, one per line (after the pool's).")
+    make_default = forms.BooleanField(label="The pool's default platform", required=False)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def clean_allowed_mounts(self):
+        text = self.cleaned_data.get("allowed_mounts") or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class PoolSettingsForm(forms.Form):
+    default_platform = forms.ChoiceField(required=False, help_text="Used when a submission names no platform.")
+    default_variables = _document("Default variables", "USER_CPU, USER_GPU, USER_MEMORY, USER_STORAGE defaults of "
+                                                       "the pool (YAML or JSON), e.g. USER_MEMORY: 32Gi.")
+    common_templates = _Ordered(label="Common pod templates", help_text="Pod template names, one per line, in merge order.")
+    rule_sets = _Ordered(label="Resource validation rule sets", help_text="Rule set names, one per line, e.g. default_cpu.")
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args, platforms=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["default_platform"].choices = [("", "—")] + [(p.name, p.name) for p in platforms]
+
+
+class PodTemplateForm(forms.Form):
+    name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_user or a100.")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    body = _document("Template", "A fragment of a Pod in YAML or JSON: spec (nodeSelector, tolerations, containers, "
+                                 "volumes, …) and/or metadata; {{ USER_GPU }}, {{ WF_TASK_NAME }}, … are substituted.",
+                     rows=16)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+
+class RuleSetForm(forms.Form):
+    name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_gpu.")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    rules = _document("Rules", "A YAML or JSON list of {operator: GT|GE|LT|LE|EQ, left_operand, right_operand, "
+                               "assert_message}; operands are {{USER_*}}, {{K8_*}} or quantities (8, 500m, 32Gi).",
+                      rows=14)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+
+class ConfirmDeleteForm(forms.Form):
+    confirm = forms.BooleanField(initial=True, widget=forms.HiddenInput)
+
+
+def rules_text(rules) -> str:
+    return as_yaml(rules)
+
+
+def json_text(value) -> str:
+    return json.dumps(value, indent=2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Submission side (pool access, submitting, the workloads table)
+class SubmitForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=None, empty_label=None)
+    pools = forms.CharField(
+        label="Node pools", required=False,
+        help_text="In the order to try them, separated by commas. Empty: the project's priority list, then default.")
+    platform = forms.CharField(required=False, help_text="Empty: the first pool's default platform.")
+    image = forms.CharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    command = forms.CharField(required=False, help_text="As in a shell, e.g. python train.py --epochs 3.")
+    cpu = forms.CharField(label="CPU", required=False, help_text="Cores per pod (USER_CPU), e.g. 4 or 500m.")
+    memory = forms.CharField(required=False, help_text="Per pod (USER_MEMORY), e.g. 16Gi.")
+    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, help_text="Per pod (USER_GPU).")
+    storage = forms.CharField(required=False, help_text="Ephemeral storage per pod (USER_STORAGE), e.g. 10Gi.")
+    priority_class = forms.ChoiceField(label="Priority class", choices=[(c, c) for c in PRIORITY_CLASSES],
+                                       initial="train",
+                                       help_text="train and build-preemptible may be preempted; build and "
+                                                 "inference run within the deserved quota only.")
+    pods = forms.IntegerField(label="Number of pods", min_value=1, max_value=1000, initial=1)
+    name = forms.CharField(required=False, help_text="Empty: the project's name and a random suffix.")
+
+    def __init__(self, *args, projects=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = projects
+
+    def clean_command(self):
+        text = self.cleaned_data.get("command") or ""
+        try:
+            return shlex.split(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"The command cannot be read as a shell line: {exc}.") from exc
+
+    def clean_pools(self):
+        return [p.strip() for p in (self.cleaned_data.get("pools") or "").split(",") if p.strip()]

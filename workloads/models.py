@@ -1,0 +1,382 @@
+"""Workloads through pools (OSMO's flow): platforms inside a pool, pod templates, resource validation.
+
+A pool's workload settings hold its default platform, its ordered common pod templates, its default
+variables and its resource validation rule sets; each platform selects some of the pool's nodes (node
+selector + tolerations), says what it allows (privileged, host network, host mounts) and adds its own
+default variables, override templates and rule sets. Templates and rule sets are named per cluster.
+The merge, substitution, node matching and validation themselves are pure functions in `engine.py`.
+Below them: who may submit to a pool (`PoolAccess`) and the workloads mirrored from the Jobs (`Workload`).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Exists, OuterRef
+
+from access.rules import RestrictedQuerySet, access_q, is_system_admin
+from nodepools import kube
+from nodepools.models import validate_dns1123_label
+from workloads import engine
+
+# Template and rule-set names follow OSMO's (`default_user`, `l40s`, `default_cpu`): letters, digits,
+# '-', '_', '.', starting and ending with a letter or digit, at most 63 characters.
+CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def validate_config_name(value: str) -> None:
+    if len(value) > 63:
+        raise ValidationError("must be no more than 63 characters", code="invalid")
+    if not CONFIG_NAME_RE.match(value):
+        raise ValidationError(
+            "must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit "
+            "(e.g. 'default_user', 'a100-nvlink')", code="invalid",
+        )
+
+
+def validate_node_selector(value) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("A node selector is a mapping of label key to value, e.g. {\"nvidia.com/gpu.product\": \"NVIDIA-A100\"}.")
+    errors = []
+    for key, label_value in value.items():
+        if not isinstance(label_value, str):
+            errors.append(f"{key}: a label value must be a string, not {type(label_value).__name__}.")
+            continue
+        errors += [f"{key}: {message}" for message in kube.label_key_errors(str(key))]
+        errors += [f"{key}={label_value}: {message}" for message in kube.label_value_errors(label_value)]
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_tolerations(value) -> None:
+    if not isinstance(value, list):
+        raise ValidationError("Tolerations are a list of Kubernetes tolerations {key, operator, value, effect}.")
+    errors = []
+    for index, toleration in enumerate(value):
+        errors += [f"tolerations[{index}].{message}" for message in engine.toleration_errors(toleration)]
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_mounts(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(path, str) for path in value):
+        raise ValidationError("Allowed mounts are a list of host paths, e.g. [\"/data\"].")
+    errors = [f"{path!r}: a host path must be absolute (start with '/')." for path in value if not path.startswith("/")]
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_default_variables(value) -> None:
+    errors = engine.default_variables_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_pod_template_body(value) -> None:
+    errors = engine.pod_template_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_rules(value) -> None:
+    try:
+        engine.parse_rules(value)
+    except engine.RuleError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------------------
+# Named per cluster: pod templates and rule sets
+
+
+class ClusterConfigQuerySet(RestrictedQuerySet):
+    access_level = "cluster"
+    access_paths = {"cluster": ["cluster_id"]}
+
+
+class PodTemplate(models.Model):
+    """A named fragment of a Pod (`spec`, `metadata`), merged into workloads in the order pools and
+    platforms list it; `{{ USER_* }}` and `{{ WF_* }}` variables are substituted."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="pod_templates")
+    name = models.CharField(max_length=63, validators=[validate_config_name])
+    description = models.TextField(blank=True)
+    body = models.JSONField(default=dict, blank=True, validators=[validate_pod_template_body])
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ClusterConfigQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="podtemplate_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ResourceValidationRuleSet(models.Model):
+    """Named resource validation rules (OSMO's `resourceValidations`): each compares a user value with a
+    number or a node value (`K8_*`) with GT, GE, LT, LE or EQ and says `assert_message` when it fails."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="rule_sets")
+    name = models.CharField(max_length=63, validators=[validate_config_name])
+    description = models.TextField(blank=True)
+    rules = models.JSONField(default=list, blank=True, validators=[validate_rules])
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ClusterConfigQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="rulesset_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def parsed_rules(self) -> list[engine.Rule]:
+        return engine.parse_rules(self.rules)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pools and their platforms
+
+
+class PoolConfigQuerySet(RestrictedQuerySet):
+    access_level = "cluster"
+    access_paths = {"cluster": ["pool__cluster_id"]}
+
+
+class Platform(models.Model):
+    """A kind of node inside a pool (OSMO): the pool's nodes matching its node selector whose taints its
+    tolerations tolerate, with what workloads on it may do."""
+
+    pool = models.ForeignKey("nodepools.NodePool", on_delete=models.CASCADE, related_name="platforms")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    description = models.TextField(blank=True)
+    node_selector = models.JSONField(
+        default=dict, blank=True, validators=[validate_node_selector],
+        help_text="Label key → value every node of the platform carries, e.g. nvidia.com/gpu.product: NVIDIA-A100.",
+    )
+    tolerations = models.JSONField(
+        default=list, blank=True, validators=[validate_tolerations],
+        help_text="Kubernetes tolerations of the platform's workloads (for its nodes' NoSchedule/NoExecute taints).",
+    )
+    privileged_allowed = models.BooleanField(default=False)
+    host_network_allowed = models.BooleanField(default=False)
+    allowed_mounts = models.JSONField(default=list, blank=True, validators=[validate_mounts],
+                                      help_text="Host paths workloads may mount.")
+    default_variables = models.JSONField(default=dict, blank=True, validators=[validate_default_variables])
+    override_templates = models.ManyToManyField(PodTemplate, through="PlatformTemplate", related_name="+", blank=True)
+    rule_sets = models.ManyToManyField(ResourceValidationRuleSet, through="PlatformRuleSet", related_name="+", blank=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = PoolConfigQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pool__cluster__name", "pool__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["pool", "name"], name="platform_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        return self.pool.cluster_id, None
+
+    def ordered_templates(self) -> list[PodTemplate]:
+        return [link.template for link in self.template_links.select_related("template").order_by("position")]
+
+    def ordered_rule_sets(self) -> list[ResourceValidationRuleSet]:
+        return [link.rule_set for link in self.rule_set_links.select_related("rule_set").order_by("position")]
+
+
+class PoolWorkloadSettings(models.Model):
+    """What a pool adds to every workload: its default platform, common pod templates (in order),
+    default variables and resource validation rule sets (OSMO's `common_*` fields)."""
+
+    pool = models.OneToOneField("nodepools.NodePool", on_delete=models.CASCADE, related_name="workload_settings")
+    default_platform = models.ForeignKey(Platform, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    default_variables = models.JSONField(default=dict, blank=True, validators=[validate_default_variables])
+    common_templates = models.ManyToManyField(PodTemplate, through="PoolTemplate", related_name="+", blank=True)
+    rule_sets = models.ManyToManyField(ResourceValidationRuleSet, through="PoolRuleSet", related_name="+", blank=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = PoolConfigQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "pool workload settings"
+        verbose_name_plural = "pool workload settings"
+
+    def __str__(self) -> str:
+        return f"workload settings of {self.pool}"
+
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        return self.pool.cluster_id, None
+
+    def clean(self) -> None:
+        if self.default_platform_id and self.default_platform.pool_id != self.pool_id:
+            raise ValidationError({"default_platform": "The default platform must be one of this pool's platforms."})
+
+    def ordered_templates(self) -> list[PodTemplate]:
+        return [link.template for link in self.template_links.select_related("template").order_by("position")]
+
+    def ordered_rule_sets(self) -> list[ResourceValidationRuleSet]:
+        return [link.rule_set for link in self.rule_set_links.select_related("rule_set").order_by("position")]
+
+
+# Ordered lists: one row per place (position 0 first). The services refuse to delete a template or
+# rule set in use (naming the pools and platforms using it).
+
+class PoolTemplate(models.Model):
+    settings = models.ForeignKey(PoolWorkloadSettings, on_delete=models.CASCADE, related_name="template_links")
+    template = models.ForeignKey(PodTemplate, on_delete=models.CASCADE, related_name="pool_links")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["settings", "template"], name="pooltemplate_once")]
+
+
+class PlatformTemplate(models.Model):
+    platform = models.ForeignKey(Platform, on_delete=models.CASCADE, related_name="template_links")
+    template = models.ForeignKey(PodTemplate, on_delete=models.CASCADE, related_name="platform_links")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["platform", "template"], name="platformtemplate_once")]
+
+
+class PoolRuleSet(models.Model):
+    settings = models.ForeignKey(PoolWorkloadSettings, on_delete=models.CASCADE, related_name="rule_set_links")
+    rule_set = models.ForeignKey(ResourceValidationRuleSet, on_delete=models.CASCADE, related_name="pool_links")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["settings", "rule_set"], name="poolruleset_once")]
+
+
+class PlatformRuleSet(models.Model):
+    platform = models.ForeignKey(Platform, on_delete=models.CASCADE, related_name="rule_set_links")
+    rule_set = models.ForeignKey(ResourceValidationRuleSet, on_delete=models.CASCADE, related_name="platform_links")
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["platform", "rule_set"], name="platformruleset_once")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pool access (who may submit to a pool) and the workloads mirrored from the clusters' Jobs
+
+
+class PoolAccessQuerySet(RestrictedQuerySet):
+    """Read with the pool (anyone with a role in its cluster); changed by system administrators and
+    department administrators of the whole cluster ("cluster administrators")."""
+
+    access_level = "cluster"
+    access_paths = {"cluster": ["pool__cluster_id"]}
+
+    def restrict(self, user: Any, action: str = "view") -> "PoolAccessQuerySet":
+        permission = "nodepool.view" if action == "view" else f"poolaccess.{action}"
+        return self.filter(access_q(user, type(self), permission))
+
+
+class PoolAccess(models.Model):
+    """Who may submit workloads to one pool (OSMO's pool roles, DOMAIN §6). No row: open to every
+    project of the pool's cluster, not in maintenance."""
+
+    pool = models.OneToOneField("nodepools.NodePool", on_delete=models.CASCADE, related_name="access")
+    open_to_cluster = models.BooleanField(
+        "open to all projects of the cluster", default=True,
+        help_text="Off: only the departments, projects and groups listed below may submit.")
+    departments = models.ManyToManyField("projects.Department", blank=True, related_name="+")
+    projects = models.ManyToManyField("projects.Project", blank=True, related_name="+")
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    maintenance = models.BooleanField(
+        default=False, help_text="Refuse new workloads, except from system administrators.")
+    maintenance_note = models.CharField(max_length=255, blank=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = PoolAccessQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"access to {self.pool}"
+
+    def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
+        return self.pool.cluster_id, None
+
+
+class WorkloadQuerySet(RestrictedQuerySet):
+    """A workload belongs to the project owning its namespace. Seeing one is `project.view` on that
+    project; stopping one is `project.submit` (researchers, project administrators and above)."""
+
+    access_level = "project"
+    access_paths = {}
+
+    def restrict(self, user: Any, action: str = "view") -> "WorkloadQuerySet":
+        if is_system_admin(user):
+            return self.all()
+        from projects.models import Project, ProjectNamespace
+
+        projects = Project.objects.restrict(user, "view" if action == "view" else "submit")
+        owned = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"),
+                                                project__in=projects.values("pk"))
+        return self.filter(Exists(owned))
+
+
+class Workload(models.Model):
+    """A `batch/v1` Job mirrored by the sync (the cluster is its source of truth): what was asked
+    (pools tried, platform, GPUs, priority class — from the console's annotations and the pod
+    template) and what became of it (phase from the Job's status and conditions)."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="workloads")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    pools_tried = models.JSONField(default=list, blank=True)
+    platform = models.CharField(max_length=63, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    priority = models.IntegerField(null=True, blank=True)
+    pods = models.PositiveIntegerField(default=1)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3, default=0)  # all pods together
+    phase = models.CharField(max_length=16, blank=True)
+    # Why the Job waits or failed, in the cluster's words (a condition's message), when it says.
+    status_message = models.TextField(blank=True)
+    queue = models.CharField(max_length=253, blank=True)
+    submitted_by = models.CharField(max_length=150, blank=True)
+    created_in_cluster = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_in_cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="workload_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def audit_scope(self, pk: Any) -> tuple[int | None, int | None]:
+        from projects.models import ProjectNamespace
+
+        department = (ProjectNamespace.objects.filter(cluster_id=self.cluster_id, name=self.namespace)
+                      .values_list("project__department_id", flat=True).first())
+        return self.cluster_id, department
+
+    @property
+    def preemptible(self) -> bool | None:
+        from nodepools.kube import is_preemptible
+
+        return None if self.priority is None else is_preemptible(self.priority)

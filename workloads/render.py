@@ -1,0 +1,248 @@
+"""The `batch/v1` Job a submission becomes (pure: facts in, a Kubernetes object out).
+
+Scheduling primitives (seed 002) on the pod template:
+- required node affinity to the pools of the list: with an enforcer on, the console stamps its own pool
+  label on every node (DOMAIN §10), so one term `console.gpu-capacity.io/node-pool In [pools]` selects
+  them; without one, nodes carry only the pools' own labels, so each pool is one term on its label
+  (the `default` pool: none of the other pools' labels, which is how the console computes it);
+- preferred node affinity weighted by list order (first pool 100, then less), so the scheduler tries
+  the pools in the order the researcher gave;
+- tolerations for the taints of the pools and the platform (what the nodes carry);
+- `priorityClassName` (train, build-preemptible, build, inference);
+- topology spread over nodes when a pool of the list places GPUs with `spread`;
+- KAI: `schedulerName: kai-scheduler` and the label `kai.scheduler/queue`; Kueue: the label
+  `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodepools.kube import CONSOLE_POOL_LABEL
+
+API_VERSION = "batch/v1"
+KAI_SCHEDULER = "kai-scheduler"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+# The console's own annotations on the Job (read back by the sync into the workloads table).
+PREFIX = "console.gpu-capacity.io/"
+POOLS_ANNOTATION = PREFIX + "pools"  # comma-separated, in the order tried
+PLATFORM_ANNOTATION = PREFIX + "platform"
+SUBMITTED_BY_ANNOTATION = PREFIX + "submitted-by"
+PROJECT_LABEL = PREFIX + "project"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-capacity-console"
+WORKLOAD_LABEL = PREFIX + "workload"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """One pool of the list: its name, own label (empty for `default`), its nodes' common taints, and
+    its GPU placement strategy."""
+
+    name: str
+    label_key: str = ""
+    label_value: str = ""
+    taints: tuple[dict[str, Any], ...] = ()
+    gpu_placement: str = "binpack"
+    is_default: bool = False
+    # The platform's node selector in this pool (its nodes are the pool's nodes carrying these labels).
+    node_selector: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    namespace: str
+    project: str
+    image: str
+    command: tuple[str, ...] = ()
+    pods: int = 1
+    priority_class: str = "train"
+    pools: tuple[PoolTarget, ...] = ()
+    # Every pool of the cluster with its own label: what `default` excludes without the console's label.
+    other_pool_labels: tuple[tuple[str, str], ...] = ()
+    platform: str = ""
+    platform_tolerations: tuple[dict[str, Any], ...] = ()
+    # The merged, substituted pod templates (a Pod spec fragment and its metadata), and the resources.
+    pod_spec: dict[str, Any] = field(default_factory=dict)
+    pod_metadata: dict[str, Any] = field(default_factory=dict)
+    cpu: str = "1"
+    memory: str = "1Gi"
+    gpus: int = 0
+    storage: str = ""
+    enforcer: str = "none"  # none / kai / kueue
+    queue: str = ""  # KAI queue or Kueue LocalQueue name
+    submitted_by: str = ""
+
+
+def _toleration(taint: dict[str, Any]) -> dict[str, Any]:
+    tol: dict[str, Any] = {"key": taint.get("key", ""), "effect": taint.get("effect", "")}
+    if taint.get("value") not in (None, ""):
+        tol.update(operator="Equal", value=str(taint["value"]))
+    else:
+        tol["operator"] = "Exists"
+    return tol
+
+
+def tolerations_for(taints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One toleration per distinct NoSchedule/NoExecute taint, in first-seen order."""
+    seen: list[dict[str, Any]] = []
+    for taint in taints:
+        if not isinstance(taint, dict) or taint.get("effect") not in TAINT_EFFECTS:
+            continue
+        tol = _toleration(taint)
+        if tol not in seen:
+            seen.append(tol)
+    return seen
+
+
+def _pool_term(pool: PoolTarget, spec: JobSpec, stamped: bool) -> dict[str, Any]:
+    """The node selector term that selects one pool's nodes (and, inside it, the platform's)."""
+    if stamped:
+        exprs = [{"key": CONSOLE_POOL_LABEL, "operator": "In", "values": [pool.name]}]
+    elif not pool.is_default:
+        exprs = [{"key": pool.label_key, "operator": "In", "values": [pool.label_value]}]
+    else:
+        # A node with none of the other pools' labels (NotIn also matches a node without the key).
+        exprs = [{"key": k, "operator": "NotIn", "values": [v]} for k, v in spec.other_pool_labels]
+    exprs += [{"key": k, "operator": "In", "values": [v]} for k, v in pool.node_selector]
+    return {"matchExpressions": exprs or [{"key": "kubernetes.io/os", "operator": "Exists"}]}
+
+
+def weights(count: int) -> list[int]:
+    """Preferred-affinity weights by list order: 100 for the first pool, evenly less for each next one
+    down to 1 for the last (Kubernetes weights are 1..100)."""
+    if count <= 1:
+        return [100] * count
+    return [max(1, 100 - (index * 99) // (count - 1)) for index in range(count)]
+
+
+def node_affinity(spec: JobSpec) -> dict[str, Any]:
+    if not spec.pools:
+        return {}
+    stamped = spec.enforcer in ("kai", "kueue")
+    names = [p.name for p in spec.pools]
+    if stamped and not any(p.node_selector for p in spec.pools):
+        required = [{"matchExpressions": [{"key": CONSOLE_POOL_LABEL, "operator": "In", "values": names}]}]
+    else:
+        required = [_pool_term(p, spec, stamped) for p in spec.pools]
+    preferred = [{"weight": weight, "preference": _pool_term(pool, spec, stamped)}
+                 for pool, weight in zip(spec.pools, weights(len(spec.pools)))]
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": required},
+            "preferredDuringSchedulingIgnoredDuringExecution": preferred}
+
+
+def _resources(spec: JobSpec) -> dict[str, Any]:
+    requests: dict[str, str] = {"cpu": str(spec.cpu), "memory": str(spec.memory)}
+    limits: dict[str, str] = {}
+    if spec.storage:
+        requests["ephemeral-storage"] = str(spec.storage)
+    if spec.gpus:
+        requests[GPU_RESOURCE] = str(spec.gpus)
+        limits[GPU_RESOURCE] = str(spec.gpus)
+    out: dict[str, Any] = {"requests": requests}
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _merge_container(base: dict[str, Any], main: dict[str, Any]) -> dict[str, Any]:
+    """The user's container over the templates' one of the same name: the templates' settings stay,
+    the user's image, command and resources win."""
+    merged = copy.deepcopy(base)
+    for key, value in main.items():
+        if key == "resources" and isinstance(merged.get("resources"), dict):
+            for part in ("requests", "limits"):
+                if part in value:
+                    merged["resources"].setdefault(part, {}).update(value[part])
+        else:
+            merged[key] = value
+    return merged
+
+
+def pod_spec(spec: JobSpec) -> dict[str, Any]:
+    """The Job's pod template spec: templates first, then what the console sets."""
+    pod = copy.deepcopy(spec.pod_spec) if isinstance(spec.pod_spec, dict) else {}
+    main: dict[str, Any] = {"name": "main", "image": spec.image, "resources": _resources(spec)}
+    if spec.command:
+        main["command"] = list(spec.command)
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    # The workload's container is the templates' first one (OSMO templates name it), else "main".
+    if containers:
+        main["name"] = containers[0].get("name") or "main"
+        containers[0] = _merge_container(containers[0], main)
+    else:
+        containers = [main]
+    pod["containers"] = containers
+    pod["restartPolicy"] = pod.get("restartPolicy") if pod.get("restartPolicy") in ("Never", "OnFailure") else "Never"
+    pod["priorityClassName"] = spec.priority_class
+    affinity = node_affinity(spec)
+    if affinity:
+        pod.setdefault("affinity", {})["nodeAffinity"] = affinity
+    taints: list[dict[str, Any]] = []
+    for pool in spec.pools:
+        taints.extend(pool.taints)
+    tolerations = [t for t in pod.get("tolerations") or [] if isinstance(t, dict)]
+    for tol in tolerations_for(taints) + [dict(t) for t in spec.platform_tolerations]:
+        if tol not in tolerations:
+            tolerations.append(tol)
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if any(p.gpu_placement == "spread" for p in spec.pools):
+        pod["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {JOB_NAME_LABEL: spec.name}},
+        }]
+    if spec.enforcer == "kai":
+        pod["schedulerName"] = KAI_SCHEDULER
+    return pod
+
+
+def _pod_metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
+    """The templates' pod labels and annotations, with the console's labels over them."""
+    meta = spec.pod_metadata if isinstance(spec.pod_metadata, dict) else {}
+    out: dict[str, Any] = {"labels": {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, **labels}}
+    if meta.get("annotations"):
+        out["annotations"] = {str(k): str(v) for k, v in meta["annotations"].items()}
+    return out
+
+
+def job(spec: JobSpec) -> dict[str, Any]:
+    """The whole Job object, as sent to the API server."""
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, PROJECT_LABEL: spec.project, WORKLOAD_LABEL: spec.name}
+    if spec.enforcer == "kai" and spec.queue:
+        labels[KAI_QUEUE_LABEL] = spec.queue
+    if spec.enforcer == "kueue" and spec.queue:
+        labels[KUEUE_QUEUE_LABEL] = spec.queue
+    annotations = {POOLS_ANNOTATION: ",".join(p.name for p in spec.pools)}
+    if spec.platform:
+        annotations[PLATFORM_ANNOTATION] = spec.platform
+    if spec.submitted_by:
+        annotations[SUBMITTED_BY_ANNOTATION] = spec.submitted_by
+    job_spec: dict[str, Any] = {
+        "parallelism": spec.pods,
+        "completions": spec.pods,
+        "backoffLimit": 0,
+        "template": {"metadata": _pod_metadata(spec, labels), "spec": pod_spec(spec)},
+    }
+    if spec.enforcer == "kueue":
+        job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Job",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels, "annotations": annotations},
+        "spec": job_spec,
+    }
+
+
+def to_yaml(obj: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,559 @@
+"""Reads of platforms, pool settings, templates and rule sets, always through `restrict(user, ...)`.
+
+`node_views` turns mirrored nodes into the engine's NodeView (free = allocatable minus the requests
+of the pods running there); `platform_config` gathers everything the submission steps need for one
+platform (templates in merge order, default variables, rules, node selector, tolerations, nodes).
+Below them, the submission's facts (the platform plan, pool targets, the enforcer) and the workloads table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import DecimalField, OuterRef, Subquery, Sum, Value
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
+
+from nodepools.models import Node, NodePool, NodeStatus, Pod
+from nodepools.models import Node, NodePool, Pod
+from workloads import engine
+from workloads import render
+from workloads.models import Platform, PodTemplate, PoolWorkloadSettings, ResourceValidationRuleSet
+from workloads.models import Workload
+
+
+def platform_list(*, user: Any) -> Any:
+    return Platform.objects.restrict(user, "view").select_related("pool__cluster")
+
+
+def pod_template_list(*, user: Any) -> Any:
+    return PodTemplate.objects.restrict(user, "view").select_related("cluster")
+
+
+def rule_set_list(*, user: Any) -> Any:
+    return ResourceValidationRuleSet.objects.restrict(user, "view").select_related("cluster")
+
+
+def pool_settings(*, pool: NodePool) -> PoolWorkloadSettings:
+    """The pool's workload settings (an unsaved empty one when none were saved yet)."""
+    return PoolWorkloadSettings.objects.filter(pool=pool).select_related("default_platform").first() or \
+        PoolWorkloadSettings(pool=pool)
+
+
+def _ordered(settings: PoolWorkloadSettings, kind: str) -> list:
+    if settings.pk is None:
+        return []
+    return settings.ordered_templates() if kind == "templates" else settings.ordered_rule_sets()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nodes as the engine sees them
+
+def node_views(nodes_queryset: Any) -> list[engine.NodeView]:
+    """NodeViews of these nodes: free CPU, memory and GPUs = allocatable minus the requests of the active
+    pods on the node (never below zero); free ephemeral storage likewise (K8_STORAGE)."""
+    gpu = DecimalField(max_digits=14, decimal_places=3)
+    pods = Pod.objects.active().filter(node=OuterRef("pk")).order_by().values("node")
+
+    def used(expr: str, output=None):
+        kwargs = {"output_field": output} if output is not None else {}
+        return Coalesce(Subquery(pods.annotate(v=Sum(expr)).values("v")), Value(0), **kwargs)
+
+    rows = (nodes_queryset.select_related("pool")
+            .annotate(cpu_used=used("cpu_millis"), memory_used=used("memory_bytes"), gpu_used=used("gpus", gpu),
+                      storage_used=used("storage_bytes"))
+            .order_by("name"))
+    views = []
+    for node in rows:
+        gpu_used = Decimal(node.gpu_used or 0)
+        views.append(engine.NodeView(
+            name=node.name,
+            labels=dict(node.labels or {}),
+            taints=list(node.taints or []),
+            cpu_millis=max(node.cpu_allocatable_millis - int(node.cpu_used or 0), 0),
+            memory_bytes=max(node.memory_allocatable_bytes - int(node.memory_used or 0), 0),
+            gpus=max(Decimal(node.gpu_allocatable) - gpu_used, Decimal(0)),
+            storage_bytes=max(node.storage_allocatable_bytes - int(node.storage_used or 0), 0),
+            cpu_allocatable_millis=node.cpu_allocatable_millis,
+            memory_allocatable_bytes=node.memory_allocatable_bytes,
+            gpu_allocatable=node.gpu_allocatable,
+            storage_allocatable_bytes=node.storage_allocatable_bytes,
+            pool=node.pool.name if node.pool_id else "",
+            ready=node.status == NodeStatus.READY and not node.unschedulable,
+        ))
+    return views
+
+
+def pool_node_views(*, pool: NodePool) -> list[engine.NodeView]:
+    return node_views(Node.objects.filter(pool=pool))
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the pool page and the platforms page show
+
+
+@dataclass
+class PlatformSummary:
+    platform: Platform
+    is_default: bool
+    nodes: list[engine.NodeView]
+    templates: list[str] = field(default_factory=list)
+    rule_sets: list[str] = field(default_factory=list)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def gpus_total(self) -> Decimal:
+        return sum((Decimal(n.gpu_allocatable) for n in self.nodes), Decimal(0))
+
+    @property
+    def gpus_free(self) -> Decimal:
+        return sum((Decimal(n.gpus) for n in self.nodes if n.ready), Decimal(0))
+
+
+@dataclass
+class ResourceRow:
+    """One line of `osmo resource list`: a node, its pool and platforms, used / capacity per resource."""
+
+    node: engine.NodeView
+    pool: str
+    platforms: list[str]
+
+    @property
+    def cpu_used_millis(self) -> int:
+        return self.node.cpu_allocatable_millis - self.node.cpu_millis
+
+    @property
+    def memory_used_bytes(self) -> int:
+        return self.node.memory_allocatable_bytes - self.node.memory_bytes
+
+    @property
+    def gpus_used(self) -> Decimal:
+        return Decimal(self.node.gpu_allocatable) - Decimal(self.node.gpus)
+
+    @property
+    def storage_used_bytes(self) -> int:
+        return (self.node.storage_allocatable_bytes or 0) - (self.node.storage_bytes or 0)
+
+
+@dataclass
+class PoolPlatforms:
+    pool: NodePool
+    settings: PoolWorkloadSettings
+    platforms: list[PlatformSummary]
+    rows: list[ResourceRow]
+    common_templates: list[str]
+    rule_sets: list[str]
+
+
+def pool_platforms(*, user: Any, pool: NodePool, with_rows: bool = True) -> PoolPlatforms:
+    """The pool's platforms (those the user may see) with their nodes, GPUs total/free, and a per-node
+    view: for every node of the pool, the platforms it belongs to and used/capacity of each resource
+    (`with_rows=False`: no per-node view, and the nodes are not read at all when there is no platform)."""
+    settings = pool_settings(pool=pool)
+    platforms = list(platform_list(user=user).filter(pool=pool).prefetch_related(
+        "template_links__template", "rule_set_links__rule_set").order_by("name"))
+    nodes = pool_node_views(pool=pool) if (platforms or with_rows) else []
+    summaries = []
+    membership: dict[str, list[str]] = {node.name: [] for node in nodes}
+    for platform in platforms:
+        members = engine.platform_nodes(node_selector=platform.node_selector, tolerations=platform.tolerations,
+                                        nodes=nodes)
+        for node in members:
+            membership[node.name].append(platform.name)
+        summaries.append(PlatformSummary(
+            platform=platform, is_default=platform.pk == settings.default_platform_id, nodes=members,
+            templates=[link.template.name for link in sorted(platform.template_links.all(), key=lambda l: l.position)],
+            rule_sets=[link.rule_set.name for link in sorted(platform.rule_set_links.all(), key=lambda l: l.position)],
+        ))
+    rows = [ResourceRow(node=node, pool=pool.name, platforms=membership[node.name]) for node in nodes] if with_rows else []
+    return PoolPlatforms(
+        pool=pool, settings=settings, platforms=summaries, rows=rows,
+        common_templates=[t.name for t in _ordered(settings, "templates")],
+        rule_sets=[r.name for r in _ordered(settings, "rule_sets")],
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Everything the submission steps need for one platform
+
+
+@dataclass
+class PlatformConfig:
+    pool: NodePool
+    platform: Platform
+    pool_defaults: dict
+    platform_defaults: dict
+    # (name, body) in merge order: the pool's common templates, then the platform's override templates.
+    templates: list[tuple[str, dict]]
+    # The pool's rule sets then the platform's, as (rule set name, rules).
+    rule_sets: list[tuple[str, list[engine.Rule]]]
+    nodes: list[engine.NodeView]
+
+    @property
+    def rules(self) -> list[engine.Rule]:
+        return [rule for _, rules in self.rule_sets for rule in rules]
+
+
+def platform_config(*, platform: Platform, nodes: list[engine.NodeView] | None = None) -> PlatformConfig:
+    """The platform's templates in merge order, its pool's and its own default variables and rule
+    sets, and its nodes (ready and schedulable only: where a workload could go)."""
+    pool = platform.pool
+    settings = pool_settings(pool=pool)
+    templates = [(t.name, t.body) for t in _ordered(settings, "templates")]
+    templates += [(t.name, t.body) for t in platform.ordered_templates()]
+    sets = [(r.name, r.parsed_rules()) for r in _ordered(settings, "rule_sets")]
+    sets += [(r.name, r.parsed_rules()) for r in platform.ordered_rule_sets()]
+    all_nodes = nodes if nodes is not None else pool_node_views(pool=pool)
+    members = engine.platform_nodes(node_selector=platform.node_selector, tolerations=platform.tolerations,
+                                    nodes=[n for n in all_nodes if n.ready])
+    return PlatformConfig(pool=pool, platform=platform, pool_defaults=dict(settings.default_variables or {}),
+                          platform_defaults=dict(platform.default_variables or {}), templates=templates,
+                          rule_sets=sets, nodes=members)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Submission side (pool access, submitting, the workloads table)
+# ---------------------------------------------------------------------------------------------------
+# Submission facts
+
+def project_namespace(project: Any) -> str:
+    return project.namespaces.order_by("name").values_list("name", flat=True).first() or ""
+
+
+def enforcer_of(cluster: Any) -> str:
+    from enforcers.models import Enforcement
+
+    return Enforcement.objects.filter(cluster_id=cluster.pk).values_list("enforcer", flat=True).first() or "none"
+
+
+def default_pools(project: Any) -> list[NodePool]:
+    """The project's node pool priority list, then `default` (DOMAIN §4)."""
+    pools = [e.pool for e in project.priority_entries.select_related("pool").order_by("position")]
+    if not any(p.is_default for p in pools):
+        default = NodePool.objects.filter(cluster_id=project.cluster_id, is_default=True).first()
+        if default is not None:
+            pools.append(default)
+    return pools
+
+
+def submittable_pools(*, user: Any, project: Any):
+    """The pools `user` may submit `project`'s workloads to (workloads.rules), in creation order."""
+    from workloads.rules import pools_open_q
+
+    return (NodePool.objects.restrict(user, "view").filter(pools_open_q(user, project)).distinct()
+            .order_by("-is_default", "created", "pk"))
+
+
+def submittable_projects(*, user: Any):
+    from projects.models import Project
+
+    return Project.objects.restrict(user, "submit").select_related("cluster").order_by("cluster__name", "name")
+
+
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def pool_taints(pool: NodePool) -> tuple[dict[str, Any], ...]:
+    """NoSchedule / NoExecute taints every node of the pool carries: the pool's own taints."""
+    common: list[dict[str, Any]] | None = None
+    for taints in Node.objects.filter(pool=pool).values_list("taints", flat=True):
+        mine = [{k: t[k] for k in ("key", "value", "effect") if t.get(k) not in (None, "")}
+                for t in taints or [] if isinstance(t, dict) and t.get("effect") in _TAINT_EFFECTS]
+        common = mine if common is None else [t for t in common if t in mine]
+    return tuple(common or ())
+
+
+def pool_labels(cluster: Any) -> list[tuple[str, str]]:
+    return list(NodePool.objects.filter(cluster_id=cluster.pk, is_default=False).order_by("created", "pk")
+                .values_list("label_key", "label_value"))
+
+
+def pool_targets(pools: list[NodePool], *, platforms: dict[int, Any] | None = None) -> list[render.PoolTarget]:
+    """The pools of a submission's list as the renderer needs them; `platforms`: pool id -> the
+    platform's node selector there."""
+    out = []
+    for pool in pools:
+        out.append(render.PoolTarget(name=pool.name, label_key=pool.label_key, label_value=pool.label_value,
+                                     taints=pool_taints(pool), gpu_placement=pool.gpu_placement,
+                                     is_default=pool.is_default, node_selector=(platforms or {}).get(pool.pk, ())))
+    return out
+
+
+@dataclass
+class PlatformPlan:
+    """The platform a submission runs on, and the steps that depend on it (workloads.engine)."""
+
+    name: str = ""
+    error: str = ""
+    platform: Any = None
+    settings: Any = None
+    pool: Any = None
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    per_pool: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # pool id -> node selector
+    pod_metadata: dict[str, Any] = field(default_factory=dict)
+
+    def variables(self, user_values: dict[str, str]) -> dict[str, str]:
+        from workloads import engine
+
+        return engine.resolve_variables(
+            pool_defaults=(self.settings.default_variables if self.settings else {}) or {},
+            platform_defaults=(self.platform.default_variables if self.platform else {}) or {},
+            user_values=user_values)
+
+    def validate(self, variables: dict[str, str]) -> str:
+        """The first rule the request breaks (its message and, per node, why), or ""."""
+        from workloads import engine
+
+        rules = []
+        for owner in (self.settings, self.platform):
+            if owner is not None:
+                for rule_set in owner.ordered_rule_sets():
+                    rules += rule_set.parsed_rules()
+        if not rules:
+            return ""
+        nodes = pool_node_views(pool=self.pool) if self.pool is not None else []
+        if self.platform is not None:
+            nodes = engine.platform_nodes(node_selector=self.platform.node_selector or {},
+                                          tolerations=self.platform.tolerations or [], nodes=nodes)
+        failures = engine.check_rules(rules, values=variables, nodes=nodes)
+        if not failures:
+            return ""
+        more = f" (and {len(failures) - 1} more rule(s))" if len(failures) > 1 else ""
+        return f"{failures[0]}{more}."
+
+    def pod_spec(self, variables: dict[str, str]) -> tuple[dict[str, Any], str]:
+        """The pool's common templates, then the platform's, each substituted, merged in order."""
+        from workloads import engine
+
+        templates = []
+        for owner in (self.settings, self.platform):
+            if owner is not None:
+                templates += owner.ordered_templates()
+        if not templates:
+            return {}, ""
+        parts = []
+        for template in templates:
+            body = template.body
+            problems = engine.pod_template_errors(body)
+            if problems:
+                return {}, f"Pod template {template.name} is malformed: {'; '.join(problems)}"
+            try:
+                parts.append((template.name, engine.substitute(body, variables, template=template.name)))
+            except engine.TemplateError as exc:
+                return {}, str(exc)
+        merged = engine.merge_templates(parts)
+        problems = engine.pod_template_errors(merged)
+        if problems:
+            names = ", ".join(t.name for t in templates)
+            return {}, f"The merged pod templates ({names}) are malformed: {'; '.join(problems)}"
+        self.pod_metadata = merged.get("metadata") or {}
+        spec = merged.get("spec") or {}
+        return spec if isinstance(spec, dict) else {}, ""
+
+    def violations(self, pod_spec: dict[str, Any]) -> list[str]:
+        from workloads import engine
+
+        platform = self.platform
+        return engine.platform_violations(
+            pod_spec, privileged_allowed=bool(platform and platform.privileged_allowed),
+            host_network_allowed=bool(platform and platform.host_network_allowed),
+            allowed_mounts=list((platform.allowed_mounts if platform else None) or []))
+
+
+def _platform_in(pool: NodePool, name: str):
+    from workloads.models import Platform, PoolWorkloadSettings
+
+    settings = PoolWorkloadSettings.objects.filter(pool=pool).select_related("default_platform").first()
+    if name:
+        return settings, Platform.objects.filter(pool=pool, name=name).first()
+    return settings, (settings.default_platform if settings else None)
+
+
+def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> PlatformPlan:
+    """The plan for `platform` in the first pool of the list (empty: its default platform). A pool
+    without platforms runs on all its nodes. In the other pools of the list, the platform of the same
+    name (else their default one) narrows their nodes the same way."""
+    from workloads.models import Platform
+
+    settings, chosen = _platform_in(pool, platform)
+    if platform and chosen is None:
+        names = sorted(Platform.objects.filter(pool=pool).values_list("name", flat=True))
+        known = f"its platforms: {', '.join(names)}" if names else "it has none"
+        return PlatformPlan(error=f"Pool {pool.name} has no platform named {platform!r} ({known}).")
+    if chosen is None and Platform.objects.filter(pool=pool).exists():
+        return PlatformPlan(error=f"Pool {pool.name} has platforms but no default one: choose a platform.")
+    plan = PlatformPlan(name=chosen.name if chosen else "", platform=chosen, settings=settings, pool=pool,
+                        tolerations=list((chosen.tolerations if chosen else None) or []))
+    for other in pools:
+        found = chosen if other.pk == pool.pk else _platform_in(other, chosen.name if chosen else "")[1]
+        if found is None and chosen is not None:
+            found = _platform_in(other, "")[1]
+        if found is not None:
+            plan.per_pool[other.pk] = tuple(sorted((str(k), str(v)) for k, v in (found.node_selector or {}).items()))
+            for tol in found.tolerations or []:
+                if tol not in plan.tolerations:
+                    plan.tolerations.append(tol)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------------
+# The workloads table
+
+def _job_pods(cluster_ref: str = "cluster_id"):
+    return Pod.objects.filter(cluster_id=OuterRef(cluster_ref), namespace=OuterRef("namespace")).annotate(
+        job=KeyTextTransform(render.JOB_NAME_LABEL, "labels")).filter(job=OuterRef("name"))
+
+
+def workload_list(*, user: Any):
+    """Every workload the user may see, with its project, the pool it was placed in (its pods' nodes)
+    and how many of its pods run."""
+    from projects.models import ProjectNamespace
+
+    namespaces = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"))
+    pods = _job_pods()
+    placed = pods.filter(node__pool__isnull=False).order_by("-phase").values("node__pool__name")[:1]
+    running = pods.filter(phase="Running", node__isnull=False).order_by().values("job").annotate(
+        n=Count("pk")).values("n")[:1]
+    # The scheduler's words for a pod it could not place (PodScheduled=False), first pod by name.
+    unscheduled = pods.exclude(scheduling_message="").order_by("name").values("scheduling_message")[:1]
+    return (Workload.objects.restrict(user, "view").select_related("cluster")
+            .annotate(project_name=Subquery(namespaces.values("project__name")[:1]),
+                      project_id=Subquery(namespaces.values("project_id")[:1]),
+                      placed_pool=Subquery(placed), running_pods=Subquery(running),
+                      scheduler_message=Subquery(unscheduled)))
+
+
+def display_phase(workload: Workload) -> str:
+    running = getattr(workload, "running_pods", None) or 0
+    if workload.phase in ("Succeeded", "Failed", "Suspended"):
+        return workload.phase
+    if running:
+        return "Running"
+    return workload.phase or "Pending"
+
+
+def pending_reason(workload: Workload, waiting: dict[tuple[str, str], str] | None = None) -> str:
+    """Why a workload that is not running waits: the Job's conditions, then the scheduler's words on its
+    pods (PodScheduled=False: "0/30 nodes are available: …"), then the console's own reading of quotas
+    and free GPUs (projects.waiting) for its pods, then Kueue's suspension."""
+    phase = display_phase(workload)
+    if phase not in ("Pending", "Suspended"):
+        return ""
+    if workload.status_message:
+        return workload.status_message
+    scheduler = getattr(workload, "scheduler_message", None)
+    if scheduler:
+        return scheduler
+    if waiting:
+        for (namespace, job), text in waiting.items():
+            if namespace == workload.namespace and job == workload.name:
+                return text
+    if phase == "Suspended" and workload.queue:
+        return f"Waiting for Kueue to admit it (queue {workload.queue})."
+    return ""
+
+
+def waiting_reasons(*, user: Any, workloads: list[Workload]) -> dict[tuple[str, str], str]:
+    """projects.waiting's explanation for the pending pods of these workloads, by (namespace, job)."""
+    from projects.models import Project
+    from projects.waiting import waiting_requests
+
+    pending = [w for w in workloads if display_phase(w) == "Pending" and getattr(w, "project_id", None)]
+    if not pending:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for project in Project.objects.restrict(user, "view").filter(pk__in={w.project_id for w in pending}):
+        for req in waiting_requests(user=user, project=project):
+            job = (Pod.objects.filter(namespace=req.namespace, name=req.name, cluster_id=project.cluster_id)
+                   .values_list("labels", flat=True).first() or {}).get(render.JOB_NAME_LABEL)
+            if job:
+                out.setdefault((req.namespace, job), req.reason.text)
+    return out
+
+
+def gpus_text(value: Decimal | None) -> str:
+    if value is None:
+        return ""
+    value = Decimal(value).normalize()
+    return f"{value:f}"
+
+
+def pools_of_list(pools: list[str] | None) -> str:
+    return " → ".join(pools or [])
+
+
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPU utilization per workload (the DCGM exporter, through the cluster's Prometheus)
+
+NO_RUNNING_POD = "no running pod: the workload holds no GPU now"
+NO_GPU_SERIES = "no GPU of its pods reports utilization (none held, or the exporter lacks the namespace/pod labels)"
+JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")  # Kubernetes sets both on a Job's pods
+
+
+def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[str]]:
+    """(cluster id, namespace, job name) -> names of its running pods (the mirrored Pods whose labels
+    carry the job name): one database query whatever the number of workloads."""
+    names = {w.name for w in workloads}
+    if not names:
+        return {}
+    rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
+                               namespace__in={w.namespace for w in workloads}, phase="Running")
+            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
+                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
+    out: dict[tuple[int, str, str], list[str]] = {}
+    for cluster_id, namespace, job, name in rows:
+        out.setdefault((cluster_id, namespace, job), []).append(name)
+    return out
+
+
+def workloads_attach_gpu_utilization(workloads: list[Workload], *, budget: Any = None) -> list[Workload]:
+    """Set `gpu_utilization` (%, averaged over every GPU its running pods hold, or None) and
+    `gpu_metrics_reason` (why None) on workloads: ONE Prometheus query per cluster whatever the number
+    of rows (gpumetrics.pod_gpu_metrics), within the page's budget (nodepools.selectors.GpuBudget)."""
+    from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
+    from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
+
+    workloads = list(workloads)
+    pods = workload_pods(workloads)
+    wanted: dict[int, set[tuple[str, str]]] = {}
+    for (cluster_id, namespace, _), names in pods.items():
+        wanted.setdefault(cluster_id, set()).update((namespace, name) for name in names)
+    budget = budget or GpuBudget()
+    configs = cluster_prometheus(wanted) if wanted else {}
+    results: dict[int, Any] = {}
+    for cluster_id, cluster_pods in wanted.items():
+        config = configs.get(cluster_id)
+        if config is None:
+            results[cluster_id] = NOT_CONFIGURED
+        elif budget.left() < 0.02:
+            results[cluster_id] = Unavailable(NO_BUDGET)
+        else:
+            results[cluster_id] = pod_gpu_metrics(config, sorted(cluster_pods), timeout=budget.left())
+    for workload in workloads:
+        names = pods.get((workload.cluster_id, workload.namespace, workload.name))
+        workload.gpu_utilization, workload.gpu_metrics_reason = None, ""
+        if not names:
+            workload.gpu_metrics_reason = NO_RUNNING_POD
+            continue
+        result = results.get(workload.cluster_id)
+        if isinstance(result, Unavailable):
+            workload.gpu_metrics_reason = result.reason
+            continue
+        figures = [f for f in (result.get((workload.namespace, n)) for n in names)
+                   if f is not None and f.utilization is not None and f.gpus]
+        gpus = sum(f.gpus for f in figures)
+        if not gpus:
+            workload.gpu_metrics_reason = NO_GPU_SERIES
+            continue
+        workload.gpu_utilization = sum(f.utilization * f.gpus for f in figures) / gpus
+    return workloads

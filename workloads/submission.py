@@ -1,0 +1,314 @@
+"""Submitting a workload (OSMO's flow) and stopping one; editing who may submit to a pool.
+
+`workload_preview` runs the steps and returns the Job it would create (the dry run); `workload_submit`
+runs the same steps and creates the Job in the project's namespace through the official client;
+`workload_stop` deletes a Job. The steps, in order, each refusing with words a researcher understands
+and the field they concern (nothing is created on a refusal):
+
+1. access: the project role, and every pool of the list open to the project (workloads.rules);
+2. resource validation: the platform's rule sets against the resources asked for, and its nodes;
+3. templates: the pool's common templates, then the platform's, each substituted and merged in order;
+4. platform: what the merged pod spec asks (privileged, host network, host mounts) against the
+   platform's allowances;
+5. render: the Job (workloads.render), checked by the API server (a server-side dry run on submit).
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from audit.models import AuditEvent
+from audit.services import audit_record, snapshot
+from enforcers import desired
+from enforcers.kubeapi import FIELD_MANAGER, refusal_from
+from nodepools.kube import parse_quantity
+from nodepools.models import NodePool
+from workloads import render
+from workloads.models import PoolAccess, Workload
+from workloads.rules import may_submit_to_project, submit_refusal
+from workloads import selectors
+
+PRIORITY_CLASSES = tuple(name for name, _, _ in desired.PRIORITY_CLASSES)
+PRIORITY_VALUES = {name: value for name, value, _ in desired.PRIORITY_CLASSES}
+STEPS = ("access", "resource validation", "templates", "platform", "render")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class SubmissionRefused(ValidationError):
+    """A step of the submission refused: `step` (one of STEPS), and the field it concerns."""
+
+    def __init__(self, step: str, field_name: str, message: str) -> None:
+        self.step = step
+        self.field_name = field_name
+        self.text = message
+        super().__init__({field_name: [message]})
+
+
+@dataclass
+class Request:
+    """What the researcher asked for, checked for form (not yet against the pools)."""
+
+    project: Any
+    pools: list[NodePool]
+    image: str
+    command: list[str] = field(default_factory=list)
+    platform: str = ""
+    cpu: str = ""
+    memory: str = ""
+    gpus: int = 0
+    storage: str = ""
+    priority_class: str = "train"
+    pods: int = 1
+    name: str = ""
+
+
+@dataclass
+class Preview:
+    job: dict[str, Any]
+    yaml: str
+    namespace: str
+    name: str
+    pools: list[str]
+    platform: str
+    variables: dict[str, str]
+
+
+def _check_form(req: Request) -> None:
+    errors: dict[str, list[str]] = {}
+    if not req.image or not req.image.strip():
+        errors["image"] = ["Give the container image to run, e.g. nvcr.io/nvidia/pytorch:24.05-py3."]
+    elif any(c.isspace() for c in req.image.strip()):
+        errors["image"] = ["An image reference has no spaces."]
+    if req.priority_class not in PRIORITY_CLASSES:
+        errors["priority_class"] = [f"Choose one of {', '.join(PRIORITY_CLASSES)}."]
+    if not isinstance(req.pods, int) or isinstance(req.pods, bool) or not 1 <= req.pods <= 1000:
+        errors["pods"] = ["The number of pods is a whole number from 1 to 1000."]
+    if not isinstance(req.gpus, int) or isinstance(req.gpus, bool) or not 0 <= req.gpus <= 64:
+        errors["gpus"] = ["GPUs per pod is a whole number from 0 to 64."]
+    for name in ("cpu", "memory", "storage"):
+        value = getattr(req, name)
+        if value in ("", None):
+            continue
+        try:
+            amount = parse_quantity(str(value))
+        except Exception:  # noqa: BLE001 - any unparsable quantity is the user's input error
+            errors[name] = [f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi)."]
+            continue
+        if amount <= 0:
+            errors[name] = ["Must be more than zero."]
+    if req.name and (len(req.name) > 52 or not _NAME.match(req.name)):
+        errors["name"] = ["A workload name is lowercase letters, digits and '-', starting and ending with a "
+                          "letter or digit, at most 52 characters."]
+    if not req.pools:
+        errors["pools"] = ["Choose at least one node pool."]
+    elif len({p.pk for p in req.pools}) != len(req.pools):
+        errors["pools"] = ["A pool appears twice in the list."]
+    elif any(p.cluster_id != req.project.cluster_id for p in req.pools):
+        errors["pools"] = ["Every pool must be in the project's cluster."]
+    if errors:
+        raise ValidationError(errors)
+
+
+def _steps(*, actor: Any, req: Request) -> Preview:
+    if not may_submit_to_project(actor, req.project):
+        raise PermissionDenied(f"You may not submit workloads to project {req.project.name}: that needs the "
+                               "researcher or project administrator role on it.")
+    _check_form(req)
+    # 1. access
+    for pool in req.pools:
+        refusal = submit_refusal(actor, pool, req.project)
+        if refusal:
+            raise SubmissionRefused("access", "pools", refusal)
+    namespace = selectors.project_namespace(req.project)
+    if not namespace:
+        raise SubmissionRefused("access", "project", f"Project {req.project.name} has no namespace to run in.")
+    first = req.pools[0]
+    name = req.name or f"{req.project.name[:40]}-{secrets.token_hex(3)}"
+    plan = selectors.platform_plan(pool=first, platform=req.platform, pools=req.pools)
+    if plan.error:
+        raise SubmissionRefused("platform", "platform", plan.error)
+    user_values = {k: str(v) for k, v in (("USER_CPU", req.cpu), ("USER_MEMORY", req.memory),
+                                          ("USER_GPU", req.gpus if req.gpus else ""),
+                                          ("USER_STORAGE", req.storage)) if v not in ("", None)}
+    variables = plan.variables(user_values)
+    variables.update({"WF_ID": name, "WF_UUID": str(uuid.uuid4()), "WF_TASK_NAME": "main",
+                      "WF_SUBMITTED_BY": getattr(actor, "username", "") or "", "WF_POOL": first.name,
+                      "WF_PLATFORM": plan.name})
+    # 2. resource validation
+    failure = plan.validate(variables)
+    if failure:
+        raise SubmissionRefused("resource validation", "resources", failure)
+    # 3. templates
+    pod_spec, error = plan.pod_spec(variables)
+    if error:
+        raise SubmissionRefused("templates", "platform", error)
+    # 4. platform
+    violations = plan.violations(pod_spec)
+    if violations:
+        raise SubmissionRefused("platform", "platform", "; ".join(violations))
+    # 5. render
+    enforcer = selectors.enforcer_of(req.project.cluster)
+    queue = ""
+    if enforcer == "kai":
+        queue = desired.kai_project_queue(req.project.name, first.name)
+    elif enforcer == "kueue":
+        queue = desired.kueue_local_queue(req.project.name)
+    spec = render.JobSpec(
+        name=name, namespace=namespace, project=req.project.name, image=req.image.strip(),
+        command=tuple(req.command), pods=req.pods, priority_class=req.priority_class,
+        pools=tuple(selectors.pool_targets(req.pools, platforms=plan.per_pool)),
+        other_pool_labels=tuple(selectors.pool_labels(req.project.cluster)),
+        platform=plan.name, platform_tolerations=tuple(plan.tolerations), pod_spec=pod_spec,
+        pod_metadata=plan.pod_metadata,
+        cpu=variables.get("USER_CPU", "1"), memory=variables.get("USER_MEMORY", "1Gi"),
+        gpus=int(parse_quantity(variables.get("USER_GPU", "0") or "0")),
+        storage=variables.get("USER_STORAGE", "") if req.storage or plan.platform else "",
+        enforcer=enforcer, queue=queue, submitted_by=getattr(actor, "username", "") or "",
+    )
+    job = render.job(spec)
+    return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,
+                   pools=[p.name for p in req.pools], platform=plan.name, variables=variables)
+
+
+def workload_preview(*, actor: Any, request: Request) -> Preview:
+    """The Job a submission would create, after every step (nothing is written anywhere)."""
+    return _steps(actor=actor, req=request)
+
+
+def workload_submit(*, actor: Any, request: Request, api_client: Any) -> Preview:
+    """Run the steps, create the Job in the project's namespace, audit it. The workloads table shows
+    it once the sync mirrors it (seconds)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    preview = _steps(actor=actor, req=request)
+    batch = client.BatchV1Api(api_client)
+    try:
+        batch.create_namespaced_job(preview.namespace, preview.job, field_manager=FIELD_MANAGER,
+                                    _preload_content=False, _request_timeout=(5, 20))
+    except ApiException as exc:
+        refusal = refusal_from(exc)
+        if refusal.status == 409:
+            raise SubmissionRefused("render", "name", f"A workload named {preview.name} already exists in "
+                                    f"{preview.namespace}: choose another name.") from exc
+        where = f" ({refusal.field})" if refusal.field else ""
+        raise SubmissionRefused("render", "non_field_errors",
+                                f"The cluster refused the Job{where}: {refusal.message}") from exc
+    _audit_job(actor, request.project, preview, AuditEvent.Action.CREATE)
+    return preview
+
+
+@transaction.atomic
+def _audit_job(actor: Any, project: Any, preview: Preview, action: str) -> None:
+    row = Workload(cluster_id=project.cluster_id, namespace=preview.namespace, name=preview.name,
+                   pools_tried=preview.pools, platform=preview.platform)
+    summary = {"namespace": preview.namespace, "name": preview.name, "project": project.name,
+               "pools": preview.pools, "platform": preview.platform,
+               "priority_class": preview.job["spec"]["template"]["spec"].get("priorityClassName", ""),
+               "pods": preview.job["spec"].get("parallelism"),
+               "image": preview.job["spec"]["template"]["spec"]["containers"][0].get("image", "")}
+    audit_record(actor=actor, action=action, obj=row, after=summary, object_id=f"{preview.namespace}/{preview.name}")
+
+
+def require_stop(actor: Any, workload: Workload) -> None:
+    """Stopping is for researchers, project administrators and above of the workload's project."""
+    if not Workload.objects.restrict(actor, "stop").filter(pk=workload.pk).exists():
+        raise PermissionDenied("You may not stop this workload: that needs the researcher or project "
+                               "administrator role on its project.")
+
+
+def workload_stop(*, actor: Any, workload: Workload, api_client: Any) -> None:
+    """Delete the workload's Job (and, in the background, its pods). Researchers may stop their
+    projects' workloads. Already gone counts as stopped."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    require_stop(actor, workload)
+    body = {"propagationPolicy": "Background"}
+    if workload.uid:
+        body["preconditions"] = {"uid": workload.uid}
+    try:
+        client.BatchV1Api(api_client).delete_namespaced_job(
+            workload.name, workload.namespace, body=body, _preload_content=False, _request_timeout=(5, 20))
+    except ApiException as exc:
+        if exc.status != 404:
+            refusal = refusal_from(exc)
+            raise ValidationError({"non_field_errors": [f"The cluster refused to stop it: {refusal.message}"]}) from exc
+    with transaction.atomic():
+        before = snapshot(workload)
+        audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=workload, before=before,
+                     object_id=f"{workload.namespace}/{workload.name}")
+
+
+@transaction.atomic
+def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, maintenance: bool,
+                    maintenance_note: str = "", departments: list | None = None, projects: list | None = None,
+                    groups: list | None = None) -> PoolAccess:
+    """Set who may submit to a pool (system administrators and department administrators of its cluster)."""
+    if actor is not None and not may_change_access(actor, pool):
+        raise PermissionDenied("Only system administrators and administrators of the pool's cluster may change "
+                               "who submits to it.")
+    row = PoolAccess.objects.select_for_update().filter(pool=pool).first()
+    before = _access_snapshot(row)
+    if row is None:
+        row = PoolAccess(pool=pool)
+    else:
+        row.version += 1
+    row.open_to_cluster = open_to_cluster
+    row.maintenance = maintenance
+    row.maintenance_note = maintenance_note or ""
+    row.full_clean()
+    departments, projects = list(departments or []), list(projects or [])
+    errors = {}
+    if any(d.cluster_id != pool.cluster_id for d in departments):
+        errors["departments"] = ["Every department must be in the pool's cluster."]
+    if any(p.cluster_id != pool.cluster_id for p in projects):
+        errors["projects"] = ["Every project must be in the pool's cluster."]
+    if errors:
+        raise ValidationError(errors)
+    row.save()
+    row.departments.set(departments)
+    row.projects.set(projects)
+    row.groups.set(list(groups or []))
+    audit_record(actor=actor, action=AuditEvent.Action.UPDATE if before else AuditEvent.Action.CREATE, obj=row,
+                 before=before, after=_access_snapshot(row))
+    return row
+
+
+def may_change_access(actor: Any, pool: NodePool) -> bool:
+    """The rule of PoolAccessQuerySet.restrict(user, "change"), for a pool that may have no row yet."""
+    from access.rules import ScopeType, role_grants, user_grants
+
+    return any(role_grants(g.role, "poolaccess.change") and (
+        g.scope_type == ScopeType.SYSTEM or (g.scope_type == ScopeType.CLUSTER and g.cluster_id == pool.cluster_id))
+        for g in user_grants(actor))
+
+
+def _access_snapshot(row: PoolAccess | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    values = snapshot(row)
+    values["departments"] = sorted(row.departments.values_list("name", flat=True))
+    values["projects"] = sorted(row.projects.values_list("name", flat=True))
+    values["groups"] = sorted(row.groups.values_list("name", flat=True))
+    return values
+
+
+def pools_from_names(*, project: Any, names: list[str] | None) -> list[NodePool]:
+    """The pools named, in order, of the project's cluster; none named: the project's priority list,
+    then `default`. An unknown name is refused naming it."""
+    names = [n.strip() for n in (names or []) if isinstance(n, str) and n.strip()]
+    if not names:
+        return selectors.default_pools(project)
+    found = {p.name: p for p in NodePool.objects.filter(cluster_id=project.cluster_id, name__in=names)}
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise ValidationError({"pools": [f"No node pool named {', '.join(unknown)} in cluster "
+                                         f"{project.cluster.name}."]})
+    return [found[n] for n in names]

@@ -1,0 +1,217 @@
+"""Tables of platforms, pod templates and rule sets (django-tables2): every column declared, a
+default set chosen; the user's choice of columns is saved through the `ui` app."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import django_tables2 as tables
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from nodepools.tables import GpuMetricColumn, NumberColumn
+from ui.formats import number as _num
+from ui.tables import ConsoleTable
+from ui.views import register
+from workloads import selectors
+
+
+def _pairs(mapping) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items())
+
+
+def _enrich_platforms(platforms: list) -> None:
+    """Nodes and GPUs (total / free) of each platform, and whether it is its pool's default: the pools'
+    nodes are read once per pool on the page."""
+    from workloads import engine, selectors
+
+    by_pool: dict[int, list] = {}
+    for platform in platforms:
+        by_pool.setdefault(platform.pool_id, []).append(platform)
+    for pool_platforms in by_pool.values():
+        pool = pool_platforms[0].pool
+        nodes = selectors.pool_node_views(pool=pool)
+        default_id = selectors.pool_settings(pool=pool).default_platform_id
+        for platform in pool_platforms:
+            members = engine.platform_nodes(node_selector=platform.node_selector, tolerations=platform.tolerations,
+                                            nodes=nodes)
+            platform.node_count = len(members)
+            platform.gpus_total = sum((Decimal(n.gpu_allocatable) for n in members), Decimal(0))
+            platform.gpus_free = sum((Decimal(n.gpus) for n in members if n.ready), Decimal(0))
+            platform.is_default = platform.pk == default_id
+
+
+@register
+class PlatformTable(ConsoleTable):
+    key = "platforms"
+    default_columns = ("name", "pool", "cluster", "is_default", "node_selector", "node_count", "gpus_total",
+                       "gpus_free", "privileged_allowed", "host_network_allowed")
+    enrich = staticmethod(_enrich_platforms)
+
+    name = tables.Column("Platform", linkify=lambda record: reverse("platform-detail", args=[record.pk]))
+    pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",),
+                         linkify=lambda record: reverse("pool-platforms", args=[record.pool_id]))
+    cluster = tables.Column("Cluster", accessor="pool__cluster__name", order_by=("pool__cluster__name",))
+    is_default = tables.BooleanColumn("Pool's default", empty_values=(), orderable=False)
+    description = tables.Column("Description", default="")
+    node_selector = tables.Column("Node selector", orderable=False, default="")
+    tolerations = tables.Column("Tolerations", orderable=False, default="")
+    node_count = NumberColumn("Nodes", empty_values=(), orderable=False)
+    gpus_total = NumberColumn("Total GPUs", empty_values=(), orderable=False)
+    gpus_free = NumberColumn("Free GPUs", empty_values=(), orderable=False)
+    privileged_allowed = tables.BooleanColumn("Privileged allowed")
+    host_network_allowed = tables.BooleanColumn("Host network allowed")
+    allowed_mounts = tables.Column("Allowed host mounts", orderable=False, default="")
+    updated = tables.DateTimeColumn(verbose_name="Last updated", format="Y-m-d H:i")
+
+    def render_node_selector(self, value):
+        return _pairs(value) or "—"
+
+    def render_tolerations(self, value):
+        return "; ".join(engine_toleration_text(t) for t in value or []) or "—"
+
+    def render_allowed_mounts(self, value):
+        return ", ".join(value or []) or "—"
+
+    export_node_selector = lambda self, record: _pairs(record.node_selector)  # noqa: E731
+    export_tolerations = lambda self, record: "; ".join(engine_toleration_text(t) for t in record.tolerations or [])  # noqa: E731
+    export_allowed_mounts = lambda self, record: ", ".join(record.allowed_mounts or [])  # noqa: E731
+
+
+def engine_toleration_text(toleration: dict) -> str:
+    key = toleration.get("key") or "*"
+    operator = toleration.get("operator") or "Equal"
+    value = f"={toleration.get('value')}" if operator == "Equal" and toleration.get("value") else ""
+    effect = toleration.get("effect") or "all effects"
+    return f"{key}{value}:{effect}" if operator == "Equal" else f"{key} exists:{effect}"
+
+
+@register
+class PodTemplateTable(ConsoleTable):
+    key = "pod-templates"
+    default_columns = ("name", "cluster", "description", "updated")
+
+    name = tables.Column("Pod template", linkify=lambda record: reverse("podtemplate-detail", args=[record.pk]))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    description = tables.Column("Description", default="")
+    created = tables.DateTimeColumn(verbose_name="Created", format="Y-m-d H:i")
+    updated = tables.DateTimeColumn(verbose_name="Last updated", format="Y-m-d H:i")
+
+
+@register
+class RuleSetTable(ConsoleTable):
+    key = "rule-sets"
+    default_columns = ("name", "cluster", "rule_count", "description", "updated")
+
+    name = tables.Column("Rule set", linkify=lambda record: reverse("ruleset-detail", args=[record.pk]))
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    rule_count = NumberColumn("Rules", accessor="rules", orderable=False)
+    description = tables.Column("Description", default="")
+    created = tables.DateTimeColumn(verbose_name="Created", format="Y-m-d H:i")
+    updated = tables.DateTimeColumn(verbose_name="Last updated", format="Y-m-d H:i")
+
+    def render_rule_count(self, value):
+        return len(value or [])
+
+    def export_rule_count(self, record):
+        return len(record.rules or [])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Submission side (pool access, submitting, the workloads table)
+@register
+class WorkloadTable(ConsoleTable):
+    key = "workloads"
+    default_columns = ("name", "project", "pools_tried", "placed_pool", "platform", "phase", "gpus",
+                       "gpu_utilization", "priority_class", "preemptible", "age", "pending_reason", "stop")
+    # The DCGM exporter's figures of the page's workloads: one Prometheus query per cluster.
+    enrich = staticmethod(lambda rows: selectors.workloads_attach_gpu_utilization(rows))
+
+    name = tables.Column("Workload")
+    project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
+    cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
+    namespace = tables.Column("Namespace")
+    pools_tried = tables.Column("Pools tried", orderable=False, default="—")
+    placed_pool = tables.Column("Placed in", default="—")
+    platform = tables.Column("Platform", default="—")
+    phase = tables.Column("Phase")
+    pods = tables.Column("Pods")
+    gpus = tables.Column("GPUs")
+    gpu_utilization = GpuMetricColumn("GPU utilization (%)")
+    priority_class = tables.Column("Priority class", default="—")
+    preemptible = tables.Column("Preemptible", accessor="priority", order_by=("priority",))
+    age = tables.Column("Age", accessor="created_in_cluster", order_by=("-created_in_cluster",))
+    pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False)
+    submitted_by = tables.Column("Submitted by", default="—")
+    stop = tables.Column("", empty_values=(), orderable=False)
+
+    class Meta(ConsoleTable.Meta):
+        row_attrs = {"data-workload": lambda record: record.name}
+
+    def __init__(self, *args, stoppable=frozenset(), waiting=None, csrf_token="", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stoppable = stoppable
+        self.waiting = waiting or {}
+        self.csrf_token = csrf_token
+
+    def render_pools_tried(self, value):
+        return selectors.pools_of_list(value) or "—"
+
+    def render_phase(self, record):
+        return selectors.display_phase(record)
+
+    def render_gpus(self, value):
+        return selectors.gpus_text(value)
+
+    def render_preemptible(self, record):
+        value = record.preemptible
+        return "—" if value is None else ("yes" if value else "no")
+
+    def render_age(self, value):
+        return timesince(value).split(",")[0] if value else "—"
+
+    def render_pending_reason(self, record):
+        return selectors.pending_reason(record, self.waiting) or ""
+
+    def render_stop(self, record):
+        if record.pk not in self.stoppable or selectors.display_phase(record) in ("Succeeded", "Failed"):
+            return ""
+        url = reverse("workload-stop", args=[record.pk])
+        return format_html(
+            '<form method="post" action="{}" hx-post="{}" hx-confirm="Stop workload {}? Its pods are deleted." '
+            'class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+            '<button type="submit" class="danger" aria-label="Stop {}">Stop</button></form>',
+            url, url, record.name, self.csrf_token, record.name)
+
+    def _gpu(self, record):
+        if not hasattr(record, "gpu_metrics_reason"):
+            selectors.workloads_attach_gpu_utilization([record])
+        return record.gpu_utilization, record.gpu_metrics_reason
+
+    def gpu_gpu_utilization(self, record):
+        value, reason = self._gpu(record)
+        return (None, reason) if value is None else (_num(round(value, 1)), "")
+
+    # CSV: plain values
+    def export_gpu_utilization(self, record):
+        value, _ = self._gpu(record)
+        return None if value is None else round(value, 1)
+
+    def export_pools_tried(self, record):
+        return selectors.pools_of_list(record.pools_tried)
+
+    def export_phase(self, record):
+        return selectors.display_phase(record)
+
+    def export_preemptible(self, record):
+        return record.preemptible
+
+    def export_age(self, record):
+        return record.created_in_cluster
+
+    def export_pending_reason(self, record):
+        return selectors.pending_reason(record, self.waiting)
+
+    def export_stop(self, record):
+        return ""
