@@ -23,7 +23,8 @@ five projects):
           `cluster` label (each cluster's extra label matcher)
   csv     the CSV export of every node with all columns, through Django's ASGI handler (the async
           stream Daphne serves): time to first byte, total time, rows/s (the median of seven runs) and
-          memory growth
+          memory growth; its GPU figures are the ones the leader's round stored (every GPU node must
+          have them)
           (tracemalloc peak of Python allocations during the export, measured in a separate pass)
 
 Targets: p95 <= 150 ms per page; equal query counts at both sizes; CSV >= 20,000 rows/s and
@@ -244,8 +245,9 @@ def measure_pages(clients, urls, repeat: int) -> dict[str, tuple[float, float, f
     return results
 
 
-async def asgi_get(app, path: str, query: str, cookie: str):
-    """GET through Django's ASGI handler; returns (status, first-byte seconds, total seconds, bytes)."""
+async def asgi_get(app, path: str, query: str, cookie: str, body: list | None = None):
+    """GET through Django's ASGI handler; returns (status, first-byte seconds, total seconds, bytes); the
+    body's parts are appended to `body` when one is given."""
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
         "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
@@ -272,20 +274,29 @@ async def asgi_get(app, path: str, query: str, cookie: str):
                 if state["first"] is None:
                     state["first"] = time.perf_counter() - started
                 state["bytes"] += len(message["body"])
+                if body is not None:
+                    body.append(message["body"])
 
     await app(scope, receive, send)
     return state["status"], state["first"], time.perf_counter() - started, state["bytes"]
 
 
 def measure_csv(cookie: str, rows: int) -> dict[str, float]:
-    from django.conf import settings
+    """The CSV carries the GPU figures the sync's leader stored in its last round (NodeGpuFigures): every
+    GPU node must have them (an empty cell fails the run)."""
+    import csv
+    import io
+
     from django.core.asgi import get_asgi_application
 
-    # Every export reaches Prometheus (no answer cached from the run before): an auditor's download does.
-    settings.GPUMETRICS_CACHE_SECONDS = 0
     app = get_asgi_application()
     query = "format=csv&columns=all"
-    asyncio.run(asgi_get(app, "/nodes/", query, cookie))  # warm
+    body: list[bytes] = []
+    asyncio.run(asgi_get(app, "/nodes/", query, cookie, body))  # warm, and check what it carries
+    table = list(csv.reader(io.StringIO(b"".join(body).decode())))
+    util, gpus = table[0].index("GPU utilization (%)"), table[0].index("Total GPU devices")
+    empty = [row[0] for row in table[1:] if row[gpus] not in ("", "0") and row[util] == ""]
+    assert len(table) == rows + 1 and not empty, f"{len(empty)} GPU nodes without figures in the CSV: {empty[:5]}"
     # Seven runs, the median one reported: one run on a shared machine is too noisy to judge by.
     runs = [asyncio.run(asgi_get(app, "/nodes/", query, cookie)) for _ in range(CSV_RUNS)]
     status, first, total, size = sorted(runs, key=lambda r: r[2])[CSV_RUNS // 2]
@@ -367,6 +378,8 @@ def main() -> int:
         urls, clients = all_urls(cluster, pools)
         counts = measure_queries(clients, urls)
         timings = measure_pages(clients, urls, args.repeat)
+        if prom:
+            refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
         csv = measure_csv(cookie, args.nodes)
         csv_load = os.getloadavg()[0]
     finally:

@@ -338,6 +338,37 @@ class Node(models.Model):
         return self.get_status_display()
 
 
+class NodeGpuFigures(models.Model):
+    """The DCGM exporter's figures of one GPU node as the sync's leader last read them from its cluster's
+    Prometheus (`services.pool_gpu_figures_refresh`, every GPUMETRICS_POOLS_EVERY seconds, the same query
+    that sums the pools): what the CSV of every node carries, since a query of a whole fleet's GPUs takes
+    Prometheus seconds and this table answers in milliseconds. Keyed by node name (a Node row may come
+    and go with its Node); its own narrow table, so that rewriting it every round leaves the Node rows
+    alone. How fresh it is, or why there is none, is the round's: its pools' `gpu_figures_at/_reason`."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="node_gpu_figures")
+    node_name = models.CharField(max_length=253)
+    gpus = models.PositiveIntegerField(default=0)
+    utilization = models.FloatField(null=True)
+    memory_used_mib = models.FloatField(default=0)
+    memory_total_mib = models.FloatField(default=0)
+    allocated = models.PositiveIntegerField(default=0)
+    allocated_utilization = models.FloatField(null=True)
+    idle_allocated = models.PositiveIntegerField(default=0)
+    engine_active = models.FloatField(null=True)
+    read_at = models.DateTimeField()
+
+    # gpumetrics.GpuFigures' fields, in its order.
+    FIGURES = ("gpus", "utilization", "memory_used_mib", "memory_total_mib", "allocated", "allocated_utilization",
+               "idle_allocated", "engine_active")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "node_name"], name="node_gpu_figures_unique")]
+
+    def __str__(self) -> str:
+        return self.node_name
+
+
 class PodQuerySet(RestrictedQuerySet):
     access_level = "project"
     access_paths = {

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from nodepools import kube, signals
-from nodepools.models import Cluster, Node, NodePool, NodeStatus, PlacementStrategy, Pod
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from access.rules import is_system_admin
@@ -229,27 +229,28 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The pools' GPU figures (the DCGM exporter's, through the cluster's Prometheus)
-
-POOL_WITHOUT_GPU_NODES = "no GPU nodes in this pool"
-
+# The GPU figures of nodes and pools (the DCGM exporter's, through the cluster's Prometheus)
 
 def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) -> int:
     """Read the figures of every GPU node of the cluster from its Prometheus (ONE query, whatever the
-    number of nodes and pools) and store each pool's sum, or the reason there is none. What the sync's
-    leader does every GPUMETRICS_POOLS_EVERY seconds: the idle count reads a window of every allocated
-    GPU, too dear for a page view. Returns the number of pools whose figures or reason changed."""
+    number of nodes and pools) and store each node's figures (NodeGpuFigures, what the CSV of every node
+    carries) and each pool's sum, or the reason there is none. What the sync's leader does every
+    GPUMETRICS_POOLS_EVERY seconds: the idle count reads a window of every allocated GPU, and a whole
+    fleet's figures take Prometheus seconds, too dear for a page view or a download. Returns the number
+    of pools whose figures or reason changed."""
     import dataclasses
 
     from django.conf import settings
     from django.utils import timezone
 
     from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
+    from nodepools import selectors
 
     pools = list(NodePool.objects.filter(cluster=cluster).only("pk", "gpu_figures", "gpu_figures_reason"))
     config = cluster.prometheus
     if config is None:  # the pages say "no Prometheus configured" from the cluster itself
         with transaction.atomic():
+            NodeGpuFigures.objects.filter(cluster=cluster).delete()
             return NodePool.objects.filter(cluster=cluster, gpu_figures_at__isnull=False).update(
                 gpu_figures=None, gpu_figures_at=None, gpu_figures_reason="")
     timeout = timeout if timeout is not None else float(getattr(settings, "GPUMETRICS_REFRESH_TIMEOUT", 10))
@@ -259,11 +260,13 @@ def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) 
         members.setdefault(pool_id, []).append(name)
     now, changed = timezone.now(), 0
     with transaction.atomic():
+        _node_gpu_figures_store(cluster=cluster, result=result, names={n for names in members.values() for n in names},
+                                now=now)
         for pool in pools:
             if isinstance(result, Unavailable):
                 figures, reason = None, result.reason
             elif not members.get(pool.pk):
-                figures, reason = None, POOL_WITHOUT_GPU_NODES
+                figures, reason = None, selectors.POOL_WITHOUT_GPU_NODES
             else:
                 found = [f for f in map(result.get, members[pool.pk]) if f is not None]
                 figures, reason = dataclasses.asdict(figures_sum(found)), ""
@@ -272,6 +275,23 @@ def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) 
         if changed:
             transaction.on_commit(lambda: _pools_changed_hint(cluster.pk))
     return changed
+
+
+def _node_gpu_figures_store(*, cluster: Cluster, result: Any, names: set[str], now) -> None:
+    """Keep the figures read now of the cluster's GPU nodes (an upsert in batches) and drop every other
+    row of the cluster: nodes Prometheus no longer reports, or all of them when it answered no figures
+    (the pools then hold the reason)."""
+    from gpumetrics import Unavailable
+
+    rows = [] if isinstance(result, Unavailable) else [
+        NodeGpuFigures(cluster=cluster, node_name=name, read_at=now,
+                       **{f: getattr(figures, f) for f in NodeGpuFigures.FIGURES})
+        for name, figures in result.by_node.items() if name in names]
+    if rows:
+        NodeGpuFigures.objects.bulk_create(rows, batch_size=500, update_conflicts=True,
+                                           unique_fields=["cluster", "node_name"],
+                                           update_fields=[*NodeGpuFigures.FIGURES, "read_at"])
+    NodeGpuFigures.objects.filter(cluster=cluster).exclude(read_at=now).delete()
 
 
 def _pools_changed_hint(cluster_id: int) -> None:

@@ -280,9 +280,13 @@ class NodeTable(ConsoleTable):
     # CSV's plain rows from `gpu_metrics`, read by the view for every node in view before streaming.
     def _gpu(self, record):
         if isinstance(record, dict):
-            from nodepools.selectors import node_gpu_figures
+            found = record.get("_gpu")  # three columns read the same figures of a row
+            if found is None:
+                from nodepools.selectors import node_gpu_figures
 
-            return node_gpu_figures(self.gpu_metrics, record["cluster_id"], record["name"], record["gpu_capacity"])
+                found = record["_gpu"] = node_gpu_figures(self.gpu_metrics, record["cluster_id"], record["name"],
+                                                          record["gpu_capacity"])
+            return found
         return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
 
     def gpu_gpu_utilization(self, record):

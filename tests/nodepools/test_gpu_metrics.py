@@ -132,6 +132,53 @@ def test_nodes_table_and_csv_agree_with_what_the_exporter_served(client, gpu_org
         assert f"{by_name[node][used_at]}/{by_name[node][total_at]}" == row[memory]
 
 
+
+def test_the_csv_of_every_node_carries_what_the_sync_read_without_asking_prometheus(client, gpu_org, exporter,
+                                                                                     users):
+    """A whole fleet's figures take Prometheus seconds: the download reads the figures the sync's leader
+    stored in its last round (at most one round old); too old, or never read, they are left out."""
+    import datetime
+
+    from nodepools.models import NodeGpuFigures, NodePool
+
+    emu, _ = exporter
+    login(client, users, "sysadmin")
+    devices = served(emu)
+    gpumetrics.cache_clear()
+    before = gpumetrics.stats.requests
+    csv_rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    assert gpumetrics.stats.requests == before  # no Prometheus query for the download
+    at = csv_rows[0].index("GPU utilization (%)")
+    by_name = {row[0]: row for row in csv_rows[1:]}
+    for node in ("a100-1", "a100-2", "v100-1", "v100-2", *EXTRA):
+        devs = devices[node]
+        assert by_name[node][at] == num(round(sum(d["utilization"] for d in devs) / len(devs), 1)), node
+    assert NodeGpuFigures.objects.filter(cluster=gpu_org.cluster).count() == 4 + len(EXTRA)
+
+    # The sync stopped reading four rounds ago: the CSV leaves the figures out rather than carry old ones.
+    NodePool.objects.filter(cluster=gpu_org.cluster).update(gpu_figures_at=django_now() - datetime.timedelta(minutes=3))
+    csv_rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    assert {row[at] for row in csv_rows[1:]} == {""}
+
+    # A node Prometheus no longer reports loses its stored figures at the next round.
+    gpu_org.nodes.append(make_node("a100-3", gpus=4, labels={"gpu-type": "A100"}))  # no exporter series
+    gpu_org.load()
+    NodeGpuFigures.objects.create(cluster=gpu_org.cluster, node_name="a100-3", gpus=4, utilization=99,
+                                  read_at=django_now() - datetime.timedelta(seconds=30))
+    gpumetrics.cache_clear()
+    pool_services.pool_gpu_figures_refresh(cluster=gpu_org.cluster)
+    assert not NodeGpuFigures.objects.filter(node_name="a100-3").exists()
+    by_name = {row[0]: row for row in csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))[1:]}
+    assert by_name["a100-3"][at] == "" and by_name["a100-1"][at] == "60"
+
+    # Prometheus gone: the round stores no node figures (the pools carry the reason), the CSV none either.
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="http://127.0.0.1:9")
+    gpumetrics.cache_clear()
+    pool_services.pool_gpu_figures_refresh(cluster=gpu_org.cluster)
+    assert not NodeGpuFigures.objects.filter(cluster=gpu_org.cluster).exists()
+    csv_rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    assert {row[at] for row in csv_rows[1:]} == {""}
+
 def test_pools_table_shows_utilization_and_idle_allocated_gpus(client, gpu_org, users):
     login(client, users, "sysadmin")
     response = client.get(reverse("pool-list"))
@@ -354,7 +401,7 @@ def test_the_sync_leader_reads_the_pools_figures_and_the_page_shows_when_they_go
     client.post(reverse("table-columns", args=["pools"]), {"columns": ["name", "gpu_utilization", "idle_gpus"],
                                                            "order": ["name", "gpu_utilization", "idle_gpus"]})
     html = client.get(reverse("pool-list"), {"sort": "name"}).content.decode()
-    assert titles(html) == {"not read yet: the sync reads the GPU figures of pools every 30 s"}
+    assert titles(html) == {"not read yet: the sync reads the GPU figures every 30 s"}
 
     pool_services.cluster_update(actor=None, cluster=gpu_org.cluster,
                                  kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")),
