@@ -18,6 +18,8 @@ urlpatterns = [
     path("projects/<int:pk>/edit/", views.project_edit, name="project-edit"),
     path("projects/<int:pk>/members/", views.project_members, name="project-members"),
     path("projects/<int:pk>/priority/", views.project_priority, name="project-priority"),
+    path("projects/<int:pk>/utilization/", views.project_utilization, name="project-utilization"),
+    path("departments/<int:pk>/utilization/", views.department_utilization, name="department-utilization"),
     path("projects/<int:pk>/utilization-chart/", views.project_utilization_chart, name="project-utilization-chart"),
     path("departments/<int:pk>/utilization-chart/", views.department_utilization_chart,
          name="department-utilization-chart"),

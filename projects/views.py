@@ -58,8 +58,7 @@ def department_detail(request, pk: int):
     return render(request, "projects/department_detail.html", {
         "department": department,
         "summaries": selectors.department_summary(user=request.user, department=department),
-        "utilization": owner_panel(cluster=department.cluster, department=department),
-        "chart_url": reverse("department-utilization-chart", args=[department.pk]),
+        "utilization_url": reverse("department-utilization", args=[department.pk]),
         "waiting": waiting_requests(user=request.user, department=department),
         "members": selectors.members_list(user=request.user, department=department),
         "can_manage_members": user_can(request.user, department, "manage_members"),
@@ -133,8 +132,7 @@ def project_detail(request, pk: int):
     return render(request, "projects/project_detail.html", {
         "project": project,
         "summary": selectors.project_summary(user=request.user, project=project),
-        "utilization": owner_panel(cluster=project.cluster, project=project),
-        "chart_url": reverse("project-utilization-chart", args=[project.pk]),
+        "utilization_url": reverse("project-utilization", args=[project.pk]),
         "waiting": waiting_requests(user=request.user, project=project),
         "members": selectors.members_list(user=request.user, project=project),
         "namespaces": project.namespaces.all(),
@@ -410,6 +408,27 @@ def pool_detail(request, pk: int):
     if htmx_partial(request):
         template += "#table"
     return render(request, template, context)
+
+
+def _utilization(request, owner, **kind):
+    """The GPU utilization section of a project's or department's page, fetched after the page (its
+    Prometheus query reads five minutes of every GPU the owner holds: the page does not wait for it)."""
+    name = "project" if "project" in kind else "department"
+    return render(request, "projects/_utilization.html", {
+        "utilization": owner_panel(cluster=owner.cluster, **kind),
+        "chart_url": reverse(f"{name}-utilization-chart", args=[owner.pk])})
+
+
+@login_required
+def project_utilization(request, pk: int):
+    project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
+    return _utilization(request, project, project=project)
+
+
+@login_required
+def department_utilization(request, pk: int):
+    department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
+    return _utilization(request, department, department=department)
 
 
 @login_required

@@ -68,12 +68,17 @@ def test_project_and_department_figures_agree_with_the_exporter(client, users, s
     rnd = rnd_a + exported[("runai-rnd-b", "serve")]
     assert rnd_a == [80, 80] and len(rnd) == 3
     client.force_login(users["rnd_viewer"])
+    # The page asks for its utilization section after loading (Prometheus does not hold the page back).
     page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
-    assert shown(page) == f"{sum(rnd_a) / len(rnd_a):.0f} %" and "over 2 GPUs" in page
+    assert f'hx-get="/projects/{org.rnd_a.pk}/utilization/" hx-trigger="load"' in page
+    part = client.get(f"/projects/{org.rnd_a.pk}/utilization/").content.decode()
+    assert shown(part) == f"{sum(rnd_a) / len(rnd_a):.0f} %" and "over 2 GPUs" in part
     page = client.get(f"/departments/{org.rnd.pk}/").content.decode()
-    assert shown(page) == f"{sum(rnd) / len(rnd):.0f} %" == "63 %" and "over 3 GPUs" in page
-    # The page asks for its chart after loading: the last 24 hours end at the figure the exporter serves.
-    assert f'hx-get="/departments/{org.rnd.pk}/utilization-chart/" hx-trigger="load"' in page
+    assert f'hx-get="/departments/{org.rnd.pk}/utilization/" hx-trigger="load"' in page
+    part = client.get(f"/departments/{org.rnd.pk}/utilization/").content.decode()
+    assert shown(part) == f"{sum(rnd) / len(rnd):.0f} %" == "63 %" and "over 3 GPUs" in part
+    # The section asks for its chart in turn: the last 24 hours end at the figure the exporter serves.
+    assert f'hx-get="/departments/{org.rnd.pk}/utilization-chart/" hx-trigger="load"' in part
     part = client.get(f"/departments/{org.rnd.pk}/utilization-chart/").content.decode()
     figure = chart(part)
     assert figure["unit"] == "%" and "department rnd, last 24 hours" in figure["title"]
@@ -81,8 +86,9 @@ def test_project_and_department_figures_agree_with_the_exporter(client, users, s
     assert len(figure["x"]) <= 300
     part = client.get(f"/departments/{org.rnd.pk}/utilization-chart/", {"period": "7d"}).content.decode()
     assert "last 7 days" in chart(part)["title"] and '<strong aria-current="true">Last 7 days</strong>' in part
-    # Another department's chart is not found.
+    # Another department's figures are not found.
     assert client.get(f"/departments/{org.ops.pk}/utilization-chart/").status_code == 404
+    assert client.get(f"/departments/{org.ops.pk}/utilization/").status_code == 404
 
 
 def test_pod_gpu_utilization_hook_for_the_workloads_table(served):
@@ -98,8 +104,8 @@ def test_pod_gpu_utilization_hook_for_the_workloads_table(served):
 
 def test_without_prometheus_the_figure_is_a_dash_with_the_reason(client, users, org):
     client.force_login(users["rnd_viewer"])
-    page = client.get(f"/departments/{org.rnd.pk}/").content.decode()
-    assert '<span id="utilization-now" title="no Prometheus configured for this cluster">—</span>' in page
+    part = client.get(f"/departments/{org.rnd.pk}/utilization/").content.decode()
+    assert '<span id="utilization-now" title="no Prometheus configured for this cluster">—</span>' in part
 
 
 def test_series_without_the_pod_labels_give_a_reason(client, users, org, prometheus, tmp_path):
@@ -119,13 +125,13 @@ def test_series_without_the_pod_labels_give_a_reason(client, users, org, prometh
     org.cluster.prometheus_url = prom.url
     org.cluster.save()
     client.force_login(users["researcher"])
-    page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
-    assert shown(page) == "—" and "lack the namespace/pod labels" in page
+    part = client.get(f"/projects/{org.rnd_a.pk}/utilization/").content.decode()
+    assert shown(part) == "—" and "lack the namespace/pod labels" in part
 
 
 def test_a_slow_prometheus_costs_the_page_one_timeout_at_most(client, users, org, settings):
-    """Prometheus answering after 2 s with a 0.3 s budget: "—" with "timed out", and the chart does not
-    wait a second time."""
+    """Prometheus answering after 2 s with a 0.3 s budget: the page does not ask it; its utilization
+    section shows "—" with "timed out", and the chart does not wait a second time."""
     import http.server
     import threading
     import time
@@ -159,11 +165,13 @@ def test_a_slow_prometheus_costs_the_page_one_timeout_at_most(client, users, org
         org.run("train", org.rnd_a, "a100-1", gpus=1)
         client.force_login(users["researcher"])
         before = gpumetrics.stats.requests
-        started = time.monotonic()
         page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
+        assert gpumetrics.stats.requests == before and "reading it from Prometheus" in page
+        started = time.monotonic()
+        part = client.get(f"/projects/{org.rnd_a.pk}/utilization/").content.decode()
         elapsed = time.monotonic() - started
-        assert shown(page) == "—" and "Prometheus timed out after 0.3 s" in page
-        assert "No chart: Prometheus timed out" in page and "utilization-chart/" not in page
+        assert shown(part) == "—" and "Prometheus timed out after 0.3 s" in part
+        assert "No chart: Prometheus timed out" in part and "utilization-chart/" not in part
         assert gpumetrics.stats.requests - before == 1 and elapsed < 1.5
     finally:
         server.shutdown()

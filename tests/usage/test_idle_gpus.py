@@ -195,8 +195,8 @@ def test_prometheus_down_shows_a_dash_with_the_reason(client, users, org):
     client.force_login(users["sysadmin"])
     page = client.get("/usage/idle-gpus/").content.decode()
     assert "Cluster lab: idle GPUs unknown (—): Prometheus unreachable: connection refused" in page
-    page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
-    assert '<span id="utilization-now" title="Prometheus unreachable: connection refused">—</span>' in page
+    part = client.get(f"/projects/{org.rnd_a.pk}/utilization/").content.decode()
+    assert '<span id="utilization-now" title="Prometheus unreachable: connection refused">—</span>' in part
 
 
 @override_settings(GPU_IDLE_WINDOW_MINUTES=5, GPU_IDLE_LOOKBACK_HOURS=2)
