@@ -40,7 +40,7 @@ SYNC_LAG = Gauge(
 )
 SYNC_LAST_EVENT = Gauge(
     "console_sync_last_event_timestamp_seconds",
-    "Unix time the sync last saw an event (time() minus this = age of the last event).",
+    "Unix time the sync last committed changes it received (time() minus this = age of the last event).",
     ["cluster", "kind"],
 )
 SYNC_WATCH_RESTARTS = Counter(
