@@ -119,6 +119,8 @@ def _refusal(exc: Exception) -> str:
         return words.get(claim, f"the identity token's claim {claim!r} is not valid") + "."
     if isinstance(exc, jose.BadSignatureError):
         return "the identity token's signature does not match the provider's keys."
+    if isinstance(exc, jose.InvalidKeyIdError):
+        return "the identity token is signed by a key the provider does not publish (its kid is not in the JWKS)."
     if isinstance(exc, (jose.UnsupportedAlgorithmError, jose.MissingAlgorithmError)):
         return "the identity token is not signed with an accepted algorithm."
     if isinstance(exc, jose.JoseError):

@@ -34,12 +34,13 @@ HINTS_SENT = Counter("console_hints_sent_total", "Change hints sent to the live 
 
 SYNC_LAG = Gauge(
     "console_sync_lag_seconds",
-    "Seconds between a change in the cluster and the sync seeing it (last event), by cluster and kind.",
+    "Seconds by which the database trailed the cluster's watch stream at the sync's last commit: commit time "
+    "minus the time the oldest change of that commit was received from the API server, by cluster and kind.",
     ["cluster", "kind"],
 )
 SYNC_LAST_EVENT = Gauge(
     "console_sync_last_event_timestamp_seconds",
-    "Unix time the sync last saw an event (time() minus this = age of the last event).",
+    "Unix time the sync last committed changes it received (time() minus this = age of the last event).",
     ["cluster", "kind"],
 )
 SYNC_WATCH_RESTARTS = Counter(
@@ -84,7 +85,8 @@ def _as_timestamp(when: datetime | float | None) -> float:
 
 
 def sync_event_seen(cluster: str, kind: str, when: datetime | float | None = None) -> None:
-    """The sync saw an event of `kind` in `cluster` that happened at `when` (default: now)."""
+    """The sync committed changes of `kind` in `cluster` it received from the API server at `when` (the
+    writer calls this after each commit, nodepools/sync/worker.py): the lag is now minus `when`."""
     now = time.time()
     SYNC_LAG.labels(cluster=cluster, kind=kind).set(max(0.0, now - _as_timestamp(when)))
     SYNC_LAST_EVENT.labels(cluster=cluster, kind=kind).set(now)

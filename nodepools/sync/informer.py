@@ -123,7 +123,10 @@ def list_call(api_client: Any, resource: "Resource"):
 
 
 class Informer(threading.Thread):
-    """List then watch one resource; sends ("page"|"listed"|"events"|"health", name, ...) to the writer."""
+    """List then watch one resource; sends ("page"|"listed"|"events"|"health", name, ...) to the writer.
+
+    "page" and "events" messages end with the time.time() they were received from the API server: the
+    writer reports how long after that it committed them (console_sync_lag_seconds)."""
 
     def __init__(self, resource: "Resource", api_client: Any, out: queue.Queue, options: SyncOptions,
                  cluster_name: str) -> None:
@@ -182,6 +185,8 @@ class Informer(threading.Thread):
                 logger.info("cluster %s: %s: %s; relisting", self.cluster_name, self.kind, exc)
                 if rv is None:  # the list itself kept expiring: do not spin
                     self.stop_event.wait(backoff.next())
+                else:  # the watch's history was compacted away: it restarts after a full list
+                    metrics.sync_watch_restarted(self.cluster_name, self.kind)
                 rv = None
             except Exception as exc:  # network, 429, 5xx, bad JSON: back off and resume from `rv`
                 if self.stop_event.is_set():
@@ -189,6 +194,8 @@ class Informer(threading.Thread):
                 from kubernetes.client.exceptions import ApiException
 
                 if isinstance(exc, ApiException) and exc.status == 410:
+                    if rv is not None:
+                        metrics.sync_watch_restarted(self.cluster_name, self.kind)
                     rv = None
                     continue
                 message = api_error_message(exc)
@@ -215,17 +222,18 @@ class Informer(threading.Thread):
                 if exc.status == 404 and self.resource.optional and first:
                     # Not served here (no such CRD): an empty complete list, so rows left are swept.
                     self._health(None)
-                    self._put(("page", self.kind, [], seen, True))
+                    self._put(("page", self.kind, [], seen, True, time.time()))
                     self._put(("listed", self.kind, seen, ""))
                     return ABSENT
                 raise
+            received = time.time()
             body = orjson.loads(response.data)
             if self.stop_event.is_set():
                 return rv
             self._health(None)
             metadata = body.get("metadata") or {}
             rv = metadata.get("resourceVersion") or rv
-            self._put(("page", self.kind, body.get("items") or [], seen, first))
+            self._put(("page", self.kind, body.get("items") or [], seen, first, received))
             first = False
             token = metadata.get("continue")
             if not token:
@@ -242,14 +250,14 @@ class Informer(threading.Thread):
             _request_timeout=(options.connect_timeout, options.read_timeout),
         )
         self._response = response
-        opened, received = time.monotonic(), False
+        opened, received = time.monotonic(), 0.0
         try:
             if response.status != 200:  # pragma: no cover - the client raises for error statuses
                 raise RuntimeError(f"watch answered HTTP {response.status}")
             self._health(None)
             buffer = b""
             for chunk in self._chunks(response):
-                received = True
+                received = time.time()
                 if self.stop_event.is_set():
                     break
                 buffer += chunk
@@ -272,9 +280,9 @@ class Informer(threading.Thread):
                     if new_rv:
                         rv = new_rv
                 if events:
-                    self._put(("events", self.kind, events))
+                    self._put(("events", self.kind, events, received))
         except StreamBroken as exc:
-            worked = received or time.monotonic() - opened > 1.0
+            worked = received > 0 or time.monotonic() - opened > 1.0
             self._quick_breaks = 0 if worked else self._quick_breaks + 1
             if self._quick_breaks > 1:
                 raise exc.__cause__ from None  # streams keep breaking at once: an error, with backoff

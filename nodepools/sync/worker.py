@@ -124,10 +124,11 @@ class ClusterSync:
         messages = self._gather(self.options.tick if timeout is None else timeout)
         mirror = self.mirror
         full_list = False
+        received: dict[str, float] = {}  # per kind, when its oldest change in this batch came off the wire
         for message in messages:
             what, kind = message[0], message[1]
             if what in ("page", "events"):
-                metrics.sync_event_seen(self.cluster.name, kind)
+                received[kind] = min(received.get(kind, message[-1]), message[-1])
             if what == "page":
                 self.listing.add(kind)
                 seen = message[3]
@@ -164,6 +165,8 @@ class ClusterSync:
         written: dict[str, int] = {}
         if mirror.pending or cluster_changes:
             written = self._write(cluster_changes)
+        for kind, at in received.items():  # committed (or nothing to write): the database caught up
+            metrics.sync_event_seen(self.cluster.name, kind, at)
         self.hinter.flush()
         if self.tasks is not None and self.tasks.inline and self.listed:
             self.tasks.tick()  # SQLite: the leader's other work between batches, one writer at a time

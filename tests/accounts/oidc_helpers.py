@@ -1,7 +1,8 @@
 """Identity providers for the single sign-on tests.
 
 `RealProvider`: tests/oidc_provider (django-oauth-toolkit) as a separate process on a free loopback port,
-with its own SQLite file and an RS256 key generated at start.
+with its own SQLite file and an RS256 key generated at start; `next_token_fault` makes it issue a faulty
+ID token through its real code flow.
 `FakeProvider`: a tiny OpenID provider in a thread of the test process, whose token endpoint answers
 with whatever ID token a test forges (wrong audience, other key, alg none, expired, other issuer).
 """
@@ -90,6 +91,14 @@ class RealProvider:
         body = json.dumps({"username": username, "password": password, "groups": groups, "email": email}).encode()
         request = urllib.request.Request(f"{self.url}/test-admin/user", data=body, method="POST", headers={
             "Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10).read()
+
+    def next_token_fault(self, fault: str | None) -> None:
+        """Make the provider issue its next ID token with this fault (tests/oidc_provider/idp/validators.py:
+        wrong-audience, expired, unknown-issuer, unsigned, other-key, unknown-key); None: a sound one."""
+        request = urllib.request.Request(f"{self.url}/test-admin/fault", data=json.dumps({"fault": fault}).encode(),
+                                         method="POST", headers={"Authorization": f"Bearer {self.admin_token}",
+                                                                 "Content-Type": "application/json"})
         urllib.request.urlopen(request, timeout=10).read()
 
     def stop(self) -> None:

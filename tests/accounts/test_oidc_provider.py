@@ -2,14 +2,17 @@
 generated here, a user with groups, a groups claim) run as a separate process on a free loopback port
 with its own SQLite file. A person signs in through the provider's login page, first driven by HTTP
 requests, then in Chromium through Playwright; group changes at the provider take effect at the next
-sign-in; log-out ends the provider's session too."""
+sign-in; log-out ends the provider's session too. Each refusal runs against the real provider too: the
+state tampered with on the way back, and ID tokens the provider issues with a fault through its real code
+flow (wrong audience, expired, unknown issuer, unsigned, signed by a key not in its JWKS), each ending on
+the console's "Sign-in failed" page with nobody signed in."""
 from __future__ import annotations
 
 import html
 import os
 import re
 from pathlib import Path
-from urllib.parse import urljoin, urlparse
+from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 import requests
@@ -54,8 +57,9 @@ def rnd_admins(org):
     return org
 
 
-def sign_in_at_provider(client, username, password):
-    """What a browser does: to the provider, its login form, back to the console's callback."""
+def sign_in_at_provider(client, username, password, tamper=None):
+    """What a browser does: to the provider, its login form, back to the console's callback (whose query
+    `tamper` may change on the way, as an attacker between the provider and the console would)."""
     start = client.get(reverse("oidc-login"))
     assert start.status_code == 302
     browser = requests.Session()
@@ -68,7 +72,9 @@ def sign_in_at_provider(client, username, password):
         response = browser.get(urljoin(response.url, response.headers["Location"]), allow_redirects=False, timeout=10)
     assert response.status_code == 302, response.text[:500]
     callback = urlparse(response.headers["Location"])
-    return client.get(f"{callback.path}?{callback.query}")
+    query = {k: v[0] for k, v in parse_qs(callback.query).items()}
+    assert "code" in query and "state" in query, query
+    return client.get(callback.path, tamper(query) if tamper else query)
 
 
 @pytest.mark.django_db
@@ -100,6 +106,71 @@ def test_real_provider_refuses_a_client_with_the_wrong_secret(client, sso, setti
     assert response.status_code == 400
     assert "Sign-in failed: the provider refused: invalid_client" in response.content.decode()
     assert "_auth_user_id" not in client.session
+
+
+# --- Refused or tampered sign-ins, the faulty tokens issued by the real provider -------------------------------
+
+def assert_refused(client, response, words):
+    """The clear page a person sees, and nobody signed in: no user in the session, pages ask to log in."""
+    assert response.status_code == 400
+    text = html.unescape(response.content.decode())
+    assert "<h1>Sign-in failed</h1>" in text
+    assert f"Sign-in failed: {words}" in text
+    assert "Nobody was signed in." in text
+    assert "_auth_user_id" not in client.session
+    home = client.get(reverse("home"))
+    assert home.status_code == 302 and home["Location"].startswith(reverse("login"))
+    assert not get_user_model().objects.filter(username="carol").exists()
+
+
+@pytest.fixture
+def faults(sso):
+    sso.client(CLIENT_ID, SECRET, ["http://testserver/oidc/callback/"], [])
+    yield sso
+    sso.next_token_fault(None)  # a test that failed before its token was issued leaves no fault behind
+
+
+@pytest.mark.django_db
+def test_real_provider_state_tampered_on_the_way_back_is_refused(client, faults):
+    response = sign_in_at_provider(client, "carol", "carol-at-the-idp",
+                                   tamper=lambda query: {**query, "state": query["state"][::-1]})
+    assert_refused(client, response, "the sign-in state does not match this browser's")
+    # The same person, the provider's redirect untouched: signed in.
+    assert sign_in_at_provider(client, "carol", "carol-at-the-idp").status_code == 302
+    assert "_auth_user_id" in client.session
+
+
+@pytest.mark.django_db
+def test_real_provider_callback_replayed_after_a_sign_in_is_refused(client, faults):
+    first = {}
+
+    def keep(query):
+        first.update(query)
+        return query
+
+    assert sign_in_at_provider(client, "carol", "carol-at-the-idp", tamper=keep).status_code == 302
+    client.post(reverse("logout"))
+    get_user_model().objects.filter(username="carol").delete()
+    # The same code and state again (a link from the browser's history): the state was used up.
+    assert_refused(client, client.get(reverse("oidc-callback"), first), "the sign-in state does not match")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fault, words", [
+    ("wrong-audience", "the identity token was issued for another client (aud/azp)"),
+    ("expired", "the identity token has expired"),
+    ("unknown-issuer", "the identity token comes from an unknown issuer (iss)"),
+    ("unsigned", "the identity token is unsigned (alg none)"),
+    ("other-key", "the identity token's signature does not match the provider's keys"),
+    ("unknown-key", "the identity token is signed by a key the provider does not publish"),
+])
+def test_real_provider_issuing_a_faulty_id_token_is_refused(client, faults, fault, words):
+    faults.next_token_fault(fault)
+    assert_refused(client, sign_in_at_provider(client, "carol", "carol-at-the-idp"), words)
+    # The provider's next token is sound: the same person signs in, so the fault alone was refused.
+    response = sign_in_at_provider(client, "carol", "carol-at-the-idp")
+    assert response.status_code == 302 and response["Location"] == reverse("home")
+    assert "_auth_user_id" in client.session
 
 
 # --- In Chromium -------------------------------------------------------------------------------------------

@@ -517,3 +517,68 @@ def test_ephemeral_storage_and_the_schedulers_message_are_mirrored_and_follow_th
     # The kubelet reserves more for the system: allocatable storage follows.
     lab.emu.update_node("a100-1", lambda n: n["status"]["allocatable"].update({"ephemeral-storage": "900Gi"}))
     lab.until(lambda: Node.objects.get(name="a100-1").storage_allocatable_bytes == 900 * 2**30)
+
+
+# ---------------------------------------------------------------------------------- the sync's own metrics
+
+def scrape(url: str) -> dict[tuple[str, str, str], float]:
+    """The sync's /metrics over HTTP, parsed by prometheus-client: {(sample, cluster, kind): value}."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+    return {(sample.name, sample.labels.get("cluster", ""), sample.labels.get("kind", "")): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_a_running_sync_reports_its_lag_restarts_rows_and_relists_on_its_metrics_port(lab):
+    import time
+
+    from console import metrics
+
+    server = metrics.start_sync_server(0, addr="127.0.0.1")
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        # Counters only grow and other tests sync a cluster named `lab` too: compare with before.
+        before = scrape(url)
+
+        def grew(after, name, kind):
+            return after.get((name, "lab", kind), 0.0) - before.get((name, "lab", kind), 0.0)
+
+        load_small_cluster(lab.emu)
+        lab.start().synced()
+        after = scrape(url)
+        assert grew(after, "console_sync_relists_total", "nodes") == 1
+        assert grew(after, "console_sync_relists_total", "pods") == 1
+        assert grew(after, "console_sync_rows_written_total", "nodes") == 4
+        assert grew(after, "console_sync_rows_written_total", "pods") == 8
+
+        # A change in the cluster: the database trails the watch stream by a measured, small time.
+        lab.emu.add_pod(workload("new-1", "rnd-a", "a100-2"))
+        lab.until(lambda: Pod.objects.filter(name="new-1").exists())
+        after = scrape(url)
+        assert grew(after, "console_sync_rows_written_total", "pods") == 9
+        assert 0 < after[("console_sync_lag_seconds", "lab", "pods")] < 5
+        assert 0 <= time.time() - after[("console_sync_last_event_timestamp_seconds", "lab", "pods")] < 5
+
+        # The emulator drops every watch: each is resumed, counted as a restart, without a relist.
+        lab.emu.drop_watches()
+        lab.emu.add_pod(workload("after-drop", "rnd-a", "a100-2"))
+        lab.until(lambda: Pod.objects.filter(name="after-drop").exists())
+        lab.until(lambda: grew(scrape(url), "console_sync_watch_restarts_total", "nodes") >= 1)
+        after = scrape(url)
+        assert grew(after, "console_sync_watch_restarts_total", "pods") >= 1
+        assert grew(after, "console_sync_relists_total", "pods") == 1
+
+        # History compacted: the resumed watches meet 410 Gone, restart and relist.
+        restarts = grew(after, "console_sync_watch_restarts_total", "pods")
+        lab.emu.compact()
+        lab.emu.drop_watches()
+        lab.until(lambda: grew(scrape(url), "console_sync_relists_total", "pods") == 2
+                  and grew(scrape(url), "console_sync_relists_total", "nodes") == 2)
+        after = scrape(url)
+        assert grew(after, "console_sync_watch_restarts_total", "pods") >= restarts + 2  # ended, then 410
+        assert grew(after, "console_sync_rows_written_total", "pods") == 10  # the relist rewrote nothing
+    finally:
+        server.shutdown()
