@@ -1,4 +1,4 @@
-"""The live mirror (nodepools/sync.py) against the Kubernetes API emulator, over real HTTP.
+"""The live mirror (the nodepools/sync/ package) against the Kubernetes API emulator, over real HTTP.
 
 The writer runs in the test's thread (`ClusterSync.run_until`), the informers in their own threads, so
 the test database is only ever touched from one thread. Intervals are shrunk so the suite runs fast.
