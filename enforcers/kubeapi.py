@@ -5,41 +5,13 @@ kai.scheduler, kueue.x-k8s.io), so `CustomObjectsApi` reaches all of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from nodepools.kube import FIELD_MANAGER, refusal_from
+
 TIMEOUT = (5, 20)
-# Named in the objects' managedFields, so that the cluster says which writes were the console's.
-FIELD_MANAGER = "gpu-capacity-console"
-
-
-@dataclass
-class Refusal(Exception):
-    """The API server refused a write: HTTP status, the field it names (if any) and its message."""
-
-    status: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.message} (HTTP {self.status})"
-
-
-def refusal_from(exc: Exception) -> Refusal:
-    from kubernetes.client.exceptions import ApiException
-
-    if not isinstance(exc, ApiException):
-        return Refusal(0, "", f"{type(exc).__name__}: {exc}"[:500])
-    try:
-        body = orjson.loads(exc.body or b"{}")
-    except orjson.JSONDecodeError:
-        body = {}
-    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
-    field = next((c.get("field", "") for c in causes if isinstance(c, dict) and c.get("field")), "")
-    message = (body.get("message") if isinstance(body, dict) else "") or f"HTTP {exc.status} {exc.reason}"
-    return Refusal(int(exc.status or 0), field, message)
 
 
 def split(api_version: str) -> tuple[str, str]:

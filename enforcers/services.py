@@ -24,9 +24,10 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired as d
 from enforcers.diff import Plan, merged, owned_part, plan
-from enforcers.kubeapi import FIELD_MANAGER, Objects, Refusal, refusal_from
+from enforcers.kubeapi import Objects
 from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite, SchedulerQueue
 from enforcers.selectors import org_state
+from nodepools.kube import FIELD_MANAGER, ApiRefusal, refusal_from
 from nodepools.models import Cluster, Node, NodePool
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ def _label(obj: dict) -> str:
     return f"{obj.get('kind')} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}"
 
 
-def _refused(cluster: Cluster, obj: dict, refusal: Refusal, pools: dict[str, int]) -> None:
+def _refused(cluster: Cluster, obj: dict, refusal: ApiRefusal, pools: dict[str, int]) -> None:
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
     pool_name = labels.get(d.POOL_LABEL) or (obj.get("spec") or {}).get("partitionLabelValue")

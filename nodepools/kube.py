@@ -490,3 +490,41 @@ def plan_label_move(
     if annotation != (annotations or {}).get(PREVIOUS_LABELS_ANNOTATION):
         patch["annotations"] = {PREVIOUS_LABELS_ANNOTATION: annotation}
     return LabelMovePlan(labels=new, annotation=annotation, changes=changes, saved=keep, patch=patch)
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the API server answered to a write (the enforcer's objects, Karpenter NodePools, Jobs)
+
+# Named in the objects' managedFields, so that the cluster says which writes were the console's.
+FIELD_MANAGER = "gpu-capacity-console"
+
+
+@dataclass
+class ApiRefusal(Exception):
+    """The API server refused (or could not be reached): HTTP status (0: no answer), the field its
+    Status names (if any) and its message."""
+
+    status: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} (HTTP {self.status})" if self.status else self.message
+
+
+def refusal_from(exc: Exception) -> ApiRefusal:
+    """An ApiRefusal from what the official client raised: a Kubernetes `Status` body's message and the
+    field of its first cause; anything else (no answer) as "the cluster could not be reached"."""
+    import orjson
+    from kubernetes.client.exceptions import ApiException
+
+    if not isinstance(exc, ApiException):
+        return ApiRefusal(0, "", f"the cluster could not be reached: {type(exc).__name__}: {exc}"[:500])
+    try:
+        body = orjson.loads(exc.body or b"{}")
+    except orjson.JSONDecodeError:
+        body = {}
+    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
+    field = next((c.get("field", "") for c in causes if isinstance(c, dict) and c.get("field")), "")
+    message = (body.get("message") if isinstance(body, dict) else "") or f"HTTP {exc.status} {exc.reason}"
+    return ApiRefusal(int(exc.status or 0), field, message)

@@ -2,43 +2,15 @@
 as field manager `gpu-capacity-console`, raw JSON (the pattern of enforcers/kubeapi.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from nodepools.kube import FIELD_MANAGER, ApiRefusal, refusal_from
 from provisioning.karpenter import GROUP, VERSION
 
 PLURAL = "nodepools"
 TIMEOUT = (5, 20)
-FIELD_MANAGER = "gpu-capacity-console"
-
-
-@dataclass
-class ApiRefusal(Exception):
-    """The API server refused (or could not be reached): HTTP status (0: no answer), field and message."""
-
-    status: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.message} (HTTP {self.status})" if self.status else self.message
-
-
-def refusal_from(exc: Exception) -> ApiRefusal:
-    from kubernetes.client.exceptions import ApiException
-
-    if not isinstance(exc, ApiException):
-        return ApiRefusal(0, "", f"the cluster could not be reached: {type(exc).__name__}: {exc}"[:500])
-    try:
-        body = orjson.loads(exc.body or b"{}")
-    except orjson.JSONDecodeError:
-        body = {}
-    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
-    field = next((c.get("field", "") for c in causes if isinstance(c, dict) and c.get("field")), "")
-    message = (body.get("message") if isinstance(body, dict) else "") or f"HTTP {exc.status} {exc.reason}"
-    return ApiRefusal(int(exc.status or 0), field, message)
 
 
 class NodePools:

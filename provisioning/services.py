@@ -22,7 +22,8 @@ from console.exceptions import ConcurrentUpdate
 from nodepools import services as pool_services
 from nodepools.models import Cluster, NodePool
 from provisioning import karpenter, validation
-from provisioning.kubeapi import ApiRefusal, NodePools
+from nodepools.kube import ApiRefusal
+from provisioning.kubeapi import NodePools
 from provisioning.models import KarpenterNodePool, backing_name
 
 logger = logging.getLogger(__name__)

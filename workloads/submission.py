@@ -26,8 +26,7 @@ from django.db import transaction
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired
-from enforcers.kubeapi import FIELD_MANAGER, refusal_from
-from nodepools.kube import parse_quantity
+from nodepools.kube import FIELD_MANAGER, parse_quantity, refusal_from
 from nodepools.models import NodePool
 from workloads import render
 from workloads.models import PoolAccess, Workload
