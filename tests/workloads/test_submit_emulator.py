@@ -3,6 +3,8 @@ the sync mirrors it into the workloads table (page, API, CSV), with the pool its
 a researcher stops it. Nothing is patched: the console talks to the emulator as to a cluster."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -75,8 +77,11 @@ def test_submission_is_created_in_the_cluster_mirrored_and_listed(lab, users, ap
     row_html = page.split('data-workload="train-1"', 1)[1].split("</tr>", 1)[0]
     for text in ("rnd-a", "a100 → default", "Running", "train", "yes"):
         assert text in row_html, text
-    # Per pool and per project filters; the CSV holds the same row.
+    # Per pool and per project filters (the project page links to its own); the CSV holds the same row.
     assert 'data-workload="train-1"' in client.get(reverse("workload-list"), {"pool": lab.a100.pk}).content.decode()
+    project_page = client.get(reverse("project-detail", args=[lab.rnd_a.pk])).content.decode()
+    link = re.search(r'<a href="([^"]+)" id="project-workloads">', project_page).group(1).replace("&amp;", "&")
+    assert 'data-workload="train-1"' in client.get(link).content.decode()
     assert 'data-workload="train-1"' not in client.get(
         reverse("workload-list"), {"project": lab.rnd_b.pk}).content.decode()
     rows = csv_of(client.get(reverse("workload-list"), {"format": "csv"}))
