@@ -165,8 +165,9 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
         owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
                                                     u.get("np", Decimal(0)), q.gpu_limit)
     used_by_node: dict[int, Decimal] = {}
-    for node_id, used in active.filter(node__isnull=False).values("node_id").annotate(v=Sum("gpus")).values_list(
-            "node_id", "v"):
+    # Every pod's GPUs count on its node, a project's or not: a GPU a shared service holds is not free.
+    for node_id, used in (Pod.objects.active().filter(cluster_id=cluster_id).order_by().values("node_id")
+                          .annotate(v=Sum("gpus")).values_list("node_id", "v")):
         used_by_node[node_id] = used or Decimal(0)
     pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
     for node_id, pool_id, gpus in Node.objects.filter(cluster_id=cluster_id, status=NodeStatus.READY,

@@ -89,6 +89,21 @@ def test_waiting_requests_read_the_clusters_pending_pods(org, users):
 
 
 @pytest.mark.django_db
+def test_gpus_held_by_pods_of_no_project_are_not_free(org, users):
+    """A GPU a pod outside every project holds (a shared service's namespace) is as taken as any: with
+    a100's 8 GPUs held that way, a 2-GPU request waits for a full pool, not for the scheduler."""
+    from kubesim import make_pod
+
+    for node in ("a100-1", "a100-2"):
+        org.pods.append(make_pod(f"infra-{node}", "shared-infra", node=node, phase="Running",
+                                 containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}]))
+    org.run("waits", org.rnd_a, None, gpus=2, phase="Pending", labels={"kai.scheduler/queue": "rnd-a.a100"})
+    [row] = waiting_requests(user=users["researcher"], project=org.rnd_a)
+    assert row.pool == "a100" and row.reason.code == "pool_full"
+    assert "a100 has 0 GPUs free" in row.reason.text
+
+
+@pytest.mark.django_db
 def test_the_project_and_department_pages_say_why_work_waits(org, users, client):
     org.run("too-big", org.rnd_a, None, gpus=8, phase="Pending")
     org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
