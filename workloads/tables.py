@@ -8,6 +8,7 @@ from decimal import Decimal
 import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from nodepools.tables import GpuMetricColumn, NumberColumn
@@ -179,7 +180,7 @@ class WorkloadTable(ConsoleTable):
         if not provisioning:
             return own
         # What Karpenter can do, on its own line: the same words as for its pod on the pool page.
-        return format_html('{}{}<span class="karpenter">{}</span>', own, format_html("<br>") if own else "",
+        return format_html('{}{}<span class="karpenter">{}</span>', own, mark_safe("<br>") if own else "",
                            provisioning)
 
     def render_stop(self, record):
