@@ -10,7 +10,8 @@ the path of the schema node carrying the rule, "Invalid value: \"<type>\": <mess
 stop with an evaluation error (e.g. ``int()`` of a value that is no integer) the rule counts as failed,
 with its message.
 
-Known rules: Karpenter's ``karpenter.sh/v1`` NodePool (pkg/apis/crds/karpenter.sh_nodepools.yaml).
+Known rules: those of Karpenter's ``karpenter.sh/v1`` NodePool and NodeClaim (pkg/apis/crds/karpenter.sh_nodepools.yaml,
+karpenter.sh_nodeclaims.yaml).
 """
 from __future__ import annotations
 
@@ -104,6 +105,8 @@ RULES: dict[str, Predicate] = {
         lambda self, old: not _has(self, "replicas") or not _has(self, "limits") or len(self["limits"]) == 0 or (
             len(self["limits"]) == 1 and "nodes" in self["limits"]),
     "!has(self.replicas) || !has(self.weight)": lambda self, old: not _has(self, "replicas") or not _has(self, "weight"),
+    # NodeClaim spec
+    "self == oldSelf": lambda self, old: self == old,
 }
 
 

@@ -207,3 +207,51 @@ def test_kubectl_shows_the_crds_message(kubectl: Callable[..., object]) -> None:
     assert proc.returncode != 0
     assert "spec.template.spec.requirements: Invalid value: \"array\": requirements with operator 'In' must have " \
            "a value defined" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------ NodeClaims
+
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
+
+
+def nodeclaim(name: str = "gpu-abcde", *, requirements=None) -> dict:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name}, "spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": requirements if requirements is not None else [
+            req("karpenter.sh/nodepool", "In", "gpu"), req("node.kubernetes.io/instance-type", "In", "p5.48xlarge")]}}
+
+
+@pytest.mark.parametrize("requirements, field, shown, message", [
+    ([req("karpenter.sh/team", "In", "ml")], "spec.requirements[0].key", "string",
+     'label domain "karpenter.sh" is restricted'),
+    ([req("kubernetes.io/hostname", "In", "node-1")], "spec.requirements[0].key", "string",
+     'label "kubernetes.io/hostname" is restricted'),
+    ([req("karpenter.k8s.aws/instance-gpu-name", "In")], "spec.requirements", "array",
+     "requirements with operator 'In' must have a value defined"),
+    ([req("karpenter.k8s.aws/instance-gpu-count", "Gt", "1", "2")], "spec.requirements", "array",
+     "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
+    ([req("node.kubernetes.io/instance-type", "In", "p5.48xlarge", minValues=2)], "spec.requirements", "array",
+     "requirements with 'minValues' must have at least that many values specified in the 'values' field"),
+])
+def test_nodeclaim_requirements_follow_the_same_rules(crd: client.CustomObjectsApi, sim: KubeEmulator,
+                                                      requirements: list, field: str, shown: str, message: str) -> None:
+    with pytest.raises(client.ApiException) as exc:
+        crd.create_cluster_custom_object(*NODECLAIMS, nodeclaim(requirements=requirements))
+    assert exc.value.status == 422
+    assert orjson.loads(exc.value.body)["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": field, "message": f'Invalid value: "{shown}": {message}'}]
+    assert sim.list("nodeclaims.karpenter.sh") == []
+
+
+def test_a_nodeclaims_spec_is_immutable_its_status_and_labels_are_not(crd: client.CustomObjectsApi,
+                                                                      sim: KubeEmulator) -> None:
+    crd.create_cluster_custom_object(*NODECLAIMS, nodeclaim())
+    with pytest.raises(client.ApiException) as exc:
+        crd.patch_cluster_custom_object(*NODECLAIMS, "gpu-abcde", {"spec": {"expireAfter": "24h"}})
+    assert exc.value.status == 422
+    assert orjson.loads(exc.value.body)["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": "spec", "message": 'Invalid value: "object": spec is immutable'}]
+    crd.patch_cluster_custom_object(*NODECLAIMS, "gpu-abcde", {"metadata": {"labels": {"team": "ml"}}})
+    crd.patch_cluster_custom_object_status(*NODECLAIMS, "gpu-abcde", {"status": {"providerID": "aws:///i-0abc"}})
+    stored = sim.get("nodeclaims.karpenter.sh", "gpu-abcde")
+    assert stored["metadata"]["labels"] == {"team": "ml"} and stored["status"]["providerID"] == "aws:///i-0abc"
