@@ -3,8 +3,9 @@ does for custom resources.
 
 Supported keywords: type, properties, required, additionalProperties, items, enum, default, nullable,
 minimum/maximum (and exclusive*), minLength/maxLength, pattern, minItems/maxItems, min/maxProperties,
-anyOf (only as the int-or-string form), x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields.
-CEL rules (x-kubernetes-validations) are not evaluated.  Messages and cause reasons follow
+anyOf (only as the int-or-string form), x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields, and
+the CEL rules (x-kubernetes-validations) that kubesim.cel implements in Python (others are not evaluated;
+transition rules only on an update, with the stored object as ``old``).  Messages and cause reasons follow
 k8s.io/apiextensions-apiserver so that clients and people see what a real cluster says.
 """
 
@@ -15,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from kubesim.cel import failed as failed_rules
 
 Schema = dict[str, Any]
 
@@ -127,14 +130,15 @@ def prune(schema: Schema, value: Any, path: str = "") -> list[str]:
     return unknown
 
 
-def validate(schema: Schema, value: Any, path: str = "") -> list[Cause]:
-    """Every violation of ``schema`` by ``value``, with the field path the API server reports."""
+def validate(schema: Schema, value: Any, path: str = "", old: Any = None) -> list[Cause]:
+    """Every violation of ``schema`` by ``value``, with the field path the API server reports; ``old``: the
+    stored object an update replaces (for CEL transition rules)."""
     causes: list[Cause] = []
-    _validate(schema, value, path, causes)
+    _validate(schema, value, path, causes, old)
     return causes
 
 
-def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> None:
+def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: Any = None) -> None:
     if value is None:
         if not schema.get("nullable") and schema.get("type"):
             causes.append(Cause("FieldValueTypeInvalid", path, f"Invalid value: \"null\": {path} in body must be of "
@@ -170,6 +174,7 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> Non
         items = schema.get("items")
         if isinstance(items, dict):
             for i, item in enumerate(value):
+                # Items of a list are not correlated with the old list's (atomic lists): no oldSelf there.
                 _validate(items, item, f"{path}[{i}]", causes)
     elif actual == "object":
         props = schema.get("properties") or {}
@@ -188,7 +193,11 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> Non
             if sub is None and isinstance(extra, dict):
                 sub = extra
             if sub is not None:
-                _validate(sub, item, _join(path, name), causes)
+                _validate(sub, item, _join(path, name), causes, old.get(name) if isinstance(old, dict) else None)
+    rules = schema.get("x-kubernetes-validations")
+    if rules:
+        for message in failed_rules(rules, value, old):
+            causes.append(Cause("FieldValueInvalid", path, f'Invalid value: "{wanted or actual}": {message}'))
 
 
 def _numeric(schema: Schema, value: float, path: str, causes: list[Cause]) -> None:

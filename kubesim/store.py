@@ -208,8 +208,9 @@ class Store:
         except KeyError:
             raise ApiError(404, f"the server could not find the requested resource ({kind})", "NotFound") from None
 
-    def _check_schema(self, res: Resource, obj: Obj, *, strict: bool = False) -> None:
-        """Prune unknown fields, fill defaults and validate against the resource's schema (422 naming fields)."""
+    def _check_schema(self, res: Resource, obj: Obj, *, strict: bool = False, old: Obj | None = None) -> None:
+        """Prune unknown fields, fill defaults and validate against the resource's schema (422 naming fields);
+        ``old``: the stored object an update replaces (CEL transition rules)."""
         if res.schema is None:
             return
         md = obj.pop("metadata")
@@ -220,7 +221,7 @@ class Store:
                 raise ApiError(400, f"{res.kind} in version \"{res.version}\" cannot be handled as a {res.kind}: "
                                     f"strict decoding error: {fields}", "BadRequest")
             apply_defaults(res.schema, obj)
-            causes = validate(res.schema, obj)
+            causes = validate(res.schema, obj, old={k: v for k, v in old.items() if k != "metadata"} if old else None)
         finally:
             obj["metadata"] = md
         if causes:
@@ -411,7 +412,7 @@ class Store:
             md["uid"] = uid
             md["creationTimestamp"] = created
             md["resourceVersion"] = str(entry[_RV])
-            self._check_schema(res, new, strict=strict)
+            self._check_schema(res, new, strict=strict, old=current)
             if res.generation:
                 md["generation"] = old_md.get("generation", 1) + (_spec_of(new) != _spec_of(current))
             if kind == NODES and self.node_controller:

@@ -129,6 +129,12 @@ class PendingPod:
     def as_dict(self) -> dict[str, Any]:
         return {**self.explanation.as_dict(), "project": self.project}
 
+    def in_words(self) -> str:
+        """The explanation as one text: the summary, then each NodePool that cannot provision with its reason."""
+        lines = [self.explanation.summary]
+        lines += [f"{v.nodepool}: {v.text}" for v in self.explanation.verdicts if not v.can_provision]
+        return " ".join(lines)
+
 
 @dataclass
 class PendingReport:
@@ -141,6 +147,27 @@ class PendingReport:
 def pending_gpu_pods(*, user, cluster, nodepool: str = "") -> PendingReport:
     """The pending GPU pods the user may see in the cluster, each explained; `nodepool` picks the verdict
     of that Karpenter NodePool for each. No live read when the cluster has no Karpenter NodePool."""
+    from django.db.models import Q
+
+    return _explained(user=user, cluster=cluster, nodepool=nodepool, where=Q(gpus__gt=0),
+                      order=("created_in_cluster", "namespace", "name"))
+
+
+def pods_explained(*, user, cluster, pods) -> PendingReport:
+    """What Karpenter can do for these pods of the cluster ((namespace, name) pairs, e.g. the pods of a
+    workload), those of them the user may see and that are pending: the same explanation the pool page and
+    "Why is it waiting?" give. No live read when the cluster has no Karpenter NodePool."""
+    from django.db.models import Q
+
+    wanted = Q(pk__in=[])
+    for namespace, name in sorted(set(pods))[:MAX_PODS]:
+        wanted |= Q(namespace=namespace, name=name)
+    return _explained(user=user, cluster=cluster, where=wanted, order=("namespace", "name"))
+
+
+def _explained(*, user, cluster, where, order, nodepool: str = "") -> PendingReport:
+    """The mirrored Pods of the cluster matching `where` that the user may see and that are pending, each
+    read live and explained."""
     from nodepools.models import Pod
 
     nodepools = nodepool_objects(cluster)
@@ -149,8 +176,8 @@ def pending_gpu_pods(*, user, cluster, nodepool: str = "") -> PendingReport:
     visible = {
         (ns, name): project or ""
         for ns, name, project in Pod.objects.restrict(user, "view")
-        .filter(cluster=cluster, node__isnull=True, phase="Pending", gpus__gt=0)
-        .order_by("created_in_cluster", "namespace", "name").values_list("namespace", "name", "project__name")[:MAX_PODS]
+        .filter(where, cluster=cluster, node__isnull=True, phase="Pending")
+        .order_by(*order).values_list("namespace", "name", "project__name")[:MAX_PODS]
     }
     if not visible:
         return PendingReport([], len(nodepools))

@@ -438,13 +438,22 @@ def display_phase(workload: Workload) -> str:
     return workload.phase or "Pending"
 
 
-def pending_reason(workload: Workload, waiting: dict[tuple[str, str], str] | None = None) -> str:
+def pending_reason(workload: Workload, waiting: dict[tuple[str, str], str] | None = None,
+                   karpenter: dict[tuple[int, str, str], Any] | None = None) -> str:
     """Why a workload that is not running waits: the Job's conditions, then the scheduler's words on its
     pods (PodScheduled=False: "0/30 nodes are available: …"), then the console's own reading of quotas
-    and free GPUs (projects.waiting) for its pods, then Kueue's suspension."""
+    and free GPUs (projects.waiting) for its pods, then Kueue's suspension; followed, for a pending
+    workload of a cluster with Karpenter NodePools, by what Karpenter can do for its pending pod
+    (`karpenter`: karpenter_explanations)."""
     phase = display_phase(workload)
     if phase not in ("Pending", "Suspended"):
         return ""
+    reason = _own_pending_reason(workload, phase, waiting)
+    provisioning = karpenter_text(workload, karpenter) if phase == "Pending" else ""
+    return " ".join(part for part in (reason, provisioning) if part)
+
+
+def _own_pending_reason(workload: Workload, phase: str, waiting: dict[tuple[str, str], str] | None) -> str:
     if workload.status_message:
         return workload.status_message
     scheduler = getattr(workload, "scheduler_message", None)
@@ -457,6 +466,61 @@ def pending_reason(workload: Workload, waiting: dict[tuple[str, str], str] | Non
     if phase == "Suspended" and workload.queue:
         return f"Waiting for Kueue to admit it (queue {workload.queue})."
     return ""
+
+
+@dataclass
+class KarpenterWait:
+    """What Karpenter can do for a pending workload: the explanation of its first pending pod (by name),
+    the one its pods get on the pool page and in "Why is it waiting?" (provisioning.pending)."""
+
+    pod: Any  # provisioning.pending.PendingPod
+    pending_pods: int = 1
+
+    def in_words(self) -> str:
+        more = self.pending_pods - 1
+        others = f" (and {more} more pending pod{'s' if more != 1 else ''})" if more > 0 else ""
+        return f"What Karpenter can do for its pod {self.pod.name}{others}: {self.pod.in_words()}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.pod.as_dict(), "pending_pods": self.pending_pods}
+
+
+def karpenter_text(workload: Workload, karpenter: dict[tuple[int, str, str], Any] | None) -> str:
+    found = (karpenter or {}).get((workload.cluster_id, workload.namespace, workload.name))
+    return found.in_words() if found else ""
+
+
+def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tuple[int, str, str], KarpenterWait]:
+    """For the pending workloads among these: what Karpenter can do for their pending pods, by (cluster id,
+    namespace, job name); nothing for a cluster without Karpenter NodePools (no live read then)."""
+    from nodepools.models import Cluster
+    from provisioning.pending import pods_explained
+
+    pending = [w for w in workloads if display_phase(w) == "Pending"]
+    if not pending:
+        return {}
+    rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
+                               namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
+            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
+                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .filter(job__in={w.name for w in pending}).order_by("name")
+            .values_list("cluster_id", "namespace", "job", "name"))
+    wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
+    pods: dict[tuple[int, str, str], list[str]] = {}
+    for cluster_id, namespace, job, name in rows:
+        if (cluster_id, namespace, job) in wanted:
+            pods.setdefault((cluster_id, namespace, job), []).append(name)
+    out: dict[tuple[int, str, str], KarpenterWait] = {}
+    for cluster in Cluster.objects.filter(pk__in={key[0] for key in pods}).order_by("pk"):
+        mine = {key: names for key, names in pods.items() if key[0] == cluster.pk}
+        report = pods_explained(user=user, cluster=cluster,
+                                pods=[(key[1], name) for key, names in mine.items() for name in names])
+        explained = {(p.namespace, p.name): p for p in report.pods}
+        for key, names in mine.items():
+            found = [explained[(key[1], name)] for name in names if (key[1], name) in explained]
+            if found:
+                out[key] = KarpenterWait(found[0], len(found))
+    return out
 
 
 def waiting_reasons(*, user: Any, workloads: list[Workload]) -> dict[tuple[str, str], str]:

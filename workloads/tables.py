@@ -8,6 +8,7 @@ from decimal import Decimal
 import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from nodepools.tables import GpuMetricColumn, NumberColumn
@@ -149,10 +150,11 @@ class WorkloadTable(ConsoleTable):
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-workload": lambda record: record.name}
 
-    def __init__(self, *args, stoppable=frozenset(), waiting=None, csrf_token="", **kwargs):
+    def __init__(self, *args, stoppable=frozenset(), waiting=None, karpenter=None, csrf_token="", **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
         self.waiting = waiting or {}
+        self.karpenter = karpenter or {}
         self.csrf_token = csrf_token
 
     def render_pools_tried(self, value):
@@ -172,7 +174,14 @@ class WorkloadTable(ConsoleTable):
         return timesince(value).split(",")[0] if value else "—"
 
     def render_pending_reason(self, record):
-        return selectors.pending_reason(record, self.waiting) or ""
+        own = selectors.pending_reason(record, self.waiting)
+        provisioning = selectors.karpenter_text(record, self.karpenter) if selectors.display_phase(
+            record) == "Pending" else ""
+        if not provisioning:
+            return own
+        # What Karpenter can do, on its own line: the same words as for its pod on the pool page.
+        return format_html('{}{}<span class="karpenter">{}</span>', own, mark_safe("<br>") if own else "",
+                           provisioning)
 
     def render_stop(self, record):
         if record.pk not in self.stoppable or selectors.display_phase(record) in ("Succeeded", "Failed"):
@@ -211,7 +220,7 @@ class WorkloadTable(ConsoleTable):
         return record.created_in_cluster
 
     def export_pending_reason(self, record):
-        return selectors.pending_reason(record, self.waiting)
+        return selectors.pending_reason(record, self.waiting, self.karpenter)
 
     def export_stop(self, record):
         return ""

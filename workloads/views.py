@@ -395,12 +395,14 @@ def workload_list(request):
     stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
 
     visible = selectors.workload_list(user=request.user)
-    waiting = selectors.waiting_reasons(user=request.user, workloads=list(visible.filter(phase="Pending")[:200]))
+    pending = list(visible.filter(phase="Pending")[:200])
+    waiting = selectors.waiting_reasons(user=request.user, workloads=pending)
+    karpenter = selectors.karpenter_explanations(user=request.user, workloads=pending)
     return table_page(
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=rows,
         filterset_class=WorkloadFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
-        table_kwargs={"stoppable": stoppable, "waiting": waiting, "csrf_token": get_token(request)},
+        table_kwargs={"stoppable": stoppable, "waiting": waiting, "karpenter": karpenter, "csrf_token": get_token(request)},
         context={"live_clusters": list(visible.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
                  "can_submit": selectors.submittable_projects(user=request.user).exists()},

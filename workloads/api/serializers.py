@@ -113,7 +113,14 @@ class WorkloadSerializer(serializers.ModelSerializer):
     placed_pool = serializers.CharField(read_only=True, allow_null=True)
     phase = serializers.SerializerMethodField()
     preemptible = serializers.BooleanField(read_only=True, allow_null=True)
-    pending_reason = serializers.SerializerMethodField()
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why it waits, in words; for a pending workload in a cluster with Karpenter NodePools followed by "
+                  "what Karpenter can do for its pending pod.")
+    provisioning = serializers.SerializerMethodField(
+        help_text="For a pending workload in a cluster with Karpenter NodePools: what Karpenter can do for its "
+                  "first pending pod (as /api/v1/clusters/{id}/pods/{namespace}/{name}/provisioning/ gives it: "
+                  "each NodePool's first reason, the NodeClaim launched for it), with how many of its pods are "
+                  "pending; else null.")
     gpus = serializers.DecimalField(max_digits=10, decimal_places=3, read_only=True)
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPUs the workload's running pods hold now (the DCGM exporter's "
@@ -126,7 +133,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         model = Workload
         fields = ["id", "cluster", "namespace", "name", "uid", "project", "pools_tried", "placed_pool", "platform",
                   "phase", "pods", "gpus", "gpu_utilization", "gpu_metrics_unavailable", "priority_class", "priority",
-                  "preemptible", "queue", "submitted_by", "created_in_cluster", "pending_reason"]
+                  "preemptible", "queue", "submitted_by", "created_in_cluster", "pending_reason", "provisioning"]
         read_only_fields = fields
 
     def get_gpu_utilization(self, obj) -> float | None:
@@ -142,7 +149,13 @@ class WorkloadSerializer(serializers.ModelSerializer):
         return selectors.display_phase(obj)
 
     def get_pending_reason(self, obj) -> str:
-        return selectors.pending_reason(obj, self.context.get("waiting"))
+        return selectors.pending_reason(obj, self.context.get("waiting"), self.context.get("karpenter"))
+
+    def get_provisioning(self, obj) -> dict | None:
+        if selectors.display_phase(obj) != "Pending":
+            return None
+        found = (self.context.get("karpenter") or {}).get((obj.cluster_id, obj.namespace, obj.name))
+        return found.as_dict() if found else None
 
 
 @extend_schema_field({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],

@@ -173,6 +173,7 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
         if self.action in ("list", "retrieve"):
             rows = list(selectors.workload_list(user=self.request.user).filter(phase="Pending")[:200])
             context["waiting"] = selectors.waiting_reasons(user=self.request.user, workloads=rows)
+            context["karpenter"] = selectors.karpenter_explanations(user=self.request.user, workloads=rows)
         return context
 
     @extend_schema(request=s.SubmitSerializer, responses={
