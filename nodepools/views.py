@@ -210,8 +210,11 @@ def node_list(request):
 def node_detail(request, pk: int):
     node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
     selectors.nodes_attach_usage([node])
-    selectors.nodes_attach_gpu_metrics([node])
-    devices = selectors.node_gpu_devices(node)
+    # One budget for the page's two Prometheus reads (its figures, then its devices): a slow Prometheus
+    # holds the page one budget at most, and the devices then show the reason the figures met.
+    budget = selectors.GpuBudget()
+    selectors.nodes_attach_gpu_metrics([node], budget=budget)
+    devices = selectors.node_gpu_devices(node, budget=budget)
     pods = table_build(request, PodTable, selectors.pod_list(user=request.user, node=node), prefix="pods-")
     can_move = is_system_admin(request.user)
     context = {
