@@ -120,6 +120,11 @@ class GpuDevice:
             return None
         return self.memory_used_mib + self.memory_free_mib
 
+    @property
+    def engine_active_percent(self) -> float | None:
+        """DCGM_FI_PROF_GR_ENGINE_ACTIVE (a ratio 0..1) in %, or None when the exporter does not serve it."""
+        return None if self.engine_active is None else self.engine_active * 100
+
 
 @dataclass(frozen=True)
 class PodGpuFigures:
