@@ -247,9 +247,11 @@ def since_when(values: list[tuple[float, float]], *, threshold: float) -> tuple[
 
 
 def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshold: float | None = None,
-                      window: datetime.timedelta | None = None, lookback: datetime.timedelta | None = None
-                      ) -> tuple[list[IdleGpu], str]:
-    """Idle allocated GPUs of one cluster (two Prometheus queries), or ([], reason)."""
+                      window: datetime.timedelta | None = None, lookback: datetime.timedelta | None = None,
+                      budget: gpumetrics.Budget | None = None) -> tuple[list[IdleGpu], str]:
+    """Idle allocated GPUs of one cluster (two Prometheus queries, sharing `budget`: the page's, else one
+    of GPUMETRICS_IDLE_TIMEOUT seconds), or ([], reason)."""
+    budget = budget or prom.idle_budget()
     threshold = idle_threshold() if threshold is None else threshold
     window = window or idle_window()
     lookback = max(lookback or idle_lookback(), window * 2)
@@ -257,12 +259,12 @@ def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshol
     start = now - lookback
     step = max(5, math.ceil(min(lookback.total_seconds() / 500, window.total_seconds() / 4)))
     idle, history = idle_queries(cluster, threshold=threshold, window=window, step=step, now=now)
-    answer = prom.query(cluster, idle, timeout=prom.IDLE_TIMEOUT)
+    answer = prom.query(cluster, idle, budget=budget)
     if answer.reason:
         return [], answer.reason
     if not answer.result:
         return [], ""
-    ranged = prom.query_range(cluster, history, start=start, end=now, step=step, timeout=prom.IDLE_TIMEOUT)
+    ranged = prom.query_range(cluster, history, start=start, end=now, step=step, budget=budget)
     if ranged.reason:
         return [], ranged.reason
     found = []
@@ -285,12 +287,16 @@ def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshol
     return found, ""
 
 
-def idle_gpus(clusters: Iterable[Any], **kwargs) -> tuple[list[IdleGpu], dict[int, str]]:
-    """Idle allocated GPUs of every cluster given (those without a Prometheus are skipped, with their reason)."""
+def idle_gpus(clusters: Iterable[Any], *, budget: gpumetrics.Budget | None = None,
+              **kwargs) -> tuple[list[IdleGpu], dict[int, str]]:
+    """Idle allocated GPUs of every cluster given (those without a Prometheus are skipped, with their
+    reason), within ONE budget for all their queries (the page's: GPUMETRICS_IDLE_TIMEOUT seconds unless
+    given): a slow Prometheus holds the page that long at most, whatever the number of clusters."""
+    budget = budget or prom.idle_budget()
     found: list[IdleGpu] = []
     reasons: dict[int, str] = {}
     for cluster in clusters:
-        gpus, reason = cluster_idle_gpus(cluster, **kwargs)
+        gpus, reason = cluster_idle_gpus(cluster, budget=budget, **kwargs)
         found.extend(gpus)
         if reason:
             reasons[cluster.pk] = reason
@@ -302,7 +308,7 @@ def cluster_pod_gpus(cluster, *, window: datetime.timedelta, at: datetime.dateti
     """(node, namespace, average utilization over `window`) of every GPU held by a pod in the cluster,
     in one instant query; or ([], reason)."""
     answer = prom.query(cluster, f"avg_over_time({selector(cluster)}[{duration(window)}]{prom.at(at)})",
-                        timeout=prom.IDLE_TIMEOUT)
+                        timeout=prom.idle_timeout())
     if answer.reason:
         return [], answer.reason
     rows = []
