@@ -603,3 +603,14 @@ def node_gpu_devices(node: Node, *, budget: GpuBudget | None = None):
     budget = budget or GpuBudget()
     configs = cluster_prometheus([node.cluster_id])
     return _per_cluster(configs, node.cluster_id, budget, lambda c, left: device_metrics(c, node.name, timeout=left))
+
+
+NO_DEVICE_SERIES = "no DCGM series for this node (is its DCGM exporter running?)"
+
+
+def node_gpu_device_list(node: Node, *, budget: GpuBudget | None = None) -> tuple[list[Any], str]:
+    """(the node's GPU devices, why there are none): what the node page and the API show."""
+    devices = node_gpu_devices(node, budget=budget)
+    if not devices:
+        return [], getattr(devices, "reason", "") or NO_DEVICE_SERIES
+    return list(devices), ""

@@ -282,6 +282,63 @@ def test_api_carries_the_same_figures(api, gpu_org, users):
     assert pools["a100"]["gpu_memory_used_mib"] == 90000 + 4000
 
 
+def test_api_lists_a_nodes_gpu_devices_as_the_exporter_served_them(api, gpu_org, exporter, users):
+    emu, _ = exporter
+    node = gpu_org.cluster.nodes.get(name="a100-1")
+    url = f"/api/v1/nodes/{node.pk}/gpu-devices/"
+    engine = served_engine_active(emu)
+    body = api(users["researcher"]).get(url).json()  # may see the nodes of its cluster, like the node page
+    assert (body["node"], body["name"], body["gpu_devices_unavailable"]) == (node.pk, "a100-1", None)
+    assert body["gpu_devices"] == [
+        {"index": d["gpu"], "uuid": d["uuid"], "model": d["model"], "utilization": d["utilization"],
+         "memory_used_mib": d["fb_used"], "memory_free_mib": d["memory_mib"] - d["fb_used"],
+         "memory_total_mib": d["memory_mib"], "engine_active": engine[("a100-1", d["gpu"])],
+         "namespace": d["namespace"], "pod": d["pod"], "container": d["container"]}
+        for d in served(emu)["a100-1"]]
+    # By hand: train-1 holds three GPUs at 80 % (the engine active 0.8 of the time), the fourth is free.
+    assert [(d["pod"], d["utilization"], d["engine_active"]) for d in body["gpu_devices"]] == [
+        ("train-1", 80, 0.8)] * 3 + [("", 0, 0)]
+    # Restricted like the node page: a user without a role in the cluster does not find the node.
+    assert api(users["nobody"]).get(url).status_code == 404
+    assert api().get(url).status_code in (401, 403)
+    # A node without GPUs, a cluster whose Prometheus is down or unnamed: no devices, the reason.
+    gpu_org.nodes.append(make_node("cpu-1"))
+    gpu_org.load()
+    cpu = gpu_org.cluster.nodes.get(name="cpu-1")
+    body = api(users["sysadmin"]).get(f"/api/v1/nodes/{cpu.pk}/gpu-devices/").json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "no GPU on this node")
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="http://127.0.0.1:9")
+    gpumetrics.cache_clear()
+    body = api(users["sysadmin"]).get(url).json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "Prometheus unreachable: connection refused")
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="")
+    body = api(users["sysadmin"]).get(url).json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "no Prometheus configured for this cluster")
+
+
+def test_an_exporter_without_the_graphics_engine_metric_shows_a_dash(client, api, gpu_org, exporter, users,
+                                                                     http_server, prometheus):
+    """DCGM_FI_PROF_GR_ENGINE_ACTIVE is a profiling metric some exporters do not serve: the column is "—",
+    the API's engine_active null, the other figures as served."""
+    emu, _ = exporter
+
+    def answer(request):
+        text = "".join(line + "\n" for line in emu.dcgm_metrics().splitlines()
+                       if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in line)
+        return 200, "text/plain; version=0.0.4", text.encode()
+
+    prom = prometheus(http_server(answer) + "/metrics")
+    prom.wait_for_series("DCGM_FI_DEV_GPU_UTIL", count=16 + 8 * len(EXTRA))
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url=prom.url)
+    gpumetrics.cache_clear()
+    node = gpu_org.cluster.nodes.get(name="a100-1")
+    login(client, users, "sysadmin")
+    rows = node_gpu_rows(client.get(reverse("node-detail", args=[node.pk])).content.decode())
+    assert [(r[3], r[6]) for r in rows] == [("80", "—")] * 3 + [("0", "—")]
+    devices = api(users["sysadmin"]).get(f"/api/v1/nodes/{node.pk}/gpu-devices/").json()["gpu_devices"]
+    assert [(d["utilization"], d["engine_active"]) for d in devices] == [(80, None)] * 3 + [(0, None)]
+
+
 def test_query_count_does_not_grow_with_rows(client, gpu_org, users):
     login(client, users, "sysadmin")
     counts = []
