@@ -235,6 +235,9 @@ USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
 GPUMETRICS_IDLE_THRESHOLD = float(os.environ.get("CONSOLE_GPU_IDLE_THRESHOLD", "5"))
 GPU_IDLE_WINDOW_MINUTES = float(os.environ.get("CONSOLE_GPU_IDLE_WINDOW_MINUTES", "30"))
 GPU_IDLE_LOOKBACK_HOURS = float(os.environ.get("CONSOLE_GPU_IDLE_LOOKBACK_HOURS", "24"))
+# The Idle GPUs page's budget (seconds) for Prometheus, shared by its queries of every cluster: a slow
+# Prometheus holds the page that long at most, then it shows "—" with the reason.
+GPUMETRICS_IDLE_TIMEOUT = float(os.environ.get("CONSOLE_GPU_IDLE_TIMEOUT", "5"))
 # The pools' GPU figures (utilization of allocated GPUs, idle allocated GPUs) are read by the sync's leader
 # every so many seconds, one Prometheus query per cluster (the DCGM exporter itself samples every 30 s).
 GPUMETRICS_POOLS_EVERY = float(os.environ.get("CONSOLE_GPU_POOLS_EVERY", "30"))

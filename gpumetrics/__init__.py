@@ -6,7 +6,8 @@ A low floor: imports only the standard library, ``requests`` and (for settings) 
 Configuration — a cluster names its Prometheus (``nodepools.Cluster.prometheus_url``,
 ``prometheus_bearer_token_file``, ``prometheus_basic_auth_file``, ``prometheus_label_matchers``).
 Every function takes that cluster (any object with those attributes) or a :class:`PrometheusConfig`.
-Settings: ``GPUMETRICS_TIMEOUT`` (s, default 0.5: a call's budget), ``GPUMETRICS_CACHE_SECONDS``
+Settings: ``GPUMETRICS_TIMEOUT`` (s, default 0.5: a page's budget), ``GPUMETRICS_IDLE_TIMEOUT`` (s, default
+5: the Idle GPUs page's budget, shared by its queries of every cluster), ``GPUMETRICS_CACHE_SECONDS``
 (default 5: answers and failures are reused that long per Prometheus + query),
 ``GPUMETRICS_IDLE_THRESHOLD`` (%, default 5), ``GPU_IDLE_WINDOW_MINUTES`` (default 30): an allocated GPU is
 idle when its utilization stayed under the threshold for the whole window (``idle_expr``; the Idle GPUs
@@ -42,13 +43,15 @@ Lower level, for charts and windows (dcgmb's idle detection):
 - ``config_from(cluster) -> PrometheusConfig | None``; ``PrometheusConfig.selector(metric, **labels)``
   builds ``metric{extra matchers, label="v", other=~"re"}`` (values ``"v"`` or ``("=~", "re")``);
   ``names_regex(names)`` an exact alternation; ``parse_matchers(text)`` validates extra matchers;
-- ``stats.requests``: HTTP requests sent (tests count queries); ``cache_clear()``.
+- ``stats.requests``: HTTP requests sent (tests count queries); ``cache_clear()``;
+- ``Budget(seconds)``: a page's time budget shared by its queries (``left()``, ``spent()``; a query
+  that spent it is ``note``d so the skipped ones show its reason, else ``NO_BUDGET``).
 
 ``gpumetrics.localprom``: ``LocalPrometheus`` (a real Prometheus for tests and ``make run``),
 ``backfill_openmetrics`` (promtool backfill of samples, for the benchmark).
 """
 from gpumetrics.client import (
-    NOT_CONFIGURED, PrometheusConfig, PrometheusError, Unavailable, cache_clear, config_from, names_regex,
+    NO_BUDGET, NOT_CONFIGURED, Budget, PrometheusConfig, PrometheusError, Unavailable, cache_clear, config_from, names_regex,
     parse_matchers, query, query_range, stats,
 )
 from gpumetrics.metrics import (
@@ -58,7 +61,7 @@ from gpumetrics.metrics import (
 )
 
 __all__ = [
-    "FB_FREE", "FB_USED", "GPU_UTIL", "GR_ENGINE_ACTIVE", "NOT_CONFIGURED", "NO_HOSTNAME", "NO_SERIES",
+    "FB_FREE", "FB_USED", "GPU_UTIL", "GR_ENGINE_ACTIVE", "NO_BUDGET", "NOT_CONFIGURED", "Budget", "NO_HOSTNAME", "NO_SERIES",
     "GpuDevice", "GpuFigures", "GroupGpuMetrics", "NodeGpuMetrics", "PodGpuFigures", "PrometheusConfig",
     "PrometheusError", "Unavailable", "cache_clear", "config_from", "device_metrics", "figures_sum", "group_gpu_metrics",
     "idle_expr", "idle_threshold", "idle_window_seconds", "names_regex", "node_gpu_metrics", "parse_matchers", "pod_gpu_metrics", "query",

@@ -28,7 +28,7 @@ def _setting(name: str, default: float) -> float:
 
 
 def default_timeout() -> float:
-    """``settings.GPUMETRICS_TIMEOUT`` (seconds, default 0.5): each call's budget."""
+    """``settings.GPUMETRICS_TIMEOUT`` (seconds, default 0.5): a page's budget (a call's without one)."""
     return _setting("GPUMETRICS_TIMEOUT", DEFAULT_TIMEOUT)
 
 
@@ -321,6 +321,38 @@ def query_range(config: PrometheusConfig, promql: str, *, start: float, end: flo
         return compute()
     return _cached((_config_key(config), "range", promql, start, end, step), compute,
                    keep_failure=timeout >= default_timeout() * 0.9)
+
+
+class Budget:
+    """What is left of a page's time budget for Prometheus (seconds), shared by all its queries: each
+    query may wait what is left (``left()``); once it is spent, the next ones are not sent (``spent()``)
+    and show the reason of the query that spent it (``note``/``spent_reason``), else ``NO_BUDGET``."""
+
+    MIN_SECONDS = 0.02  # less than this left: a query would only time out
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = default_timeout() if seconds is None else float(seconds)
+        self._clock = time.monotonic
+        self.deadline = self._clock() + self.seconds
+        self._spent_by: dict[Any, str] = {}
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - self._clock())
+
+    def spent(self) -> bool:
+        return self.left() < self.MIN_SECONDS
+
+    def note(self, key: Any, reason: str) -> None:
+        """A query of ``key`` (a cluster) failed with ``reason``: when it spent the budget, the next
+        queries of that key show this reason rather than "skipped"."""
+        if reason and self.spent():
+            self._spent_by.setdefault(key, reason)
+
+    def spent_reason(self, key: Any = None) -> str:
+        return self._spent_by.get(key) or NO_BUDGET
+
+
+NO_BUDGET = "Prometheus skipped: the page's time budget is spent"
 
 
 @dataclass(frozen=True)

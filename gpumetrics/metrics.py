@@ -9,6 +9,7 @@ dearest part of a query, so a page that has its figures never pays for it.
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -120,6 +121,11 @@ class GpuDevice:
             return None
         return self.memory_used_mib + self.memory_free_mib
 
+    @property
+    def engine_active_percent(self) -> float | None:
+        """DCGM_FI_PROF_GR_ENGINE_ACTIVE (a ratio 0..1) in %, or None when the exporter does not serve it."""
+        return None if self.engine_active is None else self.engine_active * 100
+
 
 @dataclass(frozen=True)
 class PodGpuFigures:
@@ -151,9 +157,14 @@ def _check(config: PrometheusConfig, stats: dict[str, float]) -> None:
         raise PrometheusError(NO_HOSTNAME)
 
 
-def _explain_empty(config: PrometheusConfig, *, timeout: float | None) -> None:
-    """The diagnostics of an answer without series (a second query, only then): raises PrometheusError
-    when the cluster has no DCGM series or they lack the Hostname label."""
+def _explain_empty(config: PrometheusConfig, *, timeout: float | None, since: float) -> None:
+    """The diagnostics of an answer without series (a second query, only then, within what the first
+    left of `timeout`, counted from `since`; none when nothing is left): raises PrometheusError when the
+    cluster has no DCGM series or they lack the Hostname label."""
+    if timeout is not None:
+        timeout -= time.monotonic() - since
+        if timeout < 0.02:
+            return
     rows = query(config, " or ".join(_diagnostics(config)), timeout=timeout)
     _check(config, {row["metric"].get("gpumetrics_stat", ""): row["value"] for row in rows})
 
@@ -271,6 +282,7 @@ def node_gpu_metrics(cluster: Any, node_names: Iterable[str] | None, *, timeout:
     if names == []:
         return NodeGpuMetrics()
     host = ("!=", "") if names is None else ("=~", names_regex(names))
+    started = time.monotonic()
     config, rows = _run(cluster, lambda c: _figures_query(c, "Hostname", [(None, {"Hostname": host})], threshold,
                                                              window_seconds, idle=idle),
                         timeout=timeout)
@@ -279,7 +291,7 @@ def node_gpu_metrics(cluster: Any, node_names: Iterable[str] | None, *, timeout:
     figures = _figures(rows, "Hostname")
     if not figures:
         try:
-            _explain_empty(config, timeout=timeout)
+            _explain_empty(config, timeout=timeout, since=started)
         except PrometheusError as exc:
             return Unavailable(exc.reason)
     return NodeGpuMetrics(by_node=figures)
@@ -294,6 +306,7 @@ def group_gpu_metrics(cluster: Any, groups: Mapping[Any, Iterable[str]], *, time
     selectors = [(sk, {"Hostname": ("=~", names_regex(names))}) for sk, (_, names) in sorted(keyed.items()) if names]
     if not selectors:
         return GroupGpuMetrics()
+    started = time.monotonic()
     config, rows = _run(cluster, lambda c: _figures_query(c, "gpumetrics_group", selectors, threshold, window_seconds),
                         timeout=timeout)
     if isinstance(rows, Unavailable):
@@ -301,7 +314,7 @@ def group_gpu_metrics(cluster: Any, groups: Mapping[Any, Iterable[str]], *, time
     figures = _figures(rows, "gpumetrics_group")
     if not figures:
         try:
-            _explain_empty(config, timeout=timeout)
+            _explain_empty(config, timeout=timeout, since=started)
         except PrometheusError as exc:
             return Unavailable(exc.reason)
     return GroupGpuMetrics(by_group={keyed[sk][0]: f for sk, f in figures.items() if sk in keyed})
@@ -312,6 +325,7 @@ def device_metrics(cluster: Any, node_name: str, *, timeout: float | None = None
     def build(c: PrometheusConfig) -> str:
         return c.selector("", __name__=("=~", _METRICS_RE), Hostname=node_name)
 
+    started = time.monotonic()
     config, rows = _run(cluster, build, timeout=timeout)
     if isinstance(rows, Unavailable):
         return rows
@@ -325,7 +339,7 @@ def device_metrics(cluster: Any, node_name: str, *, timeout: float | None = None
             dev["labels"] = m
     if not devices:
         try:
-            _explain_empty(config, timeout=timeout)
+            _explain_empty(config, timeout=timeout, since=started)
         except PrometheusError as exc:
             return Unavailable(exc.reason)
     out = []
@@ -361,6 +375,7 @@ def pod_gpu_metrics(cluster: Any, pods: Iterable[tuple[str, str]], *, timeout: f
             _tag(f"sum by ({by}) ({c.selector(FB_USED, **sel)})", "gpumetrics_stat", "fb_used"),
         ])
 
+    started = time.monotonic()
     config, rows = _run(cluster, build, timeout=timeout)
     if isinstance(rows, Unavailable):
         return rows
@@ -373,7 +388,7 @@ def pod_gpu_metrics(cluster: Any, pods: Iterable[tuple[str, str]], *, timeout: f
     if not acc:
         # None of these pods holds an exported GPU: say why when the cluster's series explain it.
         try:
-            _explain_empty(config, timeout=timeout)
+            _explain_empty(config, timeout=timeout, since=started)
         except PrometheusError as exc:
             return Unavailable(exc.reason)
         return {}

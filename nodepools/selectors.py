@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import gpumetrics
 from nodepools.models import Cluster, Node, NodePool, NodeQuerySet, NodePoolQuerySet, Pod, PodQuerySet
 
 
@@ -435,23 +436,13 @@ def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, 
 
 NO_GPU = "no GPU on this node"
 POOL_WITHOUT_GPU_NODES = "no GPU nodes in this pool"
-NO_BUDGET = "Prometheus skipped: the page's time budget is spent"
+NO_BUDGET = gpumetrics.NO_BUDGET
 
 
-class GpuBudget:
-    """What is left of a page's time budget for Prometheus (seconds), shared by its queries."""
-
-    def __init__(self, seconds: float | None = None) -> None:
-        import time
-
-        from gpumetrics.client import default_timeout
-
-        self.seconds = default_timeout() if seconds is None else seconds
-        self._clock = time.monotonic
-        self.deadline = self._clock() + self.seconds
-
-    def left(self) -> float:
-        return max(0.0, self.deadline - self._clock())
+class GpuBudget(gpumetrics.Budget):
+    """What is left of a page's time budget for Prometheus (GPUMETRICS_TIMEOUT seconds unless given),
+    shared by its queries: a page makes one and hands it to each read (the node page: its figures, then
+    its devices)."""
 
 
 def cluster_prometheus(cluster_ids) -> dict[int, Any]:
@@ -469,10 +460,12 @@ def _per_cluster(configs: dict[int, Any], cluster_id: int, budget: GpuBudget, ca
     config = configs.get(cluster_id)
     if config is None:
         return NOT_CONFIGURED
-    left = budget.left()
-    if left < 0.02:
-        return Unavailable(NO_BUDGET)
-    return call(config, left)
+    if budget.spent():  # what spent it (e.g. this cluster's Prometheus timing out) is the reason
+        return Unavailable(budget.spent_reason(cluster_id))
+    result = call(config, budget.left())
+    if isinstance(result, Unavailable):
+        budget.note(cluster_id, result.reason)
+    return result
 
 
 def node_gpu_metrics_by_cluster(nodes_by_cluster: dict[int, list[str] | None], *, budget: GpuBudget | None = None,
@@ -610,3 +603,14 @@ def node_gpu_devices(node: Node, *, budget: GpuBudget | None = None):
     budget = budget or GpuBudget()
     configs = cluster_prometheus([node.cluster_id])
     return _per_cluster(configs, node.cluster_id, budget, lambda c, left: device_metrics(c, node.name, timeout=left))
+
+
+NO_DEVICE_SERIES = "no DCGM series for this node (is its DCGM exporter running?)"
+
+
+def node_gpu_device_list(node: Node, *, budget: GpuBudget | None = None) -> tuple[list[Any], str]:
+    """(the node's GPU devices, why there are none): what the node page and the API show."""
+    devices = node_gpu_devices(node, budget=budget)
+    if not devices:
+        return [], getattr(devices, "reason", "") or NO_DEVICE_SERIES
+    return list(devices), ""

@@ -10,7 +10,6 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from gpumetrics import Unavailable
 from nodepools import kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
@@ -210,15 +209,16 @@ def node_list(request):
 def node_detail(request, pk: int):
     node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
     selectors.nodes_attach_usage([node])
-    selectors.nodes_attach_gpu_metrics([node])
-    devices = selectors.node_gpu_devices(node)
+    # One budget for the page's two Prometheus reads (its figures, then its devices): a slow Prometheus
+    # holds the page one budget at most, and the devices then show the reason the figures met.
+    budget = selectors.GpuBudget()
+    selectors.nodes_attach_gpu_metrics([node], budget=budget)
+    devices, devices_reason = selectors.node_gpu_device_list(node, budget=budget)
     pods = table_build(request, PodTable, selectors.pod_list(user=request.user, node=node), prefix="pods-")
     can_move = is_system_admin(request.user)
     context = {
         "node": node, "pods": pods, "can_move": can_move, "live_clusters": [node.cluster_id],
-        "gpu_devices": [] if isinstance(devices, Unavailable) else devices,
-        "gpu_devices_reason": devices.reason if isinstance(devices, Unavailable) else (
-            "" if devices else "no DCGM series for this node (is its DCGM exporter running?)"),
+        "gpu_devices": devices, "gpu_devices_reason": devices_reason,
         "move_form": NodeMoveForm(node=node) if can_move else None,
         "labels": sorted(node.labels.items()),
     }

@@ -109,7 +109,8 @@ def owner_namespaces(*, project=None, department=None) -> list[str]:
     return list(rows.values_list("name", flat=True))
 
 
-def owner_utilization(*, cluster, namespaces: list[str], window: datetime.timedelta | None = None) -> Utilization:
+def owner_utilization(*, cluster, namespaces: list[str], window: datetime.timedelta | None = None,
+                      budget: gpumetrics.Budget | None = None) -> Utilization:
     """One instant query: the average over the last 5 minutes of each GPU held by a pod in `namespaces`."""
     if not namespaces:
         return Utilization(reason="No namespaces: the owner holds no GPUs.")
@@ -118,7 +119,7 @@ def owner_utilization(*, cluster, namespaces: list[str], window: datetime.timede
     expr = (f'label_replace(sum(avg_over_time({selector(cluster, namespace_matcher(namespaces))}[{duration(window)}])),'
             f' "figure", "sum", "", "") or label_replace(count(avg_over_time('
             f'{selector(cluster, namespace_matcher(namespaces))}[{duration(window)}])), "figure", "count", "", "")')
-    answer = prom.query(cluster, expr)
+    answer = prom.query(cluster, expr, budget=budget)
     if answer.reason:
         return Utilization(reason=answer.reason, failed=True)
     figures = {s["metric"].get("figure"): _value(s) for s in answer.result}
@@ -130,7 +131,8 @@ def owner_utilization(*, cluster, namespaces: list[str], window: datetime.timede
 
 
 def utilization_figure(*, cluster, namespaces: list[str], subject: str, period: str = "24h",
-                       now: datetime.datetime | None = None) -> tuple[dict[str, Any], str]:
+                       now: datetime.datetime | None = None, budget: gpumetrics.Budget | None = None
+                       ) -> tuple[dict[str, Any], str]:
     """The chart of the average utilization of an owner's GPUs over `period` (24h or 7d): one range
     query with a step that keeps at most MAX_CHART_POINTS points. Returns (figure, reason when empty)."""
     span = PERIODS.get(period, PERIODS["24h"])
@@ -143,7 +145,8 @@ def utilization_figure(*, cluster, namespaces: list[str], subject: str, period: 
     if not namespaces:
         return figure, "No namespaces: nothing to chart."
     sel = selector(cluster, namespace_matcher(namespaces))
-    answer = prom.query_range(cluster, f"avg(avg_over_time({sel}[{step}s]))", start=start, end=end, step=step)
+    answer = prom.query_range(cluster, f"avg(avg_over_time({sel}[{step}s]))", start=start, end=end, step=step,
+                              budget=budget)
     if answer.reason:
         return figure, answer.reason
     values = answer.result[0]["values"] if answer.result else []
@@ -247,9 +250,11 @@ def since_when(values: list[tuple[float, float]], *, threshold: float) -> tuple[
 
 
 def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshold: float | None = None,
-                      window: datetime.timedelta | None = None, lookback: datetime.timedelta | None = None
-                      ) -> tuple[list[IdleGpu], str]:
-    """Idle allocated GPUs of one cluster (two Prometheus queries), or ([], reason)."""
+                      window: datetime.timedelta | None = None, lookback: datetime.timedelta | None = None,
+                      budget: gpumetrics.Budget | None = None) -> tuple[list[IdleGpu], str]:
+    """Idle allocated GPUs of one cluster (two Prometheus queries, sharing `budget`: the page's, else one
+    of GPUMETRICS_IDLE_TIMEOUT seconds), or ([], reason)."""
+    budget = budget or prom.idle_budget()
     threshold = idle_threshold() if threshold is None else threshold
     window = window or idle_window()
     lookback = max(lookback or idle_lookback(), window * 2)
@@ -257,12 +262,12 @@ def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshol
     start = now - lookback
     step = max(5, math.ceil(min(lookback.total_seconds() / 500, window.total_seconds() / 4)))
     idle, history = idle_queries(cluster, threshold=threshold, window=window, step=step, now=now)
-    answer = prom.query(cluster, idle, timeout=prom.IDLE_TIMEOUT)
+    answer = prom.query(cluster, idle, budget=budget)
     if answer.reason:
         return [], answer.reason
     if not answer.result:
         return [], ""
-    ranged = prom.query_range(cluster, history, start=start, end=now, step=step, timeout=prom.IDLE_TIMEOUT)
+    ranged = prom.query_range(cluster, history, start=start, end=now, step=step, budget=budget)
     if ranged.reason:
         return [], ranged.reason
     found = []
@@ -285,12 +290,16 @@ def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshol
     return found, ""
 
 
-def idle_gpus(clusters: Iterable[Any], **kwargs) -> tuple[list[IdleGpu], dict[int, str]]:
-    """Idle allocated GPUs of every cluster given (those without a Prometheus are skipped, with their reason)."""
+def idle_gpus(clusters: Iterable[Any], *, budget: gpumetrics.Budget | None = None,
+              **kwargs) -> tuple[list[IdleGpu], dict[int, str]]:
+    """Idle allocated GPUs of every cluster given (those without a Prometheus are skipped, with their
+    reason), within ONE budget for all their queries (the page's: GPUMETRICS_IDLE_TIMEOUT seconds unless
+    given): a slow Prometheus holds the page that long at most, whatever the number of clusters."""
+    budget = budget or prom.idle_budget()
     found: list[IdleGpu] = []
     reasons: dict[int, str] = {}
     for cluster in clusters:
-        gpus, reason = cluster_idle_gpus(cluster, **kwargs)
+        gpus, reason = cluster_idle_gpus(cluster, budget=budget, **kwargs)
         found.extend(gpus)
         if reason:
             reasons[cluster.pk] = reason
@@ -302,7 +311,7 @@ def cluster_pod_gpus(cluster, *, window: datetime.timedelta, at: datetime.dateti
     """(node, namespace, average utilization over `window`) of every GPU held by a pod in the cluster,
     in one instant query; or ([], reason)."""
     answer = prom.query(cluster, f"avg_over_time({selector(cluster)}[{duration(window)}]{prom.at(at)})",
-                        timeout=prom.IDLE_TIMEOUT)
+                        timeout=prom.idle_timeout())
     if answer.reason:
         return [], answer.reason
     rows = []
@@ -332,3 +341,29 @@ def owner_chart(*, cluster, project=None, department=None, period: str = "24h") 
     figure, empty = utilization_figure(cluster=cluster, namespaces=namespaces, subject=subject, period=period)
     return {"figure": figure, "table": figure_table(figure), "chart_id": "utilization-chart", "empty": empty,
             "period": period, "periods": [("24h", "Last 24 hours"), ("7d", "Last 7 days")]}
+
+
+def owner_report(*, cluster, project=None, department=None, period: str = "24h") -> dict[str, Any]:
+    """What the API carries of a project's or department's GPU utilization: the figure now and the chart of
+    the period, the page's two reads (owner_utilization, utilization_figure) within ONE budget
+    (GPUMETRICS_TIMEOUT); when the first gets no answer, the second is not asked and has its reason.
+
+    {"gpu_utilization": % or None, "gpus": n, "unavailable": reason or None, "period": "24h" | "7d",
+     "series": [{"time": datetime, "gpu_utilization": %}], "series_unavailable": reason or None}"""
+    period = period if period in PERIODS else "24h"
+    budget = gpumetrics.Budget()
+    namespaces = owner_namespaces(project=project, department=department)
+    now = owner_utilization(cluster=cluster, namespaces=namespaces, budget=budget)
+    series: list[dict[str, Any]] = []
+    if now.failed:
+        empty = now.reason
+    else:
+        subject = f"project {project.name}" if project is not None else f"department {department.name}"
+        figure, empty = utilization_figure(cluster=cluster, namespaces=namespaces, subject=subject, period=period,
+                                           budget=budget)
+        values = figure["series"][0]["values"] if figure["series"] else []
+        series = [{"time": datetime.datetime.fromtimestamp(t, datetime.timezone.utc), "gpu_utilization": v}
+                  for t, v in zip(figure["x"], values)]
+    return {"gpu_utilization": None if now.percent is None else round(now.percent, 1), "gpus": now.gpus,
+            "unavailable": (now.reason or None) if now.percent is None else None, "period": period,
+            "series": series, "series_unavailable": empty or None}

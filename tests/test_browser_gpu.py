@@ -50,6 +50,8 @@ def test_gpu_utilization_on_the_nodes_and_node_pages_and_why_it_is_missing(page,
         expect(gpus).to_have_count(4)
         expect(gpus.nth(0)).to_contain_text("runai-rnd-a/train-1")
         expect(gpus.nth(0).locator("td").nth(3)).to_have_text("90")
+        expect(page.locator("#node-gpus thead th").nth(6)).to_have_text("Graphics engine active (%)")
+        expect(gpus.nth(0).locator("td").nth(6)).to_have_text("90")  # DCGM_FI_PROF_GR_ENGINE_ACTIVE 0.9
         expect(gpus.nth(3)).to_contain_text("none")
 
         prom.stop()  # Prometheus goes away

@@ -159,5 +159,34 @@ class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class GpuDeviceSerializer(serializers.Serializer):
+    """One GPU of a node as the DCGM exporter reports it (a figure it does not serve is null)."""
+
+    index = serializers.IntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
+    uuid = serializers.CharField(help_text="The GPU's UUID (`GPU-...`).")
+    model = serializers.CharField(help_text="The exporter's `modelName`.")
+    utilization = serializers.FloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
+    memory_used_mib = serializers.FloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
+    memory_free_mib = serializers.FloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
+    memory_total_mib = serializers.FloatField(allow_null=True, help_text="Used + free (MiB).")
+    engine_active = serializers.FloatField(
+        allow_null=True, help_text="Share of the time the graphics engine was active, 0..1 "
+                                   "(DCGM_FI_PROF_GR_ENGINE_ACTIVE; null when the exporter does not serve it).")
+    namespace = serializers.CharField(help_text="Namespace of the pod holding the GPU (empty when none does).")
+    pod = serializers.CharField(help_text="The pod holding the GPU (empty when none does).")
+    container = serializers.CharField(help_text="Its container holding the GPU (empty when none does).")
+
+
+class NodeGpuDevicesSerializer(serializers.Serializer):
+    """A node's GPU devices from its cluster's DCGM exporter, through its Prometheus."""
+
+    node = serializers.IntegerField(help_text="The node's id.")
+    name = serializers.CharField(help_text="The node's name (the exporter's `Hostname`).")
+    gpu_devices = GpuDeviceSerializer(many=True, help_text="Every GPU the exporter reports, in index order.")
+    gpu_devices_unavailable = serializers.CharField(
+        allow_null=True, help_text="Why `gpu_devices` is empty (e.g. \"Prometheus timed out after 0.5 s\", "
+                                   "\"no GPU on this node\"), else null.")
+
+
 class NodeMoveSerializer(serializers.Serializer):
     pool = RestrictedPrimaryKeyRelatedField(model=NodePool, help_text="Id of the pool to move the node to.")

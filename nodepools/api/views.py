@@ -111,9 +111,22 @@ class NodeViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Retriev
 
     def get_object(self):
         node = super().get_object()
-        if self.request.method == "GET":
+        if self.action == "retrieve":
             selectors.nodes_attach_gpu_metrics([node])
         return node
+
+    @extend_schema(responses={200: s.NodeGpuDevicesSerializer,
+                              404: OpenApiResponse(description="No such node you may see.")})
+    @action(detail=True, methods=["get"], url_path="gpu-devices", pagination_class=None, filterset_class=None)
+    def gpu_devices(self, request, pk=None):
+        """The node's GPU devices as its cluster's DCGM exporter reports them (index, UUID, model, utilization,
+        memory, graphics engine activity, the pod holding each), or why there are none
+        (`gpu_devices_unavailable`): one Prometheus query, within GPUMETRICS_TIMEOUT."""
+        node = self.get_object()
+        devices, reason = selectors.node_gpu_device_list(node)
+        return Response(s.NodeGpuDevicesSerializer({
+            "node": node.pk, "name": node.name, "gpu_devices": devices, "gpu_devices_unavailable": reason or None,
+        }).data)
 
     @extend_schema(
         request=s.NodeMoveSerializer,

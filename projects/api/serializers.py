@@ -132,3 +132,31 @@ class RoleAssignmentSerializer(serializers.ModelSerializer):
         fields = ["id", "user", "group", "role", "scope_type", "cluster", "department", "project", "description",
                   "created"]
         read_only_fields = ["scope_type", "created"]
+
+
+class UtilizationPointSerializer(serializers.Serializer):
+    time = serializers.DateTimeField(help_text="End of the step (UTC).")
+    gpu_utilization = serializers.FloatField(help_text="Average utilization (%) of the owner's allocated GPUs over "
+                                                       "the step.")
+
+
+class OwnerUtilizationSerializer(serializers.Serializer):
+    """GPU utilization of what a project or department holds, from the DCGM exporter through its cluster's
+    Prometheus (the figures of its page)."""
+
+    gpu_utilization = serializers.FloatField(
+        allow_null=True, help_text="Average utilization (%) over the last 5 minutes of the GPUs its pods hold "
+                                   "(DCGM_FI_DEV_GPU_UTIL); null when unavailable.")
+    gpus = serializers.IntegerField(help_text="How many of its allocated GPUs report utilization.")
+    unavailable = serializers.CharField(
+        allow_null=True, help_text="Why `gpu_utilization` is null (e.g. \"Prometheus unreachable: connection "
+                                   "refused\", \"no Prometheus configured for this cluster\"), else null.")
+    period = serializers.ChoiceField(choices=["24h", "7d"], help_text="The period of `series`.")
+    series = UtilizationPointSerializer(
+        many=True, help_text="Average utilization of its allocated GPUs over the period, oldest first (at most "
+                             "300 points: the step grows with the period).")
+    series_unavailable = serializers.CharField(allow_null=True, help_text="Why `series` is empty, else null.")
+
+
+class UtilizationQuerySerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=["24h", "7d"], default="24h", required=False)

@@ -112,6 +112,31 @@ class PriorityMixin:
         return Response({"pools": [e.pool_id for e in entries]})
 
 
+PERIOD = OpenApiParameter("period", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=["24h", "7d"],
+                          description="The period of the series: the last 24 hours (default) or 7 days.")
+UTILIZATION_RESPONSES = {
+    200: s.OwnerUtilizationSerializer,
+    400: OpenApiResponse(description="`errors.period`: not 24h or 7d."),
+    404: OpenApiResponse(description="No such owner you may see."),
+}
+
+
+class UtilizationMixin:
+    """GET of one owner's GPU utilization now and over 24 h / 7 d (projects.utilization.owner_report)."""
+
+    owner_field: str = ""
+
+    def _utilization(self, request, pk=None):
+        from projects.utilization import owner_report
+
+        owner = self.get_object()
+        form = s.UtilizationQuerySerializer(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        report = owner_report(cluster=owner.cluster, period=form.validated_data["period"],
+                              **{self.owner_field: owner})
+        return Response(s.OwnerUtilizationSerializer(report).data)
+
+
 class WritableViewSet(RestrictedQuerysetMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
                       mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """List, read, create, PATCH (defined by each) and delete; PUT serves only the sub-resources."""
@@ -119,7 +144,7 @@ class WritableViewSet(RestrictedQuerysetMixin, mixins.CreateModelMixin, mixins.L
     http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
 
 
-class DepartmentViewSet(OwnerQuotasMixin, PriorityMixin, WritableViewSet):
+class DepartmentViewSet(OwnerQuotasMixin, PriorityMixin, UtilizationMixin, WritableViewSet):
     """Departments. Reading: their members and the cluster's; writing: system administrators."""
 
     owner_field = "department"
@@ -161,8 +186,16 @@ class DepartmentViewSet(OwnerQuotasMixin, PriorityMixin, WritableViewSet):
         """The node pool order that seeds the priority list of the department's new projects."""
         return self._priority(request, pk)
 
+    @extend_schema(parameters=[PERIOD], responses=UTILIZATION_RESPONSES)
+    @action(detail=True, methods=["get"], url_path="utilization", pagination_class=None, filterset_class=None)
+    def utilization(self, request, pk=None):
+        """Utilization of the GPUs the department's pods hold: now (last 5 minutes) and over the last 24 h or
+        7 d (`?period=`), from the DCGM exporter through the cluster's Prometheus; null with the reason when
+        Prometheus does not answer within GPUMETRICS_TIMEOUT."""
+        return self._utilization(request, pk)
 
-class ProjectViewSet(OwnerQuotasMixin, PriorityMixin, WritableViewSet):
+
+class ProjectViewSet(OwnerQuotasMixin, PriorityMixin, UtilizationMixin, WritableViewSet):
     """Projects. Reading: their members, their department's and the cluster's; adding: department
     administrators; changing: project and department administrators."""
 
@@ -210,6 +243,14 @@ class ProjectViewSet(OwnerQuotasMixin, PriorityMixin, WritableViewSet):
     def priority(self, request, pk=None):
         """The project's node pool priority list (ids, first choice first)."""
         return self._priority(request, pk)
+
+    @extend_schema(parameters=[PERIOD], responses=UTILIZATION_RESPONSES)
+    @action(detail=True, methods=["get"], url_path="utilization", pagination_class=None, filterset_class=None)
+    def utilization(self, request, pk=None):
+        """Utilization of the GPUs the project's pods hold: now (last 5 minutes) and over the last 24 h or 7 d
+        (`?period=`), from the DCGM exporter through the cluster's Prometheus; null with the reason when
+        Prometheus does not answer within GPUMETRICS_TIMEOUT."""
+        return self._utilization(request, pk)
 
 
 class QuotaViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

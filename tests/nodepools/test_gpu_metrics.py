@@ -94,6 +94,31 @@ def served(emu):
     return out
 
 
+def served_engine_active(emu, metrics_text: str | None = None) -> dict[tuple[str, int], float]:
+    """(node, gpu index) -> DCGM_FI_PROF_GR_ENGINE_ACTIVE (0..1) as the exporter serves it."""
+    out = {}
+    for line in (metrics_text if metrics_text is not None else emu.dcgm_metrics()).splitlines():
+        if line.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{"):
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line))
+            out[(labels["Hostname"], int(labels["gpu"]))] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def percent(ratio: float) -> str:
+    """A 0..1 ratio as the node page shows it in % (one decimal at most)."""
+    from django.template.defaultfilters import floatformat
+
+    return str(floatformat(ratio * 100, "-1"))
+
+
+def node_gpu_rows(html: str) -> list[list[str]]:
+    """The cells of the node page's per-GPU table."""
+    table = html[html.index('id="node-gpus"'):]
+    table = table[:table.index("</table>")]
+    return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr data-gpu[^>]*>(.*?)</tr>", table)]
+
+
 def num(value):
     from ui.formats import number
 
@@ -231,14 +256,15 @@ def test_node_page_lists_every_gpu_with_the_pod_holding_it(client, gpu_org, expo
     login(client, users, "researcher")  # may see the node page of a node in its cluster
     node = gpu_org.cluster.nodes.get(name="a100-1")
     html = client.get(reverse("node-detail", args=[node.pk])).content.decode()
-    table = html[html.index('id="node-gpus"'):]
-    table = table[:table.index("</table>")]
-    rows = [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-            for row in re.findall(r"<tr data-gpu[^>]*>(.*?)</tr>", table)]
+    assert "<th class=\"num\" title=\"DCGM_FI_PROF_GR_ENGINE_ACTIVE" in html and "Graphics engine active (%)</th>" in html
+    rows = node_gpu_rows(html)
+    engine = served_engine_active(emu)
     expected = [[str(d["gpu"]), d["uuid"], d["model"], num(d["utilization"]), str(d["fb_used"]), str(d["memory_mib"]),
-                 f"{d['namespace']}/{d['pod']}" if d["pod"] else "none"] for d in served(emu)["a100-1"]]
+                 percent(engine[("a100-1", d["gpu"])]), f"{d['namespace']}/{d['pod']}" if d["pod"] else "none"]
+                for d in served(emu)["a100-1"]]
     assert rows == expected
-    assert [r[6] for r in rows] == ["runai-rnd-a/train-1"] * 3 + ["none"]
+    assert [r[7] for r in rows] == ["runai-rnd-a/train-1"] * 3 + ["none"]
+    assert [r[6] for r in rows] == ["80"] * 3 + ["0"]  # train-1's GPUs busy at 80 %: the engine 0.8 of the time
 
 
 def test_api_carries_the_same_figures(api, gpu_org, users):
@@ -254,6 +280,63 @@ def test_api_carries_the_same_figures(api, gpu_org, users):
     pools = {p["name"]: p for p in client.get("/api/v1/node-pools/").json()["results"]}
     assert pools["a100"]["allocated_gpu_utilization"] == 48.4 and pools["a100"]["idle_allocated_gpus"] == 2
     assert pools["a100"]["gpu_memory_used_mib"] == 90000 + 4000
+
+
+def test_api_lists_a_nodes_gpu_devices_as_the_exporter_served_them(api, gpu_org, exporter, users):
+    emu, _ = exporter
+    node = gpu_org.cluster.nodes.get(name="a100-1")
+    url = f"/api/v1/nodes/{node.pk}/gpu-devices/"
+    engine = served_engine_active(emu)
+    body = api(users["researcher"]).get(url).json()  # may see the nodes of its cluster, like the node page
+    assert (body["node"], body["name"], body["gpu_devices_unavailable"]) == (node.pk, "a100-1", None)
+    assert body["gpu_devices"] == [
+        {"index": d["gpu"], "uuid": d["uuid"], "model": d["model"], "utilization": d["utilization"],
+         "memory_used_mib": d["fb_used"], "memory_free_mib": d["memory_mib"] - d["fb_used"],
+         "memory_total_mib": d["memory_mib"], "engine_active": engine[("a100-1", d["gpu"])],
+         "namespace": d["namespace"], "pod": d["pod"], "container": d["container"]}
+        for d in served(emu)["a100-1"]]
+    # By hand: train-1 holds three GPUs at 80 % (the engine active 0.8 of the time), the fourth is free.
+    assert [(d["pod"], d["utilization"], d["engine_active"]) for d in body["gpu_devices"]] == [
+        ("train-1", 80, 0.8)] * 3 + [("", 0, 0)]
+    # Restricted like the node page: a user without a role in the cluster does not find the node.
+    assert api(users["nobody"]).get(url).status_code == 404
+    assert api().get(url).status_code in (401, 403)
+    # A node without GPUs, a cluster whose Prometheus is down or unnamed: no devices, the reason.
+    gpu_org.nodes.append(make_node("cpu-1"))
+    gpu_org.load()
+    cpu = gpu_org.cluster.nodes.get(name="cpu-1")
+    body = api(users["sysadmin"]).get(f"/api/v1/nodes/{cpu.pk}/gpu-devices/").json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "no GPU on this node")
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="http://127.0.0.1:9")
+    gpumetrics.cache_clear()
+    body = api(users["sysadmin"]).get(url).json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "Prometheus unreachable: connection refused")
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="")
+    body = api(users["sysadmin"]).get(url).json()
+    assert (body["gpu_devices"], body["gpu_devices_unavailable"]) == ([], "no Prometheus configured for this cluster")
+
+
+def test_an_exporter_without_the_graphics_engine_metric_shows_a_dash(client, api, gpu_org, exporter, users,
+                                                                     http_server, prometheus):
+    """DCGM_FI_PROF_GR_ENGINE_ACTIVE is a profiling metric some exporters do not serve: the column is "—",
+    the API's engine_active null, the other figures as served."""
+    emu, _ = exporter
+
+    def answer(request):
+        text = "".join(line + "\n" for line in emu.dcgm_metrics().splitlines()
+                       if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in line)
+        return 200, "text/plain; version=0.0.4", text.encode()
+
+    prom = prometheus(http_server(answer) + "/metrics")
+    prom.wait_for_series("DCGM_FI_DEV_GPU_UTIL", count=16 + 8 * len(EXTRA))
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url=prom.url)
+    gpumetrics.cache_clear()
+    node = gpu_org.cluster.nodes.get(name="a100-1")
+    login(client, users, "sysadmin")
+    rows = node_gpu_rows(client.get(reverse("node-detail", args=[node.pk])).content.decode())
+    assert [(r[3], r[6]) for r in rows] == [("80", "—")] * 3 + [("0", "—")]
+    devices = api(users["sysadmin"]).get(f"/api/v1/nodes/{node.pk}/gpu-devices/").json()["gpu_devices"]
+    assert [(d["utilization"], d["engine_active"]) for d in devices] == [(80, None)] * 3 + [(0, None)]
 
 
 def test_query_count_does_not_grow_with_rows(client, gpu_org, users):
@@ -314,6 +397,29 @@ def test_a_slow_prometheus_never_slows_a_page_past_its_budget(client, org, users
         assert elapsed < 2.0, f"{url} took {elapsed:.2f} s; Prometheus answers after 3 s"
     response = client.get("/api/v1/nodes/", HTTP_ACCEPT="application/json")
     assert {n["gpu_metrics_unavailable"] for n in response.json()["results"]} == {"Prometheus timed out after 0.3 s"}
+
+
+def test_a_slow_prometheus_holds_the_node_page_one_budget_for_its_figures_and_devices(client, org, users,
+                                                                                     slow_prometheus, settings):
+    """The node page reads the node's figures, then its devices, within ONE budget: a Prometheus that
+    answers after 3 s holds it about one budget (not two), and the devices show "—" with the reason."""
+    settings.GPUMETRICS_TIMEOUT = 1.0
+    pool_services.cluster_update(actor=None, cluster=org.cluster, prometheus_url=slow_prometheus)
+    node = org.cluster.nodes.get(name="a100-1")
+    login(client, users, "sysadmin")
+    client.get(reverse("node-list"), {"q": "nothing"})  # warm: templates, sessions
+    gpumetrics.cache_clear()
+    before = gpumetrics.stats.requests
+    started = time.monotonic()
+    response = client.get(reverse("node-detail", args=[node.pk]))
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert titles(html) == {"Prometheus timed out after 1.0 s"}
+    assert node_gpu_rows(html) == []
+    assert "</span> Prometheus timed out after 1.0 s</td>" in html[html.index('id="node-gpus"'):]
+    assert 1.0 <= elapsed < 1.7, f"the node page took {elapsed:.2f} s: its budget is 1 s, two would be 2 s"
+    assert gpumetrics.stats.requests - before == 1  # the devices were not asked once the budget was spent
 
 
 def test_series_without_the_labels_the_console_joins_by(client, gpu_org, exporter, users, http_server, prometheus):

@@ -200,3 +200,63 @@ def test_idle_promql_pins_the_idle_test_to_the_end_and_keeps_the_clusters_matche
     assert idle == ('max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[1800s] @ 1767225600.000) < 5')
     assert history == ('max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[60s]) and on (Hostname, UUID, gpu, '
                        'namespace, pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[1800s] @ end()) < 5)')
+
+
+def test_api_carries_project_and_department_utilization_now_and_over_the_period(api, users, served):
+    import datetime
+
+    org, emu = served
+    exported = served_utilization(emu)
+    rnd_a = exported[("runai-rnd-a", "train")]
+    rnd = rnd_a + exported[("runai-rnd-b", "serve")]
+    client = api(users["rnd_viewer"])
+    body = client.get(f"/api/v1/projects/{org.rnd_a.pk}/utilization/").json()
+    assert body["gpu_utilization"] == pytest.approx(sum(rnd_a) / len(rnd_a), abs=0.1) == 80
+    assert (body["gpus"], body["unavailable"], body["period"], body["series_unavailable"]) == (2, None, "24h", None)
+    times = [datetime.datetime.fromisoformat(p["time"].replace("Z", "+00:00")) for p in body["series"]]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert times == sorted(times) and now - datetime.timedelta(hours=24, minutes=5) <= times[0] <= now
+    assert 1 <= len(times) <= 300 and body["series"][-1]["gpu_utilization"] == pytest.approx(80, abs=0.1)
+    body = client.get(f"/api/v1/departments/{org.rnd.pk}/utilization/", {"period": "7d"}).json()
+    assert body["gpu_utilization"] == pytest.approx(sum(rnd) / len(rnd), abs=0.1) and body["gpus"] == 3
+    assert body["period"] == "7d" and body["series_unavailable"] is None
+    assert body["series"][-1]["gpu_utilization"] == pytest.approx(sum(rnd) / len(rnd), abs=0.1)
+    # The department page shows the same figure.
+    client_page = api(users["rnd_viewer"])
+    assert shown(client_page.get(f"/departments/{org.rnd.pk}/utilization/").content.decode()) == "63 %"
+    # Only what the user may see: another department and its project are not found; a bad period is refused.
+    assert client.get(f"/api/v1/departments/{org.ops.pk}/utilization/").status_code == 404
+    assert client.get(f"/api/v1/projects/{org.ops_a.pk}/utilization/").status_code == 404
+    response = client.get(f"/api/v1/projects/{org.rnd_a.pk}/utilization/", {"period": "1y"})
+    assert response.status_code == 400 and "period" in response.json()["errors"]
+
+
+def test_api_utilization_is_restricted_like_the_pages_and_gives_the_reason_without_prometheus(api, client, users,
+                                                                                             org):
+    import gpumetrics
+    from gpumetrics.localprom import _free_port
+
+    unnamed = "no Prometheus configured for this cluster"
+    owners = [("projects", o) for o in (org.rnd_a, org.rnd_b, org.ops_a)] + [("departments", o)
+                                                                              for o in (org.rnd, org.ops)]
+    for name, user in users.items():
+        client.force_login(user)
+        for kind, owner in owners:
+            page = client.get(f"/{kind}/{owner.pk}/utilization/").status_code
+            response = api(user).get(f"/api/v1/{kind}/{owner.pk}/utilization/")
+            assert response.status_code == page, (name, kind, owner.name)
+            if page == 200:
+                assert response.json() == {"gpu_utilization": None, "gpus": 0, "unavailable": unnamed,
+                                           "period": "24h", "series": [], "series_unavailable": unnamed}
+    assert api(users["nobody"]).get(f"/api/v1/projects/{org.rnd_a.pk}/utilization/").status_code == 404
+    assert api(users["rnd_viewer"]).get(f"/api/v1/departments/{org.ops.pk}/utilization/").status_code == 404
+    # Prometheus down: the reason, and the series is not asked a second time.
+    gpumetrics.cache_clear()
+    org.cluster.prometheus_url = f"http://127.0.0.1:{_free_port('127.0.0.1')}"
+    org.cluster.save()
+    before = gpumetrics.stats.requests
+    body = api(users["researcher"]).get(f"/api/v1/projects/{org.rnd_a.pk}/utilization/", {"period": "7d"}).json()
+    down = "Prometheus unreachable: connection refused"
+    assert (body["gpu_utilization"], body["unavailable"], body["series"], body["series_unavailable"]) == (
+        None, down, [], down)
+    assert gpumetrics.stats.requests - before == 1

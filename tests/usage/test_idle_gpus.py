@@ -212,3 +212,44 @@ def test_api_lists_the_idle_gpus_the_user_may_see(api, users, fleet):
     assert [r["pod"] for r in body["results"]] == ["recent-pod"]
     response = api(users["rnd_admin"]).get("/api/v1/idle-gpus/", {"project": fleet.ops_a.pk})
     assert response.status_code == 400 and "project" in response.json()["errors"]
+
+
+def test_a_slow_prometheus_holds_the_idle_gpus_page_one_budget_whatever_its_clusters(client, api, users, org,
+                                                                                    slow_prometheus, settings):
+    """Two clusters whose Prometheus answers after 3 s: the page's queries share ONE budget
+    (GPUMETRICS_IDLE_TIMEOUT), so it renders after about that long with "—" and the reason for each."""
+    import html
+
+    import gpumetrics
+    from nodepools import services as pool_services
+    from tests.conftest import Org
+
+    settings.GPUMETRICS_IDLE_TIMEOUT = 1.0
+    second = Org(pool_services.cluster_create(actor=None, name="lab2"))
+    for each in (org, second):
+        each.cluster.prometheus_url = slow_prometheus
+        each.cluster.save()
+        each.run("idle-pod", each.rnd_a, "a100-1")
+    client.force_login(users["sysadmin"])
+    gpumetrics.cache_clear()
+    before = gpumetrics.stats.requests
+    started = time.monotonic()
+    response = client.get("/usage/idle-gpus/")
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert 1.0 <= elapsed < 1.8, f"the page took {elapsed:.2f} s: its budget is 1 s for every query of every cluster"
+    shown = {line for line in (f"Cluster {name}: idle GPUs unknown (—): {reason}" for name in ("lab", "lab2")
+                               for reason in ("Prometheus timed out after 1.0 s", gpumetrics.NO_BUDGET))
+             if line in page}
+    # The first cluster's query spent the budget; the second's were not sent.
+    assert shown == {"Cluster lab: idle GPUs unknown (—): Prometheus timed out after 1.0 s",
+                     f"Cluster lab2: idle GPUs unknown (—): {gpumetrics.NO_BUDGET}"}
+    assert gpumetrics.stats.requests - before == 1
+    # The API's list reads within the same kind of budget, with the same reasons.
+    gpumetrics.cache_clear()
+    started = time.monotonic()
+    body = api(users["sysadmin"]).get("/api/v1/idle-gpus/").json()
+    assert time.monotonic() - started < 1.8
+    assert body["unavailable"] == {"lab": "Prometheus timed out after 1.0 s", "lab2": gpumetrics.NO_BUDGET}
+    assert body["results"] == []
