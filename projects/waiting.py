@@ -147,14 +147,28 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
                                       phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name"))
     if not pending:
         return []
-    active = Pod.objects.active().filter(cluster_id=cluster_id, project__isnull=False).order_by()
-    usage: dict[tuple[int, int], dict[str, Decimal]] = {}
-    for row in active.values("project_id", "project__department_id", "node__pool_id").annotate(
-            gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW))):
-        for key in (("project", row["project_id"]), ("department", row["project__department_id"])):
-            total = usage.setdefault((key[0], key[1], row["node__pool_id"]), {"gpu": Decimal(0), "np": Decimal(0)})
-            total["gpu"] += row["gpu"] or 0
-            total["np"] += row["np"] or 0
+    # One pass over the running pods, grouped by node and project (the pods' covering index, reached
+    # through the node's cluster): a node's use counts every pod on it, a project's or not (a GPU a shared
+    # service holds is not free); an owner's counts its own pods, per pool of their nodes.
+    nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
+                                                                      "gpu_allocatable"))
+    node_pool = {pk: pool_id for pk, pool_id, *_ in nodes}
+    department_of = dict(Project.objects.filter(cluster_id=cluster_id).values_list("pk", "department_id"))
+    used_by_node: dict[int, Decimal] = {}
+    usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
+    for node_id, project_id, gpu, np in (
+            Pod.objects.active().filter(node__cluster_id=cluster_id).order_by().values("node_id", "project_id")
+            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)))
+            .values_list("node_id", "project_id", "gpu", "np")):
+        gpu, np = gpu or Decimal(0), np or Decimal(0)
+        used_by_node[node_id] = used_by_node.get(node_id, Decimal(0)) + gpu
+        if project_id is None:
+            continue
+        pool_id = node_pool.get(node_id)
+        for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
+            total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
+            total["gpu"] += gpu
+            total["np"] += np
     owners: dict[tuple[str, int, int], Owner] = {}
     names = {}
     for q in Quota.objects.filter(pool__cluster_id=cluster_id).select_related("project", "department"):
@@ -164,14 +178,10 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
         u = usage.get((kind, owner_id, q.pool_id), {})
         owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
                                                     u.get("np", Decimal(0)), q.gpu_limit)
-    used_by_node: dict[int, Decimal] = {}
-    # Every pod's GPUs count on its node, a project's or not: a GPU a shared service holds is not free.
-    for node_id, used in (Pod.objects.active().filter(cluster_id=cluster_id).order_by().values("node_id")
-                          .annotate(v=Sum("gpus")).values_list("node_id", "v")):
-        used_by_node[node_id] = used or Decimal(0)
     pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
-    for node_id, pool_id, gpus in Node.objects.filter(cluster_id=cluster_id, status=NodeStatus.READY,
-                                                      unschedulable=False).values_list("pk", "pool_id", "gpu_allocatable"):
+    for node_id, pool_id, status, unschedulable, gpus in nodes:
+        if status != NodeStatus.READY or unschedulable:
+            continue
         total = Decimal(gpus or 0)
         pool_nodes.setdefault(pool_id, []).append((total, max(total - used_by_node.get(node_id, Decimal(0)), Decimal(0))))
     facts: dict[int, PoolFacts] = {}
