@@ -52,6 +52,14 @@ def department_list(request):
     )
 
 
+# "Why is it waiting?" on a page: the longest waiting first, this many; the API lists every one.
+WAITING_SHOWN = 50
+
+
+def _waiting(waiting: list, api_url: str) -> dict:
+    return {"waiting": waiting[:WAITING_SHOWN], "waiting_total": len(waiting), "waiting_api": api_url}
+
+
 @login_required
 def department_detail(request, pk: int):
     department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
@@ -59,7 +67,8 @@ def department_detail(request, pk: int):
         "department": department,
         "summaries": selectors.department_summary(user=request.user, department=department),
         "utilization_url": reverse("department-utilization", args=[department.pk]),
-        "waiting": waiting_requests(user=request.user, department=department),
+        **_waiting(waiting_requests(user=request.user, department=department),
+                   reverse("api:department-waiting", args=[department.pk])),
         "members": selectors.members_list(user=request.user, department=department),
         "can_manage_members": user_can(request.user, department, "manage_members"),
         "can_edit": is_system_admin(request.user),
@@ -133,7 +142,8 @@ def project_detail(request, pk: int):
         "project": project,
         "summary": selectors.project_summary(user=request.user, project=project),
         "utilization_url": reverse("project-utilization", args=[project.pk]),
-        "waiting": waiting_requests(user=request.user, project=project),
+        **_waiting(waiting_requests(user=request.user, project=project),
+                   reverse("api:project-waiting", args=[project.pk])),
         "members": selectors.members_list(user=request.user, project=project),
         "namespaces": project.namespaces.all(),
         "priority": priority,

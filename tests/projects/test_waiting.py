@@ -120,6 +120,27 @@ def test_the_project_and_department_pages_say_why_work_waits(org, users, client)
 
 
 @pytest.mark.django_db
+def test_a_long_wait_list_shows_the_longest_waiting_and_points_to_the_api_for_all(org, users, client, api,
+                                                                                   monkeypatch):
+    import datetime
+
+    from projects import views
+
+    monkeypatch.setattr(views, "WAITING_SHOWN", 2)
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    for i in range(3):
+        org.run(f"waits-{i}", org.rnd_a, None, gpus=8, phase="Pending",
+                created=start + datetime.timedelta(minutes=10 - i))
+    client.force_login(users["researcher"])
+    page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
+    assert "runai-rnd-a/waits-2" in page and "runai-rnd-a/waits-1" in page and "runai-rnd-a/waits-0" not in page
+    assert (f'The 2 longest waiting of 3; <a href="/api/v1/projects/{org.rnd_a.pk}/waiting">every one</a>'
+            in page)
+    rows = api(users["researcher"]).get(f"/api/v1/projects/{org.rnd_a.pk}/waiting").json()
+    assert [r["name"] for r in rows] == ["waits-2", "waits-1", "waits-0"]
+
+
+@pytest.mark.django_db
 def test_the_api_says_why_work_waits_to_those_who_may_see_it(org, users, api):
     org.run("too-big", org.rnd_a, None, gpus=8, phase="Pending")
     org.pods[-1]["spec"]["nodeSelector"] = {"gpu-type": "A100"}
