@@ -147,28 +147,24 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
                                       phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name"))
     if not pending:
         return []
-    # One pass over the running pods, grouped by node and project (the pods' covering index, reached
-    # through the node's cluster): a node's use counts every pod on it, a project's or not (a GPU a shared
-    # service holds is not free); an owner's counts its own pods, per pool of their nodes.
+    # The running pods, summed in SQL through their node (its cluster and pool; the pods' covering index):
+    # a node's use counts every pod on it, a project's or not (a GPU a shared service holds is not free);
+    # an owner's counts its own pods per pool, a department's those of its projects.
     nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
                                                                       "gpu_allocatable"))
-    node_pool = {pk: pool_id for pk, pool_id, *_ in nodes}
     department_of = dict(Project.objects.filter(cluster_id=cluster_id).values_list("pk", "department_id"))
-    used_by_node: dict[int, Decimal] = {}
+    running = Pod.objects.active().filter(node__cluster_id=cluster_id).order_by()
+    used_by_node: dict[int, Decimal] = dict(
+        running.values("node_id").annotate(v=Sum("gpus")).values_list("node_id", "v"))
     usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
-    for node_id, project_id, gpu, np in (
-            Pod.objects.active().filter(node__cluster_id=cluster_id).order_by().values("node_id", "project_id")
+    for project_id, pool_id, gpu, np in (
+            running.filter(project__isnull=False).values("project_id", "node__pool_id")
             .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)))
-            .values_list("node_id", "project_id", "gpu", "np")):
-        gpu, np = gpu or Decimal(0), np or Decimal(0)
-        used_by_node[node_id] = used_by_node.get(node_id, Decimal(0)) + gpu
-        if project_id is None:
-            continue
-        pool_id = node_pool.get(node_id)
+            .values_list("project_id", "node__pool_id", "gpu", "np")):
         for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
             total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
-            total["gpu"] += gpu
-            total["np"] += np
+            total["gpu"] += gpu or 0
+            total["np"] += np or 0
     owners: dict[tuple[str, int, int], Owner] = {}
     names = {}
     for q in Quota.objects.filter(pool__cluster_id=cluster_id).select_related("project", "department"):
@@ -183,7 +179,8 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
         if status != NodeStatus.READY or unschedulable:
             continue
         total = Decimal(gpus or 0)
-        pool_nodes.setdefault(pool_id, []).append((total, max(total - used_by_node.get(node_id, Decimal(0)), Decimal(0))))
+        used = used_by_node.get(node_id) or Decimal(0)
+        pool_nodes.setdefault(pool_id, []).append((total, max(total - used, Decimal(0))))
     facts: dict[int, PoolFacts] = {}
     for pool in pools:
         borrowers = tuple(
