@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from nodepools.models import Cluster, Node, NodePool, Pod
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod
 
 
 @admin.register(Cluster)
@@ -30,6 +30,22 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ["cluster", "status", "gpu_product"]
     search_fields = ["name"]
     list_select_related = ["cluster", "pool"]
+
+
+@admin.register(NodeGpuFigures)
+class NodeGpuFiguresAdmin(admin.ModelAdmin):
+    """What the sync's leader last read from Prometheus per GPU node: looked at, never edited."""
+
+    list_display = ["node_name", "cluster", "gpus", "utilization", "memory_used_mib", "memory_total_mib", "read_at"]
+    list_filter = ["cluster"]
+    search_fields = ["node_name"]
+    list_select_related = ["cluster"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Pod)
