@@ -117,10 +117,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
+    # redis-py's default read timeout (5 s) equals channels_redis' blocking receive (BZPOPMIN, 5 s): an
+    # idle websocket's receive would time out as Redis answers and end the consumer. Reads wait longer
+    # than the blocking receive; a Redis that truly stops answering still fails.
+    REDIS_CHANNEL_HOSTS = [{"address": REDIS_URL, "socket_timeout": 15}]
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": REDIS_CHANNEL_HOSTS},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

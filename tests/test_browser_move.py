@@ -16,7 +16,7 @@ def emulated(org, tmp_path):
     from nodepools import services
     from nodepools.demo_cluster import operand_pods
     from kubesim import KubeEmulator, make_node
-    from nodepools.models import Node
+    from nodepools.models import Node, NodeStatus
     from nodepools.sync import ClusterSync, SyncOptions
 
     node = make_node("v100-20", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384,
@@ -31,7 +31,9 @@ def emulated(org, tmp_path):
         sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02,
                                                     tick=0.05, hint_interval=0.05, unreachable_after=2))
         sync.start()
-        assert sync.run_until(lambda: Node.objects.filter(cluster=org.cluster, name="v100-20").exists())
+        # Stored and derived (on PostgreSQL a first list derives node state once its last page is in).
+        assert sync.run_until(lambda: Node.objects.filter(cluster=org.cluster, name="v100-20",
+                                                          status=NodeStatus.READY).exists())
         yield emu, sync
     finally:
         if sync is not None:

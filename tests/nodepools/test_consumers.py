@@ -129,6 +129,22 @@ async def test_hints_travel_through_redis(org, users, settings):
     await comm.disconnect()
 
 
+@pytest.mark.redis
+async def test_a_page_idle_longer_than_redis_blocking_receive_still_gets_hints(org, users, settings):
+    """The consumer waits on Redis in blocking receives of 5 s: a page nobody touches for longer must
+    keep its connection and still get the next hint (the hosts as the settings give them)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": settings.REDIS_CHANNEL_HOSTS,
+                                                      "prefix": f"test-{uuid.uuid4().hex[:8]}"}}}
+    comm = communicator(users["cluster_viewer"])
+    await comm.connect()
+    await comm.receive_json_from()
+    assert await comm.receive_nothing(timeout=11)  # two blocking receives come back empty meanwhile
+    await hints.publish_async(org.cluster.pk, ["nodes"])
+    assert await comm.receive_json_from(timeout=3) == {"type": "changed", "cluster": org.cluster.pk, "kinds": ["nodes"]}
+    await comm.disconnect()
+
+
 async def test_without_a_shared_layer_changes_written_by_another_process_still_reach_the_browser(org, users, settings):
     # The sync runs in its own process; with the in-memory layer only the database connects them.
     from channels.db import database_sync_to_async
