@@ -512,19 +512,25 @@ class ApiRefusal(Exception):
         return f"{self.message} (HTTP {self.status})" if self.status else self.message
 
 
+def status_body(exc: Exception) -> dict[str, Any]:
+    """The Kubernetes `Status` an API error carries (its JSON body), or {} when it has none."""
+    import orjson
+
+    try:
+        body = orjson.loads(getattr(exc, "body", None) or b"{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
 def refusal_from(exc: Exception) -> ApiRefusal:
     """An ApiRefusal from what the official client raised: a Kubernetes `Status` body's message and the
     field of its first cause; anything else (no answer) as "the cluster could not be reached"."""
-    import orjson
     from kubernetes.client.exceptions import ApiException
 
     if not isinstance(exc, ApiException):
         return ApiRefusal(0, "", f"the cluster could not be reached: {type(exc).__name__}: {exc}"[:500])
-    try:
-        body = orjson.loads(exc.body or b"{}")
-    except orjson.JSONDecodeError:
-        body = {}
-    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
+    body = status_body(exc)
+    causes = (body.get("details") or {}).get("causes") or []
     field = next((c.get("field", "") for c in causes if isinstance(c, dict) and c.get("field")), "")
-    message = (body.get("message") if isinstance(body, dict) else "") or f"HTTP {exc.status} {exc.reason}"
-    return ApiRefusal(int(exc.status or 0), field, message)
+    return ApiRefusal(int(exc.status or 0), field, body.get("message") or f"HTTP {exc.status} {exc.reason}")

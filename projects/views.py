@@ -441,19 +441,21 @@ def department_utilization(request, pk: int):
     return _utilization(request, department, department=department)
 
 
+def _utilization_chart(request, owner, **kind):
+    """The GPU utilization chart (`?period=24h|7d`) of a project's or department's page, fetched after it."""
+    name = "project" if "project" in kind else "department"
+    return render(request, "projects/_utilization_chart.html", {
+        "chart": owner_chart(cluster=owner.cluster, period=request.GET.get("period", ""), **kind),
+        "chart_url": reverse(f"{name}-utilization-chart", args=[owner.pk])})
+
+
 @login_required
 def project_utilization_chart(request, pk: int):
-    """The project page's GPU utilization chart (`?period=24h|7d`), fetched after the page."""
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
-    return render(request, "projects/_utilization_chart.html", {
-        "chart": owner_chart(cluster=project.cluster, project=project, period=request.GET.get("period", "")),
-        "chart_url": reverse("project-utilization-chart", args=[project.pk])})
+    return _utilization_chart(request, project, project=project)
 
 
 @login_required
 def department_utilization_chart(request, pk: int):
-    """The department page's GPU utilization chart (`?period=24h|7d`), fetched after the page."""
     department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
-    return render(request, "projects/_utilization_chart.html", {
-        "chart": owner_chart(cluster=department.cluster, department=department, period=request.GET.get("period", "")),
-        "chart_url": reverse("department-utilization-chart", args=[department.pk])})
+    return _utilization_chart(request, department, department=department)

@@ -115,9 +115,10 @@ class _Facts:
     pools: dict[int, PoolFacts] = field(default_factory=dict)
 
 
-def _pool_of(pod_selector: dict, pod_labels: dict, pools: list, default_id: int | None) -> int | None:
-    by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
-    by_name = {p.name: p.pk for p in pools}
+def _pool_of(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
+             default_id: int | None) -> int | None:
+    """The pool a pending pod asks for: the console's pool label, KAI's queue `<project>.<pool>`, a pool's
+    own label among its node selector, else the default pool. `by_label`/`by_name`: the pools' ids."""
     selector = pod_selector or {}
     if selector.get(CONSOLE_POOL_LABEL) in by_name:
         return by_name[selector[CONSOLE_POOL_LABEL]]
@@ -189,10 +190,12 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
         )
         facts[pool.pk] = PoolFacts(pool.name, tuple(pool_nodes.get(pool.pk, [])), borrowers)
     pool_names = {p.pk: p.name for p in pools}
+    by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
+    by_name = {p.name: p.pk for p in pools}
     out: list[WaitingRequest] = []
     for pod in pending:
         p = projects[pod.project_id]
-        pool_id = _pool_of(pod.node_selector, pod.labels, pools, default_id)
+        pool_id = _pool_of(pod.node_selector, pod.labels, by_label, by_name, default_id)
         if pool_id is None:
             continue
         reason = explain(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from console import metrics
+from nodepools.kube import status_body
 from nodepools.sync.options import SyncOptions
 
 if TYPE_CHECKING:
@@ -53,13 +54,8 @@ def api_error_message(exc: BaseException) -> str:
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, ApiException):
-        try:
-            body = orjson.loads(exc.body or b"{}")
-            if isinstance(body, dict) and body.get("message"):
-                return f"{body['message']} (HTTP {exc.status})"
-        except orjson.JSONDecodeError:
-            pass
-        return f"HTTP {exc.status} {exc.reason}".strip()
+        message = status_body(exc).get("message")
+        return f"{message} (HTTP {exc.status})" if message else f"HTTP {exc.status} {exc.reason}".strip()
     text = str(exc)
     # urllib3 wraps connection errors deeply; the last part says what happened.
     if "Caused by" in text:
