@@ -153,7 +153,7 @@ def error_text(exc: BaseException) -> str:
         return f"no such key: {exc.args[0] if exc.args else ''}"
     if isinstance(exc, ZeroDivisionError):
         return "division by zero"
-    if isinstance(exc, TypeError) and text.lower().startswith("no such overload"):
+    if isinstance(exc, TypeError) and text.lower().startswith(("no such overload", "unsupported operation")):
         return "no such overload"
     conversion = re.match(r"Function '(int|uint|double|bool|duration|timestamp)' error: (string )?parse", text)
     if conversion:
