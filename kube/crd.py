@@ -9,8 +9,9 @@ annotation :data:`SOURCE_ANNOTATION` and in its first comment line:
 
 - KAI Scheduler: ``scheduling.run.ai/v2`` Queue, ``scheduling.run.ai/v2alpha2`` PodGroup,
   ``kai.scheduler/v1`` SchedulingShard;
-- Kueue ``kueue.x-k8s.io/v1beta2`` (the storage version upstream; v1beta1 left out): ResourceFlavor,
-  ClusterQueue, LocalQueue, Cohort, Workload, WorkloadPriorityClass;
+- Kueue ``kueue.x-k8s.io/v1beta2``: ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Workload,
+  WorkloadPriorityClass (at the commit read, v0.20.0-devel, v1beta2 is served and the storage version,
+  v1beta1 still served and left out here; Kueue's CRDs first carry v1beta2 in v0.15.0);
 - Karpenter ``karpenter.sh/v1``: NodePool, NodeClaim.
 
 :func:`load` reads one into a :class:`CustomResource` (names, scope, schema, subresources, printer
