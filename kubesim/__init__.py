@@ -2,8 +2,8 @@
 
 A small, fast HTTP server (stdlib + orjson) that serves every registered resource — core ``nodes``,
 ``pods``, ``namespaces``, ``events``; ``batch/v1`` jobs; ``scheduling.k8s.io/v1`` priorityclasses; and
-custom resources checked against the schemas of their published CRDs (KAI scheduler queues and
-scheduling shards, Kueue, Karpenter); and, stored as given, the kinds an installation's manifests hold
+custom resources checked by their published CRDs, schema and CEL rules (KAI Scheduler queues, pod
+groups and scheduling shards, Kueue, Karpenter); and, stored as given, the kinds an installation's manifests hold
 (configmaps, secrets, serviceaccounts, services, ``apps/v1`` deployments with their scale subresource,
 cronjobs, poddisruptionbudgets, ingresses, networkpolicies, RBAC roles and bindings) — with list paging (``limit``/``continue``), label and field
 selectors, watches (chunked JSON lines, bookmarks, bounded history, 410 Expired), PATCH (merge,
@@ -21,8 +21,8 @@ factories for realistic Node and Pod objects.
 
 Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``server`` (HTTP, watch),
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
-``selectors``, ``access`` (the access record), ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``cel`` (the CRDs' CEL rules in Python), ``crds/`` (compact
-CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
+``selectors``, ``access`` (the access record), ``resources`` (the registry; the CRD manifests of ``kube/crds/``
+checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
 (Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter).
 
 Run standalone::

@@ -1,18 +1,22 @@
-"""The registry of resources the emulator serves: built-in kinds and custom resources (from compact CRDs).
+"""The registry of resources the emulator serves: built-in kinds and custom resources (from CRD manifests).
 
-Register another one with :func:`register_resource` (or :func:`register_crd` for a compact CRD JSON file
-under ``kubesim/crds/``) before the emulator serves it; every registered resource gets list/watch/get/
-create/update/patch/delete, discovery and OpenAPI entries.
+Register another one with :func:`register_resource` (or :func:`register_crd` for a CustomResourceDefinition
+manifest file; every manifest of ``kube/crds/`` is registered at import) before the emulator serves it;
+every registered resource gets list/watch/get/create/update/patch/delete, discovery and OpenAPI entries.
+Objects are pruned, defaulted and validated by their schema as the API server does (:mod:`kube.validation`:
+OpenAPI through ``jsonschema``, the CRDs' CEL rules through ``cel``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kube import crd as crds
+from kube.validation import SchemaValidator
 from kubesim.util import Obj
 
 NODES = "nodes"
@@ -20,8 +24,8 @@ PODS = "pods"
 NAMESPACES = "namespaces"
 
 Schema = dict[str, Any]
-# Printer column: (header, dotted path or "@computed", type[, priority]); served in Table responses
-# (kubectl get; priority 1 only with -o wide).  Type "date" shows an age ("5m").
+# Printer column: (header, dotted path, a CRD's JSONPath starting with "." or "@computed", type[, priority]);
+# served in Table responses (kubectl get; priority 1 only with -o wide).  Type "date" shows an age ("5m").
 Column = tuple
 AGE: Column = ("Age", "metadata.creationTimestamp", "date")
 
@@ -45,7 +49,7 @@ class Resource:
     # counts spec changes (custom resources and batch/scheduling kinds; core nodes/pods stay lenient).
     strict_status: bool = True
     generation: bool = True
-    schema: Schema | None = None  # OpenAPI v3 subset of the whole object; None: anything goes
+    schema: Schema | None = None  # OpenAPI v3 schema of the whole object (a CRD's openAPIV3Schema); None: anything
     columns: tuple[Column, ...] = ()
     source: str = ""  # where the schema comes from
     verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -99,6 +103,11 @@ class Resource:
             else:
                 out.append(str(value))
         return tuple(out)
+
+    @cached_property
+    def validator(self) -> SchemaValidator | None:
+        """Pruning, defaulting and validation by :attr:`schema` (None when anything goes)."""
+        return None if self.schema is None else SchemaValidator(self.schema)
 
     def discovery(self) -> list[Obj]:
         """Entries of an APIResourceList (the resource and its status subresource)."""
@@ -157,28 +166,31 @@ def group_versions() -> dict[str, list[str]]:
     return out
 
 
-def register_crd(path: str | Path) -> Resource:
-    """Register a custom resource from a compact CRD JSON file (see kubesim/crds/)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    names = data["names"]
-    columns = tuple(
-        (c["name"], c["jsonPath"].lstrip("."), c["type"], c.get("priority", 0)) for c in data.get("printerColumns", [])
-    )
-    return register_resource(Resource(
-        group=data["group"],
-        version=data["version"],
-        plural=names["plural"],
-        kind=names["kind"],
-        singular=names.get("singular", ""),
-        namespaced=data["scope"] == "Namespaced",
-        short_names=tuple(names.get("shortNames", ())),
-        categories=tuple(names.get("categories", ())),
-        status_subresource="status" in data.get("subresources", ()),
-        schema=data["schema"],
+def register_crd(path: str | Path, version: str | None = None) -> Resource:
+    """Register a custom resource from a CustomResourceDefinition manifest (YAML or JSON; its storage version
+    unless ``version`` names another). A rule that does not compile refuses the CRD, as the API server does."""
+    custom = crds.load(path, version)
+    broken = [f"{at}: {rule.rule!r}: {rule.error}" for at, rule in custom.validator.rules() if rule.error]
+    if broken:
+        raise ValueError(f"{custom.key}: x-kubernetes-validations rules that do not compile: " + "; ".join(broken))
+    columns = tuple((c.name, c.json_path, c.type, c.priority) for c in custom.columns)
+    resource = Resource(
+        group=custom.group,
+        version=custom.version,
+        plural=custom.plural,
+        kind=custom.kind,
+        singular=custom.singular,
+        namespaced=custom.namespaced,
+        short_names=custom.short_names,
+        categories=custom.categories,
+        status_subresource=custom.status_subresource,
+        schema=custom.schema,
         columns=columns,
         strategic_patch=False,
-        source=data.get("source", ""),
-    ))
+        source=custom.source,
+    )
+    resource.__dict__["validator"] = custom.validator  # one compiled validator per CRD
+    return register_resource(resource)
 
 
 # --------------------------------------------------------------------------- built-in kinds
@@ -328,8 +340,7 @@ for _group, _version, _plural, _kind, _namespaced, _short, _status, _columns in 
         columns=_columns, schema=_DEFAULTS.get(_plural, _ANY), source="stored as given (no schema but defaults)",
     ))
 
-CRD_DIR = Path(__file__).resolve().parent / "crds"
-for _path in sorted(CRD_DIR.glob("*.json")):
+for _path in crds.manifests():
     register_crd(_path)
 
 

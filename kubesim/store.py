@@ -38,7 +38,6 @@ from kubesim.errors import ApiError, _already_exists, _conflict, _expired_contin
 from kubesim.factories import _CONDITION_REASONS, _node_condition, _pod_status, _sync_node_taints
 from kubesim.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kubesim.resources import NODES, PODS, Resource, get_resource, resolve_resource
-from kubesim.schema import apply_defaults, prune, validate
 from kubesim.selectors import _Filter
 from kubesim.util import Key, Labels, Obj, _dumps_compact, _gc_paused, _new_uid, _now, _status_str
 
@@ -211,17 +210,18 @@ class Store:
     def _check_schema(self, res: Resource, obj: Obj, *, strict: bool = False, old: Obj | None = None) -> None:
         """Prune unknown fields, fill defaults and validate against the resource's schema (422 naming fields);
         ``old``: the stored object an update replaces (CEL transition rules)."""
-        if res.schema is None:
+        validator = res.validator
+        if validator is None:
             return
         md = obj.pop("metadata")
         try:
-            unknown = prune(res.schema, obj)
+            unknown = validator.prune(obj)
             if unknown and strict:
                 fields = ", ".join(f'unknown field "{f}"' for f in unknown)
                 raise ApiError(400, f"{res.kind} in version \"{res.version}\" cannot be handled as a {res.kind}: "
                                     f"strict decoding error: {fields}", "BadRequest")
-            apply_defaults(res.schema, obj)
-            causes = validate(res.schema, obj, old={k: v for k, v in old.items() if k != "metadata"} if old else None)
+            validator.default(obj)
+            causes = validator.validate(obj, old={k: v for k, v in old.items() if k != "metadata"} if old else None)
         finally:
             obj["metadata"] = md
         if causes:

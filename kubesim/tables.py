@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from functools import lru_cache
 from typing import Any
 
 from kubesim.resources import Resource
@@ -44,6 +46,132 @@ def _path(obj: Any, path: str) -> Any:
             return None
         obj = obj.get(part)
     return obj
+
+
+# ------------------------------------------------------------------ a CRD's printer columns (k8s JSONPath)
+#
+# What `additionalPrinterColumns[].jsonPath` may say (k8s.io/client-go/util/jsonpath, as the API server's
+# CRD table convertor runs it): `.a.b`, dots inside a name escaped (`.metadata.labels.karpenter\.sh/nodepool`),
+# `['name']`, `[0]`, `[*]` and filters `[?(@.type=="Ready")]` (==, !=, <, <=, >, >= against a quoted string,
+# a number, true or false; `[?(@.x)]`: present). No Python library reads this dialect (escaped dots, Go
+# filters), hence these few lines.
+
+_STEP = re.compile(r"""\.((?:\\.|[^.\[\\])+)|\[\s*'([^']*)'\s*\]|\[\s*"([^"]*)"\s*\]|\[(-?\d+)\]|\[\*\]|\[\?\((.*?)\)\]""")
+_FILTER = re.compile(r"""^\s*@((?:\.(?:\\.|[^.\s=!<>\\])+)+)\s*(?:(==|!=|<=|>=|<|>)\s*('[^']*'|"[^"]*"|-?[0-9.]+|true|false))?\s*$""")
+
+
+@lru_cache(maxsize=256)
+def _steps(path: str) -> tuple[tuple[str, Any], ...]:
+    steps: list[tuple[str, Any]] = []
+    pos = 0
+    path = path.strip()
+    if path.startswith("{") and path.endswith("}"):
+        path = path[1:-1]
+    while pos < len(path):
+        match = _STEP.match(path, pos)
+        if match is None:
+            raise ValueError(f"unsupported JSONPath {path!r} at {pos}")
+        name, quoted1, quoted2, index, condition = match.groups()
+        if name is not None:
+            steps.append(("field", re.sub(r"\\(.)", r"\1", name)))
+        elif quoted1 is not None or quoted2 is not None:
+            steps.append(("field", quoted1 if quoted1 is not None else quoted2))
+        elif index is not None:
+            steps.append(("index", int(index)))
+        elif condition is not None:
+            cond = _FILTER.match(condition)
+            if cond is None:
+                raise ValueError(f"unsupported JSONPath filter {condition!r}")
+            inner, op, literal = cond.groups()
+            steps.append(("filter", (_steps(inner), op, _literal(literal) if literal is not None else None)))
+        else:
+            steps.append(("all", None))
+        pos = match.end()
+    return tuple(steps)
+
+
+def _literal(text: str) -> Any:
+    if text[0] in "'\"":
+        return text[1:-1]
+    if text in ("true", "false"):
+        return text == "true"
+    return float(text) if "." in text else int(text)
+
+
+def _compare(value: Any, op: str, literal: Any) -> bool:
+    if op in ("==", "!="):
+        equal = value == literal and isinstance(value, bool) == isinstance(literal, bool)
+        return equal if op == "==" else not equal
+    try:
+        return {"<": value < literal, "<=": value <= literal, ">": value > literal, ">=": value >= literal}[op]
+    except TypeError:
+        return False
+
+
+def jsonpath(obj: Any, path: str) -> list[Any]:
+    """Every value ``path`` (k8s JSONPath) finds in ``obj``, in order; missing keys find nothing."""
+    return _walk(obj, _steps(path))
+
+
+def _walk(obj: Any, steps: tuple[tuple[str, Any], ...]) -> list[Any]:
+    found = [obj]
+    for kind, arg in steps:
+        out: list[Any] = []
+        for value in found:
+            if kind == "field":
+                if isinstance(value, dict) and arg in value:
+                    out.append(value[arg])
+            elif kind == "index":
+                if isinstance(value, list) and -len(value) <= arg < len(value):
+                    out.append(value[arg])
+            elif kind == "all":
+                out.extend(value if isinstance(value, list) else value.values() if isinstance(value, dict) else ())
+            else:
+                inner, op, literal = arg
+                items = value if isinstance(value, list) else [value]
+                for item in items:
+                    hits = _walk(item, inner)
+                    if hits and (op is None or _compare(hits[0], op, literal)):
+                        out.append(item)
+        found = out
+    return found
+
+
+def _go_text(value: Any) -> str:
+    """A value as kubectl's JSONPath printer writes it (Go's fmt.Fprint of a JSON value)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return "[" + " ".join(_go_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_text(v)}" for k, v in sorted(value.items())) + "]"
+    return str(value)
+
+
+def _crd_cell(obj: Obj, path: str, type_: str) -> Any:
+    """A printer column's cell as the API server's CRD table convertor makes it: the first value found,
+    None (kubectl prints <none>) when there is none."""
+    results = jsonpath(obj, path)
+    if not results:
+        return None
+    value = results[0]
+    if type_ == "string":
+        return _go_text(value)
+    if type_ == "date":
+        return human_age(value) if isinstance(value, str) else None
+    if type_ == "integer":
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if type_ == "number":
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if type_ == "boolean":
+        return value if isinstance(value, bool) else None
+    return _go_text(value)
 
 
 def _node_status(obj: Obj) -> str:
@@ -128,6 +256,8 @@ _COMPUTED = {
 def _cell(obj: Obj, path: str, type_: str) -> Any:
     if path in _COMPUTED:
         return _COMPUTED[path](obj)
+    if path.startswith("."):
+        return _crd_cell(obj, path, type_)
     value = _path(obj, path)
     if value is None:
         return "<none>" if type_ == "string" else None

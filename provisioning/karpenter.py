@@ -1,6 +1,6 @@
 """Karpenter's `karpenter.sh/v1` NodePool and NodeClaim objects read and explained (no Django).
 
-Field names, enums and formats follow Karpenter's published CRDs (kubesim/crds/karpenter.sh_*.json,
+Field names, enums and formats follow Karpenter's published CRDs (kube/crds/karpenter.sh_*.yaml,
 from kubernetes-sigs/karpenter) and its documentation (concepts/nodepools, concepts/nodeclaims,
 concepts/disruption).
 """

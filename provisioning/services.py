@@ -36,11 +36,11 @@ def _require_system_admin(actor: Any, what: str) -> None:
         raise PermissionDenied(f"Only system administrators may {what}.")
 
 
-def _check(name: str, spec: dict[str, Any]) -> None:
+def _check(name: str, spec: dict[str, Any], old_spec: dict[str, Any] | None = None) -> None:
     errors: dict[str, list[str]] = {}
     for message in validation.name_errors(name):
         errors.setdefault("metadata.name", []).append(message)
-    for path, message in validation.spec_errors(spec):
+    for path, message in validation.spec_errors(spec, old_spec):
         errors.setdefault(path, []).append(message)
     if errors:
         raise ValidationError(errors)
@@ -134,6 +134,7 @@ def karpenter_nodepool_update(*, actor: Any, cluster: Cluster, name: str, spec: 
             raise ValidationError({"__all__": [f"NodePool {name} no longer exists in the cluster."]})
         if str(current["metadata"].get("resourceVersion")) != str(resource_version):
             raise _refused(ApiRefusal(409, "", "changed"), name)
+        _check(name, spec, old_spec=current.get("spec"))  # the CRD's transition rules (nodeClassRef kind, group)
         obj = copy.deepcopy(current)
         obj.pop("status", None)
         obj["spec"] = copy.deepcopy(spec)

@@ -1,39 +1,46 @@
-"""A NodePool spec checked against the rules of Karpenter's `karpenter.sh/v1` NodePool CRD, before it is
-sent: its OpenAPI types, enums, patterns and limits (kubesim/crds/karpenter.sh_nodepools.json) and its
-CEL rules (pkg/apis/v1/nodepool.go, nodeclaim.go in kubernetes-sigs/karpenter). Every error names the
-field by its path in the object (`spec.template.spec.requirements[2].operator`), as the API server does.
+"""A NodePool spec checked before it is sent: first by Karpenter's own `karpenter.sh/v1` NodePool CRD, its
+OpenAPI schema and CEL rules (kube/crds/karpenter.sh_nodepools.yaml through kube.validation: what the API
+server checks, with the code the emulator runs), then by the console's own policy, which adds only what the
+API server lets through:
+
+- restricted label domains: `kubernetes.io` and `k8s.io` in requirement keys and template label keys, apart
+  from the well-known labels and `node.kubernetes.io` / `node-restriction.kubernetes.io` (the CRD's rules
+  already refuse `karpenter.sh`, `kubernetes.io/hostname` and `karpenter.sh/nodepool`);
+- what Karpenter's runtime validation refuses once the API server has taken it, leaving the NodePool never
+  Ready (pkg/apis/v1/nodepool_validation.go, nodeclaim_validation.go): template label keys that are not
+  qualified names, requirement values that are not label values (the CRD's pattern sits on the list, where
+  the API server ignores it);
+- no `values` with `Exists` / `DoesNotExist` (Kubernetes' rule for node selector requirements);
+- limits that are quantities, not negative.
+
+Every error names the field by its path, map entries in brackets (`spec.template.spec.requirements[2].key`,
+`spec.limits[nvidia.com/gpu]`), with the API server's message; a policy error is not added where the CRD
+already found one.
 """
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
+from kube import crd
+from kube.validation import NOT_CHECKED_MESSAGE
 from nodepools import kube
 
-DURATION_RE = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")  # consolidateAfter, expireAfter
-GRACE_RE = re.compile(r"^([0-9]+(s|m|h))+$")  # terminationGracePeriod
-BUDGET_DURATION_RE = re.compile(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
-BUDGET_NODES_RE = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
-SCHEDULE_RE = re.compile(r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$")
+NODEPOOLS = "nodepools.karpenter.sh"
 QUANTITY_RE = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
-KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
-EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
-REASONS = ("Underutilized", "Empty", "Drifted")
-MAX_REQUIREMENTS = 100
-MAX_BUDGETS = 50
-MAX_LABELS = 100
-# Label keys Karpenter sets itself (CRD rules "label domain ... is restricted"), apart from its well-known ones.
+_SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
+POLICIES = tuple(_SPEC["properties"]["disruption"]["properties"]["consolidationPolicy"]["enum"])
+# Label keys Karpenter sets itself, usable in requirements and labels whatever their domain.
 WELL_KNOWN = {
     "karpenter.sh/capacity-type", "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type",
     "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/windows-build",
     "beta.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region",
     "failure-domain.beta.kubernetes.io/zone", "beta.kubernetes.io/arch", "beta.kubernetes.io/os",
 }
-RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh")
+RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io")
 
 
 def _is_int(value: Any) -> bool:
@@ -51,13 +58,8 @@ class Errors:
         return bool(self.items)
 
 
-def _restricted_key(key: str, where: str) -> str | None:
-    """The CRD's CEL rules on requirement and template label keys."""
-    if key == "kubernetes.io/hostname":
-        return 'label "kubernetes.io/hostname" is restricted'
-    if key == "karpenter.sh/nodepool":
-        return 'label "karpenter.sh/nodepool" is restricted' if where == "label" else (
-            'label "karpenter.sh/nodepool" is restricted: Karpenter sets it from the NodePool\'s name')
+def _restricted_key(key: str) -> str | None:
+    """The console's restricted label domains."""
     if key in WELL_KNOWN:
         return None
     domain = key.split("/", 1)[0] if "/" in key else ""
@@ -69,88 +71,36 @@ def _restricted_key(key: str, where: str) -> str | None:
     return None
 
 
-def _key(errors: Errors, path: str, key: Any, where: str) -> None:
-    if not isinstance(key, str) or not key:
-        errors.add(path, "Required value: a label key")
-        return
-    if len(key) > 316:
-        errors.add(path, f"Too long: may not be longer than 316 (got {len(key)})")
+def _key(errors: Errors, path: str, key: Any) -> None:
+    if not isinstance(key, str):
+        return  # the CRD's schema says what is wrong
     problems = kube.label_key_errors(key)
-    if problems or not KEY_RE.match(key):
-        errors.add(path, f"Invalid value: {key!r}: " + "; ".join(problems or ["not a qualified label key"]))
+    if problems:
+        errors.add(path, f"Invalid value: {key!r}: " + "; ".join(problems))
         return
-    restricted = _restricted_key(key, where)
+    restricted = _restricted_key(key)
     if restricted:
         errors.add(path, f"Invalid value: {key!r}: {restricted}")
 
 
-def _taints(errors: Errors, path: str, taints: Any) -> None:
-    if taints is None:
-        return
-    if not isinstance(taints, list):
-        errors.add(path, "Invalid value: must be a list of taints")
-        return
-    for i, taint in enumerate(taints):
-        at = f"{path}[{i}]"
-        if not isinstance(taint, dict):
-            errors.add(at, "Invalid value: a taint is an object with key, value and effect")
-            continue
-        key = taint.get("key")
-        if not isinstance(key, str) or not key:
-            errors.add(f"{at}.key", "Required value: a taint needs a key")
-        elif not KEY_RE.match(key) or kube.label_key_errors(key):
-            errors.add(f"{at}.key", f"Invalid value: {key!r}: " + "; ".join(kube.label_key_errors(key) or ["not a qualified key"]))
-        value = taint.get("value")
-        if value not in (None, "") and (not isinstance(value, str) or not KEY_RE.match(value)):
-            errors.add(f"{at}.value", f"Invalid value: {value!r}: a taint value must be 63 characters or fewer, "
-                                      "start and end with a letter or digit")
-        effect = taint.get("effect")
-        if effect not in EFFECTS:
-            errors.add(f"{at}.effect", f"Unsupported value: {effect!r}: supported values: "
-                                       + ", ".join(f'"{e}"' for e in EFFECTS))
-
-
 def _requirements(errors: Errors, path: str, requirements: Any) -> None:
     if not isinstance(requirements, list):
-        errors.add(path, "Required value: a list of requirements (may be empty)")
         return
-    if len(requirements) > MAX_REQUIREMENTS:
-        errors.add(path, f"Too many: {len(requirements)}: must have at most {MAX_REQUIREMENTS} items")
     for i, req in enumerate(requirements):
         at = f"{path}[{i}]"
         if not isinstance(req, dict):
-            errors.add(at, "Invalid value: a requirement is an object with key, operator and values")
             continue
-        _key(errors, f"{at}.key", req.get("key"), "requirement")
-        operator = req.get("operator")
-        if operator not in OPERATORS:
-            errors.add(f"{at}.operator", f"Unsupported value: {operator!r}: supported values: "
-                                         + ", ".join(f'"{o}"' for o in OPERATORS))
-        values = req.get("values")
-        if values is None:
-            values = []
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            errors.add(f"{at}.values", "Invalid value: must be a list of strings")
+        _key(errors, f"{at}.key", req.get("key"))
+        values = req.get("values") or []
+        if not isinstance(values, list):
             continue
         for j, value in enumerate(values):
-            if len(value) > 63 or not VALUE_RE.match(value):
+            if isinstance(value, str) and (len(value) > 63 or not VALUE_RE.match(value)):
                 errors.add(f"{at}.values[{j}]", f"Invalid value: {value!r}: " + "; ".join(
                     kube.label_value_errors(value) or ["must be a valid label value"]))
-        if operator == "In" and not values:
-            errors.add(f"{at}.values", "Invalid value: requirements with operator 'In' must have a value defined")
+        operator = req.get("operator")
         if operator in ("Exists", "DoesNotExist") and values:
             errors.add(f"{at}.values", f"Invalid value: requirements with operator '{operator}' must not have values")
-        if operator in ("Gt", "Lt", "Gte", "Lte"):
-            if len(values) != 1 or not values[0].isdigit():
-                errors.add(f"{at}.values", f"Invalid value: requirements operator '{operator}' must have a single "
-                                           "positive integer value")
-        min_values = req.get("minValues")
-        if min_values is not None:
-            if not _is_int(min_values) or not 1 <= min_values <= 50:
-                errors.add(f"{at}.minValues", f"Invalid value: {min_values!r}: must be an integer from 1 to 50")
-            elif operator == "In" and len(values) < min_values:
-                errors.add(f"{at}.minValues", "Invalid value: requirements with 'minValues' must have at least "
-                                              "that many values specified in the 'values' field")
 
 
 def _quantities(errors: Errors, path: str, limits: Any) -> None:
@@ -170,109 +120,53 @@ def _quantities(errors: Errors, path: str, limits: Any) -> None:
             errors.add(at, f"Invalid value: {value!r}: must be greater than or equal to 0")
 
 
-def _duration(errors: Errors, path: str, value: Any, pattern: re.Pattern, example: str) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str) or not pattern.match(value):
-        errors.add(path, f"Invalid value: {value!r}: a duration such as {example}")
-
-
-def spec_errors(spec: Any) -> list[tuple[str, str]]:
-    """Every rule the NodePool's spec breaks, as (path, message); empty when the API server would take it."""
+def policy_errors(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The console's own rules, beyond the CRD's (see the module's doc)."""
     errors = Errors()
+    _quantities(errors, "spec.limits", spec.get("limits"))
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    metadata = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    labels = metadata.get("labels")
+    if isinstance(labels, dict):
+        for key in labels:
+            _key(errors, f"spec.template.metadata.labels[{key}]", key)
+    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    _requirements(errors, "spec.template.spec.requirements", tspec.get("requirements"))
+    return errors.items
+
+
+def crd_errors(spec: dict[str, Any], old_spec: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """What the API server would refuse in a NodePool of this spec (and, for a change, its transition rules
+    against ``old_spec``), as (path, message)."""
+    validator = crd.custom_resource(NODEPOOLS).validator
+    obj = {"spec": copy.deepcopy(spec)}
+    validator.prune(obj)
+    validator.default(obj)
+    old = None
+    if old_spec is not None:
+        old = {"spec": copy.deepcopy(old_spec)}
+        validator.prune(old)
+        validator.default(old)
+    out = []
+    for cause in validator.validate(obj, old=old):
+        if cause.message == NOT_CHECKED_MESSAGE:
+            out.append(("__all__", NOT_CHECKED_MESSAGE.split(": ", 2)[2].capitalize()))  # the API server's words
+        else:
+            out.append((cause.bracketed, cause.message))
+    return out
+
+
+def spec_errors(spec: Any, old_spec: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """Every rule the NodePool's spec breaks, as (path, message); empty when the API server would take it and
+    the console's policy allows it."""
     if not isinstance(spec, dict):
         return [("spec", "Required value: the NodePool's spec is an object")]
-    weight = spec.get("weight")
-    if weight is not None and (not _is_int(weight) or not 1 <= weight <= 100):
-        errors.add("spec.weight", f"Invalid value: {weight!r}: spec.weight in body should be an integer from 1 to 100")
-    replicas = spec.get("replicas")
-    if replicas is not None and (not _is_int(replicas) or replicas < 0):
-        errors.add("spec.replicas", f"Invalid value: {replicas!r}: must be an integer of at least 0")
-    _quantities(errors, "spec.limits", spec.get("limits"))
-
-    disruption = spec.get("disruption")
-    if disruption is not None:
-        if not isinstance(disruption, dict):
-            errors.add("spec.disruption", "Invalid value: must be an object")
-        else:
-            policy = disruption.get("consolidationPolicy")
-            if policy is not None and policy not in POLICIES:
-                errors.add("spec.disruption.consolidationPolicy", f"Unsupported value: {policy!r}: supported values: "
-                                                                  + ", ".join(f'"{p}"' for p in POLICIES))
-            _duration(errors, "spec.disruption.consolidateAfter", disruption.get("consolidateAfter"), DURATION_RE,
-                      "30s, 5m, 720h or Never")
-            budgets = disruption.get("budgets")
-            if budgets is not None:
-                if not isinstance(budgets, list):
-                    errors.add("spec.disruption.budgets", "Invalid value: must be a list of budgets")
-                    budgets = []
-                if len(budgets) > MAX_BUDGETS:
-                    errors.add("spec.disruption.budgets", f"Too many: {len(budgets)}: must have at most {MAX_BUDGETS} items")
-                for i, budget in enumerate(budgets):
-                    at = f"spec.disruption.budgets[{i}]"
-                    if not isinstance(budget, dict):
-                        errors.add(at, "Invalid value: a budget is an object with nodes (and schedule, duration, reasons)")
-                        continue
-                    nodes = budget.get("nodes")
-                    if not isinstance(nodes, str) or not BUDGET_NODES_RE.match(nodes):
-                        errors.add(f"{at}.nodes", f"Invalid value: {nodes!r}: a number of nodes (e.g. 1) or a "
-                                                  "percentage from 0% to 100% (e.g. 10%)")
-                    schedule, duration = budget.get("schedule"), budget.get("duration")
-                    if schedule is not None and (not isinstance(schedule, str) or not SCHEDULE_RE.match(schedule)):
-                        errors.add(f"{at}.schedule", f"Invalid value: {schedule!r}: a cron schedule of five fields "
-                                                     "(e.g. 0 9 * * mon-fri) or @daily, @weekly, ...")
-                    _duration(errors, f"{at}.duration", duration, BUDGET_DURATION_RE, "8h, 30m or 1h30m")
-                    if (schedule is None) != (duration is None):
-                        errors.add(f"{at}.schedule" if schedule is None else f"{at}.duration",
-                                   "Invalid value: 'schedule' must be set with 'duration'")
-                    reasons = budget.get("reasons")
-                    if reasons is not None:
-                        if not isinstance(reasons, list) or len(reasons) > 50:
-                            errors.add(f"{at}.reasons", "Invalid value: a list of at most 50 reasons")
-                        else:
-                            for j, reason in enumerate(reasons):
-                                if reason not in REASONS:
-                                    errors.add(f"{at}.reasons[{j}]", f"Unsupported value: {reason!r}: supported "
-                                                                     "values: " + ", ".join(f'"{r}"' for r in REASONS))
-
-    template = spec.get("template")
-    if not isinstance(template, dict):
-        errors.add("spec.template", "Required value: the template of the NodeClaims")
-        return errors.items
-    metadata = template.get("metadata") or {}
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    if labels is not None:
-        if not isinstance(labels, dict):
-            errors.add("spec.template.metadata.labels", "Invalid value: must be a map of label key to value")
-        else:
-            if len(labels) > MAX_LABELS:
-                errors.add("spec.template.metadata.labels", f"Too many: {len(labels)}: must have at most {MAX_LABELS} items")
-            for key, value in labels.items():
-                at = f"spec.template.metadata.labels[{key}]"
-                _key(errors, at, key, "label")
-                if not isinstance(value, str) or len(value) > 63 or not VALUE_RE.match(value):
-                    errors.add(at, f"Invalid value: {value!r}: " + "; ".join(
-                        kube.label_value_errors(value) if isinstance(value, str) else ["must be a string"]))
-    tspec = template.get("spec")
-    if not isinstance(tspec, dict):
-        errors.add("spec.template.spec", "Required value: nodeClassRef and requirements")
-        return errors.items
-    ref = tspec.get("nodeClassRef")
-    if not isinstance(ref, dict):
-        errors.add("spec.template.spec.nodeClassRef", "Required value: the NodeClass (group, kind, name) nodes are made from")
-    else:
-        for part in ("group", "kind", "name"):
-            if not isinstance(ref.get(part), str) or not ref.get(part):
-                errors.add(f"spec.template.spec.nodeClassRef.{part}", f"Required value: nodeClassRef.{part}")
-        if isinstance(ref.get("group"), str) and "/" in ref["group"]:
-            errors.add("spec.template.spec.nodeClassRef.group", f"Invalid value: {ref['group']!r}: a group has no '/'")
-    _requirements(errors, "spec.template.spec.requirements", tspec.get("requirements"))
-    _taints(errors, "spec.template.spec.taints", tspec.get("taints"))
-    _taints(errors, "spec.template.spec.startupTaints", tspec.get("startupTaints"))
-    _duration(errors, "spec.template.spec.expireAfter", tspec.get("expireAfter"), DURATION_RE, "720h or Never")
-    _duration(errors, "spec.template.spec.terminationGracePeriod", tspec.get("terminationGracePeriod"), GRACE_RE,
-              "30s, 10m or 48h")
-    return errors.items
+    errors = crd_errors(spec, old_spec)
+    found = [path for path, _ in errors]
+    for path, message in policy_errors(spec):
+        if path not in found:
+            errors.append((path, message))
+    return errors
 
 
 def name_errors(name: Any) -> list[str]:

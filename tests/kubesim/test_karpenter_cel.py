@@ -63,6 +63,12 @@ def req(key: str, operator: str, *values: str, **extra) -> dict:
     return out
 
 
+# A rule that cannot be evaluated refuses the object too; the API server then puts the CEL error before the
+# rule's message (apiextensions-apiserver schema/cel/validation.go: "<error> evaluating rule: <message>"),
+# e.g. `x.values` of a requirement without values, or int() of a value that is no integer.
+NO_VALUES = "no such key: values evaluating rule: "
+NOT_AN_INT = "type conversion error from 'string' to 'int' evaluating rule: "
+
 # (object, field named, message: the CRD's x-kubernetes-validations message, the type the API server shows)
 REFUSED = {
     "budget schedule without duration": (
@@ -94,7 +100,7 @@ REFUSED = {
         'label "kubernetes.io/hostname" is restricted'),
     "In without values": (
         nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In")]), REQS, "array",
-        "requirements with operator 'In' must have a value defined"),
+        NO_VALUES + "requirements with operator 'In' must have a value defined"),
     "In with an empty list of values": (
         nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", values=[])]), REQS, "array",
         "requirements with operator 'In' must have a value defined"),
@@ -103,13 +109,13 @@ REFUSED = {
         "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     "Lt with no value": (
         nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-count", "Lt")]), REQS, "array",
-        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
+        NO_VALUES + "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     "Gte with a negative value": (
         nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-count", "Gte", "-1")]), REQS, "array",
         "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     "Lte with a value that is no integer": (
         nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-count", "Lte", "eight")]), REQS, "array",
-        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
+        NOT_AN_INT + "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     "minValues above the number of values": (
         nodepool(requirements=[req("node.kubernetes.io/instance-type", "In", "p5.48xlarge", "p4d.24xlarge",
                                    minValues=3)]), REQS, "array",
@@ -205,8 +211,8 @@ def test_kubectl_shows_the_crds_message(kubectl: Callable[..., object]) -> None:
     obj = nodepool(requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In")])
     proc = kubectl("apply", "-f", "-", input=json.dumps(obj), check=False)
     assert proc.returncode != 0
-    assert "spec.template.spec.requirements: Invalid value: \"array\": requirements with operator 'In' must have " \
-           "a value defined" in proc.stderr
+    assert "spec.template.spec.requirements: Invalid value: \"array\": " + NO_VALUES + "requirements with operator " \
+           "'In' must have a value defined" in proc.stderr
 
 
 # ------------------------------------------------------------------------------------------------ NodeClaims
@@ -227,7 +233,7 @@ def nodeclaim(name: str = "gpu-abcde", *, requirements=None) -> dict:
     ([req("kubernetes.io/hostname", "In", "node-1")], "spec.requirements[0].key", "string",
      'label "kubernetes.io/hostname" is restricted'),
     ([req("karpenter.k8s.aws/instance-gpu-name", "In")], "spec.requirements", "array",
-     "requirements with operator 'In' must have a value defined"),
+     NO_VALUES + "requirements with operator 'In' must have a value defined"),
     ([req("karpenter.k8s.aws/instance-gpu-count", "Gt", "1", "2")], "spec.requirements", "array",
      "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     ([req("node.kubernetes.io/instance-type", "In", "p5.48xlarge", minValues=2)], "spec.requirements", "array",

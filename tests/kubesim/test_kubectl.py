@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -162,6 +163,7 @@ def test_api_resources_lists_every_registered_resource(sim: KubeEmulator, kubect
         ("clusterqueues", "kueue.x-k8s.io/v1beta2"), ("localqueues", "kueue.x-k8s.io/v1beta2"),
         ("cohorts", "kueue.x-k8s.io/v1beta2"), ("workloads", "kueue.x-k8s.io/v1beta2"),
         ("nodepools", "karpenter.sh/v1"), ("nodeclaims", "karpenter.sh/v1"),
+        ("podgroups", "scheduling.run.ai/v2alpha2"), ("workloadpriorityclasses", "kueue.x-k8s.io/v1beta2"),
     ]:
         assert any(line.split()[0] == name and version in line.split() for line in out.splitlines()), name
     out = kubectl("get", "resourceflavors,clusterqueues,cohorts,nodepools.karpenter.sh,nodeclaims", check=False)
@@ -182,3 +184,59 @@ def test_patch_of_a_custom_resource_needs_merge_or_json_like_a_real_cluster(sim:
                   check=False)
     assert out.returncode != 0 and "spec.priority" in out.stderr
     assert sim.get("queues.scheduling.run.ai", "team-a")["spec"]["priority"] == 3
+
+
+H100_POOL = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "h100-prod"}, "spec": {
+    "weight": 50, "limits": {"nvidia.com/gpu": "16"},
+    "template": {"spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu-class"},
+        "requirements": [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]},
+                         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}]}}}}
+
+
+def columns(text: str, row: int) -> dict[str, str]:
+    """One row of kubectl's table by header, cut at the headers' columns (an empty cell stays "")."""
+    lines = text.rstrip("\n").splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    ends = [*starts[1:], None]
+    return {lines[0][a:b].strip(): lines[row][a:b].strip() for a, b in zip(starts, ends)}
+
+
+def test_get_nodeclaims_fills_karpenters_printer_columns(sim: KubeEmulator, kubectl) -> None:
+    # Karpenter's CRD prints TYPE, CAPACITY and ZONE from the NodeClaim's labels, NODE and READY from its
+    # status (a JSONPath filter on the Ready condition); -o wide adds IMAGEID, ID, NODEPOOL, NODECLASS, DRIFTED.
+    sim.create("nodepools.karpenter.sh", H100_POOL)
+    sim.add_pod(make_pod("train", "ml", phase="Pending", containers=[
+        {"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 8}}]))
+    sim.karpenter_step(now=0)
+    [claim] = sim.list("nodeclaims.karpenter.sh")
+    name = claim["metadata"]["name"]
+    table = kubectl("get", "nodeclaims").stdout
+    assert rows(table)[0] == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    launching = columns(table, 1)
+    assert (launching["NAME"], launching["TYPE"], launching["CAPACITY"], launching["ZONE"]) == (
+        name, "p5.48xlarge", "on-demand", "us-east-1b")
+    # Not registered yet: no node (the API server's cell is null, which kubectl leaves blank), Ready Unknown.
+    assert (launching["NODE"], launching["READY"]) == ("", "Unknown")
+
+    for now in (1, 3, 5):  # Launched, Registered (the Node appears), Initialized
+        sim.karpenter_step(now=now)
+    node = sim.get("nodeclaims.karpenter.sh", name)["status"]["nodeName"]
+    ready = columns(kubectl("get", "nodeclaims").stdout, 1)
+    assert (ready["TYPE"], ready["CAPACITY"], ready["ZONE"], ready["NODE"], ready["READY"]) == (
+        "p5.48xlarge", "on-demand", "us-east-1b", node, "True")
+    wide = kubectl("get", "nodeclaims", "-o", "wide").stdout
+    assert rows(wide)[0] == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE", "IMAGEID", "ID", "NODEPOOL",
+                       "NODECLASS", "DRIFTED"]
+    cells = columns(wide, 1)
+    provider_id = sim.get("nodeclaims.karpenter.sh", name)["status"]["providerID"]
+    assert (cells["ID"], cells["NODEPOOL"], cells["NODECLASS"], cells["DRIFTED"]) == (
+        provider_id, "h100-prod", "gpu-class", "")
+    assert cells["IMAGEID"] == sim.get("nodeclaims.karpenter.sh", name)["status"]["imageID"]
+
+    pools = kubectl("get", "nodepools", "-o", "wide").stdout
+    assert rows(pools)[0] == ["NAME", "NODECLASS", "NODES", "READY", "AGE", "WEIGHT", "CPU", "MEMORY"]
+    pool = columns(pools, 1)
+    assert (pool["NAME"], pool["NODECLASS"], pool["NODES"], pool["READY"], pool["WEIGHT"], pool["CPU"]) == (
+        "h100-prod", "gpu-class", "1", "True", "50", "192")

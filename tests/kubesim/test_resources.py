@@ -10,8 +10,8 @@ import orjson
 import pytest
 from kubernetes import client, config, dynamic, watch
 
+from kube.validation import SchemaValidator
 from kubesim import KubeEmulator, Resource, register_resource
-from kubesim.schema import apply_defaults, prune, validate
 
 KAI = ("scheduling.run.ai", "v2", "queues")
 KUEUE = "kueue.x-k8s.io"
@@ -202,10 +202,11 @@ def test_schema_helpers() -> None:
         "m": {"type": "object", "additionalProperties": {"type": "integer"}},
     }}
     obj = {"a": "yyyy", "q": [1], "m": {"k": "v"}, "extra": 1}
-    assert prune(schema, obj) == ["extra"] and "extra" not in obj
-    apply_defaults(schema, obj)
+    validator = SchemaValidator(schema)
+    assert validator.prune(obj) == ["extra"] and "extra" not in obj
+    validator.default(obj)
     assert obj["n"] == 1
-    causes = sorted((c.field, c.reason) for c in validate(schema, obj))
+    causes = sorted((c.field, c.reason) for c in validator.validate(obj))
     assert causes == [("a", "FieldValueInvalid"), ("a", "FieldValueTooLong"), ("m.k", "FieldValueTypeInvalid"),
                       ("q", "FieldValueTypeInvalid")]  # "a": too long and not matching ^x
-    assert validate(schema, {"n": -1})[0].field == "a"
+    assert validator.validate({"n": -1})[0].field == "a"

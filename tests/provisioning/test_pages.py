@@ -170,6 +170,29 @@ def test_an_edit_is_written_and_a_concurrent_change_is_reported_not_overwritten(
     assert AuditEvent.objects.filter(object_id="nodepool/t4-best-effort", action=AuditEvent.Action.UPDATE).exists()
 
 
+def test_an_edit_the_crds_transition_rules_refuse_is_reported_before_anything_is_sent(lab, people, client):
+    # Karpenter's CRD: a NodePool's nodeClassRef may name another NodeClass, not another kind or group
+    # (CEL `self.kind == oldSelf.kind`), so the form compares with the NodePool it read.
+    add_nodepool(lab.emu, "t4-best-effort", "t4-best-effort")
+    pool = backed_pool(lab, "t4-best-effort")
+    client.force_login(people["sysadmin"])
+    url = reverse("provisioning-nodepool-edit", args=[pool.pk])
+    page = client.get(url).content.decode()
+    version = re.search(r'name="resource_version" value="([^"]+)"', page).group(1)
+    spec = lab.emu.get(NODEPOOLS, "t4-best-effort")["spec"]
+    lab.emu.reset_access_log()
+    response = client.post(url, form_data(spec, resource_version=version, node_class_kind="AKSNodeClass"))
+    assert response.status_code == 200
+    errors = text(re.search(r'<div class="errors" role="alert">(.*?)</div>', response.content.decode(), re.S).group(1))
+    assert errors == 'spec.template.spec.nodeClassRef: Invalid value: "object": nodeClassRef.kind is immutable'
+    assert not [a for a in lab.emu.access_log() if a["resource"] == "nodepools" and a["verb"] in ("update", "patch")]
+    assert lab.emu.get(NODEPOOLS, "t4-best-effort")["spec"]["template"]["spec"]["nodeClassRef"]["kind"] == "EC2NodeClass"
+    # Another NodeClass of the same kind is fine.
+    response = client.post(url, form_data(spec, resource_version=version, node_class_name="gpu-class"))
+    assert response.status_code == 302
+    assert lab.emu.get(NODEPOOLS, "t4-best-effort")["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu-class"
+
+
 def test_deleting_a_backed_pool_asks_whether_the_nodepool_goes_too(lab, people, client):
     add_nodepool(lab.emu, "spot-only", "spot-only")
     add_nodepool(lab.emu, "a100-standard")
@@ -207,15 +230,20 @@ def test_deleting_with_the_nodepool_changed_meanwhile_is_reported_and_keeps_both
 
 # ------------------------------------------------------------------------------------------- validation
 
+# The CRD's own words, as the API server says them (kube/crds/karpenter.sh_nodepools.yaml: its OpenAPI schema
+# in kube-openapi's messages, its CEL rules' messages, on the node that carries the rule: a rule over the
+# requirements or the budgets names the list), then the console's policy (restricted label domains, label
+# values, values with Exists, negative limits).
 RULES = [
-    ({"weight": "0"}, "weight", "spec.weight", "from 1 to 100"),
-    ({"weight": "101"}, "weight", "spec.weight", "from 1 to 100"),
+    ({"weight": "0"}, "weight", "spec.weight", "Invalid value: 0: spec.weight in body should be greater than or equal to 1"),
+    ({"weight": "101"}, "weight", "spec.weight", "Invalid value: 101: spec.weight in body should be less than or equal to 100"),
     ({"requirements": "karpenter.sh/capacity-type Maybe spot"}, "requirements",
-     "spec.template.spec.requirements[0].operator", 'Unsupported value: \'Maybe\''),
+     "spec.template.spec.requirements[0].operator", 'Unsupported value: "Maybe": supported values: "In", "NotIn"'),
     ({"requirements": "karpenter.sh/capacity-type In"}, "requirements",
-     "spec.template.spec.requirements[0].values", "operator 'In' must have a value defined"),
+     "spec.template.spec.requirements", "requirements with operator 'In' must have a value defined"),
     ({"requirements": "karpenter.k8s.aws/instance-gpu-count Gt two"}, "requirements",
-     "spec.template.spec.requirements[0].values", "single positive integer value"),
+     "spec.template.spec.requirements", "type conversion error from 'string' to 'int' evaluating rule: requirements "
+                                        "operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
     ({"requirements": "kubernetes.io/arch Exists amd64"}, "requirements",
      "spec.template.spec.requirements[0].values", "must not have values"),
     ({"requirements": "Bad_Key! In x"}, "requirements", "spec.template.spec.requirements[0].key", "Invalid value"),
@@ -223,29 +251,46 @@ RULES = [
      'label "karpenter.sh/nodepool" is restricted'),
     ({"requirements": "kubernetes.io/hostname In n1"}, "requirements", "spec.template.spec.requirements[0].key",
      'label "kubernetes.io/hostname" is restricted'),
+    ({"requirements": "example.kubernetes.io/team In ml"}, "requirements", "spec.template.spec.requirements[0].key",
+     'label domain "kubernetes.io" is restricted'),
+    ({"requirements": "example.com/team In ml_"}, "requirements", "spec.template.spec.requirements[0].values[0]",
+     "Invalid value: 'ml_'"),
     ({"requirements": "node.kubernetes.io/instance-type In p5.48xlarge,p4d.24xlarge minValues=3"}, "requirements",
-     "spec.template.spec.requirements[0].minValues", "at least that many values"),
+     "spec.template.spec.requirements", "requirements with 'minValues' must have at least that many values specified "
+                                        "in the 'values' field"),
     ({"requirements": "\n".join(f"example.com/k{i} Exists" for i in range(101))}, "requirements",
-     "spec.template.spec.requirements", "must have at most 100 items"),
-    ({"taints": "nvidia.com/gpu=true:NoDrain"}, "taints", "spec.template.spec.taints[0].effect", "Unsupported value"),
-    ({"startup_taints": "-bad-:NoSchedule"}, "startup_taints", "spec.template.spec.startupTaints[0].key", "Invalid value"),
-    ({"labels": "gpu-tier=no spaces allowed"}, "labels", "spec.template.metadata.labels[gpu-tier]", "Invalid value"),
-    ({"limit_gpu": "lots"}, "limit_gpu", "spec.limits[nvidia.com/gpu]", "quantities must match"),
+     "spec.template.spec.requirements", "Too many: 101: must have at most 100 items"),
+    ({"taints": "nvidia.com/gpu=true:NoDrain"}, "taints", "spec.template.spec.taints[0].effect",
+     'Unsupported value: "NoDrain": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'),
+    ({"startup_taints": "-bad-:NoSchedule"}, "startup_taints", "spec.template.spec.startupTaints[0].key",
+     'Invalid value: "-bad-": spec.template.spec.startupTaints[0].key in body should match'),
+    ({"labels": "gpu-tier=no spaces allowed"}, "labels", "spec.template.metadata.labels[gpu-tier]",
+     'Invalid value: "no spaces allowed": spec.template.metadata.labels.gpu-tier in body should match'),
+    ({"labels": "karpenter.sh/team=ml"}, "labels", "spec.template.metadata.labels",
+     'Invalid value: "object": label domain "karpenter.sh" is restricted'),
+    ({"limit_gpu": "lots"}, "limit_gpu", "spec.limits[nvidia.com/gpu]",
+     'Invalid value: "lots": spec.limits.nvidia.com/gpu in body should match'),
     ({"limit_memory": "-8Ti"}, "limit_memory", "spec.limits[memory]", "greater than or equal to 0"),
     ({"consolidation_policy": "Sometimes"}, "consolidation_policy", None, "Select a valid choice"),
-    ({"consolidate_after": "5 minutes"}, "consolidate_after", "spec.disruption.consolidateAfter", "30s, 5m, 720h or Never"),
-    ({"expire_after": "30d"}, "expire_after", "spec.template.spec.expireAfter", "720h or Never"),
+    ({"consolidate_after": "5 minutes"}, "consolidate_after", "spec.disruption.consolidateAfter",
+     "spec.disruption.consolidateAfter in body should match '^(([0-9]+(s|m|h))+|Never)$'"),
+    ({"expire_after": "30d"}, "expire_after", "spec.template.spec.expireAfter",
+     "spec.template.spec.expireAfter in body should match '^(([0-9]+(s|m|h))+|Never)$'"),
     ({"termination_grace_period": "Never"}, "termination_grace_period", "spec.template.spec.terminationGracePeriod",
-     "a duration"),
-    ({"budgets": "ten"}, "budgets", "spec.disruption.budgets[0].nodes", "a number of nodes (e.g. 1) or a percentage"),
-    ({"budgets": "120%"}, "budgets", "spec.disruption.budgets[0].nodes", "from 0% to 100%"),
-    ({"budgets": "0 | 0 9 * * mon-fri"}, "budgets", "spec.disruption.budgets[0].duration",
+     "spec.template.spec.terminationGracePeriod in body should match '^([0-9]+(s|m|h))+$'"),
+    ({"budgets": "ten"}, "budgets", "spec.disruption.budgets[0].nodes",
+     "spec.disruption.budgets[0].nodes in body should match '^((100|[0-9]{1,2})%|[0-9]+)$'"),
+    ({"budgets": "120%"}, "budgets", "spec.disruption.budgets[0].nodes", 'Invalid value: "120%"'),
+    ({"budgets": "0 | 0 9 * * mon-fri"}, "budgets", "spec.disruption.budgets",
      "'schedule' must be set with 'duration'"),
-    ({"budgets": "1 | every day | 8h"}, "budgets", "spec.disruption.budgets[0].schedule", "a cron schedule"),
-    ({"budgets": "1 | @daily | 90s"}, "budgets", "spec.disruption.budgets[0].duration", "8h, 30m or 1h30m"),
-    ({"budgets": "1 | | | Idle"}, "budgets", "spec.disruption.budgets[0].reasons[0]", "Unsupported value: 'Idle'"),
+    ({"budgets": "1 | every day | 8h"}, "budgets", "spec.disruption.budgets[0].schedule",
+     'Invalid value: "every day": spec.disruption.budgets[0].schedule in body should match'),
+    ({"budgets": "1 | @daily | 90s"}, "budgets", "spec.disruption.budgets[0].duration",
+     "spec.disruption.budgets[0].duration in body should match '^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$'"),
+    ({"budgets": "1 | | | Idle"}, "budgets", "spec.disruption.budgets[0].reasons[0]",
+     'Unsupported value: "Idle": supported values: "Underutilized", "Empty", "Drifted"'),
     ({"node_class_group": "karpenter.k8s.aws/v1"}, "node_class_group", "spec.template.spec.nodeClassRef.group",
-     "a group has no '/'"),
+     "spec.template.spec.nodeClassRef.group in body should match '^[^/]*$'"),
     ({"name": "H100_Prod"}, "name", "metadata.name", "RFC 1123"),
 ]
 

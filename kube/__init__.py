@@ -1,0 +1,1 @@
+"""Kubernetes semantics without Django: what the console and the emulator (kubesim) both follow."""
