@@ -85,6 +85,8 @@ class ChaosMixin:
                     self.chaos_step(rng)
                     # What the schedulers would report about their queues (KAI / Kueue), if any exist.
                     self.report_queue_status()
+                    # Kueue: Workloads for queued Jobs, admission, preemption, queue status.
+                    self.kueue_step()
                     # Karpenter: nodes for pending pods, NodeClaims progressing, empty nodes consolidated.
                     self.karpenter_step()
                 except ApiError:

@@ -44,6 +44,7 @@ class ControlMixin:
             "stop_chaos",
             "chaos_step",
             "report_queue_status",
+            "kueue_step",
             "karpenter_step",
             "chaos_status",
             "not_ready_nodes",
