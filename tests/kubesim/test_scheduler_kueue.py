@@ -15,10 +15,13 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client, config
 
 from enforcers import desired as d
 from kubesim import KubeEmulator
+from kubesim.scheduling import kueue as kq
 from workloads import render
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -488,3 +491,112 @@ def test_kueue_step_over_the_control_surface(cluster: Cluster) -> None:
         assert orjson.loads(response.read())["result"]["admitted"] == 1
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
                         cluster.workload("one", "vision")["status"]["conditions"][0]["lastTransitionTime"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Property: whatever is submitted, admitted usage stays within the quotas
+
+
+FLAVOR_NAMES = ("f1", "f2")
+RESOURCES = ("nvidia.com/gpu", "cpu")
+
+
+@st.composite
+def kueue_worlds(draw: st.DrawFn) -> tuple[kq.Snapshot, list[kq.Workload]]:
+    """A cohort of ClusterQueues (quotas, borrowing and lending limits, policies) and a stream of workloads."""
+    names = [f"cq{i}" for i in range(draw(st.integers(2, 4)))]
+    queues = {}
+    for name in names:
+        quotas = {}
+        for flavor in FLAVOR_NAMES:
+            for res in RESOURCES:
+                nominal = Decimal(draw(st.integers(0, 8)))
+                borrowing = draw(st.none() | st.integers(0, 6))
+                lending = draw(st.none() | st.integers(0, int(nominal)))
+                quotas[(flavor, res)] = kq.ResourceQuota(
+                    nominal, None if borrowing is None else Decimal(borrowing), None if lending is None else Decimal(lending))
+        policy = st.sampled_from([kq.NEVER, kq.LOWER_PRIORITY, kq.ANY])
+        queues[name] = kq.ClusterQueue(
+            name, cohort=draw(st.sampled_from(["rnd", "rnd", "rnd", ""])),
+            resource_groups=(kq.ResourceGroup(RESOURCES, tuple(draw(st.permutations(FLAVOR_NAMES)))),),
+            quotas=quotas, namespace_selector={},
+            queueing_strategy=draw(st.sampled_from([kq.BEST_EFFORT_FIFO, kq.STRICT_FIFO])),
+            preemption=kq.PreemptionPolicy(
+                draw(st.sampled_from([kq.NEVER, kq.LOWER_PRIORITY, kq.LOWER_OR_NEWER_EQUAL])), draw(policy),
+                draw(st.sampled_from([kq.NEVER, kq.LOWER_PRIORITY])), draw(st.none() | st.sampled_from([0, 50, 100]))),
+            fungibility=kq.FlavorFungibility(draw(st.sampled_from([kq.MAY_STOP_SEARCH, kq.TRY_NEXT_FLAVOR])),
+                                             draw(st.sampled_from([kq.MAY_STOP_SEARCH, kq.TRY_NEXT_FLAVOR]))))
+    cohort_quota = {(f, r): kq.ResourceQuota(Decimal(draw(st.integers(0, 2)))) for f in FLAVOR_NAMES for r in RESOURCES}
+    workloads = []
+    for i in range(draw(st.integers(1, 20))):
+        cq = draw(st.sampled_from(names))
+        requests = {"nvidia.com/gpu": Decimal(draw(st.integers(0, 5))), "cpu": Decimal(draw(st.sampled_from(["0.5", "1", "3"])))}
+        workloads.append(kq.Workload(
+            "team", f"w{i:02d}", cq, (kq.PodSet("main", draw(st.integers(1, 2)), requests),),
+            priority=draw(st.sampled_from([0, 50, 100])), created=f"2026-01-01T00:{i:02d}:00Z", uid=f"uid-{i:02d}"))
+    snap = kq.Snapshot(
+        flavors={f: kq.Flavor(f) for f in FLAVOR_NAMES}, cluster_queues=queues,
+        cohorts={"rnd": kq.Cohort("rnd", quotas=cohort_quota)},
+        local_queues={("team", n): kq.LocalQueue("team", n, n) for n in names}, namespaces={"team": {}},
+        now="2026-01-01T01:00:00Z")
+    return snap, workloads
+
+
+def assert_within_quotas(snap: kq.Snapshot, workloads: list[kq.Workload]) -> None:
+    usage: dict[str, dict[kq.FR, Decimal]] = {name: {} for name in snap.cluster_queues}
+    for wl in workloads:
+        if wl.admission is None:
+            continue
+        cq = snap.cluster_queues[wl.admission.cluster_queue]
+        for fr, value in wl.admission.usage().items():
+            assert fr[0] in cq.flavors(), (wl, fr)
+            usage[cq.name][fr] = usage[cq.name].get(fr, Decimal(0)) + value
+    for flavor in FLAVOR_NAMES:
+        for res in RESOURCES:
+            fr = (flavor, res)
+            lent, lendable = Decimal(0), snap.cohorts["rnd"].quotas[fr].nominal
+            for name, cq in snap.cluster_queues.items():
+                quota, used = cq.quotas[fr], usage[name].get(fr, Decimal(0))
+                if not cq.cohort:
+                    assert used <= quota.nominal, (name, fr, used)
+                    continue
+                if quota.borrowing_limit is not None:
+                    assert used <= quota.nominal + quota.borrowing_limit, (name, fr, used)
+                # What a queue keeps for itself (nominal - lendingLimit) is never lent; the rest is the cohort's.
+                kept = quota.nominal - quota.lending_limit if quota.lending_limit is not None else Decimal(0)
+                lent += max(Decimal(0), used - kept)
+                lendable += quota.nominal - kept
+            assert lent <= lendable, (fr, lent, lendable)
+
+KUEUE_WAIT_REASONS = {kq.NO_MATCHING_FLAVOR, kq.WAITING_FOR_QUOTA, kq.EXCEEDS_MAX_QUOTA, kq.WAITING_FOR_PREEMPTED,
+                      kq.MISCONFIGURED, kq.SUSPENDED}
+
+
+@settings(max_examples=300, deadline=None)
+@given(kueue_worlds(), st.randoms(use_true_random=False))
+def test_admitted_usage_never_exceeds_nominal_plus_borrowing_limits_nor_the_cohort(world: Any, rng: Any) -> None:
+    snap, workloads = world
+    submitted = []
+    for step in range(60):
+        # Now and then a new workload arrives, or one that runs finishes.
+        if workloads and rng.random() < 0.7:
+            submitted.append(workloads.pop(0))
+        running = [w for w in submitted if w.admission is not None and not w.finished]
+        if running and rng.random() < 0.2:
+            done = rng.choice(running)
+            submitted[submitted.index(done)] = kq._replace(done, finished=True, admission=None)
+        decisions = kq.schedule(kq._replace(snap, workloads=tuple(submitted)))
+        assert not set(decisions.admitted) & set(decisions.evicted)
+        for reason, message in decisions.pending.values():
+            assert reason in KUEUE_WAIT_REASONS and message, (reason, message)
+        for i, wl in enumerate(submitted):
+            if wl.key in decisions.admitted:
+                assert wl.admission is None and not wl.finished
+                submitted[i] = kq._replace(wl, admission=decisions.admitted[wl.key], reserved_at=snap.now, evicted=False)
+            elif wl.key in decisions.evicted:
+                assert wl.admission is not None
+                # Evicted and, the Job's pods gone, released at once: its quota is free for the preemptor.
+                submitted[i] = kq._replace(wl, admission=None, evicted=True)
+        assert_within_quotas(snap, submitted)
+        if not workloads and not decisions.admitted and not decisions.evicted:
+            break
