@@ -34,9 +34,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
+
+from kube.labels import label_selector_matches, requirement_matches
+from kube.quantity import BINARY_SI, DECIMAL_SI
+from kube.quantity import format_quantity as _format
+from kube.taints import first_untolerated_taint
 
 FR = tuple[str, str]  # (flavor, resource)
 Key = tuple[str, str]  # (namespace, name)
@@ -199,6 +204,7 @@ class Workload:
     evicted: bool = False
     finished: bool = False
     active: bool = True
+    invalid: str = ""  # why its pod sets' resources cannot be read ('' when they can)
 
     @property
     def key(self) -> Key:
@@ -258,26 +264,9 @@ def amount(resource: str, value: Decimal) -> Decimal:
 
 
 def format_quantity(resource: str, value: Decimal) -> str:
-    """A quantity as Kueue's ResourceFormatter writes it: CPU from millicores in DecimalSI, memory and
-    ephemeral storage in BinarySI (a power of 1024 when exact), anything else in DecimalSI."""
-    value = Decimal(value)
-    if value == 0:
-        return "0"
-    sign, magnitude = ("-" if value < 0 else ""), abs(value)
-    if _binary(resource) and magnitude >= 1024 and magnitude == magnitude.to_integral_value():
-        number, power = int(magnitude), 0
-        while number % 1024 == 0 and power < 6:
-            number //= 1024
-            power += 1
-        return f"{sign}{number}{('', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei')[power]}"
-    _, digits, exponent = magnitude.normalize().as_tuple()
-    number = int("".join(map(str, digits)))
-    exponent = int(exponent)
-    remainder = exponent % 3
-    number *= 10**remainder
-    exponent -= remainder
-    suffix = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}.get(exponent)
-    return f"{sign}{number}{suffix if suffix is not None else f'e{exponent}'}"
+    """A quantity as Kueue's ResourceFormatter writes it: CPU from millicores in DecimalSI, memory, ephemeral
+    storage and hugepages in BinarySI (a power of 1024 when exact), anything else in DecimalSI."""
+    return _format(Decimal(value), BINARY_SI if _binary(resource) else DECIMAL_SI)
 
 
 def _epoch(timestamp: str) -> float:
@@ -300,47 +289,6 @@ def preemption_message(preemptor: Workload, reason: str, preemptor_path: str, pr
 # Label selectors, node affinity, taints (what the flavor check needs)
 
 
-def _requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, values = req.get("key", ""), req.get("operator", ""), [str(v) for v in req.get("values") or []]
-    present = key in labels
-    if op == "In":
-        return present and labels[key] in values
-    if op == "NotIn":
-        return not present or labels[key] not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def label_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector: None matches nothing, {} everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != str(value):
-            return False
-    return all(_requirement_matches(r, labels) for r in selector.get("matchExpressions") or [])
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if not toleration.get("key"):
-        return operator == "Exists"
-    if toleration.get("key") != taint.get("key"):
-        return False
-    return operator == "Exists" or str(toleration.get("value") or "") == str(taint.get("value") or "")
-
-
 def _taint_text(taint: Mapping[str, Any]) -> str:
     """A corev1.Taint printed with %s, as Kueue's message shows it: ``{key value NoSchedule <nil>}``."""
     added = taint.get("timeAdded") or "<nil>"
@@ -351,12 +299,9 @@ def _flavor_mismatch(flavor: Flavor | None, name: str, ps: PodSet) -> str:
     """checkFlavorForPodSets: why a pod set cannot use this flavor ('' when it can)."""
     if flavor is None:
         return f"flavor {name} not found"
-    tolerations = list(ps.tolerations) + list(flavor.tolerations)
-    for taint in flavor.node_taints:
-        if taint.get("effect") not in TAINT_EFFECTS:
-            continue
-        if not any(_tolerates(t, taint) for t in tolerations):
-            return f"untolerated taint {_taint_text(taint)} in flavor {name}"
+    taint = first_untolerated_taint(flavor.node_taints, list(ps.tolerations) + list(flavor.tolerations), TAINT_EFFECTS)
+    if taint is not None:
+        return f"untolerated taint {_taint_text(taint)} in flavor {name}"
     allowed = set(flavor.node_labels)
     selector = {k: v for k, v in ps.node_selector.items() if k in allowed}
     if any(flavor.node_labels.get(k) != v for k, v in selector.items()):
@@ -370,7 +315,7 @@ def _flavor_mismatch(flavor: Flavor | None, name: str, ps: PodSet) -> str:
                 terms = []
                 break
             terms.append(exprs)
-        if terms and not any(all(_requirement_matches(e, flavor.node_labels) for e in exprs) for exprs in terms):
+        if terms and not any(all(requirement_matches(e, flavor.node_labels) for e in exprs) for exprs in terms):
             return f"flavor {name} doesn't match node affinity"
     return ""
 
@@ -1006,6 +951,8 @@ def queue_state(snap: Snapshot, wl: Workload) -> QueueState:
         return QueueState(cq.name, (MISCONFIGURED, f'workload namespace "{wl.namespace}" does not exist'), True)
     if not label_selector_matches(cq.namespace_selector, snap.namespaces.get(wl.namespace) or {}):
         return QueueState(cq.name, (MISCONFIGURED, "workload namespace doesn't match ClusterQueue selector"), True)
+    if wl.invalid:
+        return QueueState(cq.name, (MISCONFIGURED, f"resources validation failed: {wl.invalid}"), True)
     return QueueState(cq.name, queued=True)
 
 
@@ -1138,10 +1085,8 @@ def queues_cq(snap: Snapshot, wl: Workload) -> str:
     return snap.local_queues[(wl.namespace, wl.queue_name)].cluster_queue
 
 
-def _replace(wl: Workload, **changes: Any) -> Workload:
-    from dataclasses import replace
-
-    return replace(wl, **changes)
+def _replace(obj: Any, **changes: Any) -> Any:
+    return replace(obj, **changes)
 
 
 # ---------------------------------------------------------------------------------------------------

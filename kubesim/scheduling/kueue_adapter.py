@@ -50,8 +50,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from kube.quantity import QuantityError, parse_quantity
+from kube.requests import pod_requests
 from kubesim.errors import ApiError
-from kubesim.schedulers import quantity
 from kubesim.scheduling import kueue as core
 from kubesim.util import Obj
 
@@ -122,27 +123,6 @@ def set_condition(obj: Obj, ctype: str, status: str, reason: str, message: str, 
     return True
 
 
-def _pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    """A pod's effective requests: the app containers' sum, at least each init container's, plus the
-    overhead; a resource given only as a limit counts its limit."""
-    def of(container: Mapping[str, Any]) -> dict[str, Decimal]:
-        resources = container.get("resources") or {}
-        out = {k: quantity(v) for k, v in (resources.get("limits") or {}).items()}
-        out.update({k: quantity(v) for k, v in (resources.get("requests") or {}).items()})
-        return out
-
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, value in of(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in of(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Decimal(0)) + quantity(value)
-    return total
-
-
 def _quotas(groups: list[Obj]) -> tuple[tuple[core.ResourceGroup, ...], dict[core.FR, core.ResourceQuota]]:
     out_groups, quotas = [], {}
     for group in groups or []:
@@ -151,7 +131,7 @@ def _quotas(groups: list[Obj]) -> tuple[tuple[core.ResourceGroup, ...], dict[cor
             flavors.append(flavor.get("name", ""))
             for res in flavor.get("resources") or []:
                 def q(field: str) -> Decimal | None:
-                    return None if res.get(field) is None else quantity(res[field])
+                    return None if res.get(field) is None else parse_quantity(res[field])
                 quotas[(flavor.get("name", ""), res.get("name", ""))] = core.ResourceQuota(
                     q("nominalQuota") or Decimal(0), q("borrowingLimit"), q("lendingLimit"))
         out_groups.append(core.ResourceGroup(tuple(group.get("coveredResources") or ()), tuple(flavors)))
@@ -180,18 +160,23 @@ def _cluster_queue(obj: Obj) -> core.ClusterQueue:
 
 
 def _pod_set(ps: Obj) -> core.PodSet:
+    """A pod set as the scheduler reads it (QuantityError when a request is no quantity)."""
     spec = (ps.get("template") or {}).get("spec") or {}
     affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = affinity.get("nodeSelectorTerms")
-    return core.PodSet(ps.get("name") or DEFAULT_POD_SET, int(ps.get("count", 1)), _pod_requests(spec),
+    return core.PodSet(ps.get("name") or DEFAULT_POD_SET, int(ps.get("count", 1)), pod_requests({"spec": spec}),
                        dict(spec.get("nodeSelector") or {}), tuple(terms) if terms else None,
                        tuple(t for t in spec.get("tolerations") or [] if isinstance(t, dict)))
 
 
 def _workload(obj: Obj) -> core.Workload:
     md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    pod_sets = tuple(_pod_set(ps) for ps in spec.get("podSets") or [])
+    invalid = ""
+    try:
+        pod_sets = tuple(_pod_set(ps) for ps in spec.get("podSets") or [])
+    except QuantityError as exc:
+        pod_sets, invalid = (), str(exc)
     admission = None
     reserved = _condition(obj, core.QUOTA_RESERVED)
     if status.get("admission") and reserved and reserved.get("status") == "True":
@@ -200,7 +185,7 @@ def _workload(obj: Obj) -> core.Workload:
         for psa in status["admission"].get("podSetAssignments") or []:
             ps = by_name.get(psa.get("name") or DEFAULT_POD_SET)
             count = int(psa.get("count", ps.count if ps else 1))
-            usage = {r: quantity(v) for r, v in (psa.get("resourceUsage") or {}).items()}
+            usage = {r: parse_quantity(v) for r, v in (psa.get("resourceUsage") or {}).items()}
             if not usage and ps is not None:
                 usage = {r: core.amount(r, q) * count for r, q in ps.requests.items()}
             assignments.append(core.PodSetAssignment(psa.get("name") or DEFAULT_POD_SET,
@@ -211,7 +196,8 @@ def _workload(obj: Obj) -> core.Workload:
         pod_sets=pod_sets, priority=int(spec.get("priority") or 0), created=md.get("creationTimestamp", ""),
         uid=md.get("uid", ""), job_uid=(md.get("labels") or {}).get(JOB_UID_LABEL, ""), admission=admission,
         reserved_at=(reserved or {}).get("lastTransitionTime", "") if admission else "",
-        evicted=_true(obj, core.EVICTED), finished=_true(obj, core.FINISHED), active=spec.get("active", True) is not False)
+        evicted=_true(obj, core.EVICTED), finished=_true(obj, core.FINISHED), active=spec.get("active", True) is not False,
+        invalid=invalid)
 
 
 def _job_owner(wl: Obj) -> str:
