@@ -42,9 +42,7 @@ evictions, partial admission, re-creating a Workload whose Job's template change
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import hashlib
-import time
 from collections import Counter
 from collections.abc import Mapping
 from decimal import Decimal
@@ -52,6 +50,7 @@ from typing import Any
 
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import pod_requests
+from kubesim.clock import rfc3339
 from kubesim.errors import ApiError
 from kubesim.scheduling import kueue as core
 from kubesim.util import Obj
@@ -87,10 +86,6 @@ def workload_name(job_name: str, job_uid: str) -> str:
     prefix = ("job-" + job_name)[: 253 - 1 - 5]
     digest = hashlib.sha1(f"Job\nbatch\n{job_name}\n{job_uid}".encode()).hexdigest()[:5]
     return f"{prefix}-{digest}"
-
-
-def _timestamp(now: float) -> str:
-    return dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _condition(obj: Obj, ctype: str) -> Obj | None:
@@ -233,6 +228,10 @@ class KueueMixin:
     #: At most this many release → schedule rounds per step (each round settles the scheduler).
     kueue_max_rounds = 20
 
+    def _init_kueue(self) -> None:
+        """Put Kueue into the controller loop's schedulers' slot (:meth:`kubesim.controllers.ControllersMixin.tick`)."""
+        self.register_scheduler(_kueue_loop_step)  # type: ignore[attr-defined]
+
     # ------------------------------------------------------------------ the step
 
     def kueue_step(self, now: float | None = None) -> dict[str, int]:
@@ -241,7 +240,7 @@ class KueueMixin:
         counts: Counter[str] = Counter()
         if not self.list(CLUSTER_QUEUES) and not self.list(WORKLOADS) and not self._kueue_jobs():  # type: ignore[attr-defined]
             return dict(counts)
-        when = _timestamp(time.time() if now is None else now)
+        when = rfc3339(self.clock.now() if now is None else now)  # type: ignore[attr-defined]
         with self._lock:  # type: ignore[attr-defined]
             self._kueue_reconcile_jobs(when, counts)
             for _ in range(self.kueue_max_rounds):
@@ -664,7 +663,7 @@ class KueueMixin:
         limit, offset = min(max(limit, 0), MAX_PENDING_LIMIT), max(offset, 0)
         name = path[1]
         with self._lock:  # type: ignore[attr-defined]
-            snap = self._kueue_snapshot(_timestamp(time.time()))
+            snap = self._kueue_snapshot(rfc3339(self.clock.now()))  # type: ignore[attr-defined]
             objects = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self.list(WORKLOADS)}  # type: ignore[attr-defined]
         not_found = ApiError(404, f'{kind}.{VISIBILITY_GROUP} "{name}" not found', "NotFound",
                              details={"name": name, "group": VISIBILITY_GROUP, "kind": kind})
@@ -702,3 +701,8 @@ class KueueMixin:
                           "positionInClusterQueue": position, "positionInLocalQueue": lq_position})
         return {"kind": "PendingWorkloadsSummary", "apiVersion": f"{VISIBILITY_GROUP}/{version}",
                 "metadata": {"creationTimestamp": None}, "items": items}
+
+
+def _kueue_loop_step(emu: KueueMixin) -> list[str]:
+    done = emu.kueue_step()
+    return [f"kueue: {', '.join(f'{v} {k}' for k, v in done.items() if v)}"] if any(done.values()) else []

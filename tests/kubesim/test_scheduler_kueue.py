@@ -464,8 +464,8 @@ def test_a_finished_job_finishes_its_workload_and_frees_the_quota(cluster: Clust
     assert cluster.conditions("first", "vision")["Finished"] == (
         "True", "Succeeded", "Reached expected number of succeeded pods")
     assert cluster.conditions("second", "vision")["Admitted"][0] == "True"
-    # Deleting a Job deletes its Workload (it owns it).
-    cluster.batch.delete_namespaced_job("first", "runai-vision")
+    # Deleting a Job as the console does (propagationPolicy Background) deletes its Workload (it owns it).
+    cluster.batch.delete_namespaced_job("first", "runai-vision", body=client.V1DeleteOptions(propagation_policy="Background"))
     cluster.step()
     assert [w["metadata"]["ownerReferences"][0]["name"] for w in cluster.workloads("vision")] == ["second"]
 
