@@ -21,6 +21,7 @@ from kubernetes import client, config
 
 from enforcers import desired as d
 from kubesim import KubeEmulator
+from kubesim.clock import ManualClock
 from kubesim.scheduling import kueue as kq
 from workloads import render
 
@@ -491,6 +492,40 @@ def test_kueue_step_over_the_control_surface(cluster: Cluster) -> None:
         assert orjson.loads(response.read())["result"]["admitted"] == 1
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
                         cluster.workload("one", "vision")["status"]["conditions"][0]["lastTransitionTime"])
+
+
+def test_with_the_job_controller_admitted_jobs_get_pods_on_their_flavor_and_preempted_ones_lose_them(
+        tmp_path: Path) -> None:
+    """Kueue in the controller loop, after the Job controller: admitted Jobs get pods that carry the flavor's
+    node selector; a preempted Job's pods are deleted before its quota goes to the preemptor."""
+    with KubeEmulator(clock=ManualClock(), controllers=True) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
+            cluster = Cluster(sim, api_client)
+            cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",), allow_over_quota=False)),
+                            preemption={"withinClusterQueue": "LowerPriority"})
+
+            def pods(job: str) -> list[client.V1Pod]:
+                return cluster.core.list_namespaced_pod(
+                    "runai-vision", label_selector=f"batch.kubernetes.io/job-name={job}").items
+
+            cluster.submit("training", "vision", 2, pods=2)
+            sim.tick()  # Kueue: Workload, admission, Job started
+            assert pods("training") == []
+            sim.tick()  # the Job controller: pods
+            assert len(pods("training")) == 2
+            assert {p.spec.node_selector[POOL_LABEL] for p in pods("training")} == {"a100"}
+            assert {p.metadata.labels["kueue.x-k8s.io/podset"] for p in pods("training")} == {"main"}
+            cluster.submit("serving", "vision", 4, priority_class="inference")
+            sim.tick()  # Kueue: the training Workload evicted, its Job suspended
+            assert cluster.conditions("training", "vision")["Evicted"][:2] == ("True", "Preempted")
+            assert cluster.conditions("serving", "vision")["QuotaReserved"][1] == "WaitingForPreemptedWorkloads"
+            sim.tick()  # the Job controller deletes the pods; Kueue releases the quota and admits serving
+            assert pods("training") == []
+            assert cluster.conditions("serving", "vision")["Admitted"][0] == "True"
+            sim.tick()
+            assert len(pods("serving")) == 1 and pods("serving")[0].spec.node_selector == {POOL_LABEL: "a100"}
+            assert cluster.job("training", "vision").status.active is None
 
 
 # ---------------------------------------------------------------------------------------------------
