@@ -48,10 +48,13 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import pod_requests
 from kubesim.clock import rfc3339
 from kubesim.errors import ApiError
+from kubesim.resources import resolve_resource
 from kubesim.scheduling import kueue as core
 from kubesim.util import Obj
 
@@ -79,6 +82,9 @@ DEFAULT_PENDING_LIMIT, MAX_PENDING_LIMIT = 1000, 100_000
 ADMISSION = "kueue-admission"
 JOB_CONTROLLER = "batch/job-kueue-controller"
 WORKLOAD_CONTROLLER = "kueue-workload-controller"
+
+
+_WATCHED = (JOBS, WORKLOADS, CLUSTER_QUEUES, LOCAL_QUEUES, COHORTS, FLAVORS, WORKLOAD_PRIORITY_CLASSES, PRIORITY_CLASSES)
 
 
 def workload_name(job_name: str, job_uid: str) -> str:
@@ -230,7 +236,44 @@ class KueueMixin:
 
     def _init_kueue(self) -> None:
         """Put Kueue into the controller loop's schedulers' slot (:meth:`kubesim.controllers.ControllersMixin.tick`)."""
+        # resource -> key -> (resourceVersion, object, what was derived from it): each object parsed once.
+        self._kueue_cache: dict[str, dict[Any, tuple[int, Obj, dict[str, Any]]]] = {}
+        self._kueue_seen: tuple[Any, ...] = ()  # what the store held when the last step ended
         self.register_scheduler(_kueue_loop_step)  # type: ignore[attr-defined]
+
+    def _kueue_fingerprint(self) -> tuple[Any, ...]:
+        """What Kueue watches, in brief: per kind the number of objects and the newest resourceVersion (any
+        change moves one of them), and the namespaces' labels. Lock held."""
+        out: list[Any] = []
+        for resource in _WATCHED:
+            store = self._stores[resolve_resource(resource).key]  # type: ignore[attr-defined]
+            out.append((len(store.keys), max((e[1] for e in store.entries.values()), default=0)))
+        out.append(len(self._namespace_meta))  # type: ignore[attr-defined]
+        out.append(tuple(sorted((ns, tuple(sorted(labels.items())))
+                                for ns, labels in self._namespace_labels.items())))  # type: ignore[attr-defined]
+        return tuple(out)
+
+    def _kueue_entries(self, resource: str) -> list[tuple[Obj, dict[str, Any]]]:
+        """Every object of a resource with its memo, parsed once per resourceVersion, like an informer's
+        cache. The objects are shared: read them, never change them (an update works on its own copy)."""
+        kind = resolve_resource(resource).key
+        cache = self._kueue_cache.setdefault(kind, {})
+        out = []
+        with self._lock:  # type: ignore[attr-defined]
+            store = self._stores[kind]  # type: ignore[attr-defined]
+            for key in store.keys:
+                data, rv = store.entries[key][0], store.entries[key][1]
+                hit = cache.get(key)
+                if hit is None or hit[0] != rv:
+                    hit = cache[key] = (rv, orjson.loads(data), {})
+                out.append((hit[1], hit[2]))
+            if len(cache) > len(store.keys):
+                for key in set(cache) - set(store.keys):
+                    del cache[key]
+        return out
+
+    def _kueue_list(self, resource: str) -> list[Obj]:
+        return [obj for obj, _ in self._kueue_entries(resource)]
 
     # ------------------------------------------------------------------ the step
 
@@ -238,10 +281,10 @@ class KueueMixin:
         """Run Kueue's controllers and scheduler once over the store; returns what happened (counts of
         ``created``, ``admitted``, ``preempted``, ``released``, ``finished``, ``stopped``, ``started``)."""
         counts: Counter[str] = Counter()
-        if not self.list(CLUSTER_QUEUES) and not self.list(WORKLOADS) and not self._kueue_jobs():  # type: ignore[attr-defined]
-            return dict(counts)
         when = rfc3339(self.clock.now() if now is None else now)  # type: ignore[attr-defined]
         with self._lock:  # type: ignore[attr-defined]
+            if self._kueue_fingerprint() == self._kueue_seen:
+                return dict(counts)  # nothing Kueue watches changed since the last step: it has nothing to do
             self._kueue_reconcile_jobs(when, counts)
             for _ in range(self.kueue_max_rounds):
                 released = self._kueue_handle_evicted(when, counts)
@@ -252,20 +295,21 @@ class KueueMixin:
                     break
             self._kueue_start_admitted(when, counts)
             self._kueue_write_status(self._kueue_snapshot(when), when)
+            self._kueue_seen = self._kueue_fingerprint()
         return dict(counts)
 
     def _kueue_jobs(self) -> list[Obj]:
-        return [j for j in self.list(JOBS) if (j["metadata"].get("labels") or {}).get(QUEUE_LABEL)]  # type: ignore[attr-defined]
+        return [j for j in self._kueue_list(JOBS) if (j["metadata"].get("labels") or {}).get(QUEUE_LABEL)]
 
     def _kueue_workloads_by_job(self) -> dict[str, Obj]:
-        return {_job_owner(w): w for w in self.list(WORKLOADS) if _job_owner(w)}  # type: ignore[attr-defined]
+        return {_job_owner(w): w for w in self._kueue_list(WORKLOADS) if _job_owner(w)}
 
     # ------------------------------------------------------------------ the Job integration
 
     def _kueue_reconcile_jobs(self, when: str, counts: Counter[str]) -> None:
         jobs = self._kueue_jobs()
         by_job = self._kueue_workloads_by_job()
-        job_uids = {j["metadata"].get("uid") for j in self.list(JOBS)}  # type: ignore[attr-defined]
+        job_uids = {j["metadata"].get("uid") for j in self._kueue_list(JOBS)}
         for uid, wl in by_job.items():
             if uid not in job_uids:  # the owner is gone: garbage collection
                 self.delete(WORKLOADS, wl["metadata"]["name"], wl["metadata"]["namespace"])  # type: ignore[attr-defined]
@@ -353,7 +397,7 @@ class KueueMixin:
                           f"Workload '{md['namespace']}/{md['name']}' is declared finished", when, JOB_CONTROLLER)
 
     def _kueue_flavors(self) -> dict[str, Obj]:
-        return {f["metadata"]["name"]: f for f in self.list(FLAVORS)}  # type: ignore[attr-defined]
+        return {f["metadata"]["name"]: f for f in self._kueue_list(FLAVORS)}
 
     def _kueue_start_admitted(self, when: str, counts: Counter[str]) -> None:
         """startJob: a suspended Job whose Workload is admitted runs, on its flavors' nodes."""
@@ -473,32 +517,38 @@ class KueueMixin:
 
     def _kueue_snapshot(self, when: str) -> core.Snapshot:
         flavors = {}
-        for f in self.list(FLAVORS):  # type: ignore[attr-defined]
+        for f in self._kueue_list(FLAVORS):
             spec = f.get("spec") or {}
             flavors[f["metadata"]["name"]] = core.Flavor(
                 f["metadata"]["name"], dict(spec.get("nodeLabels") or {}),
                 tuple(t for t in spec.get("nodeTaints") or [] if isinstance(t, dict)),
                 tuple(t for t in spec.get("tolerations") or [] if isinstance(t, dict)))
         cohorts = {}
-        for c in self.list(COHORTS):  # type: ignore[attr-defined]
+        for c in self._kueue_list(COHORTS):
             spec = c.get("spec") or {}
             cohorts[c["metadata"]["name"]] = core.Cohort(c["metadata"]["name"], spec.get("parentName") or "",
                                                          _quotas(spec.get("resourceGroups") or [])[1])
         local = {}
-        for lq in self.list(LOCAL_QUEUES):  # type: ignore[attr-defined]
+        for lq in self._kueue_list(LOCAL_QUEUES):
             md, spec = lq["metadata"], lq.get("spec") or {}
             local[(md["namespace"], md["name"])] = core.LocalQueue(md["namespace"], md["name"],
                                                                    spec.get("clusterQueue") or "",
                                                                    spec.get("stopPolicy") or "None")
         namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {}
                       for ns in self._namespace_objects(None, None)}  # type: ignore[attr-defined]
+        workloads = []
+        for obj, memo in self._kueue_entries(WORKLOADS):
+            if "workload" not in memo:
+                memo["workload"] = _workload(obj)
+            workloads.append(memo["workload"])
         return core.Snapshot(
-            flavors=flavors, cluster_queues={cq["metadata"]["name"]: _cluster_queue(cq) for cq in self.list(CLUSTER_QUEUES)},  # type: ignore[attr-defined]
-            cohorts=cohorts, local_queues=local, namespaces=namespaces,
-            workloads=tuple(_workload(w) for w in self.list(WORKLOADS)), now=when)  # type: ignore[attr-defined]
+            flavors=flavors, cluster_queues={cq["metadata"]["name"]: _cluster_queue(cq)
+                                             for cq in self._kueue_list(CLUSTER_QUEUES)},
+            cohorts=cohorts, local_queues=local, namespaces=namespaces, workloads=tuple(workloads), now=when)
 
     def _kueue_apply(self, snap: core.Snapshot, decisions: core.Decisions, when: str, counts: Counter[str]) -> None:
         by_key = {w.key: w for w in snap.workloads}
+        objects = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self._kueue_list(WORKLOADS)}
         for key, admission in decisions.admitted.items():
             self._kueue_admit(by_key[key], admission, when)
             counts["admitted"] += 1
@@ -506,8 +556,8 @@ class KueueMixin:
             self._kueue_evict(by_key[key], by_key[eviction.preemptor], eviction, when)
             counts["preempted"] += 1
         for key, (reason, message) in decisions.pending.items():
-            if key not in decisions.admitted:
-                self._kueue_pending(by_key[key], reason, message, when)
+            if key not in decisions.admitted and key in objects:
+                self._kueue_pending(by_key[key], reason, message, when, objects[key])
 
     def _kueue_admit(self, wl: core.Workload, admission: core.Admission, when: str) -> None:
         body = {"clusterQueue": admission.cluster_queue, "podSetAssignments": [
@@ -562,14 +612,20 @@ class KueueMixin:
                           "Workload", "kueue.x-k8s.io/v1beta2", "Normal", "PreemptedWorkload",
                           f"Preempted workload {wl.namespace}/{wl.name} (UID: {wl.uid}) in ClusterQueue {cq}{prio}",
                           when, ADMISSION)
-        job = next((j for j in self._kueue_jobs() if j["metadata"].get("uid") == wl.job_uid), None)
+        job = next((j for j in self._kueue_jobs() if j["metadata"].get("uid") == wl.job_uid), None) if wl.job_uid else None
         if job is not None and not (job.get("spec") or {}).get("suspend"):
             self._kueue_stop_job(job, self.get(WORKLOADS, wl.name, wl.namespace), eviction.message, when)  # type: ignore[attr-defined]
 
-    def _kueue_pending(self, wl: core.Workload, reason: str, message: str, when: str) -> None:
+    def _kueue_pending(self, wl: core.Workload, reason: str, message: str, when: str, current: Obj) -> None:
         changed: list[bool] = []
         requests = [{"name": ps.name, "resources": {r: core.format_quantity(r, core.amount(r, q) * ps.count)
                                                     for r, q in sorted(ps.requests.items())}} for ps in wl.pod_sets]
+        status = current.get("status") or {}
+        reserved, admitted = _condition(current, core.QUOTA_RESERVED) or {}, _condition(current, core.ADMITTED) or {}
+        if ((reserved.get("status"), reserved.get("reason"), reserved.get("message")) == ("False", reason, message)
+                and (admitted.get("status"), admitted.get("reason")) == ("False", core.NO_RESERVATION)
+                and "admission" not in status and status.get("resourceRequests") == requests):
+            return  # already says so
 
         def change(obj: Obj) -> None:
             gen = obj["metadata"].get("generation")
@@ -664,7 +720,7 @@ class KueueMixin:
         name = path[1]
         with self._lock:  # type: ignore[attr-defined]
             snap = self._kueue_snapshot(rfc3339(self.clock.now()))  # type: ignore[attr-defined]
-            objects = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self.list(WORKLOADS)}  # type: ignore[attr-defined]
+            objects = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self._kueue_list(WORKLOADS)}
         not_found = ApiError(404, f'{kind}.{VISIBILITY_GROUP} "{name}" not found', "NotFound",
                              details={"name": name, "group": VISIBILITY_GROUP, "kind": kind})
         if kind == "clusterqueue":
