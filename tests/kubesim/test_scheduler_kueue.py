@@ -529,6 +529,75 @@ def test_with_the_job_controller_admitted_jobs_get_pods_on_their_flavor_and_pree
 
 
 # ---------------------------------------------------------------------------------------------------
+# The admission core on its own (kubesim.scheduling.kueue.schedule over plain snapshots)
+
+
+def gpu_queue(name: str, nominal: dict[str, int], cohort: str = "rnd", **kw: Any) -> kq.ClusterQueue:
+    flavors = tuple(nominal)
+    return kq.ClusterQueue(name, cohort=cohort, resource_groups=(kq.ResourceGroup(("nvidia.com/gpu",), flavors),),
+                           quotas={(f, "nvidia.com/gpu"): kq.ResourceQuota(Decimal(n)) for f, n in nominal.items()},
+                           namespace_selector={}, **kw)
+
+
+def gpu_workload(name: str, queue: str, gpus: int, minute: int, priority: int = 0,
+                 admitted_in: tuple[str, str] | None = None) -> kq.Workload:
+    admission = None
+    if admitted_in:
+        admission = kq.Admission(admitted_in[0], (kq.PodSetAssignment(
+            "main", {"nvidia.com/gpu": admitted_in[1]}, {"nvidia.com/gpu": Decimal(gpus)}, 1),))
+    return kq.Workload("team", name, queue, (kq.PodSet("main", 1, {"nvidia.com/gpu": Decimal(gpus)}),),
+                       priority=priority, created=f"2026-01-01T00:{minute:02d}:00Z", uid=f"uid-{name}",
+                       admission=admission, reserved_at=f"2026-01-01T00:{minute:02d}:30Z" if admission else "")
+
+
+def world(queues: list[kq.ClusterQueue], workloads: list[kq.Workload]) -> kq.Snapshot:
+    flavors = {f for q in queues for f in q.flavors()}
+    return kq.Snapshot(flavors={f: kq.Flavor(f) for f in flavors}, cluster_queues={q.name: q for q in queues},
+                       local_queues={("team", q.name): kq.LocalQueue("team", q.name, q.name) for q in queues},
+                       namespaces={"team": {}}, workloads=tuple(workloads), now="2026-01-01T01:00:00Z")
+
+
+@pytest.mark.parametrize(("when_can_borrow", "flavor"), [(kq.MAY_STOP_SEARCH, "spot"), (kq.TRY_NEXT_FLAVOR, "on-demand")])
+def test_flavor_fungibility_decides_between_borrowing_and_the_next_flavor(when_can_borrow: str, flavor: str) -> None:
+    """Kueue's default (whenCanBorrow: MayStopSearch) borrows in the first flavor that can; TryNextFlavor
+    looks further for a flavor where the workload fits without borrowing."""
+    mine = gpu_queue("mine", {"spot": 2, "on-demand": 4},
+                     fungibility=kq.FlavorFungibility(when_can_borrow=when_can_borrow))
+    lender = gpu_queue("lender", {"spot": 4})
+    decisions = kq.schedule(world([mine, lender], [gpu_workload("w", "mine", 3, 1)]))
+    assert decisions.admitted[("team", "w")].pod_sets[0].flavors == {"nvidia.com/gpu": flavor}
+
+
+def test_borrow_within_cohort_lets_a_borrower_reclaim_from_lower_priority_borrowers() -> None:
+    def run(policy: str) -> kq.Decisions:
+        preemption = kq.PreemptionPolicy(reclaim_within_cohort=kq.ANY, borrow_within_cohort=policy)
+        a = gpu_queue("a", {"gpu": 2}, preemption=preemption)
+        b = gpu_queue("b", {"gpu": 2})
+        idle = gpu_queue("idle", {"gpu": 4})
+        running = [gpu_workload("b-low", "b", 6, 1, priority=10, admitted_in=("b", "gpu"))]
+        return kq.schedule(world([a, b, idle], running + [gpu_workload("a-high", "a", 4, 2, priority=100)]))
+
+    assert run(kq.NEVER).evicted == {}  # a would still borrow after the preemption: not allowed
+    eviction = run(kq.LOWER_PRIORITY).evicted[("team", "b-low")]
+    assert eviction.reason == kq.IN_COHORT_RECLAIM_WHILE_BORROWING
+    assert "due to reclamation within the cohort while borrowing; preemptor path: /rnd/a; preemptee path: /rnd/b" in (
+        eviction.message)
+
+
+@pytest.mark.parametrize(("policy", "preempts"), [(kq.LOWER_PRIORITY, False), (kq.LOWER_OR_NEWER_EQUAL, True)])
+def test_lower_or_newer_equal_priority_lets_the_older_workload_preempt_a_newer_one(policy: str, preempts: bool) -> None:
+    queue = gpu_queue("q", {"gpu": 4}, cohort="", preemption=kq.PreemptionPolicy(within_cluster_queue=policy))
+    older = gpu_workload("b-older", "q", 3, 2)  # waited while c-newer, smaller, got in (BestEffortFIFO)
+    newer = gpu_workload("c-newer", "q", 2, 3, admitted_in=("q", "gpu"))
+    other = gpu_workload("a-other", "q", 1, 1, admitted_in=("q", "gpu"))
+    decisions = kq.schedule(world([queue], [other, older, newer]))
+    assert (("team", "c-newer") in decisions.evicted) is preempts
+    assert ("team", "a-other") not in decisions.evicted  # older than the preemptor: never a candidate
+    if preempts:
+        assert decisions.pending[("team", "b-older")][0] == kq.WAITING_FOR_PREEMPTED
+
+
+# ---------------------------------------------------------------------------------------------------
 # Property: whatever is submitted, admitted usage stays within the quotas
 
 
