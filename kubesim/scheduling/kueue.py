@@ -244,9 +244,6 @@ class Decisions:
     evicted: dict[Key, Eviction] = field(default_factory=dict)
     pending: dict[Key, tuple[str, str]] = field(default_factory=dict)  # QuotaReserved=False reason, message
 
-    def __bool__(self) -> bool:
-        return bool(self.admitted or self.evicted)
-
 
 # ---------------------------------------------------------------------------------------------------
 # Quantities and messages
@@ -1009,7 +1006,7 @@ def schedule(snap: Snapshot, max_cycles: int = 10_000) -> Decisions:
             break
         entries = []
         for wl in heads:
-            cq = tree.cqs[queues_cq(snap, wl)]
+            cq = tree.cqs[_queue_of(snap, wl)]
             assignment = sched.assign(wl, cq)
             targets: list[tuple[Workload, str]] = []
             if assignment.mode() == PREEMPT:
@@ -1061,7 +1058,7 @@ def schedule(snap: Snapshot, max_cycles: int = 10_000) -> Decisions:
                     target_cq = tree.cqs[target.admission.cluster_queue]  # type: ignore[union-attr]
                     decisions.evicted[target.key] = Eviction(
                         target.key, wl.key, reason, preemption_message(wl, reason, cq_path(cq), cq_path(target_cq)))
-                    marked = _replace(target, evicted=True)
+                    marked = replace(target, evicted=True)
                     tree.remove(target)
                     tree.add(marked)
                     evicted[target.key] = marked
@@ -1072,7 +1069,7 @@ def schedule(snap: Snapshot, max_cycles: int = 10_000) -> Decisions:
             admission = assignment.admission(cq.name)
             decisions.admitted[wl.key] = admission
             decisions.pending.pop(wl.key, None)
-            tree.add(_replace(wl, admission=admission, reserved_at=snap.now))
+            tree.add(replace(wl, admission=admission, reserved_at=snap.now))
             progress = True
         for name, usage in cycle_usage:
             tree.remove_usage(name, usage)
@@ -1081,12 +1078,8 @@ def schedule(snap: Snapshot, max_cycles: int = 10_000) -> Decisions:
     return decisions
 
 
-def queues_cq(snap: Snapshot, wl: Workload) -> str:
+def _queue_of(snap: Snapshot, wl: Workload) -> str:
     return snap.local_queues[(wl.namespace, wl.queue_name)].cluster_queue
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    return replace(obj, **changes)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1101,32 +1094,25 @@ class ResourceUsage:
 
 
 @dataclass
-class ClusterQueueStatus:
+class QueueStatus:
+    """A ClusterQueue's or LocalQueue's status: workload counts, usage per flavor, the Active condition."""
+
+    active: tuple[str, str, str]  # status, reason, message
     pending: int = 0
     reserving: int = 0
     admitted: int = 0
     flavors: list[tuple[str, list[ResourceUsage]]] = field(default_factory=list)
-    active: tuple[str, str, str] = ("True", "Ready", "Can admit new workloads")
 
 
-@dataclass
-class LocalQueueStatus:
-    pending: int = 0
-    reserving: int = 0
-    admitted: int = 0
-    flavors: list[tuple[str, list[ResourceUsage]]] = field(default_factory=list)
-    active: tuple[str, str, str] = ("True", "Ready", "Can submit new workloads to localQueue")
-
-
-def statuses(snap: Snapshot) -> tuple[dict[str, ClusterQueueStatus], dict[Key, LocalQueueStatus]]:
+def statuses(snap: Snapshot) -> tuple[dict[str, QueueStatus], dict[Key, QueueStatus]]:
     """What Kueue reports in ClusterQueue and LocalQueue status, from the workloads' reservations."""
     tree = _Tree(snap)
     pending = pending_workloads(snap)
-    cq_status: dict[str, ClusterQueueStatus] = {}
+    cq_status: dict[str, QueueStatus] = {}
     for name, cq in snap.cluster_queues.items():
         node = tree.cqs[name]
-        st = ClusterQueueStatus(pending=len(pending.get(name, [])), reserving=len(node.workloads),
-                                admitted=len(node.workloads))
+        st = QueueStatus(("True", "Ready", "Can admit new workloads"), pending=len(pending.get(name, [])),
+                         reserving=len(node.workloads), admitted=len(node.workloads))
         reason, message = cluster_queue_inactive(snap, cq)
         if reason:
             st.active = ("False", reason, message)
@@ -1139,10 +1125,10 @@ def statuses(snap: Snapshot) -> tuple[dict[str, ClusterQueueStatus], dict[Key, L
                     rows.append(ResourceUsage(res, used, borrowed))
                 st.flavors.append((flavor, rows))
         cq_status[name] = st
-    lq_status: dict[Key, LocalQueueStatus] = {}
+    lq_status: dict[Key, QueueStatus] = {}
     lq_usage: dict[Key, dict[FR, Decimal]] = {}
     for key, lq in snap.local_queues.items():
-        st = LocalQueueStatus()
+        st = QueueStatus(("True", "Ready", "Can submit new workloads to localQueue"))
         if lq.stop_policy not in ("", "None"):
             st.active = ("False", "Stopped", "LocalQueue is stopped")
         elif lq.cluster_queue not in snap.cluster_queues:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -688,19 +689,19 @@ def test_admitted_usage_never_exceeds_nominal_plus_borrowing_limits_nor_the_coho
         running = [w for w in submitted if w.admission is not None and not w.finished]
         if running and rng.random() < 0.2:
             done = rng.choice(running)
-            submitted[submitted.index(done)] = kq._replace(done, finished=True, admission=None)
-        decisions = kq.schedule(kq._replace(snap, workloads=tuple(submitted)))
+            submitted[submitted.index(done)] = replace(done, finished=True, admission=None)
+        decisions = kq.schedule(replace(snap, workloads=tuple(submitted)))
         assert not set(decisions.admitted) & set(decisions.evicted)
         for reason, message in decisions.pending.values():
             assert reason in KUEUE_WAIT_REASONS and message, (reason, message)
         for i, wl in enumerate(submitted):
             if wl.key in decisions.admitted:
                 assert wl.admission is None and not wl.finished
-                submitted[i] = kq._replace(wl, admission=decisions.admitted[wl.key], reserved_at=snap.now, evicted=False)
+                submitted[i] = replace(wl, admission=decisions.admitted[wl.key], reserved_at=snap.now, evicted=False)
             elif wl.key in decisions.evicted:
                 assert wl.admission is not None
                 # Evicted and, the Job's pods gone, released at once: its quota is free for the preemptor.
-                submitted[i] = kq._replace(wl, admission=None, evicted=True)
+                submitted[i] = replace(wl, admission=None, evicted=True)
         assert_within_quotas(snap, submitted)
         if not workloads and not decisions.admitted and not decisions.evicted:
             break
