@@ -553,7 +553,8 @@ class KueueMixin:
             self._kueue_admit(by_key[key], admission, when)
             counts["admitted"] += 1
         for key, eviction in decisions.evicted.items():
-            self._kueue_evict(by_key[key], by_key[eviction.preemptor], eviction, when)
+            admission = by_key[key].admission or decisions.admitted[key]  # admitted in an earlier cycle of this step
+            self._kueue_evict(by_key[key], by_key[eviction.preemptor], eviction, admission.cluster_queue, when)
             counts["preempted"] += 1
         for key, (reason, message) in decisions.pending.items():
             if key not in decisions.admitted and key in objects:
@@ -593,7 +594,8 @@ class KueueMixin:
                           f"Admitted by ClusterQueue {admission.cluster_queue}, wait time since reservation was 0s",
                           when, ADMISSION)
 
-    def _kueue_evict(self, wl: core.Workload, preemptor: core.Workload, eviction: core.Eviction, when: str) -> None:
+    def _kueue_evict(self, wl: core.Workload, preemptor: core.Workload, eviction: core.Eviction, cq: str,
+                     when: str) -> None:
         def change(obj: Obj) -> None:
             gen = obj["metadata"].get("generation")
             set_condition(obj, core.PREEMPTED, "True", eviction.reason, eviction.message, when)
@@ -607,7 +609,6 @@ class KueueMixin:
                           when, ADMISSION)
         self._kueue_event(obj, "Workload", "kueue.x-k8s.io/v1beta2", "Normal", "EvictedDueToPreempted",
                           eviction.message, when, ADMISSION)
-        cq = wl.admission.cluster_queue if wl.admission else ""
         self._kueue_event({"metadata": {"name": preemptor.name, "namespace": preemptor.namespace, "uid": preemptor.uid}},
                           "Workload", "kueue.x-k8s.io/v1beta2", "Normal", "PreemptedWorkload",
                           f"Preempted workload {wl.namespace}/{wl.name} (UID: {wl.uid}) in ClusterQueue {cq}{prio}",
