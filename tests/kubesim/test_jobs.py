@@ -20,7 +20,7 @@ import urllib3
 from kubernetes import client
 from kubernetes import config as k8s_config
 
-from kubesim import KubeEmulator, ManualClock, make_node
+from kubesim import ApiError, KubeEmulator, ManualClock, make_node
 from kubesim.jobs import COMPLETION_INDEX, TRACKING_FINALIZER
 from kubesim.kubelet import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from tests.kubesim.test_kubectl import rows
@@ -365,10 +365,12 @@ def test_a_deleted_pod_is_counted_failed_and_replaced(lab: Lab) -> None:
     assert being_deleted.metadata.deletion_timestamp is not None and being_deleted.status.phase == "Running"
     lab.tick()
     job = lab.job("evicted")
-    assert job.status.failed == 1
-    assert [p.metadata.name for p in lab.pods("evicted")] != [pod.metadata.name]
-    lab.tick(10)
-    assert job.status.failed == 1 and len([p for p in lab.pods("evicted") if p.status.phase == "Pending"]) == 1
+    assert job.status.failed == 1  # counted as soon as it is being deleted (podReplacementPolicy default)
+    assert lab.pods("evicted") == []  # stopped by its kubelet; the replacement waits for the backoff delay
+    lab.tick(10)  # after the backoff delay, its replacement
+    job = lab.job("evicted")
+    assert job.status.failed == 1 and job.status.active == 1
+    assert [p.status.phase for p in lab.pods("evicted")] == ["Pending"]
 
 
 # ---------------------------------------------------------------------------------------------- deletion
@@ -487,8 +489,11 @@ def test_ticks_and_the_manual_clock_through_the_control_surface(lab: Lab) -> Non
     assert any("created remote-" in line for line in call("tick"))
     assert call("advance_clock", seconds=90) == "2025-03-01T12:01:30Z"
     assert call("set_clock", time="2025-03-01T13:00:00Z") == "2025-03-01T13:00:00Z"
+    r = http.request("POST", f"{lab.emu.url}/_emulator/karpenter_step", body=json.dumps({"now": 5}),
+                     headers={"Content-Type": "application/json"})
+    assert r.status == 400 and b"reads the emulator's clock" in r.data
     real = KubeEmulator()
-    with pytest.raises(Exception, match="real clock"):
+    with pytest.raises(ApiError, match="real clock"):
         real.advance_clock(1)
 
 
