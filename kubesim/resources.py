@@ -235,7 +235,7 @@ register_resource(Resource(
 register_resource(Resource(
     "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS, extractor=_pod_fields,
     strict_status=False, generation=False,
-    columns=(("Ready", "@pod-ready", "string"), ("Status", "status.phase", "string"),
+    columns=(("Ready", "@pod-ready", "string"), ("Status", "@pod-status", "string"),
              ("Restarts", "@pod-restarts", "integer"), AGE, ("IP", "status.podIP", "string", 1),
              ("Node", "spec.nodeName", "string", 1), ("Nominated Node", "status.nominatedNodeName", "string", 1)),
 ))

@@ -594,7 +594,9 @@ def test_kubectl_creates_jobs_prints_them_as_1_32_does_and_deletes_them_cascadin
     wide = rows(kubectl("get", "jobs", "-n", NS, "-o", "wide").stdout)
     assert wide[0][-3:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
     [pod] = rows(kubectl("get", "pods", "-n", NS, "-l", "job-name=serve").stdout)[1:]
-    assert pod[0].startswith("serve-") and pod[2] == "Running"
+    assert pod[0].startswith("serve-") and pod[1:3] == ["1/1", "Running"]
+    done = rows(kubectl("get", "pods", "-n", NS, "-l", "job-name=quick").stdout)[1:]
+    assert [p[1:3] for p in done] == [["0/1", "Completed"], ["0/1", "Completed"]]
 
     # kubectl deletes in the background by default and waits for the Job to be gone; its pod follows.
     kubectl("delete", "job", "serve", "-n", NS)
