@@ -19,7 +19,7 @@ import kubesim.protobuf as protobuf
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
-from kubesim.resources import NAMESPACE_RESOURCE, Resource, find_resource, get_resource
+from kubesim.resources import NAMESPACE_RESOURCE, PODS, Resource, find_resource, get_resource
 from kubesim.scheduling.kueue_adapter import VISIBILITY_GROUP
 from kubesim.selectors import SelectorError, _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
@@ -242,7 +242,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         sub = rest[2] if len(rest) == 3 else None
         if (sub is not None and not ((sub == "status" and res.status_subresource)
-                                     or (sub == "scale" and res.scale_subresource))) or (
+                                     or (sub == "scale" and res.scale_subresource)
+                                     or (sub == "binding" and res.key == PODS))) or (
             res.namespaced and namespace is None
         ):
             self.emu._count_request(f"{method.lower()} unknown")
@@ -335,6 +336,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         emu._count_request(f"{verb} {kind}" if sub != "scale" else f"{verb} {kind}/scale")
         if sub == "scale":
             self._scale(method, res, key, body)
+            return
+        if sub == "binding":
+            self._binding(method, key, body)
             return
         strict = _strict(query)
         if method == "GET":
@@ -429,6 +433,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if isinstance(given.get("preconditions"), dict):
             options["preconditions"] = given["preconditions"]
         return options
+
+    def _binding(self, method: str, key: Key, body: bytes) -> None:
+        """``POST pods/<name>/binding``: a scheduler binds the pod to the node its Binding's target names."""
+        if method != "POST":
+            raise ApiError(405, f"method {method} not allowed on pods/binding", "MethodNotAllowed")
+        binding = _parse_json_object(body)
+        target = binding.get("target") or {}
+        if not isinstance(target, dict) or not target.get("name"):
+            raise ApiError(422, f'Binding "{key[1]}" is invalid: target.name: Required value', "Invalid")
+        self.emu.bind_pod(key[0], key[1], str(target["name"]))
+        self._send_json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def _scale(self, method: str, res: Resource, key: Key, body: bytes) -> None:
         """The scale subresource: an autoscaling/v1 Scale over spec.replicas (GET, PUT, merge PATCH)."""

@@ -242,16 +242,11 @@ class KueueMixin:
         self.register_scheduler(_kueue_loop_step)  # type: ignore[attr-defined]
 
     def _kueue_fingerprint(self) -> tuple[Any, ...]:
-        """What Kueue watches, in brief: per kind the number of objects and the newest resourceVersion (any
-        change moves one of them), and the namespaces' labels. Lock held."""
-        out: list[Any] = []
-        for resource in _WATCHED:
-            store = self._stores[resolve_resource(resource).key]  # type: ignore[attr-defined]
-            out.append((len(store.keys), max((e[1] for e in store.entries.values()), default=0)))
-        out.append(len(self._namespace_meta))  # type: ignore[attr-defined]
-        out.append(tuple(sorted((ns, tuple(sorted(labels.items())))
-                                for ns, labels in self._namespace_labels.items())))  # type: ignore[attr-defined]
-        return tuple(out)
+        """What Kueue watches, in brief: the newest resourceVersion of each kind it reads (any write, delete
+        included, moves it) and the namespaces' labels. Lock held."""
+        kinds = tuple(self._kind_rv.get(resolve_resource(r).key, 0) for r in _WATCHED)  # type: ignore[attr-defined]
+        labels = tuple(sorted((ns, tuple(sorted(v.items()))) for ns, v in self._namespace_labels.items()))  # type: ignore[attr-defined]
+        return kinds, len(self._namespace_meta), labels  # type: ignore[attr-defined]
 
     def _kueue_entries(self, resource: str) -> list[tuple[Obj, dict[str, Any]]]:
         """Every object of a resource with its memo, parsed once per resourceVersion, like an informer's
@@ -277,11 +272,12 @@ class KueueMixin:
 
     # ------------------------------------------------------------------ the step
 
-    def kueue_step(self, now: float | None = None) -> dict[str, int]:
-        """Run Kueue's controllers and scheduler once over the store; returns what happened (counts of
-        ``created``, ``admitted``, ``preempted``, ``released``, ``finished``, ``stopped``, ``started``)."""
+    def kueue_step(self) -> dict[str, int]:
+        """Run Kueue's controllers and scheduler once over the store, now on the emulator's clock; returns
+        what happened (counts of ``created``, ``admitted``, ``preempted``, ``released``, ``finished``,
+        ``stopped``, ``started``). Reads next to nothing when nothing Kueue watches changed."""
         counts: Counter[str] = Counter()
-        when = rfc3339(self.clock.now() if now is None else now)  # type: ignore[attr-defined]
+        when = rfc3339(self.clock.now())  # type: ignore[attr-defined]
         with self._lock:  # type: ignore[attr-defined]
             if self._kueue_fingerprint() == self._kueue_seen:
                 return dict(counts)  # nothing Kueue watches changed since the last step: it has nothing to do

@@ -7,7 +7,8 @@ Kueue's documentation, so these tests hold the console's objects against it.
 from __future__ import annotations
 
 import hashlib
-import re
+import os
+import subprocess
 from dataclasses import replace
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,6 +25,7 @@ from enforcers import desired as d
 from kubesim import KubeEmulator
 from kubesim.clock import ManualClock
 from kubesim.scheduling import kueue as kq
+from tests.kubesim.conftest import KUBECTL, REQUIRE_KUBECTL
 from workloads import render
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -61,12 +63,12 @@ class Cluster:
 
     def __init__(self, sim: KubeEmulator, api_client: client.ApiClient) -> None:
         self.sim = sim
+        self.kubeconfig = ""
         self.api_client = api_client
         self.custom = client.CustomObjectsApi(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.core = client.CoreV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
-        self.now = 1_000_000.0
 
     # ------------------------------------------------------------------ writing
 
@@ -103,9 +105,9 @@ class Cluster:
         return created.metadata.uid
 
     def step(self, seconds: float = 10.0) -> dict[str, int]:
-        """Let Kueue run once, ``seconds`` after the previous step."""
-        self.now += seconds
-        return self.sim.kueue_step(now=self.now)
+        """Let Kueue run once, ``seconds`` after the previous step (the emulator's clock is a ManualClock)."""
+        self.sim.advance_clock(seconds)
+        return self.sim.kueue_step()
 
     # ------------------------------------------------------------------ reading
 
@@ -148,11 +150,27 @@ class Cluster:
         return [(e.type, e.reason, e.message) for e in items]
 
 
+def kubectl(cluster: Cluster, tmp_path: Path, *args: str) -> str:
+    """The real kubectl against the cluster's emulator (skipped without it, failed under CONSOLE_REQUIRE_KUBECTL)."""
+    if not os.path.exists(KUBECTL):
+        if REQUIRE_KUBECTL:
+            pytest.fail(f"CONSOLE_REQUIRE_KUBECTL=1 but kubectl is missing ({KUBECTL})")
+        pytest.skip("kubectl is not installed (set CONSOLE_REQUIRE_KUBECTL=1 to make this a failure)")
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
+    proc = subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 @pytest.fixture
-def cluster(sim: KubeEmulator, tmp_path: Path) -> Iterator[Cluster]:
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
-        yield Cluster(sim, api_client)
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """An emulator on a manual clock (steps ten seconds apart: admission times differ) and its client."""
+    with KubeEmulator(clock=ManualClock()) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
+            cluster = Cluster(sim, api_client)
+            cluster.kubeconfig = kubeconfig
+            yield cluster
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -418,7 +436,7 @@ def test_best_effort_fifo_lets_smaller_work_pass_and_strict_fifo_does_not(cluste
     assert cluster.cluster_queue("nlp")["status"]["pendingWorkloads"] == 2
 
 
-def test_the_visibility_api_lists_pending_workloads_with_their_positions(cluster: Cluster, kubectl: Any) -> None:
+def test_the_visibility_api_lists_pending_workloads_with_their_positions(cluster: Cluster, tmp_path: Path) -> None:
     cluster.enforce(org(project("vision", {"a100": quota(1)}, order=("a100",), allow_over_quota=False)))
     cluster.custom.create_namespaced_custom_object(GROUP, VERSION, "runai-vision", "localqueues", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": "batch"},
@@ -441,8 +459,8 @@ def test_the_visibility_api_lists_pending_workloads_with_their_positions(cluster
             for i in local["items"]] == [("runai-vision", 2, 0)]
     assert local["apiVersion"] == "visibility.kueue.x-k8s.io/v1beta1"
     # As Kueue's documentation shows it: kubectl get --raw.
-    raw = kubectl("get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision/pendingworkloads").stdout
-    assert '"positionInClusterQueue":2' in raw.replace(" ", "")
+    raw = kubectl(cluster, tmp_path, "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision/pendingworkloads")
+    assert [i["positionInClusterQueue"] for i in orjson.loads(raw)["items"]] == [0, 1, 2]
     with pytest.raises(client.ApiException) as missing:
         cluster.pending("v1beta2/clusterqueues/nope/pendingworkloads")
     assert missing.value.status == 404
@@ -483,16 +501,25 @@ def test_a_job_started_without_admission_is_suspended(cluster: Cluster) -> None:
     assert ("Normal", "Stopped", "Not admitted by cluster queue") in cluster.events("sneaky", "vision")
 
 
-def test_kueue_step_over_the_control_surface(cluster: Cluster) -> None:
+def test_kueue_step_over_the_control_surface_on_the_emulators_clock(cluster: Cluster) -> None:
+    import urllib.error
     import urllib.request
+
+    def post(op: str, body: bytes) -> dict[str, Any]:
+        request = urllib.request.Request(f"{cluster.sim.url}/_emulator/{op}", data=body, method="POST")
+        with urllib.request.urlopen(request) as response:
+            return orjson.loads(response.read())["result"]
 
     cluster.enforce(org(project("vision", {"a100": quota(1)}, order=("a100",))))
     cluster.submit("one", "vision", 1)
-    request = urllib.request.Request(f"{cluster.sim.url}/_emulator/kueue_step", data=b'{"now": 2000000}', method="POST")
-    with urllib.request.urlopen(request) as response:
-        assert orjson.loads(response.read())["result"]["admitted"] == 1
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
-                        cluster.workload("one", "vision")["status"]["conditions"][0]["lastTransitionTime"])
+    assert post("set_clock", b'{"time": "2026-03-01T12:00:00Z"}') == "2026-03-01T12:00:00Z"
+    assert post("kueue_step", b"{}")["admitted"] == 1
+    reserved = cluster.conditions("one", "vision")
+    assert cluster.workload("one", "vision")["status"]["conditions"][0]["lastTransitionTime"] == "2026-03-01T12:00:00Z"
+    assert reserved["QuotaReserved"][0] == "True"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        post("kueue_step", b'{"now": 2000000}')
+    assert refused.value.code == 400
 
 
 def test_with_the_job_controller_admitted_jobs_get_pods_on_their_flavor_and_preempted_ones_lose_them(
