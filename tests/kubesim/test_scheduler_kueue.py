@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
