@@ -633,7 +633,10 @@ class _Scheduler:
                 if group is None:
                     if requests[res] == 0:
                         continue
+                    # No flavor can ever hold it: NoMatchingFlavor (Kueue's reason when it meets this
+                    # resource first; its resources come in map order, ours sorted).
                     chosen, reasons = None, [f"resource {res} unavailable in ClusterQueue"]
+                    psa.attempts.clear()
                     break
                 assert chosen is not None
                 if res in chosen:

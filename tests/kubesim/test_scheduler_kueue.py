@@ -92,12 +92,12 @@ class Cluster:
 
     def submit(self, name: str, project_name: str, gpus: int, *, pools_: tuple[str, ...] = ("a100", "h100"),
                priority_class: str = "train", pods: int = 1, queue: str | None = None,
-               labels: dict[str, str] | None = None) -> str:
+               labels: dict[str, str] | None = None, storage: str = "") -> str:
         """A Job as the console submits it (workloads.render) in the project's namespace; returns its uid."""
         targets = {p.name: p for p in pools()}
         spec = render.JobSpec(
             name=name, namespace=f"runai-{project_name}", project=project_name, image="trainer:1", pods=pods,
-            priority_class=priority_class, gpus=gpus, enforcer="kueue", queue=queue or project_name,
+            priority_class=priority_class, gpus=gpus, storage=storage, enforcer="kueue", queue=queue or project_name,
             pools=tuple(render.PoolTarget(p, taints=targets[p].taints) for p in pools_))
         job = render.job(spec)
         job["metadata"]["labels"].update(labels or {})
@@ -236,6 +236,17 @@ def test_a_missing_local_queue_or_cluster_queue_leaves_the_workload_pending_in_k
     active = next(c for c in lq["status"]["conditions"] if c["type"] == "Active")
     assert (active["status"], active["reason"]) == ("False", "ClusterQueueDoesNotExist")
     assert cluster.job("resnet", "vision").spec.suspend is True
+
+
+def test_a_job_asking_for_storage_never_fits_the_consoles_queues(cluster: Cluster) -> None:
+    """The console's ClusterQueues cover nvidia.com/gpu, cpu and memory; a Job with ``storage`` also asks for
+    ephemeral-storage, which Kueue then cannot give any flavor (a difference to fix in the console)."""
+    cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",))))
+    cluster.submit("scratch", "vision", 1, storage="50Gi")
+    cluster.step()
+    assert cluster.conditions("scratch", "vision")["QuotaReserved"] == (
+        "False", "NoMatchingFlavor", "couldn't assign flavors to pod set main: resource ephemeral-storage unavailable "
+        "in ClusterQueue")
 
 
 # ---------------------------------------------------------------------------------------------------
