@@ -1,16 +1,13 @@
-"""A stand-in for the schedulers' status updaters: what KAI Scheduler and Kueue report about their queues.
+"""A stand-in for KAI Scheduler's status updater: what it reports about its queues.
 
-No scheduling happens here (pods are bound by whoever creates them, as everywhere in the emulator);
-only the status a real scheduler would write back is computed from the pods, so that a console reading
-it has something true to read:
+No scheduling happens here; only the status KAI would write back is computed from the pods, so that a
+console reading it has something true to read: ``scheduling.run.ai/v2`` Queue ``status.allocated`` /
+``allocatedNonPreemptible`` / ``requested`` (GPU in devices, CPU in millicpus, memory in megabytes, as
+ResourceList quantities), for leaf queues from the pods labelled ``kai.scheduler/queue``, for parent queues
+the sum of their children.
 
-- KAI ``scheduling.run.ai/v2`` Queue ``status.allocated`` / ``allocatedNonPreemptible`` / ``requested``
-  (GPU in devices, CPU in millicpus, memory in megabytes, as ResourceList quantities), for leaf queues
-  from the pods labelled ``kai.scheduler/queue``, for parent queues the sum of their children.
-- Kueue ``kueue.x-k8s.io/v1beta2`` ClusterQueue ``status.pendingWorkloads`` / ``admittedWorkloads`` /
-  ``flavorsUsage[].resources[].{total, borrowed}``, from the pods labelled
-  ``kueue.x-k8s.io/queue-name`` (a LocalQueue of their namespace); a bound pod's flavor is its node's
-  ``flavor_label`` value.
+Kueue's ClusterQueue and LocalQueue status come from its admissions (:mod:`kubesim.scheduling.kueue`,
+written by ``kueue_step``), not from pods.
 """
 from __future__ import annotations
 
@@ -18,11 +15,13 @@ from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubesim.resources import NODES, PODS
+import orjson
+
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Obj
 
+_KAI_QUEUES = "queues.scheduling.run.ai"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU = "nvidia.com/gpu"
 NON_PREEMPTIBLE_FROM = 100
 _SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": Decimal("0.001"), "k": 10**3, "M": 10**6,
@@ -61,20 +60,38 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     return out
 
 
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
-
-
 class SchedulerStatusMixin:
     """Part of :class:`kubesim.KubeEmulator`."""
 
-    #: The node label whose value names a pod's Kueue flavor (the console's pool label).
+    #: The node label whose value names a node's pool (the console's pool label).
     flavor_label = "console.gpu-capacity.io/node-pool"
 
     def report_queue_status(self) -> int:
-        """Write the status KAI and Kueue would report for their queues; returns how many changed."""
-        pods = [p for p in self.list(PODS) if _active(p)]
-        return self._report_kai(pods) + self._report_kueue(pods)
+        """Write the status KAI would report for its queues; returns how many changed.
+        Reads nothing when there is no queue, or when no pod, node or queue changed since the last report."""
+        if not self._stores[_KAI_QUEUES].keys:
+            return 0
+        inputs = (PODS, NODES, _KAI_QUEUES)
+        if getattr(self, "_queue_status_seen", None) == tuple(self._kind_rv.get(k, 0) for k in inputs):
+            return 0
+        pods = self._queued_pods()
+        changed = self._report_kai(pods)
+        self._queue_status_seen = tuple(self._kind_rv.get(k, 0) for k in inputs)
+        return changed
+
+    def _queued_pods(self) -> list[Obj]:
+        """The unfinished pods a KAI queue may count: labelled with a queue, or bound in a project namespace
+        (``runai-<project>``); the others are not even parsed."""
+        index = get_resource(PODS).field_index
+        node_at, phase_at = index["spec.nodeName"], index["status.phase"]
+        out = []
+        with self._lock:
+            for key, (data, _rv, labels, fields) in self._stores[PODS].entries.items():
+                if fields[phase_at] in ("Succeeded", "Failed"):
+                    continue
+                if (key[0].startswith("runai-") and fields[node_at]) or any(k == KAI_QUEUE_LABEL for k, _v in labels):
+                    out.append(orjson.loads(data))
+        return out
 
     def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
         current = obj.get("status") or {}
@@ -137,53 +154,4 @@ class SchedulerStatusMixin:
                       for field in ("allocated", "allocatedNonPreemptible", "requested")}
             status["childQueues"] = sorted(n for n, parent in parents.items() if parent == q["metadata"]["name"])
             changed += self._set_status("queues.scheduling.run.ai", q, status)
-        return changed
-
-    def _report_kueue(self, pods: list[Obj]) -> int:
-        cluster_queues = self.list("clusterqueues.kueue.x-k8s.io")
-        if not cluster_queues:
-            return 0
-        local = {(lq["metadata"].get("namespace"), lq["metadata"]["name"]): (lq.get("spec") or {}).get("clusterQueue")
-                 for lq in self.list("localqueues.kueue.x-k8s.io")}
-        flavor_of = {n["metadata"]["name"]: ((n["metadata"].get("labels") or {}).get(self.flavor_label) or "")
-                     for n in self.list(NODES)}
-        usage: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(Decimal)))
-        pending: dict[str, int] = defaultdict(int)
-        admitted: dict[str, int] = defaultdict(int)
-        for pod in pods:
-            md = pod.get("metadata") or {}
-            queue = local.get((md.get("namespace"), (md.get("labels") or {}).get(KUEUE_QUEUE_LABEL)))
-            if not queue:
-                continue
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node:
-                pending[queue] += 1
-                continue
-            admitted[queue] += 1
-            for name, value in pod_requests(pod).items():
-                usage[queue][flavor_of.get(node, "")][name] += value
-        changed = 0
-        for cq in cluster_queues:
-            name = cq["metadata"]["name"]
-            nominal: dict[tuple[str, str], Decimal] = {}
-            flavors: list[str] = []
-            for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-                for flavor in group.get("flavors") or []:
-                    flavors.append(flavor["name"])
-                    for res in flavor.get("resources") or []:
-                        nominal[(flavor["name"], res["name"])] = quantity(res.get("nominalQuota"))
-            flavors_usage = []
-            for flavor in flavors:
-                used = usage[name].get(flavor, {})
-                resources = []
-                for res in (GPU, "cpu", "memory"):
-                    total = used.get(res, Decimal(0))
-                    if res == "cpu":
-                        total = total / 1000
-                    borrowed = max(total - nominal.get((flavor, res), Decimal(0)), Decimal(0))
-                    resources.append({"name": res, "total": _text(total), "borrowed": _text(borrowed)})
-                flavors_usage.append({"name": flavor, "resources": resources})
-            status = {"pendingWorkloads": pending.get(name, 0), "reservingWorkloads": admitted.get(name, 0),
-                      "admittedWorkloads": admitted.get(name, 0), "flavorsUsage": flavors_usage}
-            changed += self._set_status("clusterqueues.kueue.x-k8s.io", cq, status)
         return changed
