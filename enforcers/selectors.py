@@ -48,13 +48,15 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
         nodes_by_pool[node.pool_id].append(node)
     totals = {
         row["pool_id"]: row for row in Node.objects.filter(cluster=cluster).order_by().values("pool_id").annotate(
-            cpu=Sum("cpu_allocatable_millis"), memory=Sum("memory_allocatable_bytes"))
+            cpu=Sum("cpu_allocatable_millis"), memory=Sum("memory_allocatable_bytes"),
+            storage=Sum("storage_allocatable_bytes"))
     }
     pool_states = tuple(
         PoolState(name=p.name, gpu_placement=p.gpu_placement, cpu_placement=p.cpu_placement,
                   taints=_common_taints(nodes_by_pool.get(p.pk, [])),
                   cpu_total_millis=int((totals.get(p.pk) or {}).get("cpu") or 0),
-                  memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0))
+                  memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0),
+                  storage_total_bytes=int((totals.get(p.pk) or {}).get("storage") or 0))
         for p in pools
     )
     pool_names = {p.pk: p.name for p in pools}

@@ -32,7 +32,7 @@ from nodepools.models import Cluster, Node, NodePool
 
 log = logging.getLogger(__name__)
 
-ALL_KINDS = d.KAI_KINDS + d.KUEUE_KINDS
+ALL_KINDS = tuple(dict.fromkeys(d.KAI_KINDS + d.KUEUE_KINDS))  # PriorityClasses are in both
 _KIND_BY_NAME = {(f"{g}/{v}", k): (g, v, p, k) for g, v, p, k in ALL_KINDS}
 OWNED_SELECTOR = f"{d.MANAGED_BY_LABEL}={d.MANAGED_BY}"
 

@@ -37,8 +37,9 @@ PLURALS = {"ResourceFlavor": "resourceflavors", "Cohort": "cohorts", "ClusterQue
 
 
 def pools() -> tuple[d.PoolState, ...]:
-    return (d.PoolState("a100", cpu_total_millis=256_000, memory_total_bytes=2048 * GIB),
-            d.PoolState("h100", cpu_total_millis=256_000, memory_total_bytes=2048 * GIB, taints=(H100_TAINT,)))
+    return (d.PoolState("a100", cpu_total_millis=256_000, memory_total_bytes=2048 * GIB, storage_total_bytes=4096 * GIB),
+            d.PoolState("h100", cpu_total_millis=256_000, memory_total_bytes=2048 * GIB, storage_total_bytes=4096 * GIB,
+                        taints=(H100_TAINT,)))
 
 
 def quota(gpus: int, limit: int | None = None) -> d.QuotaState:
@@ -72,11 +73,13 @@ class Cluster:
 
     # ------------------------------------------------------------------ writing
 
-    def enforce(self, state: d.OrgState, *, priority_classes: bool = True,
-                preemption: dict[str, Any] | None = None, **cq_spec: Any) -> None:
-        """Create what the console's Kueue enforcer writes (optionally with a preemption policy an
-        administrator added to every ClusterQueue), and the PriorityClasses its Jobs name."""
+    def enforce(self, state: d.OrgState, *, preemption: dict[str, Any] | None = None, **cq_spec: Any) -> None:
+        """Create what the console's Kueue enforcer writes (PriorityClasses included), optionally with
+        another preemption policy or other ClusterQueue fields an administrator set."""
         for obj in d.kueue_objects(state):
+            if obj["kind"] == "PriorityClass":
+                self.scheduling.create_priority_class(obj)
+                continue
             plural = PLURALS[obj["kind"]]
             if obj["kind"] == "ClusterQueue":
                 if preemption is not None:
@@ -86,9 +89,6 @@ class Cluster:
                 self.custom.create_namespaced_custom_object(GROUP, VERSION, obj["metadata"]["namespace"], plural, obj)
             else:
                 self.custom.create_cluster_custom_object(GROUP, VERSION, plural, obj)
-        if priority_classes:
-            for obj in d.priority_classes(state):
-                self.scheduling.create_priority_class(obj)
 
     def submit(self, name: str, project_name: str, gpus: int, *, pools_: tuple[str, ...] = ("a100", "h100"),
                priority_class: str = "train", pods: int = 1, queue: str | None = None,
@@ -198,16 +198,17 @@ def test_a_queued_job_gets_the_workload_kueues_job_integration_makes(cluster: Cl
     assert ("Normal", "CreatedWorkload", f"Created Workload: runai-vision/{md['name']}") in cluster.events("resnet", "vision")
 
 
-def test_the_console_writes_no_priority_class_for_kueue_so_its_jobs_get_no_workload(cluster: Cluster) -> None:
-    """The console's Kueue enforcer writes WorkloadPriorityClasses only, but its Jobs name the PriorityClass
-    of their pods (``train``) and no ``kueue.x-k8s.io/priority-class`` label: Kueue cannot resolve the
-    priority and makes no Workload (a difference to fix in the console)."""
-    cluster.enforce(org(project("vision", {"a100": quota(4)})), priority_classes=False)
+def test_the_consoles_kueue_objects_give_its_jobs_a_workload_with_their_priority(cluster: Cluster) -> None:
+    """The console's Jobs name the PriorityClass of their pods (``train``): in Kueue mode the console writes
+    those PriorityClasses too, so Kueue resolves the priority and makes the Workload."""
+    cluster.enforce(org(project("vision", {"a100": quota(4)})))
+    assert {pc.metadata.name: pc.value for pc in cluster.scheduling.list_priority_class().items} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
     cluster.submit("resnet", "vision", 1)
     cluster.step()
-    assert cluster.workloads("vision") == []
-    assert cluster.job("resnet", "vision").spec.suspend is True
-    # With the WorkloadPriorityClass named on the Job, as Kueue documents, the Workload is made.
+    assert cluster.workload("resnet", "vision")["spec"]["priority"] == 50
+    assert cluster.job("resnet", "vision").spec.suspend is False
+    # A WorkloadPriorityClass named on the Job, as Kueue documents, wins; an unknown one makes no Workload.
     cluster.submit("bert", "vision", 1, labels={"kueue.x-k8s.io/priority-class": "inference"})
     cluster.submit("gpt", "vision", 1, labels={"kueue.x-k8s.io/priority-class": "no-such-class"})
     cluster.step()
@@ -216,7 +217,7 @@ def test_the_console_writes_no_priority_class_for_kueue_so_its_jobs_get_no_workl
     assert spec["priority"] == 125
     assert ("Warning", "WorkloadPriorityClassNotFound", 'WorkloadPriorityClass "no-such-class" not found') in (
         cluster.events("gpt", "vision"))
-    assert len(cluster.workloads("vision")) == 1
+    assert len(cluster.workloads("vision")) == 2
 
 
 def test_a_missing_local_queue_or_cluster_queue_leaves_the_workload_pending_in_kueues_words(cluster: Cluster) -> None:
@@ -238,15 +239,15 @@ def test_a_missing_local_queue_or_cluster_queue_leaves_the_workload_pending_in_k
     assert cluster.job("resnet", "vision").spec.suspend is True
 
 
-def test_a_job_asking_for_storage_never_fits_the_consoles_queues(cluster: Cluster) -> None:
-    """The console's ClusterQueues cover nvidia.com/gpu, cpu and memory; a Job with ``storage`` also asks for
-    ephemeral-storage, which Kueue then cannot give any flavor (a difference to fix in the console)."""
+def test_a_job_asking_for_storage_fits_the_consoles_queues(cluster: Cluster) -> None:
+    """A Job with ``storage`` also asks for ephemeral-storage: the console's ClusterQueues cover it (the pool's
+    allocatable storage), so Kueue admits it like any other."""
     cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",))))
     cluster.submit("scratch", "vision", 1, storage="50Gi")
     cluster.step()
-    assert cluster.conditions("scratch", "vision")["QuotaReserved"] == (
-        "False", "NoMatchingFlavor", "couldn't assign flavors to pod set main: resource ephemeral-storage unavailable "
-        "in ClusterQueue")
+    assert cluster.conditions("scratch", "vision")["Admitted"] == ("True", "Admitted", "The workload is admitted")
+    usage = cluster.workload("scratch", "vision")["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
+    assert usage["ephemeral-storage"] == "50Gi"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -279,7 +280,7 @@ def test_admission_within_nominal_quota_starts_the_job_on_its_flavors_nodes(clus
     assert next(c for c in status["conditions"] if c["type"] == "Active")["reason"] == "Ready"
     lq = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, "runai-vision", "localqueues", "vision")["status"]
     assert (lq["pendingWorkloads"], lq["admittedWorkloads"]) == (0, 1)
-    assert lq["flavorsUsage"][0]["resources"][2] == {"name": "nvidia.com/gpu", "total": "4"}
+    assert {"name": "nvidia.com/gpu", "total": "4"} in lq["flavorsUsage"][0]["resources"]
 
 
 def test_flavors_are_tried_in_the_projects_pool_order(cluster: Cluster) -> None:
@@ -354,9 +355,9 @@ def test_over_quota_off_borrows_nothing_and_lending_limit_keeps_quota_home(clust
 # Preemption
 
 
-def test_the_consoles_cluster_queues_never_reclaim_borrowed_quota(cluster: Cluster) -> None:
-    """The console writes no ``preemption`` policy: Kueue's default (Never) keeps a borrower running while
-    the lender's own in-quota work waits (a difference from the console's promise of reclaim)."""
+def test_the_consoles_cluster_queues_reclaim_borrowed_quota(cluster: Cluster) -> None:
+    """The console's ClusterQueues carry a preemption policy (reclaim within the cohort): the lender's own
+    in-quota work takes its quota back from the borrower, as the console promises for over-quota work."""
     cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",)),
                         project("nlp", {"a100": quota(4)}, order=("a100",))))
     cluster.submit("hog", "vision", 8)
@@ -364,10 +365,9 @@ def test_the_consoles_cluster_queues_never_reclaim_borrowed_quota(cluster: Clust
     assert cluster.gpu_usage("vision")["a100"] == ("8", "4")
     cluster.submit("own", "nlp", 4)
     cluster.step()
-    assert cluster.conditions("hog", "vision")["Admitted"][0] == "True"
-    assert cluster.conditions("own", "nlp")["QuotaReserved"] == (
-        "False", "WaitingForQuota",
-        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor a100, 4 more needed")
+    assert cluster.conditions("hog", "vision")["Evicted"][:2] == ("True", "Preempted")
+    cluster.step()
+    assert cluster.conditions("own", "nlp")["Admitted"] == ("True", "Admitted", "The workload is admitted")
 
 
 def test_reclaim_within_the_cohort_evicts_the_borrower_in_kueues_words(cluster: Cluster) -> None:
@@ -448,7 +448,9 @@ def test_best_effort_fifo_lets_smaller_work_pass_and_strict_fifo_does_not(cluste
 
 
 def test_the_visibility_api_lists_pending_workloads_with_their_positions(cluster: Cluster, tmp_path: Path) -> None:
-    cluster.enforce(org(project("vision", {"a100": quota(1)}, order=("a100",), allow_over_quota=False)))
+    # No preemption here (Kueue's default): the inference Job waits first in line instead of preempting.
+    cluster.enforce(org(project("vision", {"a100": quota(1)}, order=("a100",), allow_over_quota=False)),
+                    preemption={"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"})
     cluster.custom.create_namespaced_custom_object(GROUP, VERSION, "runai-vision", "localqueues", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": "batch"},
         "spec": {"clusterQueue": "vision"}})
