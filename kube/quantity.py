@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = [
     "BINARY_SI", "DECIMAL_EXPONENT", "DECIMAL_SI", "FORMAT_MESSAGE", "QuantityError", "canonical_quantity",
-    "format_quantity", "parse_quantity", "parse_quantity_format",
+    "format_quantity", "parse_quantity", "parse_quantity_format", "plain_quantity",
 ]
 
 FORMAT_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -45,11 +45,16 @@ _NANO = Decimal("1e-9")
 
 
 class QuantityError(ValueError):
-    """A resource quantity that does not follow Kubernetes syntax (the message in the API server's words)."""
+    """A resource quantity that does not follow Kubernetes syntax: `str()` is the API server's words and the
+    value (`quantities must match the regular expression '…', got 'lots'`), `reason` the words alone."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def _refuse(value: Any, message: str = FORMAT_MESSAGE) -> QuantityError:
-    return QuantityError(f"{message}, got {value!r}")
+    return QuantityError(f"{message}, got {value!r}", message)
 
 
 def _split(text: str) -> tuple[bool, str, str, str]:
@@ -187,6 +192,18 @@ def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
     else:
         suffix = _DECIMAL_BY_EXPONENT.get(exponent, f"e{exponent}")  # type: ignore[arg-type]
     return f"{sign}{number}{suffix}"
+
+
+def plain_quantity(value: Decimal | int | str) -> str:
+    """The amount as a plain decimal number, which is a quantity too (`4`, `0.5`, `1500`): what the console
+    writes where people read the figure (queue quotas, the emulator's statuses)."""
+    try:
+        amount = value if isinstance(value, Decimal) else Decimal(value)
+    except (InvalidOperation, TypeError, ValueError) as exc:
+        raise _refuse(value) from exc
+    if not amount.is_finite():
+        raise _refuse(value)
+    return f"{amount.normalize():f}"
 
 
 def canonical_quantity(value: Any) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "SCHEDULING_EFFECTS", "TAINT_EFFECTS", "first_untolerated_taint", "taint_text", "tolerates",
+    "SCHEDULING_EFFECTS", "TAINT_EFFECTS", "common_taints", "first_untolerated_taint", "taint_text", "tolerates",
     "tolerations_tolerate", "untolerated_taints",
 ]
 
@@ -85,6 +85,18 @@ def first_untolerated_taint(taints: Iterable[Mapping[str, Any]] | None,
         if isinstance(taint, Mapping) and taint.get("effect") in effects and not tolerations_tolerate(tolerations, taint):
             return dict(taint)
     return None
+
+
+def common_taints(taint_lists: Iterable[Iterable[Mapping[str, Any]] | None],
+                  effects: Sequence[str] = SCHEDULING_EFFECTS) -> tuple[dict[str, Any], ...]:
+    """The taints with one of `effects` that every one of these nodes carries (each as `key`, `value`,
+    `effect` where not empty), in the first node's order: what a pod needs to tolerate on all of them."""
+    common: list[dict[str, Any]] | None = None
+    for taints in taint_lists:
+        mine = [{k: t[k] for k in ("key", "value", "effect") if t.get(k) not in (None, "")}
+                for t in taints or [] if isinstance(t, Mapping) and t.get("effect") in effects]
+        common = mine if common is None else [t for t in common if t in mine]
+    return tuple(common or ())
 
 
 def taint_text(taint: Mapping[str, Any]) -> str:

@@ -31,9 +31,13 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from kube import requests as kube_requests
+from kube.labels import pod_matches_node, requirement_matches
+from kube.quantity import QuantityError, parse_quantity
+from kube.taints import first_untolerated_taint
 from kubesim.factories import _GPU_PRODUCTS, make_node
+from kubesim.reports import unreadable
 from kubesim.resources import NODES, PODS
-from kubesim.schedulers import quantity
 from kubesim.util import Obj, _now
 
 NODEPOOLS = "nodepools.karpenter.sh"
@@ -67,7 +71,7 @@ def instance_labels(itype: tuple[str, str, str, str, int, int, str, str]) -> dic
         "node.kubernetes.io/instance-type": name, "kubernetes.io/arch": arch, "kubernetes.io/os": "linux",
         "karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-category": family[0],
         "karpenter.k8s.aws/instance-cpu": str(cpu),
-        "karpenter.k8s.aws/instance-memory": str(int(quantity(memory) / 2**20)),
+        "karpenter.k8s.aws/instance-memory": str(int(parse_quantity(memory) / 2**20)),
     }
     if gpus:
         labels.update({"karpenter.k8s.aws/instance-gpu-name": gpu_name, "karpenter.k8s.aws/instance-gpu-count": str(gpus),
@@ -76,72 +80,25 @@ def instance_labels(itype: tuple[str, str, str, str, int, int, str, str]) -> dic
     return labels
 
 
-def requirement_allows(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """A node selector requirement against a node's labels (kube-scheduler's rules; Gte/Lte too)."""
-    key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or []]
-    value = labels.get(key)
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt", "Gte", "Lte"):
-        try:
-            have, bound = int(str(value)), int(values[0])
-        except (TypeError, ValueError, IndexError):
-            return False
-        return {"Gt": have > bound, "Lt": have < bound, "Gte": have >= bound, "Lte": have <= bound}[op]
-    return False
-
-
 def pod_admits_labels(pod: Obj, labels: Mapping[str, str]) -> bool:
-    spec = pod.get("spec") or {}
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    return any(all(requirement_allows(r, labels) for r in (t.get("matchExpressions") or [])) for t in terms)
+    """The pod's nodeSelector and required node affinity admit a node with these labels (kube.labels)."""
+    return pod_matches_node(pod, {"metadata": {"labels": labels}})
 
 
 def tolerated(pod: Obj, taints: Iterable[Mapping[str, Any]]) -> bool:
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    for taint in taints or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        ok = False
-        for tol in tolerations:
-            if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-                continue
-            if not tol.get("key"):
-                ok = tol.get("operator") == "Exists"
-            elif tol.get("key") == taint.get("key"):
-                ok = tol.get("operator") == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
-            if ok:
-                break
-        if not ok:
-            return False
-    return True
+    """The pod tolerates every NoSchedule/NoExecute taint (kube.taints)."""
+    return first_untolerated_taint(taints, (pod.get("spec") or {}).get("tolerations")) is None
 
 
 def asks_of(pod: Obj) -> dict[str, Decimal]:
-    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
-        out["cpu"] += quantity(requests.get("cpu"))
-        out["memory"] += quantity(requests.get("memory"))
-    return out
+    """GPUs, CPU cores and memory bytes the pod asks (kube.requests). Raises QuantityError."""
+    asks = kube_requests.pod_requests(pod)
+    return {GPU: asks.get(GPU, Decimal(0)), "cpu": asks.get(kube_requests.CPU, Decimal(0)),
+            "memory": asks.get(kube_requests.MEMORY, Decimal(0))}
 
 
 def _capacity(itype) -> dict[str, Decimal]:
-    return {"cpu": Decimal(itype[5]), "memory": quantity(itype[6]), GPU: Decimal(itype[4])}
+    return {"cpu": Decimal(itype[5]), "memory": parse_quantity(itype[6]), GPU: Decimal(itype[4])}
 
 
 def _fits(asks: Mapping[str, Decimal], room: Mapping[str, Decimal]) -> bool:
@@ -172,10 +129,6 @@ def _has(obj: Obj, ctype: str) -> bool:
                for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
-
-
 class KarpenterMixin:
     """Part of :class:`kubesim.KubeEmulator`: Karpenter's provisioning and consolidation, stepwise."""
 
@@ -202,7 +155,7 @@ class KarpenterMixin:
         done: list[str] = []
         with self._lock:
             nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
-            pods = [p for p in self.list(PODS) if _active(p)]
+            pods = [p for p in self.list(PODS) if kube_requests.pod_is_active(p)]
             pool_by_name = {p["metadata"]["name"]: p for p in pools}
             for claim in claims:
                 done += self._karpenter_progress(claim, pool_by_name.get(
@@ -210,7 +163,7 @@ class KarpenterMixin:
             if done:  # read again what changed
                 claims = self.list(NODECLAIMS)
                 nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
-                pods = [p for p in self.list(PODS) if _active(p)]
+                pods = [p for p in self.list(PODS) if kube_requests.pod_is_active(p)]
             consolidated = self._karpenter_consolidate(claims, pool_by_name, nodes, pods, now)
             if consolidated:
                 done += consolidated
@@ -369,10 +322,10 @@ class KarpenterMixin:
         for name, node in nodes.items():
             if name in claimed or ((node["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) != pool):
                 continue
-            capacity = (node.get("status") or {}).get("capacity") or {}
-            used["cpu"] += quantity(capacity.get("cpu"))
-            used["memory"] += quantity(capacity.get("memory"))
-            used[GPU] += quantity(capacity.get(GPU))
+            capacity = self._karpenter_amounts(node, "capacity")
+            used["cpu"] += capacity["cpu"]
+            used["memory"] += capacity["memory"]
+            used[GPU] += capacity[GPU]
             used["nodes"] += 1
         return used
 
@@ -392,24 +345,54 @@ class KarpenterMixin:
                     labels = {**instance_labels(itype), CAPACITY_TYPE_LABEL: capacity_type,
                               "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": zone[:-1],
                               **template_labels, NODEPOOL_LABEL: pool["metadata"]["name"]}
-                    if all(requirement_allows(r, labels) for r in requirements):
+                    if all(requirement_matches(r, labels) for r in requirements):
                         out.append((itype, zone, capacity_type, labels))
         return out
 
-    @staticmethod
-    def _karpenter_used(pods: list[Obj]) -> dict[str, dict[str, Decimal]]:
+    def _karpenter_asks(self, pod: Obj) -> dict[str, Decimal] | None:
+        """What the pod asks, or None (reported) when a quantity of it is none."""
+        try:
+            return asks_of(pod)
+        except QuantityError as exc:
+            unreadable(self, pod, exc, "karpenter")
+            return None
+
+    def _karpenter_limits(self, pool: Obj) -> dict[str, Any] | None:
+        """The pool's `limits`, or None (reported: the pool launches nothing) when one is no quantity."""
+        limits = (pool.get("spec") or {}).get("limits") or {}
+        for name, value in limits.items():
+            try:
+                parse_quantity(value)
+            except QuantityError as exc:
+                unreadable(self, {"kind": "NodePool", **pool}, f"spec.limits[{name}]: {exc}", "karpenter")
+                return None
+        return limits
+
+    def _karpenter_amounts(self, node: Obj, field: str) -> dict[str, Decimal]:
+        """A node's capacity or allocatable of GPU, CPU, memory; a quantity that is none is reported and
+        counts as nothing."""
+        amounts = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
+        for name, value in ((node.get("status") or {}).get(field) or {}).items():
+            if name in amounts:
+                try:
+                    amounts[name] = parse_quantity(value)
+                except QuantityError as exc:
+                    unreadable(self, {"kind": "Node", **node}, f"status.{field}[{name}]: {exc}", "karpenter")
+        return amounts
+
+    def _karpenter_used(self, pods: list[Obj]) -> dict[str, dict[str, Decimal]]:
         """What the pods bound to each node ask (node -> resource -> amount)."""
         used: dict[str, dict[str, Decimal]] = {}
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
             if node:
                 room = used.setdefault(node, {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)})
-                for k, v in asks_of(p).items():
+                for k, v in (self._karpenter_asks(p) or {}).items():
                     room[k] += v
         return used
 
-    def _karpenter_node_fits(self, pod: Obj, nodes: dict[str, Obj], used: dict[str, dict[str, Decimal]]) -> bool:
-        asks = asks_of(pod)
+    def _karpenter_node_fits(self, pod: Obj, asks: dict[str, Decimal], nodes: dict[str, Obj],
+                             used: dict[str, dict[str, Decimal]]) -> bool:
         for name, node in nodes.items():
             conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
             if conditions.get("Ready") != "True" or (node.get("spec") or {}).get("unschedulable"):
@@ -418,9 +401,9 @@ class KarpenterMixin:
                 continue
             if not tolerated(pod, (node.get("spec") or {}).get("taints") or []):
                 continue
-            alloc = (node.get("status") or {}).get("allocatable") or {}
+            alloc = self._karpenter_amounts(node, "allocatable")
             taken = used.get(name, {})
-            room = {k: quantity(alloc.get(k)) - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
+            room = {k: alloc[k] - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
             if _fits(asks, room):
                 return True
         return False
@@ -444,7 +427,7 @@ class KarpenterMixin:
         for key, claim_name in state["nominated"].items():
             if claim_name in in_flight and key in by_key:
                 room = in_flight[claim_name][1]
-                for k, v in asks_of(by_key[key]).items():
+                for k, v in (self._karpenter_asks(by_key[key]) or {}).items():
                     room[k] -= v
         ordered = sorted(pools, key=lambda p: (-int((p.get("spec") or {}).get("weight") or 0), p["metadata"]["name"]))
         done = []
@@ -455,9 +438,9 @@ class KarpenterMixin:
         offerings: dict[str, list] = {}
         for pod in sorted(pending, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
             key = (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
-            if key in state["nominated"] or self._karpenter_node_fits(pod, nodes, used):
+            asks = self._karpenter_asks(pod)
+            if asks is None or key in state["nominated"] or self._karpenter_node_fits(pod, asks, nodes, used):
                 continue
-            asks = asks_of(pod)
             target = None
             for claim_name, (claim, room) in sorted(in_flight.items()):
                 if (pod_admits_labels(pod, claim["metadata"].get("labels") or {})
@@ -471,7 +454,9 @@ class KarpenterMixin:
                     taints = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("taints") or []
                     if not tolerated(pod, taints):
                         continue
-                    limits = (pool.get("spec") or {}).get("limits") or {}
+                    limits = self._karpenter_limits(pool)
+                    if limits is None:
+                        continue
                     used = self._karpenter_usage(pool["metadata"]["name"], claims, nodes)
                     if pool["metadata"]["name"] not in offerings:
                         offerings[pool["metadata"]["name"]] = self._karpenter_offerings(pool)
@@ -480,7 +465,7 @@ class KarpenterMixin:
                         if not _fits(asks, cap) or not pod_admits_labels(pod, labels):
                             continue
                         grown = {**{k: used[k] + cap[k] for k in cap}, "nodes": used["nodes"] + 1}
-                        if any(k in grown and grown[k] > quantity(v) for k, v in limits.items()):
+                        if any(k in grown and grown[k] > parse_quantity(v) for k, v in limits.items()):
                             continue
                         claim = self._karpenter_create_claim(pool, itype, labels, now)
                         claims.append(claim)

@@ -11,58 +11,33 @@ it has something true to read:
   ``flavorsUsage[].resources[].{total, borrowed}``, from the pods labelled
   ``kueue.x-k8s.io/queue-name`` (a LocalQueue of their namespace); a bound pod's flavor is its node's
   ``flavor_label`` value.
+
+A pod's requests are Kubernetes' (``kube.requests``: init containers, sidecars, overhead); a pod or quota
+whose quantity is none is left out and reported (``kubesim.reports``), never counted as 0.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from decimal import Decimal
 
+from kube import requests as kube_requests
+from kube.quantity import QuantityError, parse_quantity, plain_quantity
+from kubesim.reports import unreadable
 from kubesim.resources import NODES, PODS
 from kubesim.util import Obj
 
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-GPU = "nvidia.com/gpu"
+GPU = kube_requests.GPU
 NON_PREEMPTIBLE_FROM = 100
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": Decimal("0.001"), "k": 10**3, "M": 10**6,
-           "G": 10**9, "T": 10**12}
-
-
-def quantity(value: Any) -> Decimal:
-    text = str(value or "0")
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if text.endswith(suffix):
-            try:
-                return Decimal(text[: -len(suffix)]) * Decimal(_SUFFIX[suffix])
-            except InvalidOperation:
-                return Decimal(0)
-    try:
-        return Decimal(text)
-    except InvalidOperation:
-        return Decimal(0)
-
-
-def _text(value: Decimal) -> str:
-    value = value.normalize()
-    return f"{value:f}"
 
 
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """GPU devices, CPU millicores and memory bytes a pod asks for (app containers; limits stand in for
-    missing extended-resource requests)."""
-    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
-        out["cpu"] += quantity(requests.get("cpu")) * 1000
-        out["memory"] += quantity(requests.get("memory"))
-    return out
-
-
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
+    """GPU devices, CPU millicores and memory bytes a pod asks for (kube.requests.pod_requests). Raises
+    QuantityError naming the container and resource of a quantity that is none."""
+    asks = kube_requests.pod_requests(pod)
+    return {GPU: asks.get(GPU, Decimal(0)), "cpu": asks.get(kube_requests.CPU, Decimal(0)) * 1000,
+            "memory": asks.get(kube_requests.MEMORY, Decimal(0))}
 
 
 class SchedulerStatusMixin:
@@ -73,8 +48,15 @@ class SchedulerStatusMixin:
 
     def report_queue_status(self) -> int:
         """Write the status KAI and Kueue would report for their queues; returns how many changed."""
-        pods = [p for p in self.list(PODS) if _active(p)]
+        pods = [p for p in self.list(PODS) if kube_requests.pod_is_active(p)]
         return self._report_kai(pods) + self._report_kueue(pods)
+
+    def _requests_or_report(self, pod: Obj, component: str) -> dict[str, Decimal] | None:
+        try:
+            return pod_requests(pod)
+        except QuantityError as exc:
+            unreadable(self, pod, exc, component)
+            return None
 
     def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
         current = obj.get("status") or {}
@@ -108,7 +90,9 @@ class SchedulerStatusMixin:
                     queue = f"{namespace[len('runai-'):]}.{pool_of.get(node, '')}"
             if queue not in names:
                 continue
-            asks = pod_requests(pod)
+            asks = self._requests_or_report(pod, "kai-scheduler")
+            if asks is None:
+                continue
             kai = {"nvidia.com/gpu": asks[GPU], "cpu": asks["cpu"], "memory": (asks["memory"] / 10**6)}
             bound = bool((pod.get("spec") or {}).get("nodeName"))
             non_preemptible = int((pod.get("spec") or {}).get("priority") or 0) >= NON_PREEMPTIBLE_FROM
@@ -132,7 +116,7 @@ class SchedulerStatusMixin:
         changed = 0
         for q in queues:
             figures = totals.get(q["metadata"]["name"])
-            status = {field: {name: _text((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
+            status = {field: {name: plain_quantity((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
                               for name in ("nvidia.com/gpu", "cpu", "memory")}
                       for field in ("allocated", "allocatedNonPreemptible", "requested")}
             status["childQueues"] = sorted(n for n, parent in parents.items() if parent == q["metadata"]["name"])
@@ -159,8 +143,11 @@ class SchedulerStatusMixin:
             if not node:
                 pending[queue] += 1
                 continue
+            asks = self._requests_or_report(pod, "kueue")
+            if asks is None:
+                continue
             admitted[queue] += 1
-            for name, value in pod_requests(pod).items():
+            for name, value in asks.items():
                 usage[queue][flavor_of.get(node, "")][name] += value
         changed = 0
         for cq in cluster_queues:
@@ -171,7 +158,11 @@ class SchedulerStatusMixin:
                 for flavor in group.get("flavors") or []:
                     flavors.append(flavor["name"])
                     for res in flavor.get("resources") or []:
-                        nominal[(flavor["name"], res["name"])] = quantity(res.get("nominalQuota"))
+                        try:
+                            nominal[(flavor["name"], res["name"])] = parse_quantity(res.get("nominalQuota", 0))
+                        except QuantityError as exc:  # counted as no quota, and said so
+                            unreadable(self, {"kind": "ClusterQueue", "apiVersion": "kueue.x-k8s.io/v1beta2",
+                                              **cq}, exc, "kueue")
             flavors_usage = []
             for flavor in flavors:
                 used = usage[name].get(flavor, {})
@@ -181,7 +172,7 @@ class SchedulerStatusMixin:
                     if res == "cpu":
                         total = total / 1000
                     borrowed = max(total - nominal.get((flavor, res), Decimal(0)), Decimal(0))
-                    resources.append({"name": res, "total": _text(total), "borrowed": _text(borrowed)})
+                    resources.append({"name": res, "total": plain_quantity(total), "borrowed": plain_quantity(borrowed)})
                 flavors_usage.append({"name": flavor, "resources": resources})
             status = {"pendingWorkloads": pending.get(name, 0), "reservingWorkloads": admitted.get(name, 0),
                       "admittedWorkloads": admitted.get(name, 0), "flavorsUsage": flavors_usage}

@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nodepools import kube
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.quantity import QuantityError, parse_quantity
 
 DURATION_RE = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")  # consolidateAfter, expireAfter
 GRACE_RE = re.compile(r"^([0-9]+(s|m|h))+$")  # terminationGracePeriod
 BUDGET_DURATION_RE = re.compile(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
 BUDGET_NODES_RE = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 SCHEDULE_RE = re.compile(r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$")
-QUANTITY_RE = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
 KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -75,7 +75,7 @@ def _key(errors: Errors, path: str, key: Any, where: str) -> None:
         return
     if len(key) > 316:
         errors.add(path, f"Too long: may not be longer than 316 (got {len(key)})")
-    problems = kube.label_key_errors(key)
+    problems = label_key_errors(key)
     if problems or not KEY_RE.match(key):
         errors.add(path, f"Invalid value: {key!r}: " + "; ".join(problems or ["not a qualified label key"]))
         return
@@ -98,8 +98,8 @@ def _taints(errors: Errors, path: str, taints: Any) -> None:
         key = taint.get("key")
         if not isinstance(key, str) or not key:
             errors.add(f"{at}.key", "Required value: a taint needs a key")
-        elif not KEY_RE.match(key) or kube.label_key_errors(key):
-            errors.add(f"{at}.key", f"Invalid value: {key!r}: " + "; ".join(kube.label_key_errors(key) or ["not a qualified key"]))
+        elif not KEY_RE.match(key) or label_key_errors(key):
+            errors.add(f"{at}.key", f"Invalid value: {key!r}: " + "; ".join(label_key_errors(key) or ["not a qualified key"]))
         value = taint.get("value")
         if value not in (None, "") and (not isinstance(value, str) or not KEY_RE.match(value)):
             errors.add(f"{at}.value", f"Invalid value: {value!r}: a taint value must be 63 characters or fewer, "
@@ -135,7 +135,7 @@ def _requirements(errors: Errors, path: str, requirements: Any) -> None:
         for j, value in enumerate(values):
             if len(value) > 63 or not VALUE_RE.match(value):
                 errors.add(f"{at}.values[{j}]", f"Invalid value: {value!r}: " + "; ".join(
-                    kube.label_value_errors(value) or ["must be a valid label value"]))
+                    label_value_errors(value) or ["must be a valid label value"]))
         if operator == "In" and not values:
             errors.add(f"{at}.values", "Invalid value: requirements with operator 'In' must have a value defined")
         if operator in ("Exists", "DoesNotExist") and values:
@@ -163,10 +163,14 @@ def _quantities(errors: Errors, path: str, limits: Any) -> None:
         at = f"{path}[{name}]"
         if _is_int(value):
             value = str(value)
-        if not isinstance(value, str) or not QUANTITY_RE.match(value):
-            errors.add(at, f"Invalid value: {value!r}: quantities must match the regular expression "
-                           "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-        elif value.startswith("-"):
+        try:
+            if not isinstance(value, str):
+                raise QuantityError("", "must be a quantity (a string or an integer)")
+            amount = parse_quantity(value)
+        except QuantityError as exc:
+            errors.add(at, f"Invalid value: {value!r}: {exc.reason}")
+            continue
+        if amount < 0:
             errors.add(at, f"Invalid value: {value!r}: must be greater than or equal to 0")
 
 
@@ -252,7 +256,7 @@ def spec_errors(spec: Any) -> list[tuple[str, str]]:
                 _key(errors, at, key, "label")
                 if not isinstance(value, str) or len(value) > 63 or not VALUE_RE.match(value):
                     errors.add(at, f"Invalid value: {value!r}: " + "; ".join(
-                        kube.label_value_errors(value) if isinstance(value, str) else ["must be a string"]))
+                        label_value_errors(value) if isinstance(value, str) else ["must be a string"]))
     tspec = template.get("spec")
     if not isinstance(tspec, dict):
         errors.add("spec.template.spec", "Required value: nodeClassRef and requirements")
@@ -278,4 +282,4 @@ def spec_errors(spec: Any) -> list[tuple[str, str]]:
 def name_errors(name: Any) -> list[str]:
     if not isinstance(name, str) or not name:
         return ["Required value: a name"]
-    return kube.dns1123_label_errors(name)
+    return dns1123_label_errors(name)

@@ -113,8 +113,11 @@ def test_no_answer_is_a_refusal_with_status_0(sim: KubeEmulator, tmp_path: Path)
         objects = CustomObjects(client, timeout=(1, 1))
         with pytest.raises(ApiRefusal) as refused:
             objects.list(FLAVORS)
-    assert refused.value.status == 0 and refused.value.message.startswith("the cluster could not be reached")
-    assert str(refused.value) == refused.value.message and api_error_message(refused.value) == refused.value.message
+    refusal = refused.value
+    assert refusal.status == 0 and refusal.message.startswith("the cluster could not be reached: ")
+    assert str(refusal) == refusal.message and "Connection refused" in refusal.message
+    # The pages' words for it are the ones they had for the client's own exception.
+    assert api_error_message(refusal) == api_error_message(refusal.__cause__) == refusal.message.split(": ", 1)[1]
 
 
 def test_the_factory_needs_a_kubeconfig_or_the_in_cluster_account() -> None:
