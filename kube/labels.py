@@ -23,8 +23,8 @@ from typing import Any
 __all__ = [
     "DNS1123_LABEL_MSG", "DNS1123_SUBDOMAIN_MSG", "LABEL_VALUE_MSG", "QUALIFIED_NAME_MSG", "SelectorError",
     "compile_selector", "dns1123_label_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
-    "node_selector_matches", "node_selector_terms_match", "parse_selector", "pod_matches_node", "preferred_node_affinity_score",
-    "requirement_errors", "requirement_matches", "selector_matches",
+    "node_selector_matches", "node_selector_terms_match", "parse_selector", "pod_matches_node",
+    "preferred_node_affinity_score", "requirement_errors", "requirement_matches", "selector_matches",
 ]
 
 # ---------------------------------------------------------------------------------------------------

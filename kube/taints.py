@@ -82,7 +82,8 @@ def first_untolerated_taint(taints: Iterable[Mapping[str, Any]] | None,
     """The first taint with one of `effects` no toleration tolerates (FindMatchingUntoleratedTaint), or None."""
     tolerations = [t for t in tolerations or [] if isinstance(t, Mapping)]
     for taint in taints or []:
-        if isinstance(taint, Mapping) and taint.get("effect") in effects and not tolerations_tolerate(tolerations, taint):
+        if (isinstance(taint, Mapping) and taint.get("effect") in effects
+                and not tolerations_tolerate(tolerations, taint)):
             return dict(taint)
     return None
 
@@ -101,5 +102,5 @@ def common_taints(taint_lists: Iterable[Iterable[Mapping[str, Any]] | None],
 
 def taint_text(taint: Mapping[str, Any]) -> str:
     """`key=value:Effect` (`key:Effect` without a value), as kubectl prints a taint."""
-    value = taint.get("value")
-    return f"{taint.get('key', '')}{'=' + str(value) if value not in (None, '') else ''}:{taint.get('effect', '')}"
+    key, value, effect = taint.get("key") or "", taint.get("value"), taint.get("effect") or ""
+    return f"{key}{'=' + str(value) if value not in (None, '') else ''}:{effect}"

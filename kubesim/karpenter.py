@@ -33,7 +33,7 @@ from typing import Any
 
 from kube import requests as kube_requests
 from kube.labels import pod_matches_node, requirement_matches
-from kube.quantity import QuantityError, parse_quantity
+from kube.quantity import QuantityError, parse_quantity, plain_quantity
 from kube.taints import first_untolerated_taint
 from kubesim.factories import _GPU_PRODUCTS, make_node
 from kubesim.reports import unreadable
@@ -103,10 +103,6 @@ def _capacity(itype) -> dict[str, Decimal]:
 
 def _fits(asks: Mapping[str, Decimal], room: Mapping[str, Decimal]) -> bool:
     return all(asks.get(k, Decimal(0)) <= room.get(k, Decimal(0)) for k in (GPU, "cpu", "memory"))
-
-
-def _text(value: Decimal) -> str:
-    return f"{value.normalize():f}"
 
 
 def _conditions(*pairs: tuple[str, str, str]) -> list[Obj]:
@@ -201,8 +197,8 @@ class KarpenterMixin:
             def launched(c: Obj) -> None:
                 status = c.setdefault("status", {})
                 status.update(providerID=provider, imageID="ami-0emulator00000001",
-                              capacity={"cpu": _text(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
-                              allocatable={"cpu": _text(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
+                              capacity={"cpu": plain_quantity(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
+                              allocatable={"cpu": plain_quantity(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
                                            GPU: str(itype[4]), "pods": "110"})
                 _set_condition(c, "Launched", "True", "Launched")
 
@@ -544,8 +540,9 @@ class KarpenterMixin:
     def _karpenter_pool_status(self, pool: Obj, claims: list[Obj], nodes: dict[str, Obj]) -> None:
         name = pool["metadata"]["name"]
         used = self._karpenter_usage(name, claims, nodes)
-        resources = {"cpu": _text(used["cpu"]), "memory": f"{int(used['memory'] / 1024)}Ki", GPU: _text(used[GPU]),
-                     "nodes": _text(used["nodes"]), "pods": _text(used["nodes"] * 110)}
+        resources = {"cpu": plain_quantity(used["cpu"]), "memory": f"{int(used['memory'] / 1024)}Ki",
+                     GPU: plain_quantity(used[GPU]), "nodes": plain_quantity(used["nodes"]),
+                     "pods": plain_quantity(used["nodes"] * 110)}
         status = pool.get("status") or {}
         have = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
         ready = {"ValidationSucceeded": "True", "NodeClassReady": "True", "NodeRegistrationHealthy": "True",

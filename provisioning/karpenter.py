@@ -146,12 +146,6 @@ def requirement_words(requirement: Mapping[str, Any]) -> str:
     return text
 
 
-def taint_words(taint: Mapping[str, Any]) -> str:
-    key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
-    pair = f"{key}={value}" if value else key
-    return f"{pair}:{effect}"
-
-
 def duration_words(value: str | None) -> str:
     if not value:
         return ""
