@@ -157,17 +157,23 @@ def parse_quantity(value: Any) -> Decimal:
     return parse_quantity_format(value)[0]
 
 
-def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
-    """The canonical text of an amount, as the API server writes it: `DecimalSI` (default) an integer with an
-    SI suffix whose exponent is a multiple of 3 (`1500m`, `2k`, `1e21` beyond `E`), `BinarySI` a power of
-    1024 when the amount is a whole number of at least 1024 (`1Gi`, else as DecimalSI), `DecimalExponent`
-    an exponent that is a multiple of 3 (`80e-3`)."""
+def _finite(value: Decimal | int | str) -> Decimal:
+    """An amount to write as text: a finite number (QuantityError otherwise)."""
     try:
         amount = value if isinstance(value, Decimal) else Decimal(value)
     except (InvalidOperation, TypeError, ValueError) as exc:
         raise _refuse(value) from exc
     if not amount.is_finite():
         raise _refuse(value)
+    return amount
+
+
+def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
+    """The canonical text of an amount, as the API server writes it: `DecimalSI` (default) an integer with an
+    SI suffix whose exponent is a multiple of 3 (`1500m`, `2k`, `1e21` beyond `E`), `BinarySI` a power of
+    1024 when the amount is a whole number of at least 1024 (`1Gi`, else as DecimalSI), `DecimalExponent`
+    an exponent that is a multiple of 3 (`80e-3`)."""
+    amount = _finite(value)
     if amount == 0:
         return "0"
     sign = "-" if amount < 0 else ""
@@ -197,13 +203,7 @@ def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
 def plain_quantity(value: Decimal | int | str) -> str:
     """The amount as a plain decimal number, which is a quantity too (`4`, `0.5`, `1500`): what the console
     writes where people read the figure (queue quotas, the emulator's statuses)."""
-    try:
-        amount = value if isinstance(value, Decimal) else Decimal(value)
-    except (InvalidOperation, TypeError, ValueError) as exc:
-        raise _refuse(value) from exc
-    if not amount.is_finite():
-        raise _refuse(value)
-    return f"{amount.normalize():f}"
+    return f"{_finite(value).normalize():f}"
 
 
 def canonical_quantity(value: Any) -> str:

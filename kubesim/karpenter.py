@@ -90,13 +90,6 @@ def tolerated(pod: Obj, taints: Iterable[Mapping[str, Any]]) -> bool:
     return first_untolerated_taint(taints, (pod.get("spec") or {}).get("tolerations")) is None
 
 
-def asks_of(pod: Obj) -> dict[str, Decimal]:
-    """GPUs, CPU cores and memory bytes the pod asks (kube.requests). Raises QuantityError."""
-    asks = kube_requests.pod_requests(pod)
-    return {GPU: asks.get(GPU, Decimal(0)), "cpu": asks.get(kube_requests.CPU, Decimal(0)),
-            "memory": asks.get(kube_requests.MEMORY, Decimal(0))}
-
-
 def _capacity(itype) -> dict[str, Decimal]:
     return {"cpu": Decimal(itype[5]), "memory": parse_quantity(itype[6]), GPU: Decimal(itype[4])}
 
@@ -348,7 +341,7 @@ class KarpenterMixin:
     def _karpenter_asks(self, pod: Obj) -> dict[str, Decimal] | None:
         """What the pod asks, or None (reported) when a quantity of it is none."""
         try:
-            return asks_of(pod)
+            return kube_requests.pod_requests(pod, (GPU, kube_requests.CPU, kube_requests.MEMORY))
         except QuantityError as exc:
             unreadable(self, pod, exc, "karpenter")
             return None

@@ -40,6 +40,9 @@ from provisioning.karpenter import NODEPOOL_LABEL
 
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
+# What a pod asks that a verdict weighs (kube.requests.pod_requests; a quantity that is none raises
+# QuantityError, and `explain` says so instead of judging).
+ASKED = (GPU_RESOURCE, CPU, MEMORY)
 
 # Labels Karpenter knows the values of from its instance types (core's WellKnownLabels and the AWS
 # provider's): a pod may ask for one a pool leaves open, the pool then launches an instance that has it.
@@ -252,14 +255,6 @@ def limit_reached(nodepool: Mapping[str, Any], asks: Mapping[str, Decimal]) -> t
     return None
 
 
-def pod_asks(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    """GPUs, CPU cores and memory bytes the pod asks (kube.requests, DOMAIN §5). Raises QuantityError when a
-    quantity of the pod is none (`explain` says so instead of judging)."""
-    asks = pod_requests(pod)
-    return {GPU_RESOURCE: asks.get(GPU_RESOURCE, Decimal(0)), "cpu": asks.get(CPU, Decimal(0)),
-            "memory": asks.get(MEMORY, Decimal(0))}
-
-
 # ---------------------------------------------------------------------------------------------------
 # Disruption budgets (Karpenter: the smallest `nodes` of the budgets active now; a percentage of the
 # pool's nodes rounded up; a budget with a schedule is active for `duration` after each firing)
@@ -418,7 +413,7 @@ def launching_for(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]],
     if nominated is not None:
         return nominated
     try:
-        asks = pod_asks(pod)
+        asks = pod_requests(pod, ASKED)
     except QuantityError:
         return None  # no NodeClaim can be known to cover what cannot be read
     for claim in sorted(claims, key=lambda c: str((c.get("metadata") or {}).get("creationTimestamp") or "")):
@@ -513,7 +508,8 @@ def _pool_nodes(nodepool: Mapping[str, Any]) -> int:
 
 
 def judge(nodepool: Mapping[str, Any], pod: Mapping[str, Any], *, now: dt.datetime | None = None) -> PoolVerdict:
-    """Whether the NodePool can provision a node for the pod, else the first reason it cannot."""
+    """Whether the NodePool can provision a node for the pod, else the first reason it cannot. Raises
+    QuantityError when the pod's requests cannot be read (`explain` says so instead)."""
     now = now or dt.datetime.now(dt.UTC)
     name = str((nodepool.get("metadata") or {}).get("name") or "")
     weight = _int((nodepool.get("spec") or {}).get("weight")) or 0
@@ -521,7 +517,7 @@ def judge(nodepool: Mapping[str, Any], pod: Mapping[str, Any], *, now: dt.dateti
     problems = [incompatibility(requirements, term) for term in pod_requirement_terms(pod)]
     if all(problems):
         return PoolVerdict(name, weight, "requirements", f"Its requirements exclude the pod: {problems[0]}.")
-    asks = pod_asks(pod)
+    asks = pod_requests(pod, ASKED)
     gpu_count = requirements.get(GPU_COUNT_LABEL)
     most = gpu_count.max_int() if gpu_count is not None else None
     if most is not None and asks[GPU_RESOURCE] > most:
@@ -561,7 +557,7 @@ def explain(pod: Mapping[str, Any], nodepools: Iterable[Mapping[str, Any]], node
     pools.sort(key=lambda p: (-(_int((p.get("spec") or {}).get("weight")) or 0), str((p.get("metadata") or {}).get("name"))))
     md = pod.get("metadata") or {}
     try:
-        gpus = pod_asks(pod)[GPU_RESOURCE]
+        gpus = pod_requests(pod, ASKED)[GPU_RESOURCE]
     except QuantityError as exc:
         return Explanation(namespace=str(md.get("namespace") or ""), name=str(md.get("name") or ""), gpus=Decimal(0),
                            verdicts=(), problem=f"Its requests cannot be read, so no NodePool can be judged: {exc}.")
