@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_UP, Context, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -125,6 +126,12 @@ def parse_quantity_format(value: Any) -> tuple[Decimal, str]:
         raise QuantityError(f"quantities must be strings or numbers, got {value!r}")
     if not text:
         raise _refuse(value)
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(text: str) -> tuple[Decimal, str]:
+    """The parse of a trimmed text (cached: clusters repeat the same few quantities endlessly)."""
     positive, num, denom, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix, text)
     unscaled = int(num + denom)
@@ -133,7 +140,7 @@ def parse_quantity_format(value: Any) -> tuple[Decimal, str]:
     else:
         amount = _shift(unscaled << exponent, -len(denom), not positive)
     if amount.adjusted() > _MAX_ADJUSTED and amount != 0:
-        raise QuantityError(f"quantities beyond 1e{_MAX_ADJUSTED} are not supported, got {value!r}")
+        raise QuantityError(f"quantities beyond 1e{_MAX_ADJUSTED} are not supported, got {text!r}")
     if amount == 0:
         return Decimal(0), fmt
     # Round non-zero amounts up, away from zero, to the smallest representable one (1n): "if you want
