@@ -22,6 +22,10 @@ call it with their own clock):
 - every NodePool's ``status.resources`` (cpu, memory, nvidia.com/gpu, nodes: what its NodeClaims, and
   its nodes without one, provide) and ``status.nodes`` and conditions (Ready, ValidationSucceeded,
   NodeClassReady) are kept up to date.
+
+Node selectors, node affinity, taints and a pod's requests are judged by Kubernetes' rules (``kube.labels``,
+``kube.taints``, ``kube.requests``); a pod, Node or NodePool whose quantity is none is left out and
+reported (``kubesim.reports``).
 """
 from __future__ import annotations
 
