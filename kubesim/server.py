@@ -385,7 +385,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, _full(res, new))
             return
         if method == "DELETE":
-            final = emu._delete(kind, key)
+            try:
+                options = orjson.loads(body) if body.strip() else {}
+            except orjson.JSONDecodeError as exc:
+                raise ApiError(400, f"the DeleteOptions body is not JSON: {exc}", "BadRequest") from None
+            preconditions = (options.get("preconditions") if isinstance(options, dict) else None) or {}
+            final = emu._delete(kind, key, preconditions)
             self._send(200, _full(res, final))
             return
         raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")

@@ -422,13 +422,19 @@ class Store:
             self._commit(kind, key, new)
             return new
 
-    def _delete(self, kind: str, key: Key) -> Obj:
+    def _delete(self, kind: str, key: Key, preconditions: Mapping[str, Any] | None = None) -> Obj:
+        """Delete; `preconditions` (DeleteOptions: uid, resourceVersion) that no longer hold are a 409."""
         with self._lock:
             entry = self._stores[kind].entries.get(key)
             if entry is None:
                 raise _not_found(kind, key[1])
-            self._commit(kind, key, None)
             obj: Obj = orjson.loads(entry[_DATA])
+            for field, name in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                wanted, have = (preconditions or {}).get(field), obj["metadata"].get(field)
+                if wanted and str(wanted) != str(have):
+                    raise ApiError(409, f"Precondition failed: {name} in precondition: {wanted}, {name} in object "
+                                        f"meta: {have}", "Conflict")
+            self._commit(kind, key, None)
             obj["metadata"]["resourceVersion"] = str(self._rv)
             return obj
 

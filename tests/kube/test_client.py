@@ -69,6 +69,10 @@ def test_a_write_that_lost_a_race_is_a_409_refusal(objects: CustomObjects) -> No
     with pytest.raises(ApiRefusal) as refused:
         objects.replace(FLAVORS, read)  # carries the resourceVersion it was read at
     assert refused.value.status == 409 and refused.value.reason == "Conflict"
+    for stale in ({"resource_version": read["metadata"]["resourceVersion"]}, {"uid": "another-uid"}):
+        with pytest.raises(ApiRefusal) as refused:
+            objects.delete(FLAVORS, "a100", **stale)
+        assert refused.value.status == 409 and refused.value.message.startswith("Precondition failed: ")
     assert objects.get(FLAVORS, "a100")["metadata"]["labels"] == {"touched": "yes"}
     with pytest.raises(ApiRefusal) as refused:
         objects.create(FLAVORS, flavor("a100"))
