@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = [
     "DNS1123_LABEL_MSG", "DNS1123_SUBDOMAIN_MSG", "LABEL_VALUE_MSG", "QUALIFIED_NAME_MSG", "SelectorError",
-    "compile_selector", "dns1123_label_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
+    "compile_selector", "dns1123_label_errors", "dns1123_subdomain_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
     "node_selector_matches", "node_selector_terms_match", "parse_selector", "pod_matches_node",
     "preferred_node_affinity_score", "requirement_errors", "requirement_matches", "selector_matches",
 ]
@@ -30,10 +30,11 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------------
 # Label syntax (messages in the Kubernetes API server's words)
 
-LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# \Z, not $: `$` also matches before a final newline, which Go's regexp (and the API server) does not.
+LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 QUALIFIED_NAME_MSG = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
@@ -97,6 +98,16 @@ def label_value_errors(value: str) -> list[str]:
     return errors
 
 
+def dns1123_subdomain_errors(name: str) -> list[str]:
+    """Errors of a DNS-1123 subdomain (the names of most Kubernetes objects), in the API server's words."""
+    errors = []
+    if len(name) > 253:
+        errors.append("must be no more than 253 characters")
+    if not DNS1123_SUBDOMAIN_RE.match(name):
+        errors.append(DNS1123_SUBDOMAIN_MSG)
+    return errors
+
+
 def dns1123_label_errors(name: str) -> list[str]:
     errors = []
     if len(name) > 63:
@@ -124,7 +135,7 @@ NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 KARPENTER_OPERATORS = NODE_SELECTOR_OPERATORS + ("Gte", "Lte")
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
-_INT64_RE = re.compile(r"^[+-]?[0-9]+$")
+_INT64_RE = re.compile(r"^[+-]?[0-9]+\Z")
 
 
 def _int64(text: Any) -> int | None:

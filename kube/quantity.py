@@ -33,7 +33,7 @@ BINARY_SI = "BinarySI"
 DECIMAL_EXPONENT = "DecimalExponent"
 
 _DIGITS = frozenset("0123456789")
-_EXPONENT_RE = re.compile(r"^[+-]?[0-9]+$")
+_EXPONENT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_BY_EXPONENT = {exponent: suffix for suffix, exponent in _DECIMAL_SUFFIXES.items()}

@@ -24,7 +24,7 @@ __all__ = [
 
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_INT64_RE = re.compile(r"^[+-]?[0-9]+$")
+_INT64_RE = re.compile(r"^[+-]?[0-9]+\Z")
 
 
 def _text(value: Any) -> str:
