@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from kube.quantity import plain_quantity
 from nodepools.kube import CONSOLE_POOL_LABEL
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -160,12 +161,6 @@ def kai_memory(mib: int | None, unlimited: int = -1) -> int:
     return unlimited if mib is None else int(mib) * MIB // 1_000_000
 
 
-def quantity(value: Decimal | int) -> str:
-    """A Kubernetes quantity string ("4", "0.5", "1500m" is not needed: decimals are valid)."""
-    value = Decimal(value).normalize()
-    return f"{value:f}"
-
-
 # ---------------------------------------------------------------------------------------------------
 # Common
 
@@ -263,7 +258,7 @@ PREEMPTION = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority
 
 
 def _kueue_quota(nominal: Decimal | int, limit: Decimal | int | None, allow_over_quota: bool,
-                 unit=quantity) -> dict[str, str]:
+                 unit=plain_quantity) -> dict[str, str]:
     """nominalQuota = deserved; borrowingLimit = limit − deserved, none when unlimited, 0 when over-quota is off."""
     out = {"nominalQuota": unit(nominal)}
     if not allow_over_quota:

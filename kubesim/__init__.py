@@ -35,6 +35,7 @@ Run standalone::
         [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0] [--controllers]
 """
 
+from kube.labels import SelectorError
 from kubesim.cli import main
 from kubesim.clock import Clock, ManualClock, RealClock
 from kubesim.emulator import KubeEmulator
@@ -42,7 +43,7 @@ from kubesim.errors import EXPIRED_CONTINUE_MESSAGE, ApiError
 from kubesim.factories import generate_cluster, iter_cluster, make_node, make_pod
 from kubesim.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kubesim.resources import Resource, get_resource, register_crd, register_resource, resolve_resource
-from kubesim.selectors import SelectorError, parse_field_selector, parse_label_selector
+from kubesim.selectors import parse_field_selector, parse_label_selector
 
 __all__ = [
     "EXPIRED_CONTINUE_MESSAGE",

@@ -8,56 +8,35 @@ the sum of their children.
 
 Kueue's ClusterQueue and LocalQueue status come from its admissions (:mod:`kubesim.scheduling.kueue`,
 written by ``kueue_step``), not from pods.
+
+A pod's requests are Kubernetes' (``kube.requests``: init containers, sidecars, overhead); a pod whose
+quantity is none is left out and reported (``kubesim.reports``), never counted as 0.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from decimal import Decimal
 
 import orjson
 
+from kube import requests as kube_requests
+from kube.quantity import QuantityError, plain_quantity
+from kubesim.reports import unreadable
 from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Obj
 
 _KAI_QUEUES = "queues.scheduling.run.ai"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
-GPU = "nvidia.com/gpu"
+GPU = kube_requests.GPU
 NON_PREEMPTIBLE_FROM = 100
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": Decimal("0.001"), "k": 10**3, "M": 10**6,
-           "G": 10**9, "T": 10**12}
-
-
-def quantity(value: Any) -> Decimal:
-    text = str(value or "0")
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if text.endswith(suffix):
-            try:
-                return Decimal(text[: -len(suffix)]) * Decimal(_SUFFIX[suffix])
-            except InvalidOperation:
-                return Decimal(0)
-    try:
-        return Decimal(text)
-    except InvalidOperation:
-        return Decimal(0)
-
-
-def _text(value: Decimal) -> str:
-    value = value.normalize()
-    return f"{value:f}"
 
 
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """GPU devices, CPU millicores and memory bytes a pod asks for (app containers; limits stand in for
-    missing extended-resource requests)."""
-    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
-        out["cpu"] += quantity(requests.get("cpu")) * 1000
-        out["memory"] += quantity(requests.get("memory"))
-    return out
+    """GPU devices, CPU millicores and memory bytes a pod asks for (kube.requests.pod_requests). Raises
+    QuantityError naming the container and resource of a quantity that is none."""
+    asks = kube_requests.pod_requests(pod)
+    return {GPU: asks.get(GPU, Decimal(0)), "cpu": asks.get(kube_requests.CPU, Decimal(0)) * 1000,
+            "memory": asks.get(kube_requests.MEMORY, Decimal(0))}
 
 
 class SchedulerStatusMixin:
@@ -93,6 +72,13 @@ class SchedulerStatusMixin:
                     out.append(orjson.loads(data))
         return out
 
+    def _requests_or_report(self, pod: Obj, component: str) -> dict[str, Decimal] | None:
+        try:
+            return pod_requests(pod)
+        except QuantityError as exc:
+            unreadable(self, pod, exc, component)
+            return None
+
     def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
         current = obj.get("status") or {}
         if all(current.get(k) == v for k, v in status.items()):
@@ -125,7 +111,9 @@ class SchedulerStatusMixin:
                     queue = f"{namespace[len('runai-'):]}.{pool_of.get(node, '')}"
             if queue not in names:
                 continue
-            asks = pod_requests(pod)
+            asks = self._requests_or_report(pod, "kai-scheduler")
+            if asks is None:
+                continue
             kai = {"nvidia.com/gpu": asks[GPU], "cpu": asks["cpu"], "memory": (asks["memory"] / 10**6)}
             bound = bool((pod.get("spec") or {}).get("nodeName"))
             non_preemptible = int((pod.get("spec") or {}).get("priority") or 0) >= NON_PREEMPTIBLE_FROM
@@ -149,7 +137,7 @@ class SchedulerStatusMixin:
         changed = 0
         for q in queues:
             figures = totals.get(q["metadata"]["name"])
-            status = {field: {name: _text((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
+            status = {field: {name: plain_quantity((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
                               for name in ("nvidia.com/gpu", "cpu", "memory")}
                       for field in ("allocated", "allocatedNonPreemptible", "requested")}
             status["childQueues"] = sorted(n for n, parent in parents.items() if parent == q["metadata"]["name"])

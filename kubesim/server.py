@@ -16,12 +16,13 @@ import orjson
 
 import kubesim.dcgm as dcgm
 import kubesim.protobuf as protobuf
+from kube.labels import SelectorError
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
 from kubesim.resources import NAMESPACE_RESOURCE, PODS, Resource, find_resource, get_resource
 from kubesim.scheduling.kueue_adapter import VISIBILITY_GROUP
-from kubesim.selectors import SelectorError, _Filter, parse_label_selector
+from kubesim.selectors import _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
 from kubesim.util import Key, Obj
