@@ -25,7 +25,7 @@ from typing import Any
 
 from kube import crd
 from kube.validation import NOT_CHECKED_MESSAGE
-from kube.labels import label_key_errors, label_value_errors
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
 from kube.quantity import QuantityError, parse_quantity
 
 NODEPOOLS = "nodepools.karpenter.sh"
