@@ -19,10 +19,12 @@ from kubesim.dcgm import DcgmMixin
 from kubesim.faults import FaultsMixin
 from kubesim.karpenter import KarpenterMixin
 from kubesim.schedulers import SchedulerStatusMixin
+from kubesim.scheduling.adapter import SchedulingMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
-class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerStatusMixin, KarpenterMixin, FaultsMixin, Store):
+class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulingMixin, SchedulerStatusMixin, KarpenterMixin,
+                   FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::

@@ -19,7 +19,7 @@ import kubesim.protobuf as protobuf
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
-from kubesim.resources import NAMESPACE_RESOURCE, Resource, find_resource, get_resource
+from kubesim.resources import NAMESPACE_RESOURCE, PODS, Resource, find_resource, get_resource
 from kubesim.selectors import SelectorError, _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
@@ -234,6 +234,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._collection(method, res, namespace, query, body)
             return
         sub = rest[2] if len(rest) == 3 else None
+        if sub == "binding" and res.key == PODS and namespace is not None:
+            self._binding(method, namespace, rest[1], body)
+            return
         if (sub is not None and not ((sub == "status" and res.status_subresource)
                                      or (sub == "scale" and res.scale_subresource))) or (
             res.namespaced and namespace is None
@@ -243,6 +246,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._item(method, res, (namespace or "", rest[1]), query, body, sub)
 
     # ------------------------------------------------------------------ resources
+
+    def _binding(self, method: str, namespace: str, name: str, body: bytes) -> None:
+        """``POST pods/<name>/binding`` (a core/v1 Binding): bind the pod to ``target.name``."""
+        if method != "POST":
+            raise ApiError(405, f"method {method} not allowed on pods/binding", "MethodNotAllowed")
+        self.emu._count_request("create pods/binding")
+        binding = self._object_body(body)
+        target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
+        if not target.get("name"):
+            raise ApiError(422, f'Binding.core "{name}" is invalid: target.name: Required value', "Invalid",
+                           details={"name": name, "kind": "Binding", "causes": [
+                               {"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}]})
+        self.emu.bind_pod(namespace, name, str(target["name"]))
+        self._send(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "code": 201}))
 
     def _object_body(self, body: bytes) -> Obj:
         """The request's object: JSON, or the protobuf kubectl's typed generators send."""
