@@ -32,6 +32,7 @@ Run standalone::
 """
 
 from kubesim.cli import main
+from kubesim.clock import Clock, ManualClock, RealClock
 from kubesim.emulator import KubeEmulator
 from kubesim.errors import EXPIRED_CONTINUE_MESSAGE, ApiError
 from kubesim.factories import generate_cluster, iter_cluster, make_node, make_pod
@@ -42,7 +43,10 @@ from kubesim.selectors import SelectorError, parse_field_selector, parse_label_s
 __all__ = [
     "EXPIRED_CONTINUE_MESSAGE",
     "ApiError",
+    "Clock",
     "KubeEmulator",
+    "ManualClock",
+    "RealClock",
     "Resource",
     "SelectorError",
     "generate_cluster",

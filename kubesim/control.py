@@ -51,6 +51,11 @@ class ControlMixin:
             "scheduling_step",
             "bind_pod",
             "karpenter_step",
+            "tick",
+            "advance_clock",
+            "set_clock",
+            "start_controllers",
+            "stop_controllers",
             "chaos_status",
             "not_ready_nodes",
             "create",
@@ -91,10 +96,7 @@ class ControlMixin:
             if args["mode"] not in ("refuse", "reset"):
                 raise ApiError(400, f"unknown offline mode {args['mode']!r}", "BadRequest")
         if op == "chaos_step":
-            out: Obj = {"rng": random.Random(args["seed"])} if "seed" in args else {}
-            if "now" in args:
-                out["now"] = float(args["now"])
-            args = out
+            args = {"rng": random.Random(args["seed"])} if "seed" in args else {}
         return args
 
     def _control_call(self, op: str, args: Obj) -> Any:

@@ -144,6 +144,14 @@ def find_resource(group: str, version: str, plural: str) -> Resource | None:
     return _BY_PATH.get((group, version, plural))
 
 
+def resource_for_kind(api_version: str, kind: str) -> Resource | None:
+    """The resource of an ``apiVersion`` and ``kind`` (as an ownerReference names its owner), or None."""
+    for res in _REGISTRY.values():
+        if res.kind == kind and res.api_version == api_version:
+            return res
+    return None
+
+
 def resources() -> list[Resource]:
     return list(_REGISTRY.values())
 
@@ -249,11 +257,14 @@ register_resource(Resource(
     "batch", "v1", "jobs", "Job", categories=("all",), fields=("status.successful",),
     source="k8s.io/api batch/v1 JobSpec (required fields, minimums and defaults of the API server)",
     columns=(("Status", "@job-status", "string"), ("Completions", "@job-completions", "string"),
-             ("Duration", "@job-duration", "string"), AGE),
+             ("Duration", "@job-duration", "string"), AGE, ("Containers", "@containers", "string", 1),
+             ("Images", "@images", "string", 1), ("Selector", "@selector", "string", 1)),
+    # parallelism and completions are defaulted together by kubesim.jobs.admit_job (a work-queue Job,
+    # with parallelism and no completions, keeps none).
     schema={"type": "object", "required": ["spec"], "properties": {
         "spec": {"type": "object", "required": ["template"], "properties": {
-            "parallelism": {"type": "integer", "minimum": 0, "default": 1},
-            "completions": {"type": "integer", "minimum": 0, "default": 1},
+            "parallelism": {"type": "integer", "minimum": 0},
+            "completions": {"type": "integer", "minimum": 0},
             "backoffLimit": {"type": "integer", "minimum": 0, "default": 6},
             "activeDeadlineSeconds": {"type": "integer", "minimum": 1},
             "ttlSecondsAfterFinished": {"type": "integer", "minimum": 0},

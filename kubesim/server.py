@@ -298,7 +298,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if method == "DELETE":
             emu._count_request(f"deletecollection {kind}")
             flt = _Filter(kind, query.get("labelSelector"), query.get("fieldSelector"))
-            deleted = emu._delete_collection(kind, namespace, flt)
+            options = self._delete_options(query, body)
+            options.pop("preconditions", None)
+            deleted = emu._delete_collection(kind, namespace, flt, **options)
             self._send(200, orjson.dumps({"kind": res.list_kind, "apiVersion": res.api_version,
                                           "metadata": {"resourceVersion": str(emu.resource_version)},
                                           "items": deleted}))
@@ -323,7 +325,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             limit = None  # rv=0 is served "from the watch cache", which ignores limit
         page = emu._list_page(kind, namespace, flt, limit, token)
         if self._wants_table():
-            self._send(200, orjson.dumps(table_for_list(res, orjson.loads(page), query)),
+            self._send(200, orjson.dumps(table_for_list(res, orjson.loads(page), query, emu.clock.datetime())),
                        "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send(200, page)
@@ -354,7 +356,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise _not_found(kind, key[1])
             if self._wants_table():
                 obj = orjson.loads(_full_object(kind, data))
-                self._send(200, orjson.dumps(table_for_list(res, {"metadata": {}, "items": [obj]}, query)),
+                self._send(200, orjson.dumps(table_for_list(res, {"metadata": {}, "items": [obj]}, query,
+                                                            emu.clock.datetime())),
                            "application/json;as=Table;v=v1;g=meta.k8s.io")
                 return
             self._send(200, _full_object(kind, data))
@@ -402,10 +405,41 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, _full(res, new))
             return
         if method == "DELETE":
-            final = emu._delete(kind, key)
+            options = self._delete_options(query, body)
+            if query.get("dryRun") == "All":
+                current = emu._get(kind, key)
+                if current is None:
+                    raise _not_found(kind, key[1])
+                self._send(200, _full(res, current))
+                return
+            final = emu._delete(kind, key, **options)
+            # 200 with the object, gone or lingering (finalizers, a pod being stopped), as the API server answers.
             self._send(200, _full(res, final))
             return
         raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+
+    def _delete_options(self, query: dict[str, str], body: bytes) -> Obj:
+        """A DELETE's options (meta/v1 DeleteOptions), from the query and the JSON body: propagation policy
+        (or the older ``orphanDependents``), grace period, preconditions."""
+        given: Obj = {}
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if body.strip() and ctype != protobuf.CONTENT_TYPE:
+            given = _parse_json_object(body)
+        elif body.strip():
+            given = protobuf.decode_delete_options(body)
+        policy = query.get("propagationPolicy") or given.get("propagationPolicy")
+        orphan = query.get("orphanDependents", given.get("orphanDependents"))
+        if not policy and orphan is not None:
+            policy = "Orphan" if str(orphan).lower() in _TRUE else "Background"
+        grace = query.get("gracePeriodSeconds", given.get("gracePeriodSeconds"))
+        try:
+            grace = int(grace) if grace is not None and grace != "" else None
+        except (TypeError, ValueError):
+            raise ApiError(400, f"invalid gracePeriodSeconds {grace!r}", "BadRequest") from None
+        options: Obj = {"propagation": policy or None, "grace_period_seconds": grace}
+        if isinstance(given.get("preconditions"), dict):
+            options["preconditions"] = given["preconditions"]
+        return options
 
     def _scale(self, method: str, res: Resource, key: Key, body: bytes) -> None:
         """The scale subresource: an autoscaling/v1 Scale over spec.replicas (GET, PUT, merge PATCH)."""
@@ -483,7 +517,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "items": objs,
         }
         if self._wants_table():
-            body_obj = table_for_list(NAMESPACE_RESOURCE, body_obj, query)
+            body_obj = table_for_list(NAMESPACE_RESOURCE, body_obj, query, self.emu.clock.datetime())
             self._send(200, orjson.dumps(body_obj), "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send_json(body_obj)
@@ -518,7 +552,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise _not_found("namespaces", name)
             obj = {"kind": "Namespace", "apiVersion": "v1", **emu._namespace_object(name)}
         if self._wants_table():
-            table = table_for_list(NAMESPACE_RESOURCE, {"metadata": {}, "items": [obj]}, {})
+            table = table_for_list(NAMESPACE_RESOURCE, {"metadata": {}, "items": [obj]}, {}, emu.clock.datetime())
             self._send(200, orjson.dumps(table), "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send_json(obj)
@@ -553,7 +587,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             event = orjson.loads(line)
             obj = event.get("object") or {}
             if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and obj.get("kind") == res.kind:
-                event["object"] = table_for_list(res, {"metadata": {}, "items": [obj]}, self._table_query)
+                event["object"] = table_for_list(res, {"metadata": {}, "items": [obj]}, self._table_query,
+                                                 self.emu.clock.datetime())
             out.append(orjson.dumps(event) + b"\n")
         return b"".join(out)
 

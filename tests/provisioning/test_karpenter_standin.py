@@ -11,14 +11,27 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from kubesim import KubeEmulator, make_node
+from kubesim import KubeEmulator, ManualClock, make_node
 from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, nodepool, req
 
 KARPENTER = ("karpenter.sh", "v1")
 
 
+START = 1_750_000_000.0  # the manual clock's "0"
+
+
 @pytest.fixture
 def emu():
+    """The emulator on a manual clock: each step of the stand-in is taken at the time the test says."""
+    emulator = KubeEmulator(bookmark_interval=0.1, clock=ManualClock(START))
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def live_emu():
+    """The emulator on the real clock, for the chaos loop's thread."""
     emulator = KubeEmulator(bookmark_interval=0.1)
     emulator.start()
     yield emulator
@@ -34,10 +47,13 @@ def api(emu, tmp_path):
 
 
 def step(emu, now):
-    """The stand-in's step at a given time, through the emulator's control surface."""
-    r = urllib3.PoolManager().request("POST", f"{emu.url}/_emulator/karpenter_step", body=json.dumps({"now": now}),
-                                      headers={"Content-Type": "application/json"})
-    assert r.status == 200, r.data
+    """The stand-in's step at a given time (seconds after START), through the emulator's control surface:
+    the manual clock set, then the step."""
+    http = urllib3.PoolManager()
+    for op, args in (("set_clock", {"time": START + now}), ("karpenter_step", {})):
+        r = http.request("POST", f"{emu.url}/_emulator/{op}", body=json.dumps(args),
+                         headers={"Content-Type": "application/json"})
+        assert r.status == 200, r.data
     return json.loads(r.data)["result"]
 
 
@@ -181,7 +197,8 @@ def test_the_sync_mirrors_the_launched_node_into_the_karpenter_backed_pool(emu, 
     sync.start()
     try:
         for t in (0, 1, 3, 5):
-            emu.karpenter_step(now=t)
+            emu.clock.set(START + t)
+            emu.karpenter_step()
         [claim] = emu.list("nodeclaims.karpenter.sh")
         name = claim["status"]["nodeName"]
         assert sync.run_until(lambda: Node.objects.filter(name=name, pool=pool).exists(), 15), \
@@ -192,7 +209,9 @@ def test_the_sync_mirrors_the_launched_node_into_the_karpenter_backed_pool(emu, 
         sync.stop()
 
 
-def test_the_chaos_loop_drives_karpenter(emu, api):
+def test_the_chaos_loop_drives_karpenter(live_emu, tmp_path):
+    emu = live_emu
+    api = k8s_config.new_client_from_config(config_file=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
     emu.karpenter_seconds = (0.1, 0.2, 0.3)
     emu.create("nodepools.karpenter.sh", H100_PROD)
     emu.add_namespace("ml")
@@ -210,3 +229,4 @@ def test_the_chaos_loop_drives_karpenter(emu, api):
     finally:
         emu.stop_chaos()
     assert k8s.CoreV1Api(api).read_namespaced_pod("train-1", "ml").spec.node_name == claims[0]["status"]["nodeName"]
+    api.close()
