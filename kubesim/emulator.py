@@ -115,6 +115,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         self._init_chaos()
         self._init_access()
         self._init_controllers(controllers, controller_interval)
+        self._init_scheduling()
         self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 
     # ------------------------------------------------------------------ lifecycle

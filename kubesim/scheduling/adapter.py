@@ -94,7 +94,7 @@ class _Informer:
         pod = pod_info(orjson.loads(data))
         self.pods[key] = (rv, pod)
         self._count(pod, 1)
-        if not pod.node and pod.active:
+        if not pod.node and pod.active and not pod.terminating:
             self.pending.add(key)
 
     def _set_node(self, name: str, rv: int, data: bytes | None) -> None:
@@ -178,6 +178,11 @@ class SchedulingMixin:
     scheduler_host = "kubesim"
 
     # ------------------------------------------------------------------ state
+
+    def _init_scheduling(self) -> None:
+        """Put KAI's cycle, then the default scheduler's pass, into the controller loop's schedulers' slot."""
+        self.register_scheduler(_kai_step)
+        self.register_scheduler(_default_step)
 
     def _scheduling(self) -> dict[str, Any]:
         state = getattr(self, "_scheduling_state", None)
@@ -565,6 +570,16 @@ class SchedulingMixin:
     def scheduling_step(self, now: float | None = None) -> dict[str, dict[str, int]]:
         """KAI's cycle, then the default scheduler's pass."""
         return {"kai": self.kai_scheduler_step(now=now), "default": self.default_scheduler_step(now=now)}
+
+
+def _kai_step(emu: SchedulingMixin) -> list[str]:
+    done = emu.kai_scheduler_step()
+    return [f"kai-scheduler: {', '.join(f'{v} {k}' for k, v in done.items() if v)}"] if any(done.values()) else []
+
+
+def _default_step(emu: SchedulingMixin) -> list[str]:
+    done = emu.default_scheduler_step()
+    return [f"default-scheduler: {', '.join(f'{v} {k}' for k, v in done.items() if v)}"] if any(done.values()) else []
 
 
 def _ref(obj: Mapping[str, Any], kind: str = "Pod", api_version: str = "v1") -> dict[str, Any]:

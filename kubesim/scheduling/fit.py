@@ -130,6 +130,7 @@ class PodInfo:
     filter_key: bytes = b""
     score_key: bytes = b""
     error: str = ""  # why the pod cannot be considered (a bad quantity), in the API server's words
+    terminating: bool = False  # being deleted (``deletionTimestamp``): holds its node, is never placed
     conditions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -187,6 +188,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         score_key=orjson.dumps({"p": affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [],
                                 "t": constraints.get("tolerations") or []}, option=orjson.OPT_SORT_KEYS),
         error=error, conditions=[c for c in status.get("conditions") or [] if isinstance(c, Mapping)],
+        terminating=bool(md.get("deletionTimestamp")),
     )
 
 

@@ -177,7 +177,8 @@ class Group:
         return self.namespace, self.name
 
     def pending(self) -> list[PodInfo]:
-        return sorted((p for p in self.pods if not p.node and p.active), key=lambda p: (p.created, p.name))
+        return sorted((p for p in self.pods if not p.node and p.active and not p.terminating),
+                      key=lambda p: (p.created, p.name))
 
     def running(self) -> list[PodInfo]:
         return [p for p in self.pods if p.node and p.active]
