@@ -241,9 +241,18 @@ register_resource(Resource(
     generation=False, fields=("involvedObject.kind", "involvedObject.name", "reason", "type"),
     columns=(("Last Seen", "lastTimestamp", "date"), ("Type", "type", "string"), ("Reason", "reason", "string"),
              ("Object", "@event-object", "string"), ("Message", "message", "string")),
+    # core/v1 Event (k8s.io/api/core/v1 types.go): every field a recorder writes is kept.
     schema={"type": "object", "required": ["involvedObject"], "properties": {
-        "involvedObject": {"type": "object"}, "type": {"type": "string"}, "reason": {"type": "string"},
-        "message": {"type": "string"}, "count": {"type": "integer"}}},
+        "involvedObject": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "type": {"type": "string"}, "reason": {"type": "string"}, "message": {"type": "string"},
+        "count": {"type": "integer"}, "source": {"type": "object", "properties": {
+            "component": {"type": "string"}, "host": {"type": "string"}}},
+        "firstTimestamp": {"type": "string", "nullable": True}, "lastTimestamp": {"type": "string", "nullable": True},
+        "eventTime": {"type": "string", "nullable": True}, "action": {"type": "string"},
+        "related": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "reportingComponent": {"type": "string"}, "reportingInstance": {"type": "string"},
+        "series": {"type": "object", "properties": {"count": {"type": "integer"},
+                                                    "lastObservedTime": {"type": "string"}}}}},
 ))
 # Namespaces are served by the emulator itself (they also exist while objects live in them).
 NAMESPACE_RESOURCE = Resource(
