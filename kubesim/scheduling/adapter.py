@@ -33,7 +33,7 @@ from kubesim.resources import NODES, PODS
 from kubesim.scheduling import default as default_core
 from kubesim.scheduling import kai as kai_core
 from kubesim.scheduling.fit import Cluster, NodeInfo, PodInfo, node_info, pod_info
-from kubesim.util import Obj
+from kubesim.util import Obj, _gc_paused
 
 PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
 POD_GROUPS = "podgroups.scheduling.run.ai"
@@ -60,10 +60,15 @@ class _Informer:
 
     def __init__(self) -> None:
         self.seq = -1
+        self.rv = 0  # the store's resourceVersion when we last caught up
         self.nodes: dict[str, tuple[int, NodeInfo]] = {}
         self.pods: dict[tuple[str, str], tuple[int, PodInfo]] = {}
         self.used: dict[str, dict[str, float]] = {}
         self.counts: dict[str, int] = {}
+        self.free: dict[str, dict[str, float]] = {}  # per node: allocatable minus the active pods' requests
+        self.free_pods: dict[str, float] = {}
+        self.kai: set[tuple[str, str]] = set()  # the pods of kai-scheduler
+        self.other_used: dict[str, dict[str, float]] = {}  # per node: what the other schedulers' pods request
         self.pending: set[tuple[str, str]] = set()
         self.node_generation = 0  # moves when a node changes
         self.generation = 0  # moves when a node or a bound pod changes: unschedulable pods may fit now
@@ -75,12 +80,42 @@ class _Informer:
         return self._node_list
 
     def _count(self, pod: PodInfo, sign: int) -> None:
+        if pod.scheduler == kai_core.SCHEDULER_NAME:
+            if sign > 0:
+                self.kai.add((pod.namespace, pod.name))
+            else:
+                self.kai.discard((pod.namespace, pod.name))
         if not pod.node or not pod.active:
             return
+        if pod.scheduler != kai_core.SCHEDULER_NAME:
+            other = self.other_used.setdefault(pod.node, {})
+            for name, value in pod.requests.items():
+                other[name] = other.get(name, 0.0) + sign * value
         into = self.used.setdefault(pod.node, {})
+        free = self.free.get(pod.node)
         for name, value in pod.requests.items():
             into[name] = into.get(name, 0.0) + sign * value
+            if free is not None:
+                free[name] = free.get(name, 0.0) - sign * value
         self.counts[pod.node] = self.counts.get(pod.node, 0) + sign
+        if pod.node in self.free_pods:
+            self.free_pods[pod.node] -= sign
+
+    def _refresh_free(self, name: str) -> None:
+        """What is free on the node: its allocatable minus what its active pods request."""
+        entry = self.nodes.get(name)
+        if entry is None:
+            self.free.pop(name, None)
+            self.free_pods.pop(name, None)
+            return
+        allocatable = entry[1].allocatable
+        used = self.used.get(name) or {}
+        free = {r: v - used.get(r, 0.0) for r, v in allocatable.items()}
+        for r, v in used.items():
+            if r not in free:
+                free[r] = -v
+        self.free[name] = free
+        self.free_pods[name] = allocatable.get("pods", 110.0) - self.counts.get(name, 0)
 
     def _set_pod(self, key: tuple[str, str], rv: int, data: bytes | None) -> None:
         old = self.pods.pop(key, None)
@@ -101,6 +136,7 @@ class _Informer:
         self.nodes.pop(name, None)
         if data is not None:
             self.nodes[name] = (rv, node_info(orjson.loads(data)))
+        self._refresh_free(name)
         self.node_generation += 1
         self.generation += 1
         self._node_list = None
@@ -112,7 +148,11 @@ class _Informer:
         with emu._lock:
             seq = emu._seq
             pods, nodes = emu._stores[PODS].entries, emu._stores[NODES].entries
-            full = self.seq < 0 or self.seq < emu._min_seq or seq - self.seq > emu._ring_size
+            # From scratch the first time, after the history moved past us, or after a compaction (a bulk load
+            # without events: its objects are in no event).
+            full = (self.seq < 0 or self.seq < emu._min_seq or seq - self.seq > emu._ring_size
+                    or emu._floor_rv > self.rv)
+            self.rv = emu._rv
             if full:
                 pod_keys = set(pods) | set(self.pods)
                 node_keys = {k[1] for k in nodes} | set(self.nodes)
@@ -144,10 +184,11 @@ class _Informer:
                 elif known is None or known[0] != entry[1]:
                     changed_nodes.append((name, entry[1], entry[0]))
             self.seq = seq
-        for name, rv, data in changed_nodes:
-            self._set_node(name, rv, data)
-        for key, rv, data in changed_pods:
-            self._set_pod(key, rv, data)
+        with _gc_paused():
+            for name, rv, data in changed_nodes:
+                self._set_node(name, rv, data)
+            for key, rv, data in changed_pods:
+                self._set_pod(key, rv, data)
 
 
 class _EventRecorder:
@@ -296,6 +337,10 @@ class SchedulingMixin:
     def default_scheduler_step(self, now: float | None = None) -> dict[str, int]:
         """Place the pending pods of the default scheduler; returns how many were bound and how many
         could not be placed."""
+        with _gc_paused():  # thousands of short-lived objects: no full collections meanwhile
+            return self._default_scheduler_step(now)
+
+    def _default_scheduler_step(self, now: float | None) -> dict[str, int]:
         moment = self._scheduler_now(now)
         state = self._scheduling()
         informer: _Informer = state["informer"]
@@ -348,7 +393,7 @@ class SchedulingMixin:
 
     def _cluster(self, state: dict[str, Any], informer: _Informer) -> Cluster:
         caches = state["caches"] if state["caches_generation"] == informer.node_generation else None
-        cluster = Cluster(informer.node_list(), informer.used, informer.counts, caches=caches)
+        cluster = Cluster.from_free(informer.node_list(), informer.free, informer.free_pods, caches=caches)
         state["caches"], state["caches_generation"] = cluster.caches, informer.node_generation
         return cluster
 
@@ -440,17 +485,27 @@ class SchedulingMixin:
     def _kai_snapshot(self, informer: _Informer) -> kai_core.Snapshot:
         classes, default = self._priority_classes()
         return kai_core.Snapshot(
-            nodes=informer.node_list(), pods=[p for _, p in informer.pods.values()],
+            nodes=informer.node_list(), pods=[informer.pods[k][1] for k in informer.kai],
+            other_used=informer.other_used,
             pod_groups=self.list(POD_GROUPS), queues=self.list(QUEUES), shards=self.list(SHARDS),
             priority_classes=classes, default_priority=default, node_pool_key=self.kai_node_pool_key,
-            used=informer.used, pod_counts=informer.counts)
+            free=informer.free, free_pods=informer.free_pods)
 
     def kai_scheduler_step(self, now: float | None = None) -> dict[str, int]:
-        """KAI's pod grouper, one scheduling cycle and the controllers' status; returns what it did."""
+        """KAI's pod grouper, one scheduling cycle and its podgroup and queue controllers' status (three
+        components of KAI, one after the other); returns what the cycle did."""
+        with _gc_paused():
+            self.kai_pod_grouper_step()
+            done = self.kai_cycle_step(now)
+            self.report_kai_status()
+            return done
+
+    def kai_cycle_step(self, now: float | None = None) -> dict[str, int]:
+        """One KAI scheduling cycle (every shard): decisions, then binds, evictions, the PodGroups' and pods'
+        conditions and events."""
         moment = self._scheduler_now(now)
         state = self._scheduling()
         informer: _Informer = state["informer"]
-        self.kai_pod_grouper_step()
         informer.sync(self)
         if not any(p.scheduler == kai_core.SCHEDULER_NAME for p in (informer.pods[k][1] for k in informer.pending)):
             decisions = kai_core.Decisions()
@@ -485,7 +540,6 @@ class SchedulingMixin:
             if group is not None:
                 self.record_event(_ref(group, "PodGroup", kai_core.POD_GROUP_API), type_="Normal", reason="NotReady",
                                   message=message, component=component, now=moment)
-        self.report_kai_status()
         return {"bound": len(decisions.binds), "evicted": len(decisions.evictions),
                 "unschedulable": len(decisions.unschedulable)}
 

@@ -33,6 +33,7 @@ ever preempted here.
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -109,27 +110,35 @@ def _score(cluster: Cluster, pod: PodInfo, feasible: list[int]) -> int:
     max_taints = max(soft[i][1] for i in feasible)
     want_cpu = pod.requests.get(CPU, 0.0)
     want_memory = pod.requests.get(MEMORY, 0.0)
+    nodes, free = cluster.nodes, cluster.free
     best, best_score = feasible[0], -1.0
+    plain = not max_affinity and not max_taints  # the usual case: only the resources tell nodes apart
     for i in feasible:
-        affinity, taints = soft[i]
-        score = 0.0
-        if max_affinity:
-            score += WEIGHT_NODE_AFFINITY * affinity * 100.0 / max_affinity
-        score += WEIGHT_TAINT_TOLERATION * (100.0 - (taints * 100.0 / max_taints if max_taints else 0.0))
-        allocatable = cluster.nodes[i].allocatable
-        free = cluster.free[i]
-        fractions = []
-        least = 0.0
-        for name, want in ((CPU, want_cpu), (MEMORY, want_memory)):
-            capacity = allocatable.get(name, 0.0)
-            if capacity <= 0:
-                fractions.append(1.0)
-                continue
-            requested = capacity - free.get(name, 0.0) + want
-            least += max(capacity - requested, 0.0) * 100.0 / capacity
-            fractions.append(min(requested / capacity, 1.0))
-        score += WEIGHT_FIT * least / 2
-        score += WEIGHT_BALANCED * (1.0 - abs(fractions[0] - fractions[1]) / 2) * 100.0
+        if plain:
+            score = WEIGHT_TAINT_TOLERATION * 100.0
+        else:
+            affinity, taints = soft[i]
+            score = WEIGHT_TAINT_TOLERATION * (100.0 - (taints * 100.0 / max_taints if max_taints else 0.0))
+            if max_affinity:
+                score += WEIGHT_NODE_AFFINITY * affinity * 100.0 / max_affinity
+        allocatable = nodes[i].allocatable
+        node_free = free[i]
+        # LeastAllocated (cpu, memory; weight 1 each) and BalancedAllocation over the same two.
+        capacity = allocatable.get(CPU, 0.0)
+        if capacity > 0:
+            used = capacity - node_free.get(CPU, 0.0) + want_cpu
+            least = max(capacity - used, 0.0) * 100.0 / capacity
+            cpu_fraction = min(used / capacity, 1.0)
+        else:
+            least, cpu_fraction = 0.0, 1.0
+        capacity = allocatable.get(MEMORY, 0.0)
+        if capacity > 0:
+            used = capacity - node_free.get(MEMORY, 0.0) + want_memory
+            least += max(capacity - used, 0.0) * 100.0 / capacity
+            memory_fraction = min(used / capacity, 1.0)
+        else:
+            memory_fraction = 1.0
+        score += WEIGHT_FIT * least / 2 + WEIGHT_BALANCED * (1.0 - abs(cpu_fraction - memory_fraction) / 2) * 100.0
         if score > best_score + 1e-9:
             best, best_score = i, score
     return best
@@ -142,9 +151,13 @@ def schedule(cluster: Cluster, pending: Sequence[PodInfo], *, priority_classes: 
     classes = priority_classes or {}
     result = Result(next_start=start)
     total = len(cluster)
-    # A pod equal in shape and requests to one that failed since the last bind fails the same way.
-    failed: dict[tuple, str] = {}
-    binds_done = 0
+    wanted = num_feasible_nodes_to_find(total)
+    # The nodes the filters admit, per pod shape (the others only count in a failure's message).
+    admitted_by_shape: dict[bytes, list[int]] = {}
+    # A pod equal in shape and requests to one that failed fails the same way while no pod lands on a node
+    # the shape admits (a bind elsewhere changes nothing for it; binds only ever take resources).
+    failed: dict[tuple, tuple[str, int]] = {}
+    bound_nodes: list[int] = []
     for pod in queue_order(pending, classes, default_priority):
         if pod.error:
             result.failures.append(Failure(pod.namespace, pod.name, pod.error))
@@ -152,30 +165,33 @@ def schedule(cluster: Cluster, pending: Sequence[PodInfo], *, priority_classes: 
         if total == 0:
             result.failures.append(Failure(pod.namespace, pod.name, NO_NODES))
             continue
-        shape = (pod.filter_key, tuple(sorted(pod.requests.items())), binds_done)
-        if shape in failed:
-            result.failures.append(Failure(pod.namespace, pod.name, failed[shape]))
-            continue
         static = cluster.static_reasons(pod)
-        wanted = num_feasible_nodes_to_find(total)
+        admitted = admitted_by_shape.get(pod.filter_key)
+        if admitted is None:
+            admitted = admitted_by_shape[pod.filter_key] = [
+                i for i in range(total) if cluster.static(pod, static, i) is None]
+        shape = (pod.filter_key, tuple(sorted(pod.requests.items())))
+        known = failed.get(shape)
+        if known is not None and not any(static[i] is None for i in bound_nodes[known[1]:]):
+            result.failures.append(Failure(pod.namespace, pod.name, known[0]))
+            continue
         requests = pod.requests
+        items = tuple(requests.items())
         free, free_pods = cluster.free, cluster.free_pods
         feasible: list[int] = []
         short: list[int] = []
-        processed = 0
-        index = result.next_start
-        while processed < total:
-            i = index
-            index += 1
-            if index == total:
-                index = 0
-            processed += 1
-            if static[i] is not None:
-                continue
+        # Round-robin from where the last pod stopped, through the admitted nodes only.
+        start_at = result.next_start
+        first = bisect.bisect_left(admitted, start_at)
+        count = len(admitted)
+        last = None
+        for k in range(count):
+            i = admitted[(first + k) % count] if count else 0
+            last = i
             node_free = free[i]
             ok = free_pods[i] >= 1
             if ok:
-                for name, want in requests.items():
+                for name, want in items:
                     if want > node_free.get(name, 0.0) + 1e-9:
                         ok = False
                         break
@@ -185,21 +201,26 @@ def schedule(cluster: Cluster, pending: Sequence[PodInfo], *, priority_classes: 
                     break
             else:
                 short.append(i)
-        result.next_start = (result.next_start + processed) % total
+        if feasible and len(feasible) >= wanted and last is not None:
+            processed = (last - start_at) % total + 1
+        else:
+            processed = total
+        result.next_start = (start_at + processed) % total
         if feasible:
             chosen = _score(cluster, pod, feasible)
             cluster.assume(chosen, requests)
-            binds_done += 1
+            bound_nodes.append(chosen)
             result.binds.append(Bind(pod.namespace, pod.name, cluster.nodes[chosen].name))
             continue
         reasons: dict[str, int] = {}
-        for reason in static:
+        for i in range(total):  # every node evaluated: nothing was feasible
+            reason = static[i]
             if reason is not None:
                 reasons[reason] = reasons.get(reason, 0) + 1
         for i in short:
             for reason in resource_reasons(requests, free[i], free_pods[i]):
                 reasons[reason] = reasons.get(reason, 0) + 1
         message = fit_error(total, reasons, total - len(short), len(short))
-        failed[shape] = message
+        failed[shape] = (message, len(bound_nodes))
         result.failures.append(Failure(pod.namespace, pod.name, message))
     return result

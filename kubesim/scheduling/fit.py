@@ -64,15 +64,53 @@ def to_units(name: str, value: Any) -> float:
     return amount * 1000 if name == CPU else amount
 
 
+UNKNOWN = object()  # a filter answer not evaluated yet
+
+_QUANTITIES: dict[tuple[str, str], float] = {}
+_REQUESTS: dict[bytes, tuple[dict[str, float], str]] = {}
+_CACHE_LIMIT = 20_000
+
+
+def _quantity(name: str, text: Any) -> float:
+    key = (name, str(text))
+    found = _QUANTITIES.get(key)
+    if found is None:
+        try:
+            found = to_units(name, parse_quantity(text))
+        except QuantityError:
+            found = 0.0
+        if len(_QUANTITIES) > _CACHE_LIMIT:
+            _QUANTITIES.clear()
+        _QUANTITIES[key] = found
+    return found
+
+
 def resource_list(values: Mapping[str, Any] | None) -> dict[str, float]:
     """A node's ``allocatable`` (or any ResourceList) in the units used here; unparsable entries are 0."""
-    out: dict[str, float] = {}
-    for name, text in (values or {}).items():
+    return {str(name): _quantity(str(name), text) for name, text in (values or {}).items()}
+
+
+def requests_of(pod: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+    """The pod's requests in the units used here (``kube.requests.pod_requests``) and the error of a bad
+    quantity; pods of one template share one answer (remembered by the spec fields it reads)."""
+    spec = pod.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        spec = {}
+    key = orjson.dumps([
+        [c.get("resources") for c in spec.get("containers") or [] if isinstance(c, Mapping)],
+        [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or []
+         if isinstance(c, Mapping)],
+        spec.get("overhead"), spec.get("resources")], option=orjson.OPT_SORT_KEYS)
+    found = _REQUESTS.get(key)
+    if found is None:
         try:
-            out[str(name)] = to_units(str(name), parse_quantity(text))
-        except QuantityError:
-            out[str(name)] = 0.0
-    return out
+            found = ({name: to_units(name, value) for name, value in pod_requests(pod).items() if value}, "")
+        except QuantityError as exc:
+            found = ({}, str(exc))
+        if len(_REQUESTS) > _CACHE_LIMIT:
+            _REQUESTS.clear()
+        _REQUESTS[key] = found
+    return dict(found[0]), found[1]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,6 +126,7 @@ class NodeInfo:
     ready: bool
     allocatable: dict[str, float]
     created: str = ""
+    taints_key: tuple = ()  # the taints as a hashable value: nodes with equal ones filter alike
 
     @property
     def obj(self) -> dict[str, Any]:
@@ -107,6 +146,8 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         unschedulable=bool(spec.get("unschedulable")), ready=ready,
         allocatable=resource_list(status.get("allocatable") or status.get("capacity")),
         created=md.get("creationTimestamp") or "",
+        taints_key=tuple((t.get("key"), str(t.get("value") or ""), t.get("effect")) for t in spec.get("taints") or []
+                         if isinstance(t, dict)),
     )
 
 
@@ -131,7 +172,6 @@ class PodInfo:
     score_key: bytes = b""
     error: str = ""  # why the pod cannot be considered (a bad quantity), in the API server's words
     terminating: bool = False  # being deleted (``deletionTimestamp``): holds its node, is never placed
-    conditions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -152,14 +192,11 @@ class PodInfo:
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    """The scheduling-relevant part of a Pod (the dicts it holds are the pod's own: read, never changed)."""
     md = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    error = ""
-    try:
-        requests = {name: to_units(name, value) for name, value in pod_requests(pod).items() if value}
-    except QuantityError as exc:
-        requests, error = {}, str(exc)
+    node = spec.get("nodeName") or ""
+    requests, error = requests_of(pod)
     affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     constraints: dict[str, Any] = {}
     if spec.get("nodeSelector"):
@@ -168,26 +205,28 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         constraints["affinity"] = {"nodeAffinity": affinity}
     if spec.get("tolerations"):
         constraints["tolerations"] = spec["tolerations"]
-    required = {k: v for k, v in constraints.items() if k != "affinity"}
-    if affinity.get("requiredDuringSchedulingIgnoredDuringExecution"):
-        required["required"] = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
-    owner = next((r for r in md.get("ownerReferences") or [] if isinstance(r, Mapping) and r.get("controller")),
-                 None)
+    filter_key = score_key = b""
+    if not node:  # only a pod waiting for a node is filtered and scored
+        required = {k: v for k, v in constraints.items() if k != "affinity"}
+        if affinity.get("requiredDuringSchedulingIgnoredDuringExecution"):
+            required["required"] = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+        filter_key = orjson.dumps(required, option=orjson.OPT_SORT_KEYS)
+        score_key = orjson.dumps({"p": affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [],
+                                  "t": constraints.get("tolerations") or []}, option=orjson.OPT_SORT_KEYS)
+    owner = None
+    for ref in md.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller"):
+            owner = (ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))
+            break
     priority = spec.get("priority")
     return PodInfo(
         namespace=md.get("namespace") or "default", name=md.get("name", ""), uid=md.get("uid", ""),
-        labels=dict(md.get("labels") or {}), annotations=dict(md.get("annotations") or {}),
-        scheduler=spec.get("schedulerName") or "default-scheduler", node=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending", requests=requests,
-        priority=priority if isinstance(priority, int) else None,
+        labels=md.get("labels") or {}, annotations=md.get("annotations") or {},
+        scheduler=spec.get("schedulerName") or "default-scheduler", node=node,
+        phase=(pod.get("status") or {}).get("phase") or "Pending", requests=requests,
+        priority=priority if type(priority) is int else None,
         priority_class=spec.get("priorityClassName") or "", created=md.get("creationTimestamp") or "",
-        owner=(owner.get("apiVersion", ""), owner.get("kind", ""), owner.get("name", ""), owner.get("uid", ""))
-        if owner else None,
-        constraints=constraints,
-        filter_key=orjson.dumps(required, option=orjson.OPT_SORT_KEYS),
-        score_key=orjson.dumps({"p": affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [],
-                                "t": constraints.get("tolerations") or []}, option=orjson.OPT_SORT_KEYS),
-        error=error, conditions=[c for c in status.get("conditions") or [] if isinstance(c, Mapping)],
+        owner=owner, constraints=constraints, filter_key=filter_key, score_key=score_key, error=error,
         terminating=bool(md.get("deletionTimestamp")),
     )
 
@@ -218,6 +257,27 @@ def static_reason(pod: PodInfo, node: NodeInfo) -> str | None:
         if not pod_matches_node(pod.obj, node.obj):
             return REASON_AFFINITY
     return None
+
+
+def referenced(pod: PodInfo) -> tuple[tuple[str, ...], bool]:
+    """The node label keys the pod's node selector and node affinity read, and whether they read the
+    node's name (``matchFields``)."""
+    keys = set((pod.constraints.get("nodeSelector") or {}).keys())
+    by_name = False
+    affinity = (pod.constraints.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = list(((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
+                 or [])
+    terms += [p.get("preference") for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+              if isinstance(p, dict)]
+    for term in terms:
+        if not isinstance(term, dict):
+            continue
+        for requirement in term.get("matchExpressions") or []:
+            if isinstance(requirement, dict):
+                keys.add(str(requirement.get("key")))
+        if term.get("matchFields"):
+            by_name = True
+    return tuple(sorted(keys)), by_name
 
 
 def prefer_no_schedule_count(pod: PodInfo, node: NodeInfo) -> int:
@@ -298,6 +358,18 @@ class Cluster:
             self.free_pods.append(node.allocatable.get(PODS, 110.0) - pod_counts.get(node.name, 0))
         self._static, self._scores = caches if caches is not None else ({}, {})
 
+    @classmethod
+    def from_free(cls, nodes: Sequence[NodeInfo], free: Mapping[str, Mapping[str, float]],
+                  free_pods: Mapping[str, float], *, caches: tuple[dict, dict] | None = None) -> Cluster:
+        """A Cluster from what is free on each node already (copied: the cluster's own to change)."""
+        cluster = cls.__new__(cls)
+        cluster.nodes = list(nodes)
+        cluster.index = {n.name: i for i, n in enumerate(cluster.nodes)}
+        cluster.free = [dict(free.get(n.name) or n.allocatable) for n in cluster.nodes]
+        cluster.free_pods = [free_pods.get(n.name, n.allocatable.get(PODS, 110.0)) for n in cluster.nodes]
+        cluster._static, cluster._scores = caches if caches is not None else ({}, {})
+        return cluster
+
     @property
     def caches(self) -> tuple[dict, dict]:
         return self._static, self._scores
@@ -306,18 +378,48 @@ class Cluster:
         return len(self.nodes)
 
     def static_reasons(self, pod: PodInfo) -> list[str | None]:
-        """Per node, the reason the filters keep the pod off it (None: admitted); one evaluation per shape."""
+        """Per node, the reason the filters keep the pod off it (None: admitted), once per pod shape. The
+        answer depends on a node only through the labels the pod's selector and affinity name, its taints,
+        its cordon (and its name, for ``matchFields``): nodes alike in those are evaluated once."""
         found = self._static.get(pod.filter_key)
         if found is None:
-            found = self._static[pod.filter_key] = [static_reason(pod, node) for node in self.nodes]
+            keys, by_name = referenced(pod)
+            memo: dict[tuple, str | None] = {}
+            found = []
+            for node in self.nodes:
+                labels = node.labels
+                signature = (tuple(labels.get(k) for k in keys), node.taints_key, node.unschedulable,
+                             node.name if by_name else "")
+                reason = memo.get(signature, UNKNOWN)
+                if reason is UNKNOWN:
+                    reason = memo[signature] = static_reason(pod, node)
+                found.append(reason)
+            self._static[pod.filter_key] = found
         return found
 
+    def static(self, pod: PodInfo, reasons: list, index: int) -> str | None:
+        """``reasons[index]`` (from :meth:`static_reasons`), evaluating it when still unknown."""
+        reason = reasons[index]
+        if reason is UNKNOWN:
+            reason = reasons[index] = static_reason(pod, self.nodes[index])
+        return reason
+
     def soft_scores(self, pod: PodInfo) -> list[tuple[int, int]]:
-        """Per node, (preferred node affinity weight, untolerated PreferNoSchedule taints)."""
+        """Per node, (preferred node affinity weight, untolerated PreferNoSchedule taints); nodes alike in
+        what the pod reads are evaluated once."""
         found = self._scores.get(pod.score_key)
         if found is None:
-            found = self._scores[pod.score_key] = [
-                (preferred_affinity(pod, node), prefer_no_schedule_count(pod, node)) for node in self.nodes]
+            keys, by_name = referenced(pod)
+            memo: dict[tuple, tuple[int, int]] = {}
+            found = []
+            for node in self.nodes:
+                labels = node.labels
+                signature = (tuple(labels.get(k) for k in keys), node.taints_key, node.name if by_name else "")
+                score = memo.get(signature)
+                if score is None:
+                    score = memo[signature] = (preferred_affinity(pod, node), prefer_no_schedule_count(pod, node))
+                found.append(score)
+            self._scores[pod.score_key] = found
         return found
 
     def assume(self, index: int, requests: Mapping[str, float], sign: int = 1) -> None:

@@ -63,13 +63,12 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.scheduling import kai_share as ks
-from kubesim.scheduling.fit import (CPU, GPU, MEMORY, Cluster, NodeInfo, PodInfo, kai_resource_reason,
-                                    resource_reasons)
+from kubesim.scheduling.fit import CPU, GPU, MEMORY, Cluster, NodeInfo, PodInfo, resource_reasons, usage
 
 SCHEDULER_NAME = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -286,6 +285,8 @@ class Placement:
             self.cpu_keys[i] = self._cpu_key(i)
         self.gpu_order = sorted(self.gpu_keys.values())
         self.cpu_order = sorted(self.cpu_keys.values())
+        self.generation = 0  # moves with every pod placed or taken away
+        self.fit_errors: dict[tuple, str] = {}
 
     def _gpu_key(self, i: int) -> tuple:
         node = self.cluster.nodes[i]
@@ -338,28 +339,38 @@ class Placement:
                 yield key[-1]
 
     def place(self, pod: PodInfo) -> int | None:
-        static = self.cluster.static_reasons(pod)
+        cluster = self.cluster
+        static = cluster.static_reasons(pod)
         for i in self.candidates(pod.requests):
-            if static[i] is None and self.cluster.fits(i, pod.requests):
+            if cluster.static(pod, static, i) is None and cluster.fits(i, pod.requests):
                 return i
         return None
 
     def take(self, i: int, pod: PodInfo, sign: int = 1) -> None:
         self.cluster.assume(i, pod.requests, sign)
         self.update(i)
+        self.generation += 1
 
     def fit_error(self, pod: PodInfo) -> str:
-        """KAI's TasksFitErrors message over this shard's nodes."""
-        static = self.cluster.static_reasons(pod)
+        """KAI's TasksFitErrors message over this shard's nodes (the same for pods of one shape until a pod
+        lands or leaves)."""
+        key = (pod.filter_key, tuple(sorted(pod.requests.items())), self.generation)
+        found = self.fit_errors.get(key)
+        if found is not None:
+            return found
+        cluster = self.cluster
+        static = cluster.static_reasons(pod)
         reasons: dict[str, int] = {}
         for i in self.members:
-            found = [static[i]] if static[i] is not None else resource_reasons(
-                pod.requests, self.cluster.free[i], self.cluster.free_pods[i], kai=True)
-            for reason in found:
+            reason = cluster.static(pod, static, i)
+            found_reasons = [reason] if reason is not None else resource_reasons(
+                pod.requests, cluster.free[i], cluster.free_pods[i], kai=True)
+            for reason in found_reasons:
                 reasons[reason] = reasons.get(reason, 0) + 1
         message = RESOURCES_WERE_NOT_FOUND
         if reasons:
             message += ": " + MESSAGE_SEPARATOR.join(sorted(f"{count} {reason}" for reason, count in reasons.items())) + "."
+        self.fit_errors[key] = message
         return message
 
 
@@ -380,6 +391,9 @@ class JobsByQueue:
         self.total = total
         self.victims = victims
         self.jobs: dict[str, list[Group]] = {}
+        self._keys: dict[str, tuple] = {}
+        self._memo_jobs: dict[str, bool] = {}
+        self._memo_heads: dict[str, Group | None] = {}
         for group in groups:
             self.jobs.setdefault(group.queue, []).append(group)
         for jobs in self.jobs.values():
@@ -391,20 +405,38 @@ class JobsByQueue:
         jobs.sort(key=_job_key, reverse=self.victims)
 
     def _has_jobs(self, name: str) -> bool:
-        if self.jobs.get(name):
-            return True
-        return any(self._has_jobs(c) for c in self.queues[name].children)
+        found = self._memo_jobs.get(name)
+        if found is None:
+            found = self._memo_jobs[name] = bool(self.jobs.get(name)) or any(
+                self._has_jobs(c) for c in self.queues[name].children)
+        return found
 
     def _head(self, name: str) -> Group | None:
+        """The job the queue would hand out next (for a parent queue: its best child's)."""
+        if name in self._memo_heads:
+            return self._memo_heads[name]
         jobs = self.jobs.get(name)
         if jobs:
-            return jobs[0]
-        best = self._best([c for c in self.queues[name].children if self._has_jobs(c)])
-        return self._head(best) if best else None
+            head = jobs[0]
+        else:
+            best = self._best([c for c in self.queues[name].children if self._has_jobs(c)])
+            head = self._head(best) if best else None
+        self._memo_heads[name] = head
+        return head
 
     def _key(self, name: str) -> tuple:
+        """The queue's place in the order; recomputed only when its allocation or its next job changed."""
         q = self.queues[name]
         head = None if self.victims else self._head(name)
+        shares = q.shares
+        signature = (id(head), shares[ks.GPU].allocated, shares[ks.CPU].allocated, shares[ks.MEMORY].allocated)
+        found = self._keys.get(name)
+        if found is None or found[0] != signature:
+            found = self._keys[name] = (signature, self._compute_key(name, head))
+        return found[1]
+
+    def _compute_key(self, name: str, head: Group | None) -> tuple:
+        q = self.queues[name]
         job = _sum(head.batch()) if head else ks.quantities()
         allocated = q.allocated()
         with_job = {k: v + job.get(k, 0.0) for k, v in allocated.items()}
@@ -418,9 +450,13 @@ class JobsByQueue:
         """The queue served first; as victims, the queue that would be served last gives first."""
         if not names:
             return None
+        if len(names) == 1:
+            return names[0]
         return (max if self.victims else min)(names, key=self._key)
 
     def pop(self) -> Group | None:
+        self._memo_jobs: dict[str, bool] = {}
+        self._memo_heads: dict[str, Group | None] = {}
         level = [name for name, q in self.queues.items() if not q.parent or q.parent not in self.queues]
         while True:
             level = [name for name in level if self._has_jobs(name)]
@@ -430,6 +466,23 @@ class JobsByQueue:
             if self.jobs.get(best):
                 return self.jobs[best].pop(0)
             level = list(self.queues[best].children)
+
+
+class _Failures:
+    """Jobs that found no victims, per queue: a later job of the queue asking at least as much (of pods of
+    the same shape, at no higher priority) would find none either (KAI's MinimalJobRepresentatives)."""
+
+    def __init__(self) -> None:
+        self.by_queue: dict[str, list[tuple[bytes, int, dict[str, float]]]] = {}
+
+    def covers(self, group: Group, batch: list[PodInfo], requested: Mapping[str, float]) -> bool:
+        shape = b"|".join(sorted({p.filter_key for p in batch}))
+        return any(shape == s and group.priority <= priority and all(requested[r] >= v[r] for r in ks.RESOURCES)
+                   for s, priority, v in self.by_queue.get(group.queue, ()))
+
+    def add(self, group: Group, batch: list[PodInfo], requested: Mapping[str, float]) -> None:
+        shape = b"|".join(sorted({p.filter_key for p in batch}))
+        self.by_queue.setdefault(group.queue, []).append((shape, group.priority, dict(requested)))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -489,10 +542,13 @@ class Snapshot:
     priority_classes: dict[str, int]
     default_priority: int = 0
     node_pool_key: str = KAI_NODE_POOL_KEY
-    # What every active bound pod requests per node (all schedulers), and what the pods of other
-    # schedulers do; None: computed from ``pods``.
-    used: dict[str, dict[str, float]] | None = None
-    pod_counts: dict[str, int] | None = None
+    # What is free on each node (allocatable minus the requests of every active pod bound there, whatever
+    # its scheduler) and how many more pods fit; None: computed from ``pods``.
+    free: dict[str, dict[str, float]] | None = None
+    free_pods: dict[str, float] | None = None
+    # Per node, what the active pods of other schedulers bound there request (KAI leaves it out of the
+    # resources it divides); None: computed from ``pods``, which then holds every pod.
+    other_used: dict[str, dict[str, float]] | None = None
 
 
 def _in_partition(labels: Mapping[str, str], key: str, value: str) -> bool:
@@ -522,24 +578,25 @@ def shards_of(snapshot: Snapshot) -> list[tuple[str, str, str, str]]:
 def cycle(snapshot: Snapshot) -> Decisions:
     """One scheduling cycle of every shard."""
     decisions = Decisions()
-    used, counts = snapshot.used, snapshot.pod_counts
-    if used is None or counts is None:
-        from kubesim.scheduling.fit import usage
-
+    if snapshot.free is None or snapshot.free_pods is None:
         used, counts = usage(snapshot.pods)
-    cluster = Cluster(snapshot.nodes, used, counts)
+        cluster = Cluster(snapshot.nodes, used, counts)
+    else:
+        cluster = Cluster.from_free(snapshot.nodes, snapshot.free, snapshot.free_pods)
     by_group: dict[tuple[str, str], list[PodInfo]] = {}
-    other_used: dict[str, dict[str, float]] = {}
+    other: dict[str, dict[str, float]] = {}
     for pod in snapshot.pods:
         if pod.scheduler == SCHEDULER_NAME:
             group_name = pod.annotations.get(POD_GROUP_ANNOTATION)
             if group_name:
                 # A copy: the cycle moves pods (bound, evicted) without touching the caller's snapshot.
                 by_group.setdefault((pod.namespace, group_name), []).append(copy.copy(pod))
-        elif pod.node and pod.active:
-            into = other_used.setdefault(pod.node, {})
-            for r, v in kai_amounts(pod.requests).items():
+        elif snapshot.other_used is None and pod.node and pod.active:
+            into = other.setdefault(pod.node, {})
+            for r, v in pod.requests.items():
                 into[r] = into.get(r, 0.0) + v
+    other_used = {node: kai_amounts(values) for node, values in (
+        other if snapshot.other_used is None else snapshot.other_used).items()}
     key = snapshot.node_pool_key
     for _name, value, gpu_strategy, cpu_strategy in shards_of(snapshot):
         members = [i for i, n in enumerate(cluster.nodes) if _in_partition(n.labels, key, value)]
@@ -686,7 +743,7 @@ class _Shard:
                              non_preemptible=not group.preemptible, sign=-1.0)
                 pod.phase = "Failed"  # gone: neither counted nor placed again this cycle
 
-    def _victim_units(self, candidates: list[Group]) -> Iterator[tuple[Group, list[PodInfo]]]:
+    def _victim_units(self, candidates: Iterable[Group]) -> Iterator[tuple[Group, list[PodInfo]]]:
         for group in candidates:
             running = sorted(group.running(), key=lambda p: (p.created, p.name))
             core, elastic = running[:group.min_member], running[group.min_member:]
@@ -695,7 +752,7 @@ class _Shard:
             if core:
                 yield group, core
 
-    def _solve(self, preemptor: Group, batch: list[PodInfo], candidates: list[Group], action: str) -> bool:
+    def _solve(self, preemptor: Group, batch: list[PodInfo], candidates: Iterable[Group], action: str) -> bool:
         """Take victims one unit at a time until the batch fits (and, for reclaim, the move is fair)."""
         requested = _sum(batch)
         chosen: list[tuple[Group, list[PodInfo]]] = []
@@ -750,35 +807,53 @@ class _Shard:
 
     def reclaim(self, groups: list[Group]) -> None:
         jobs = JobsByQueue(self.queues, groups, self.total)
+        failed = _Failures()
         while (group := jobs.pop()) is not None:
             batch = group.batch()
             if not batch:
                 continue
             requested = _sum(batch)
+            if failed.covers(group, batch, requested):
+                continue  # a job of its queue no larger failed already (KAI's "smallest failed job")
             if not ks.can_reclaim(self.queues, group.queue, requested, group.preemptible):
                 continue
-            candidates = [g for g in self.valid if g.queue != group.queue and g.preemptible and g.running()]
+            givers: dict[str, bool] = {}
+
+            def may_give(queue: str) -> bool:
+                if queue not in givers:
+                    mine, theirs = ks.leveled(self.queues, group.queue, queue)
+                    givers[queue] = ks.fits_reclaim_strategy(requested, mine, theirs, theirs.allocated())
+                return givers[queue]
+
+            candidates = [g for g in self.valid if g.queue != group.queue and g.preemptible and g.running()
+                          and may_give(g.queue)]
             order = JobsByQueue(self.queues, candidates, self.total, victims=True)
-            ordered = []
-            while (victim := order.pop()) is not None:
-                ordered.append(victim)
-            if self._solve(group, batch, ordered, "reclaim") and group.pending():
-                jobs.push(group)
+            if self._solve(group, batch, iter(order.pop, None), "reclaim"):
+                if group.pending():
+                    jobs.push(group)
+            else:
+                failed.add(group, batch, requested)
 
     def preempt(self, groups: list[Group]) -> None:
         jobs = JobsByQueue(self.queues, groups, self.total)
+        failed = _Failures()
         while (group := jobs.pop()) is not None:
             batch = group.batch()
             if not batch:
                 continue
             requested = _sum(batch)
+            if failed.covers(group, batch, requested):
+                continue
             if ks.non_preemptible_over_quota(self.queues, group.queue, requested, group.preemptible):
                 continue
             candidates = sorted((g for g in self.valid if g.queue == group.queue and g.preemptible
                                  and g.priority < group.priority and g.running() and g is not group),
                                 key=_job_key, reverse=True)
-            if self._solve(group, batch, candidates, "preempt") and group.pending():
-                jobs.push(group)
+            if self._solve(group, batch, iter(candidates), "preempt"):
+                if group.pending():
+                    jobs.push(group)
+            else:
+                failed.add(group, batch, requested)
 
     # -- status
 
