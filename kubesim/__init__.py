@@ -23,12 +23,14 @@ Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``s
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
 ``selectors``, ``access`` (the access record), ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``cel`` (the CRDs' CEL rules in Python), ``crds/`` (compact
 CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
-(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter).
+(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter); ``clock``
+(the one clock of steps and timestamps), ``gc`` (owner references, finalizers, cascading deletion),
+``controllers`` (the controller loop), ``jobs`` (the Job controller), ``kubelet`` (pods start, run, end).
 
 Run standalone::
 
     python -m kubesim --port 8001 --kubeconfig /tmp/kubesim.kubeconfig \\
-        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0]
+        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0] [--controllers]
 """
 
 from kubesim.cli import main

@@ -28,8 +28,9 @@ from typing import Any
 
 from kubesim.errors import ApiError
 from kubesim.jobs import JOBS
+from kubesim.kubelet import RUN_SECONDS_ANNOTATION
 from kubesim.resources import PODS
-from kubesim.util import Obj
+from kubesim.util import Key, Obj
 
 SchedulerStep = Callable[[Any], Iterable[str] | str | int | None]
 
@@ -66,10 +67,34 @@ class ControllersMixin:
                 return
             self._tracking = True
             self._hooks.setdefault(JOBS, []).append(self._job_hook)
-            self._hooks.setdefault(PODS, []).extend((self._job_pod_hook, self._kubelet_hook))
+            self._hooks.setdefault(PODS, []).append(self._pod_hook)
             if scan:
                 self._job_scan()
                 self._kubelet_scan()
+
+    def _pod_hook(self, key: Key, obj: Obj | None, gone_owners: tuple[str, ...] = ()) -> None:
+        """A pod was written (or deleted): note it for the Job controller and the kubelet when it concerns
+        them. On every pod write, bulk loads included: a few dictionary lookups, nothing more."""
+        if obj is None:
+            self._job_pod_hook(key, None, gone_owners)
+            self._kubelet_hook(key, None)
+            return
+        md = obj["metadata"]
+        if "ownerReferences" in md or "finalizers" in md:
+            self._job_pod_hook(key, obj)
+        if "deletionTimestamp" in md:
+            self._kubelet_dirty.add(key)
+            return
+        status = obj.get("status")
+        phase = status.get("phase") if status else None
+        if phase == "Running":
+            annotations = md.get("annotations")
+            if annotations and RUN_SECONDS_ANNOTATION in annotations:
+                self._kubelet_dirty.add(key)
+        elif phase is None or phase == "Pending":
+            spec = obj.get("spec")
+            if spec and spec.get("nodeName"):
+                self._kubelet_dirty.add(key)
 
     # ------------------------------------------------------------------ the loop
 

@@ -72,6 +72,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         """
         self.clock: Clock = clock if clock is not None else RealClock()
         self._hooks: dict[str, list] = {}
+        self._kind_rv: dict[str, int] = {}  # resource -> resourceVersion of its last change
         self._names_rng = random.Random()
         self._init_gc()
         self.bookmark_interval = bookmark_interval

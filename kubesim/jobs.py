@@ -52,14 +52,13 @@ from __future__ import annotations
 
 import copy
 import heapq
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import orjson
 
 from kubesim.clock import parse_rfc3339
 from kubesim.errors import ApiError
-from kubesim.resources import NODES, PODS
+from kubesim.resources import PODS
 from kubesim.util import Key, Obj
 
 JOBS = "jobs.batch"

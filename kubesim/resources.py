@@ -117,6 +117,9 @@ class Resource:
         if self.status_subresource:
             out.append({"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced,
                         "kind": self.kind, "verbs": ["get", "patch", "update"]})
+        if self.key == PODS:
+            out.append({"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+                        "verbs": ["create"]})
         if self.scale_subresource:
             out.append({"name": f"{self.plural}/scale", "singularName": "", "namespaced": self.namespaced,
                         "group": "autoscaling", "version": "v1", "kind": "Scale",
@@ -232,7 +235,7 @@ register_resource(Resource(
 register_resource(Resource(
     "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS, extractor=_pod_fields,
     strict_status=False, generation=False,
-    columns=(("Ready", "@pod-ready", "string"), ("Status", "status.phase", "string"),
+    columns=(("Ready", "@pod-ready", "string"), ("Status", "@pod-status", "string"),
              ("Restarts", "@pod-restarts", "integer"), AGE, ("IP", "status.podIP", "string", 1),
              ("Node", "spec.nodeName", "string", 1), ("Nominated Node", "status.nominatedNodeName", "string", 1)),
 ))
@@ -241,18 +244,11 @@ register_resource(Resource(
     generation=False, fields=("involvedObject.kind", "involvedObject.name", "reason", "type"),
     columns=(("Last Seen", "lastTimestamp", "date"), ("Type", "type", "string"), ("Reason", "reason", "string"),
              ("Object", "@event-object", "string"), ("Message", "message", "string")),
-    # core/v1 Event (k8s.io/api/core/v1 types.go): every field a recorder writes is kept.
-    schema={"type": "object", "required": ["involvedObject"], "properties": {
-        "involvedObject": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        "type": {"type": "string"}, "reason": {"type": "string"}, "message": {"type": "string"},
-        "count": {"type": "integer"}, "source": {"type": "object", "properties": {
-            "component": {"type": "string"}, "host": {"type": "string"}}},
-        "firstTimestamp": {"type": "string", "nullable": True}, "lastTimestamp": {"type": "string", "nullable": True},
-        "eventTime": {"type": "string", "nullable": True}, "action": {"type": "string"},
-        "related": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        "reportingComponent": {"type": "string"}, "reportingInstance": {"type": "string"},
-        "series": {"type": "object", "properties": {"count": {"type": "integer"},
-                                                    "lastObservedTime": {"type": "string"}}}}},
+    # An Event keeps every field it is given (source, first/lastTimestamp, eventTime, reportingComponent, ...).
+    schema={"type": "object", "required": ["involvedObject"], "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+        "involvedObject": {"type": "object"}, "type": {"type": "string"}, "reason": {"type": "string"},
+        "message": {"type": "string"}, "count": {"type": "integer"}}},
 ))
 # Namespaces are served by the emulator itself (they also exist while objects live in them).
 NAMESPACE_RESOURCE = Resource(

@@ -18,9 +18,14 @@ from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubesim.resources import NODES, PODS
+import orjson
+
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Obj
 
+_KAI_QUEUES = "queues.scheduling.run.ai"
+_CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+_LOCAL_QUEUES = "localqueues.kueue.x-k8s.io"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU = "nvidia.com/gpu"
@@ -61,10 +66,6 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     return out
 
 
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
-
-
 class SchedulerStatusMixin:
     """Part of :class:`kubesim.KubeEmulator`."""
 
@@ -72,9 +73,33 @@ class SchedulerStatusMixin:
     flavor_label = "console.gpu-capacity.io/node-pool"
 
     def report_queue_status(self) -> int:
-        """Write the status KAI and Kueue would report for their queues; returns how many changed."""
-        pods = [p for p in self.list(PODS) if _active(p)]
-        return self._report_kai(pods) + self._report_kueue(pods)
+        """Write the status KAI and Kueue would report for their queues; returns how many changed.
+        Reads nothing when there is no queue, or when no pod, node or queue changed since the last report."""
+        if not self._stores[_KAI_QUEUES].keys and not self._stores[_CLUSTER_QUEUES].keys:
+            return 0
+        inputs = (PODS, NODES, _KAI_QUEUES, _CLUSTER_QUEUES, _LOCAL_QUEUES, "podgroups.scheduling.run.ai",
+                  "priorityclasses.scheduling.k8s.io")
+        if getattr(self, "_queue_status_seen", None) == tuple(self._kind_rv.get(k, 0) for k in inputs):
+            return 0
+        pods = self._queued_pods()
+        changed = self._report_kai(pods) + self._report_kueue(pods)
+        self._queue_status_seen = tuple(self._kind_rv.get(k, 0) for k in inputs)
+        return changed
+
+    def _queued_pods(self) -> list[Obj]:
+        """The unfinished pods a queue may count: labelled with a KAI or Kueue queue, or bound in a project
+        namespace (``runai-<project>``); the others are not even parsed."""
+        index = get_resource(PODS).field_index
+        node_at, phase_at = index["spec.nodeName"], index["status.phase"]
+        out = []
+        with self._lock:
+            for key, (data, _rv, labels, fields) in self._stores[PODS].entries.items():
+                if fields[phase_at] in ("Succeeded", "Failed"):
+                    continue
+                if (key[0].startswith("runai-") and fields[node_at]) or any(
+                        k == KAI_QUEUE_LABEL or k == KUEUE_QUEUE_LABEL for k, _v in labels):
+                    out.append(orjson.loads(data))
+        return out
 
     def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
         current = obj.get("status") or {}

@@ -229,7 +229,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not group and rest == ["bindings"] and namespace is not None:
             # The older form of the same: POST namespaces/<ns>/bindings, the pod named by the Binding.
             binding = self._object_body(body) if body else {}
-            self._binding(method, namespace, str((binding.get("metadata") or {}).get("name") or ""), body)
+            self.emu._count_request("create bindings")
+            self._binding(method, (namespace, str((binding.get("metadata") or {}).get("name") or "")), body)
             return
         res = find_resource(group, version, rest[0])
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
@@ -239,11 +240,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._collection(method, res, namespace, query, body)
             return
         sub = rest[2] if len(rest) == 3 else None
-        if sub == "binding" and res.key == PODS and namespace is not None:
-            self._binding(method, namespace, rest[1], body)
-            return
         if (sub is not None and not ((sub == "status" and res.status_subresource)
-                                     or (sub == "scale" and res.scale_subresource))) or (
+                                     or (sub == "scale" and res.scale_subresource)
+                                     or (sub == "binding" and res.key == PODS))) or (
             res.namespaced and namespace is None
         ):
             self.emu._count_request(f"{method.lower()} unknown")
@@ -251,21 +250,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._item(method, res, (namespace or "", rest[1]), query, body, sub)
 
     # ------------------------------------------------------------------ resources
-
-    def _binding(self, method: str, namespace: str, name: str, body: bytes) -> None:
-        """``POST pods/<name>/binding`` (a core/v1 Binding): bind the pod to ``target.name``."""
-        if method != "POST":
-            raise ApiError(405, f"method {method} not allowed on pods/binding", "MethodNotAllowed")
-        self.emu._count_request("create pods/binding")
-        binding = self._object_body(body)
-        target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
-        if not target.get("name"):
-            raise ApiError(422, f'Binding.core "{name}" is invalid: target.name: Required value', "Invalid",
-                           details={"name": name, "kind": "Binding", "causes": [
-                               {"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}]})
-        self.emu.bind_pod(namespace, name, str(target["name"]))
-        self._send(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                      "code": 201}))
 
     def _object_body(self, body: bytes) -> Obj:
         """The request's object: JSON, or the protobuf kubectl's typed generators send."""
@@ -351,6 +335,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         emu._count_request(f"{verb} {kind}" if sub != "scale" else f"{verb} {kind}/scale")
         if sub == "scale":
             self._scale(method, res, key, body)
+            return
+        if sub == "binding":
+            self._binding(method, key, body)
             return
         strict = _strict(query)
         if method == "GET":
@@ -445,6 +432,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if isinstance(given.get("preconditions"), dict):
             options["preconditions"] = given["preconditions"]
         return options
+
+    def _binding(self, method: str, key: Key, body: bytes) -> None:
+        """``POST pods/<name>/binding``: a scheduler binds the pod to the node its Binding's target names."""
+        if method != "POST":
+            raise ApiError(405, f"method {method} not allowed on pods/binding", "MethodNotAllowed")
+        binding = _parse_json_object(body)
+        target = binding.get("target") or {}
+        if not isinstance(target, dict) or not target.get("name"):
+            raise ApiError(422, f'Binding "{key[1]}" is invalid: target.name: Required value', "Invalid")
+        self.emu.bind_pod(key[0], key[1], str(target["name"]))
+        self._send_json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def _scale(self, method: str, res: Resource, key: Key, body: bytes) -> None:
         """The scale subresource: an autoscaling/v1 Scale over spec.replicas (GET, PUT, merge PATCH)."""

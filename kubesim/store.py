@@ -303,6 +303,7 @@ class Store(GarbageCollectorMixin):
             raise _not_found(kind, key[1])
         self._rv += 1
         rv = self._rv
+        self._kind_rv[kind] = rv
         if obj is None:
             assert prev is not None
             final = orjson.loads(prev[_DATA])
@@ -708,6 +709,8 @@ class Store(GarbageCollectorMixin):
                         store.keys = sorted(set(store.keys))
             if not emit_events:
                 self._rv = max(self._rv, batch_rv)
+                for kind in new_keys:
+                    self._kind_rv[kind] = self._rv
                 self._floor_rv = self._rv
                 self._min_seq = self._seq
             self._cond.notify_all()
@@ -819,6 +822,30 @@ class Store(GarbageCollectorMixin):
             now = self.clock.rfc3339()
             start = old.get("startTime") or pod["metadata"].get("creationTimestamp") or now
             pod["status"] = _pod_status(namespace, name, pod.get("spec") or {}, phase, is_ready, start, now)
+
+        return self.update_pod(namespace, name, change)
+
+    def bind_pod(self, namespace: str, name: str, node: str) -> Obj:
+        """Bind a pod to a node, as a scheduler does through the ``pods/binding`` subresource: sets
+        ``spec.nodeName`` and the condition PodScheduled True (409 when it is bound already or being
+        deleted). The kubelet step (controllers) then starts it."""
+
+        def change(pod: Obj) -> None:
+            spec = pod.setdefault("spec", {})
+            if spec.get("nodeName"):
+                raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                                    f'assigned to node "{spec["nodeName"]}"', "Conflict")
+            if pod["metadata"].get("deletionTimestamp"):
+                raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being '
+                                    "deleted, cannot be assigned to a host", "Conflict")
+            spec["nodeName"] = node
+            status = pod.setdefault("status", {})
+            status.setdefault("phase", "Pending")
+            now = self.clock.rfc3339()
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now})
+            status["conditions"] = conditions
 
         return self.update_pod(namespace, name, change)
 

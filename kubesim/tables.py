@@ -67,6 +67,30 @@ def _pod_ready(obj: Obj) -> str:
     return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
 
 
+def _pod_status(obj: Obj) -> str:
+    """STATUS of ``kubectl get pods`` (kubectl's printPod): the phase, or the pod's reason, or a container's
+    waiting / terminated reason (ContainerCreating, Completed, Error, ...), Terminating while being deleted."""
+    status = obj.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    running = False
+    for cs in reversed(status.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated")
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+        elif terminated is not None:
+            reason = terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                                                  else f"ExitCode:{terminated.get('exitCode', 0)}")
+        elif cs.get("ready") and state.get("running") is not None:
+            running = True
+    if reason == "Completed" and running:
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        reason = "Running" if ready else "NotReady"
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
+    return reason
+
+
 def _pod_restarts(obj: Obj) -> int:
     return sum(int(s.get("restartCount") or 0) for s in (obj.get("status") or {}).get("containerStatuses") or [])
 
@@ -162,6 +186,7 @@ _COMPUTED = {
     "@node-roles": _node_roles,
     "@pod-ready": _pod_ready,
     "@pod-restarts": _pod_restarts,
+    "@pod-status": _pod_status,
     "@job-status": _job_status,
     "@job-completions": _job_completions,
     "@job-duration": _job_duration,

@@ -256,27 +256,6 @@ class SchedulingMixin:
                     default = value
         return classes, default
 
-    # ------------------------------------------------------------------ binding
-
-    def bind_pod(self, namespace: str, name: str, node: str, *, now: float | None = None) -> Obj:
-        """The ``pods/binding`` subresource: set ``spec.nodeName`` and ``PodScheduled=True``; 409 when the
-        pod is already bound, 404 when it or the node does not exist."""
-        stamp = _rfc3339(self._scheduler_now(now))
-        if self.get_node(node) is None:
-            raise ApiError(404, f'nodes "{node}" not found', "NotFound",
-                           details={"name": node, "kind": "nodes"})
-
-        def change(pod: Obj) -> None:
-            spec = pod.setdefault("spec", {})
-            if spec.get("nodeName"):
-                raise ApiError(409, f"pod {name} is already assigned to node \"{spec['nodeName']}\"", "Conflict",
-                               details={"name": name, "kind": "pods"})
-            spec["nodeName"] = node
-            _set_condition(pod, {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                 "lastTransitionTime": stamp})
-
-        return self._update(PODS, (namespace, name), change)
-
     # ------------------------------------------------------------------ events
 
     def record_event(self, involved: Mapping[str, Any], *, type_: str, reason: str, message: str,
@@ -366,7 +345,7 @@ class SchedulingMixin:
         bound = 0
         for bind in result.binds:
             try:
-                pod = self.bind_pod(bind.namespace, bind.name, bind.node, now=moment)
+                pod = self.bind_pod(bind.namespace, bind.name, bind.node)
             except ApiError:
                 continue  # deleted or bound by someone else meanwhile
             bound += 1
@@ -517,7 +496,7 @@ class SchedulingMixin:
             self._kai_evict(eviction, groups.get(eviction.group), moment)
         for bind in decisions.binds:
             try:
-                pod = self.bind_pod(bind.namespace, bind.name, bind.node, now=moment)
+                pod = self.bind_pod(bind.namespace, bind.name, bind.node)
             except ApiError:
                 continue
             self.record_event(_ref(pod), type_="Normal", reason="Scheduled", component=component, now=moment,

@@ -172,6 +172,34 @@ def test_an_empty_node_is_consolidated_and_a_pod_fitting_a_node_gets_no_claim(em
     assert objects(api, "nodepools")["h100-prod"]["status"]["resources"]["nvidia.com/gpu"] == "0"
 
 
+def test_each_pending_pod_sees_the_room_the_pods_placed_before_it_left():
+    """Pending pods are placed oldest first, each taking its room: on the node it fits (where the scheduler
+    will put it) or on the NodeClaim launched for it. Whatever order the pods come in the same second, the
+    nodes launched are the same."""
+    for order in ((0, 1, 2), (2, 1, 0), (1, 2, 0)):
+        clock = ManualClock(START)
+        emu = KubeEmulator(clock=clock)
+        emu.create("nodepools.karpenter.sh", nodepool("h100-prod", requirements=[
+            req("karpenter.k8s.aws/instance-gpu-name", "In", "h100")], taints=[GPU_TAINT],
+            limits={"nvidia.com/gpu": "32"}))
+        emu.add_node(make_node("existing-h100", gpus=8, taints=[GPU_TAINT]))
+        emu.add_pod(gpu_pod("running", gpus=4, phase="Running", node="existing-h100"))
+        names = ("half-a", "half-b", "whole")
+        for i in order:  # created in the same second, in this order
+            pod = gpu_pod(names[i], gpus=8 if names[i] == "whole" else 4)
+            pod["metadata"]["creationTimestamp"] = START
+            emu.add_pod(pod)
+        done = emu.karpenter_step()
+        # 4 GPUs are free on the node: the first 4-GPU pod created takes them; the other 4-GPU pod and the
+        # 8-GPU pod each need a node of their own (an 8-GPU p5: the 8-GPU pod fills one, and the 4-GPU pod
+        # leaves too little room on its own for the 8-GPU pod).
+        claims = emu.list("nodeclaims.karpenter.sh")
+        placed = {line.split("for pod ml/")[1].split()[0] for line in done if "created for pod" in line}
+        first_half = next(names[i] for i in order if names[i] != "whole")
+        assert first_half not in placed, (order, done)
+        assert len(claims) == 2 and placed == set(names) - {first_half}, (order, done)
+
+
 def test_the_emulator_rejects_a_nodepool_its_schema_rejects(api):
     bad = nodepool("bad", requirements=[req("karpenter.sh/capacity-type", "Sometimes", "spot")])
     with pytest.raises(k8s.exceptions.ApiException) as err:
