@@ -56,6 +56,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         clock: Clock | None = None,
         controllers: bool = False,
         controller_interval: float | None = None,
+        schedulers: bool = True,
     ) -> None:
         """
         :param history_size: events kept for watch replay and consistent paging.
@@ -69,6 +70,8 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
             queue status; :mod:`kubesim.controllers`): on a real clock a thread ticks them every
             ``controller_interval`` seconds (default 1) while the emulator is started; on a manual clock
             the caller ticks (:meth:`tick`).
+        :param schedulers: put the schedulers (:mod:`kubesim.scheduling`: KAI Scheduler, then the default
+            scheduler) into the controller loop; without them nobody binds a pod but the caller.
         """
         self.clock: Clock = clock if clock is not None else RealClock()
         self._hooks: dict[str, list] = {}
@@ -116,7 +119,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         self._init_chaos()
         self._init_access()
         self._init_controllers(controllers, controller_interval)
-        self._init_scheduling()
+        self._init_scheduling(schedulers)
         self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 
     # ------------------------------------------------------------------ lifecycle

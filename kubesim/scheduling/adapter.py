@@ -220,10 +220,11 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ state
 
-    def _init_scheduling(self) -> None:
+    def _init_scheduling(self, enabled: bool = True) -> None:
         """Put KAI's cycle, then the default scheduler's pass, into the controller loop's schedulers' slot."""
-        self.register_scheduler(_kai_step)
-        self.register_scheduler(_default_step)
+        if enabled:
+            self.register_scheduler(_kai_step)
+            self.register_scheduler(_default_step)
 
     def _scheduling(self) -> dict[str, Any]:
         state = getattr(self, "_scheduling_state", None)

@@ -34,7 +34,8 @@ class Lab:
 
     def __init__(self, tmp_path: Path) -> None:
         self.clock = ManualClock(START)
-        self.emu = KubeEmulator(clock=self.clock, controllers=True, bookmark_interval=0.2)
+        # No scheduler: these tests bind the pods themselves, when they choose.
+        self.emu = KubeEmulator(clock=self.clock, controllers=True, bookmark_interval=0.2, schedulers=False)
         self.emu.start()
         self.emu.add_node(make_node("gpu-1", gpus=8))
         self.emu.add_namespace(NS)
