@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -234,17 +233,13 @@ class SchedulingMixin:
                 if state is None:
                     state = self._scheduling_state = {
                         "informer": _Informer(), "events": _EventRecorder(), "lock": threading.Lock(),
+                        "step": threading.RLock(),  # one scheduler step at a time (loop thread, HTTP, tests)
                         "next_start": 0, "caches": None, "caches_generation": -1, "failed": {},
                     }
         return state
 
-    def _scheduler_now(self, now: float | None) -> float:
-        if now is not None:
-            return float(now)
-        clock = getattr(self, "clock", None)
-        if clock is not None and callable(getattr(clock, "now", None)):
-            return float(clock.now())
-        return time.time()
+    def _scheduler_now(self, now: float | None = None) -> float:
+        return float(now) if now is not None else float(self.clock.now())
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
         classes: dict[str, int] = {}
@@ -314,14 +309,15 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ the default scheduler
 
-    def default_scheduler_step(self, now: float | None = None) -> dict[str, int]:
+    def default_scheduler_step(self) -> dict[str, int]:
         """Place the pending pods of the default scheduler; returns how many were bound and how many
         could not be placed."""
-        with _gc_paused():  # thousands of short-lived objects: no full collections meanwhile
-            return self._default_scheduler_step(now)
+        # Thousands of short-lived objects: no full collections meanwhile.
+        with self._scheduling()["step"], _gc_paused():
+            return self._default_scheduler_step()
 
-    def _default_scheduler_step(self, now: float | None) -> dict[str, int]:
-        moment = self._scheduler_now(now)
+    def _default_scheduler_step(self) -> dict[str, int]:
+        moment = self._scheduler_now()
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -398,6 +394,10 @@ class SchedulingMixin:
     def kai_pod_grouper_step(self) -> int:
         """KAI's pod grouper: a PodGroup for every pod of ``kai-scheduler`` and its ``pod-group-name``
         annotation; PodGroups whose owner is gone are deleted. Returns how many objects it wrote."""
+        with self._scheduling()["step"]:
+            return self._kai_pod_grouper_step()
+
+    def _kai_pod_grouper_step(self) -> int:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -471,19 +471,23 @@ class SchedulingMixin:
             priority_classes=classes, default_priority=default, node_pool_key=self.kai_node_pool_key,
             free=informer.free, free_pods=informer.free_pods)
 
-    def kai_scheduler_step(self, now: float | None = None) -> dict[str, int]:
+    def kai_scheduler_step(self) -> dict[str, int]:
         """KAI's pod grouper, one scheduling cycle and its podgroup and queue controllers' status (three
         components of KAI, one after the other); returns what the cycle did."""
-        with _gc_paused():
+        with self._scheduling()["step"], _gc_paused():
             self.kai_pod_grouper_step()
-            done = self.kai_cycle_step(now)
+            done = self.kai_cycle_step()
             self.report_kai_status()
             return done
 
-    def kai_cycle_step(self, now: float | None = None) -> dict[str, int]:
+    def kai_cycle_step(self) -> dict[str, int]:
         """One KAI scheduling cycle (every shard): decisions, then binds, evictions, the PodGroups' and pods'
         conditions and events."""
-        moment = self._scheduler_now(now)
+        with self._scheduling()["step"], _gc_paused():
+            return self._kai_cycle_step()
+
+    def _kai_cycle_step(self) -> dict[str, int]:
+        moment = self._scheduler_now()
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -577,6 +581,10 @@ class SchedulingMixin:
     def report_kai_status(self) -> int:
         """What KAI's podgroup and queue controllers report: PodGroup ``status.resourcesStatus`` and Queue
         ``status`` (allocated, allocatedNonPreemptible, requested, childQueues); returns how many changed."""
+        with self._scheduling()["step"]:
+            return self._report_kai_status()
+
+    def _report_kai_status(self) -> int:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -601,9 +609,9 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ both
 
-    def scheduling_step(self, now: float | None = None) -> dict[str, dict[str, int]]:
+    def scheduling_step(self) -> dict[str, dict[str, int]]:
         """KAI's cycle, then the default scheduler's pass."""
-        return {"kai": self.kai_scheduler_step(now=now), "default": self.default_scheduler_step(now=now)}
+        return {"kai": self.kai_scheduler_step(), "default": self.default_scheduler_step()}
 
 
 def _kai_step(emu: SchedulingMixin) -> list[str]:

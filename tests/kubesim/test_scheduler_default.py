@@ -225,3 +225,16 @@ def test_a_job_without_enforcer_runs_through_the_job_controller_and_the_schedule
     assert len(pods) == 2
     assert {p.spec.node_name for p in pods} == {"a100-1"}
     assert {p.status.phase for p in pods} == {"Running"}
+
+
+def test_kubectl_describe_shows_the_schedulers_event(sim, kubectl):
+    """What a user runs first when a pod waits: `kubectl describe pod` lists the scheduler's event."""
+    from kubesim import make_pod
+
+    sim.add_node(make_node("gpu-1", gpus=2))
+    sim.add_pod(make_pod("big", "work", phase="Pending",
+                         containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}]))
+    assert sim.default_scheduler_step() == {"bound": 0, "unschedulable": 1}
+    described = kubectl("describe", "pod", "big", "-n", "work").stdout
+    assert "FailedScheduling" in described and "default-scheduler" in described
+    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu." in described
