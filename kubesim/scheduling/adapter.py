@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from kubesim.errors import ApiError
-from kubesim.resources import NODES, PODS
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.scheduling import default as default_core
 from kubesim.scheduling import kai as kai_core
 from kubesim.scheduling.fit import Cluster, NodeInfo, PodInfo, node_info, pod_info
@@ -40,6 +40,11 @@ QUEUES = "queues.scheduling.run.ai"
 SHARDS = "schedulingshards.kai.scheduler"
 JOBS = "jobs.batch"
 EVENTS = "events"
+# What each step reads: with none of it changed since the step last ran, it has nothing to do.
+_DEFAULT_INPUTS = (PODS, NODES, PRIORITY_CLASSES)
+_GROUPER_INPUTS = (PODS, JOBS, POD_GROUPS, PRIORITY_CLASSES)
+_KAI_INPUTS = (PODS, NODES, POD_GROUPS, QUEUES, SHARDS, PRIORITY_CLASSES)
+_STATUS_INPUTS = (PODS, POD_GROUPS, QUEUES, PRIORITY_CLASSES)
 UNSCHEDULABLE_RETRY_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 EVENT_BURST = 25
 EVENT_REFILL_SECONDS = 300.0
@@ -316,8 +321,37 @@ class SchedulingMixin:
         with self._scheduling()["step"], _gc_paused():
             return self._default_scheduler_step()
 
+    def _unchanged(self, name: str, kinds: tuple[str, ...]) -> bool:
+        """Whether no object of ``kinds`` changed since the step ``name`` last started (then it has nothing
+        to do); otherwise notes the versions it starts from (what changes while it runs, its own writes
+        included, makes the next step look again)."""
+        state = self._scheduling()
+        with self._lock:
+            now = tuple(self._kind_rv.get(kind, 0) for kind in kinds)
+        if state.get(("seen", name)) == now:
+            return True
+        state[("starting", name)] = now
+        return False
+
+    def _note_seen(self, name: str, kinds: tuple[str, ...]) -> None:
+        state = self._scheduling()
+        state[("seen", name)] = state.pop(("starting", name), None)
+
     def _default_scheduler_step(self) -> dict[str, int]:
         moment = self._scheduler_now()
+        state = self._scheduling()
+        retry_at = state.get("retry_at")
+        if self._unchanged("default", _DEFAULT_INPUTS) and (retry_at is None or moment < retry_at):
+            return {"bound": 0, "unschedulable": 0}
+        try:
+            return self._default_pass(moment)
+        finally:
+            failed = state["failed"]
+            state["retry_at"] = min(when for _, when in failed.values()) + UNSCHEDULABLE_RETRY_SECONDS \
+                if failed else None
+            self._note_seen("default", _DEFAULT_INPUTS)
+
+    def _default_pass(self, moment: float) -> dict[str, int]:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -398,6 +432,14 @@ class SchedulingMixin:
             return self._kai_pod_grouper_step()
 
     def _kai_pod_grouper_step(self) -> int:
+        if self._unchanged("grouper", _GROUPER_INPUTS):
+            return 0
+        try:
+            return self._kai_group_pods()
+        finally:
+            self._note_seen("grouper", _GROUPER_INPUTS)
+
+    def _kai_group_pods(self) -> int:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -411,10 +453,9 @@ class SchedulingMixin:
         wanted: dict[tuple[str, str], Obj] = {}
         writes = 0
         pod_uids = set()
-        for _, pod in list(informer.pods.values()):
+        for key in list(informer.kai):
+            pod = informer.pods[key][1]
             pod_uids.add(pod.uid)
-            if pod.scheduler != kai_core.SCHEDULER_NAME:
-                continue
             if pod.owner is None and pod.annotations.get(kai_core.POD_GROUP_ANNOTATION):
                 continue  # a pod of a PodGroup someone made
             owner = kai_core.owner_of(pod, jobs)
@@ -487,6 +528,14 @@ class SchedulingMixin:
             return self._kai_cycle_step()
 
     def _kai_cycle_step(self) -> dict[str, int]:
+        if self._unchanged("kai", _KAI_INPUTS):
+            return {"bound": 0, "evicted": 0, "unschedulable": 0}
+        try:
+            return self._kai_cycle()
+        finally:
+            self._note_seen("kai", _KAI_INPUTS)
+
+    def _kai_cycle(self) -> dict[str, int]:
         moment = self._scheduler_now()
         state = self._scheduling()
         informer: _Informer = state["informer"]
@@ -585,16 +634,32 @@ class SchedulingMixin:
             return self._report_kai_status()
 
     def _report_kai_status(self) -> int:
-        state = self._scheduling()
-        informer: _Informer = state["informer"]
-        informer.sync(self)
+        if self._unchanged("status", _STATUS_INPUTS):
+            return 0
+        try:
+            return self._kai_status()
+        finally:
+            self._note_seen("status", _STATUS_INPUTS)
+
+    def _kai_pods(self) -> list[PodInfo]:
+        """The unfinished pods of kai-scheduler, read from the store (by its field index: no other pod is
+        parsed)."""
+        index = get_resource(PODS).field_index
+        scheduler_at, phase_at = index["spec.schedulerName"], index["status.phase"]
+        with self._lock:
+            found = [data for data, _rv, _labels, fields in self._stores[PODS].entries.values()
+                     if fields[scheduler_at] == kai_core.SCHEDULER_NAME
+                     and fields[phase_at] not in ("Succeeded", "Failed")]
+        return [pod_info(orjson.loads(data)) for data in found]
+
+    def _kai_status(self) -> int:
         queues = self.list(QUEUES)
         groups = self.list(POD_GROUPS)
         if not queues and not groups:
             return 0
         classes, default = self._priority_classes()
         group_status, queue_status = kai_core.controller_status(
-            groups, [p for _, p in informer.pods.values()], queues, priority_classes=classes, default_priority=default)
+            groups, self._kai_pods(), queues, priority_classes=classes, default_priority=default)
         changed = 0
         for group in groups:
             md = group["metadata"]
