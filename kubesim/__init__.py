@@ -22,7 +22,7 @@ factories for realistic Node and Pod objects.
 Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``server`` (HTTP, watch),
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
 ``selectors``, ``access`` (the access record), ``resources`` (the registry), ``schema`` (OpenAPI subset validator), ``cel`` (the CRDs' CEL rules in Python), ``crds/`` (compact
-CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
+CRD schemas), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``scheduling`` (the default scheduler and KAI Scheduler), ``schedulers`` (KAI / Kueue status), ``karpenter``
 (Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter); ``clock``
 (the one clock of steps and timestamps), ``gc`` (owner references, finalizers, cascading deletion),
 ``controllers`` (the controller loop), ``jobs`` (the Job controller), ``kubelet`` (pods start, run, end).
