@@ -3,33 +3,22 @@ pods are created over HTTP, the controller loop ticks on a manual clock, and wha
 pod's node, its PodScheduled condition, the FailedScheduling event — is what kube-scheduler writes."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
-from kubesim import KubeEmulator, ManualClock, make_node
+from kubesim import KubeEmulator, make_node
 
 POOL = "console.gpu-capacity.io/node-pool"
 
 
 @pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+def emu(manual_sim: KubeEmulator) -> KubeEmulator:
+    return manual_sim
 
 
 @pytest.fixture
-def core(emu: KubeEmulator, tmp_path) -> Iterator[client.CoreV1Api]:
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=emu.write_kubeconfig(tmp_path / "kubeconfig"),
-                            client_configuration=configuration)
-    with client.ApiClient(configuration) as api:
-        yield client.CoreV1Api(api)
+def core(manual_api) -> client.CoreV1Api:
+    return client.CoreV1Api(manual_api)
 
 
 def pod(name: str, *, gpus: int = 0, cpu: str = "1", memory: str = "1Gi", selector: dict | None = None,
