@@ -24,7 +24,7 @@ Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``s
 ``selectors``, ``access`` (the access record), ``resources`` (the registry; the CRD manifests of ``kube/crds/``
 checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``,
 ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI queue status),
-``scheduling.kueue`` (Kueue), ``karpenter`` (Karpenter's provisioner: NodeClaims and Nodes for pending pods),
+``scheduling`` (the default scheduler, KAI Scheduler, Kueue), ``karpenter`` (Karpenter's provisioner: NodeClaims and Nodes for pending pods),
 ``dcgm`` (the DCGM exporter); ``clock`` (the one clock of steps and timestamps), ``gc`` (owner references,
 finalizers, cascading deletion), ``controllers`` (the controller loop), ``jobs`` (the Job controller),
 ``kubelet`` (pods start, run, end).

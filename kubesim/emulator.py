@@ -25,11 +25,12 @@ from kubesim.karpenter import KarpenterMixin
 from kubesim.kubelet import KubeletMixin
 from kubesim.schedulers import SchedulerStatusMixin
 from kubesim.scheduling.kueue_adapter import KueueMixin
+from kubesim.scheduling.adapter import SchedulingMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
 class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
-                   SchedulerStatusMixin, KueueMixin, KarpenterMixin, FaultsMixin, Store):
+                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::
@@ -56,6 +57,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         clock: Clock | None = None,
         controllers: bool = False,
         controller_interval: float | None = None,
+        schedulers: bool = True,
     ) -> None:
         """
         :param history_size: events kept for watch replay and consistent paging.
@@ -69,6 +71,8 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
             queue status; :mod:`kubesim.controllers`): on a real clock a thread ticks them every
             ``controller_interval`` seconds (default 1) while the emulator is started; on a manual clock
             the caller ticks (:meth:`tick`).
+        :param schedulers: put the schedulers (:mod:`kubesim.scheduling`: KAI Scheduler, then the default
+            scheduler) into the controller loop; without them nobody binds a pod but the caller.
         """
         self.clock: Clock = clock if clock is not None else RealClock()
         self._hooks: dict[str, list] = {}
@@ -117,6 +121,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         self._init_access()
         self._init_controllers(controllers, controller_interval)
         self._init_kueue()  # Kueue first in the schedulers' slot: it decides which Jobs may run
+        self._init_scheduling(schedulers)
         self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 
     # ------------------------------------------------------------------ lifecycle

@@ -234,6 +234,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.emu._count_request("get pendingworkloads")
             self._send_json(self.emu.kueue_pending_workloads(version, rest, namespace, query))
             return
+        if not group and rest == ["bindings"] and namespace is not None:
+            # The older form of the same: POST namespaces/<ns>/bindings, the pod named by the Binding.
+            binding = self._object_body(body) if body else {}
+            self.emu._count_request("create bindings")
+            self._binding(method, (namespace, str((binding.get("metadata") or {}).get("name") or "")), body)
+            return
         res = find_resource(group, version, rest[0])
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
             self.emu._count_request(f"{method.lower()} unknown")
