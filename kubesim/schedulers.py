@@ -22,3 +22,16 @@ class SchedulerStatusMixin:
         """Write the status KAI would report for its queues and PodGroups; returns how many changed (nothing
         is read when nothing it depends on changed)."""
         return self.report_kai_status()
+
+    def _set_status(self, resource: str, obj: dict, status: dict) -> int:
+        """Write ``status`` into the object's status subresource unless it already says so; 1 if written."""
+        current = obj.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return 0
+        md = obj["metadata"]
+
+        def change(o: dict) -> None:
+            o.setdefault("status", {}).update(status)
+
+        self.update(resource, md["name"], change, md.get("namespace") or "", subresource="status")
+        return 1

@@ -4,61 +4,62 @@ object, once — never read as 0 and never a crash of the step (issue 20: kubesi
 bad value as 0). Such pods cannot reach a real API server; the emulator's Python API stores them as given."""
 from __future__ import annotations
 
+from enforcers import desired
 from kubesim import KubeEmulator, make_node, make_pod
+from tests.kubesim.test_scheduler_kai import NS, apply_org, nodes, queue_status, quota, settle
 
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 
 
-def queue_pod(name: str, requests: dict, *, node: str | None = "n1", init: list | None = None) -> dict:
-    pod = make_pod(name, "runai-vision", node=node, phase="Running" if node else "Pending",
-                   labels={"kai.scheduler/queue": "vision.a100"},
+def kai_pod(name: str, requests: dict, *, init: list | None = None) -> dict:
+    """A pending pod of KAI Scheduler in project vision's queue of pool a100."""
+    pod = make_pod(name, NS, phase="Pending", labels={"kai.scheduler/queue": desired.kai_project_queue("vision", "a100"),
+                                                     POOL_LABEL: "a100"},
                    containers=[{"name": "main", "requests": requests}])
+    pod["spec"]["schedulerName"] = "kai-scheduler"
     if init is not None:
         pod["spec"]["initContainers"] = init
     return pod
 
 
-def kai_queue(name: str) -> dict:
-    return {"metadata": {"name": name, "labels": {POOL_LABEL: "a100"}},
-            "spec": {"resources": {"gpu": {"quota": 4, "limit": -1, "overQuotaWeight": 1}}}}
+def kai_cluster(emu: KubeEmulator, api) -> None:
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(4)}})
+    nodes(emu, "a100", 1)
 
 
 def warnings(sim: KubeEmulator) -> list[dict]:
     return [e for e in sim.list("events") if e.get("reason") == "InvalidQuantity"]
 
 
-def test_kai_status_leaves_out_a_pod_whose_quantity_is_none_and_says_so_once(sim: KubeEmulator) -> None:
-    sim.load([make_node("n1", gpus=8, labels={POOL_LABEL: "a100"})], [
-        queue_pod("good", {"nvidia.com/gpu": "2", "cpu": "1", "memory": "1Gi"}),
-        queue_pod("typo", {"nvidia.com/gpu": "two", "cpu": "1"}),
-    ])
-    sim.create("queues.scheduling.run.ai", kai_queue("vision.a100"))
-    assert sim.report_queue_status() == 1
-    status = sim.get("queues.scheduling.run.ai", "vision.a100")["status"]
+def test_kai_leaves_a_pod_whose_quantity_is_none_pending_and_says_why(manual_sim: KubeEmulator, manual_api) -> None:
+    kai_cluster(manual_sim, manual_api)
+    manual_sim.add_pod(kai_pod("good", {"nvidia.com/gpu": "2", "cpu": "1"}))
+    manual_sim.add_pod(kai_pod("typo", {"nvidia.com/gpu": "two", "cpu": "1"}))
+    settle(manual_sim, 4)
+    good, typo = manual_sim.get_pod(NS, "good"), manual_sim.get_pod(NS, "typo")
+    assert good["spec"]["nodeName"] == "a100-0" and not typo["spec"].get("nodeName")
+    scheduled = next(c for c in typo["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["status"] == "False"
+    assert 'spec.containers[0] ("main").resources.requests[nvidia.com/gpu]' in scheduled["message"]
+    assert "'two'" in scheduled["message"]
+    # Never read as 0: the queue counts the good pod only.
+    status = queue_status(manual_api, desired.kai_project_queue("vision", "a100"))
     assert status["allocated"]["nvidia.com/gpu"] == "2" and status["requested"]["nvidia.com/gpu"] == "2"
-    [warning] = warnings(sim)
-    assert warning["type"] == "Warning" and warning["involvedObject"]["name"] == "typo"
-    assert warning["metadata"]["namespace"] == "runai-vision"
-    assert warning["message"].startswith("kai-scheduler leaves Pod runai-vision/typo out: ")
-    assert 'spec.containers[0] ("main").resources.requests[nvidia.com/gpu]' in warning["message"]
-    assert "'two'" in warning["message"]
-    sim.report_queue_status()
-    assert len(warnings(sim)) == 1  # said once, not at every round
 
 
-def test_kai_status_counts_init_containers_sidecars_and_overhead_as_the_scheduler_does(sim: KubeEmulator) -> None:
+def test_kai_counts_init_containers_sidecars_and_overhead_as_the_scheduler_does(manual_sim: KubeEmulator,
+                                                                               manual_api) -> None:
+    kai_cluster(manual_sim, manual_api)
     setup = {"name": "setup", "resources": {"requests": {"cpu": "6"}}}
     proxy = {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}
-    big_init = queue_pod("big-init", {"nvidia.com/gpu": "1", "cpu": "2"}, init=[setup])
-    sidecar = queue_pod("sidecar", {"nvidia.com/gpu": "1", "cpu": "2"}, init=[proxy])
+    sidecar = kai_pod("sidecar", {"nvidia.com/gpu": "1", "cpu": "2"}, init=[proxy])
     sidecar["spec"]["overhead"] = {"cpu": "250m"}
-    sim.load([make_node("n1", gpus=8, labels={POOL_LABEL: "a100"})], [big_init, sidecar])
-    sim.create("queues.scheduling.run.ai", kai_queue("vision.a100"))
-    sim.report_queue_status()
-    status = sim.get("queues.scheduling.run.ai", "vision.a100")["status"]
+    manual_sim.add_pod(kai_pod("big-init", {"nvidia.com/gpu": "1", "cpu": "2"}, init=[setup]))
+    manual_sim.add_pod(sidecar)
+    settle(manual_sim, 4)
+    status = queue_status(manual_api, desired.kai_project_queue("vision", "a100"))
     # max(6 init, 2 app) + (2 app + 0.5 sidecar + 0.25 overhead) = 8.75 cores, in millicores.
     assert status["allocated"]["cpu"] == "8750" and status["allocated"]["nvidia.com/gpu"] == "2"
-    assert warnings(sim) == []
 
 
 def karpenter_pool() -> dict:
