@@ -1,0 +1,1103 @@
+"""Will it fit, and when? Pure arithmetic over one pool: its nodes' free GPUs, the pods running there, the
+quota standing of its departments and projects, and the workloads waiting for it. No Django: the selectors
+(`projects.selectors.pool_fit_facts`, `workloads.forecast`) read the facts in a fixed number of queries and
+call these functions; tests call them on scripted pools.
+
+- `fragmentation(nodes)`: how many pods of 1, 2, 4 and 8 GPUs fit now, each on one node; the largest gang
+  of n pods × k GPUs, in the pool and inside one topology domain (the pool's zone label, or the topology
+  label the pool names); free GPUs per node as a histogram (DOMAIN §12: free GPUs scattered so that a pod
+  of k GPUs on one node, or a gang of n × k, cannot fit although the free total would cover it).
+- `make_room(...)`: the preemptible pods the scheduler's rules would take to make room for n × k GPUs, and
+  whose they are: over-quota pods of other queues first (reclaim), then, for a requester, lower-priority
+  pods of its own queue (preempt) — DOMAIN §11.
+- `verdict(...)`: the dry run of a submission against the pool as it is now, the project's quota standing
+  and the scheduler's rules: starts now, waits for quota (whose over-quota use holds it, how much), waits
+  for capacity (with the fragmentation answer), waits for a node Karpenter can launch, or never fits.
+- `estimate(...)`: when a waiting workload may start, as a range with its basis in words, from the queue
+  order, the running workloads' expected ends and the quota rules; or no estimate, and why.
+
+The scheduler's rules read here are those of DOMAIN §11 (KAI Scheduler's, which the console's enforcer
+writes): a limit caps a queue and every queue above it; non-preemptible work (priority ≥ 100) runs within
+the deserved quota only; a queue may reclaim GPUs of preemptible pods from queues above their fair share
+(or above their deserved quota while it stays within its own) only while it stays within its own fair
+share with the job, and only if afterwards its saturation (allocated / fair share) stays below theirs;
+inside one queue a higher priority preempts a lower one. The scheduler tries victims in its own order and
+stops when the job fits, so `verdict` follows that order; `make_room` then keeps only the pods needed.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SHAPES = (1, 2, 4, 8)
+PREEMPTIBLE_BELOW = 100
+ZERO = Decimal(0)
+
+STARTS_NOW = "starts_now"
+WAITS_FOR_QUOTA = "waits_for_quota"
+WAITS_FOR_CAPACITY = "waits_for_capacity"
+WAITS_FOR_NODE = "waits_for_node"
+NEVER_FITS = "never_fits"
+VERDICTS = {
+    STARTS_NOW: "Starts now",
+    WAITS_FOR_QUOTA: "Waits for quota",
+    WAITS_FOR_CAPACITY: "Waits for capacity",
+    WAITS_FOR_NODE: "Waits for a node Karpenter can launch",
+    NEVER_FITS: "Never fits",
+}
+
+
+def n(value: Decimal | int | float) -> str:
+    """A number of GPUs as people write it: 2, 1.5 (no trailing zeros)."""
+    value = Decimal(value).normalize()
+    return f"{value:f}"
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nodes and fragmentation
+
+
+@dataclass(frozen=True)
+class NodeRoom:
+    """One node of a pool: its allocatable GPUs and what the active pods bound there leave free. `ready`:
+    Ready and schedulable (not cordoned); only such nodes take new pods. CPU (millicores) and memory (bytes)
+    free are None when not known (then only GPUs decide)."""
+
+    name: str
+    gpus: int
+    free: Decimal
+    domain: str = ""
+    ready: bool = True
+    cpu: int | None = None
+    memory: int | None = None
+    cpu_free: int | None = None
+    memory_free: int | None = None
+
+
+def _slots(free: Decimal, gpus: int, cpu_free: int | None = None, memory_free: int | None = None,
+           cpu: int = 0, memory: int = 0) -> int:
+    """How many pods of `gpus` GPUs (and `cpu` millicores, `memory` bytes) fit in this much room."""
+    counts = []
+    if gpus > 0:
+        counts.append(math.floor(max(free, ZERO) / gpus))
+    if cpu > 0 and cpu_free is not None:
+        counts.append(max(cpu_free, 0) // cpu)
+    if memory > 0 and memory_free is not None:
+        counts.append(max(memory_free, 0) // memory)
+    return int(min(counts)) if counts else 1_000_000
+
+
+def slots_on(node: NodeRoom, gpus: int, cpu: int = 0, memory: int = 0) -> int:
+    return _slots(node.free, gpus, node.cpu_free, node.memory_free, cpu, memory) if node.ready else 0
+
+
+def holds(node: NodeRoom, gpus: int, cpu: int = 0, memory: int = 0) -> bool:
+    """Whether the node, empty, could hold one such pod (its allocatable, whatever runs there now)."""
+    return _slots(Decimal(node.gpus), gpus, node.cpu, node.memory, cpu, memory) >= 1
+
+
+@dataclass(frozen=True)
+class DomainRoom:
+    """One topology domain of a pool (a zone, or the value of the pool's topology label)."""
+
+    name: str
+    nodes: int
+    free: Decimal
+    slots: Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """A pool's free GPUs and what they can hold now (Ready, schedulable GPU nodes only)."""
+
+    nodes: int = 0
+    gpus: int = 0
+    free: Decimal = ZERO
+    slots: Mapping[int, int] = field(default_factory=dict)
+    histogram: tuple[tuple[int, int], ...] = ()  # (free GPUs on a node, how many nodes), ascending
+    largest_free: Decimal = ZERO
+    domain_key: str = ZONE_LABEL
+    domains: tuple[DomainRoom, ...] = ()
+    unlabelled: int = 0  # nodes without the topology label
+
+    def stranded(self, k: int) -> Decimal:
+        """Free GPUs that no pod of k GPUs can use (each on nodes with fewer than k free)."""
+        return max(self.free - k * self.slots.get(k, 0), ZERO)
+
+    def best_domain(self, k: int) -> DomainRoom | None:
+        """The domain holding the largest gang of k-GPU pods (ties: the first by name)."""
+        best = None
+        for domain in self.domains:
+            if domain.slots.get(k, 0) and (best is None or domain.slots[k] > best.slots[k]):
+                best = domain
+        return best
+
+    def largest_gang(self, k: int) -> tuple[int, int, str]:
+        """(pods of k GPUs in the pool, pods of k GPUs inside one domain, that domain's name)."""
+        best = self.best_domain(k)
+        return self.slots.get(k, 0), (best.slots[k] if best else 0), (best.name if best else "")
+
+    def line(self) -> str:
+        """The compact line of the overview: "22 GPUs free: 1×8 · 3×4 · 7×2 · 22×1"."""
+        if not self.nodes:
+            return "no Ready GPU node"
+        parts = " · ".join(f"{self.slots.get(k, 0)}×{k}" for k in sorted(self.slots, reverse=True))
+        return f"{n(self.free)} GPUs free: {parts}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes, "gpus": self.gpus, "gpus_free": str(self.free), "largest_free_on_a_node": str(self.largest_free),
+            "pods_that_fit": [{"gpus_per_pod": k, "pods": self.slots.get(k, 0), "gpus_stranded": str(self.stranded(k))}
+                              for k in sorted(self.slots)],
+            "largest_gang": [{"gpus_per_pod": k, "pods": self.largest_gang(k)[0], "pods_in_one_domain": self.largest_gang(k)[1],
+                              "domain": self.largest_gang(k)[2] or None} for k in sorted(self.slots)],
+            "free_gpus_histogram": [{"free_gpus": free, "nodes": count} for free, count in self.histogram],
+            "topology_key": self.domain_key,
+            "domains": [{"name": d.name, "nodes": d.nodes, "gpus_free": str(d.free),
+                         "pods_that_fit": {str(k): v for k, v in sorted(d.slots.items())}} for d in self.domains],
+            "nodes_without_topology_label": self.unlabelled,
+            "summary": self.line(),
+        }
+
+
+def fragmentation(nodes: Iterable[NodeRoom], *, sizes: Sequence[int] = SHAPES,
+                  domain_key: str = ZONE_LABEL) -> Fragmentation:
+    """One pass over the pool's nodes: the pods of each size that fit now, the histogram of free GPUs per
+    node, and the same per topology domain. Only Ready, schedulable nodes with GPUs count."""
+    slots = {k: 0 for k in sizes}
+    histogram: dict[int, int] = {}
+    domains: dict[str, dict[str, Any]] = {}
+    count = gpus = unlabelled = 0
+    free = largest = ZERO
+    for node in nodes:
+        if not node.ready or node.gpus <= 0:
+            continue
+        count += 1
+        gpus += node.gpus
+        room = max(node.free, ZERO)
+        free += room
+        largest = max(largest, room)
+        whole = int(math.floor(room))
+        histogram[whole] = histogram.get(whole, 0) + 1
+        if node.domain:
+            domain = domains.setdefault(node.domain, {"nodes": 0, "free": ZERO, "slots": {k: 0 for k in sizes}})
+            domain["nodes"] += 1
+            domain["free"] += room
+        else:
+            unlabelled += 1
+        for k in sizes:
+            fits = whole // k
+            slots[k] += fits
+            if node.domain:
+                domains[node.domain]["slots"][k] += fits
+    return Fragmentation(
+        nodes=count, gpus=gpus, free=free, slots=slots, histogram=tuple(sorted(histogram.items())),
+        largest_free=largest, domain_key=domain_key, unlabelled=unlabelled,
+        domains=tuple(DomainRoom(name, d["nodes"], d["free"], d["slots"]) for name, d in sorted(domains.items())))
+
+
+def fits_now(nodes: Iterable[NodeRoom], pods: int, gpus: int, cpu: int = 0, memory: int = 0) -> int:
+    """How many of `pods` pods of this shape the pool's free room takes now (each pod on one node)."""
+    total = 0
+    for node in nodes:
+        total += slots_on(node, gpus, cpu, memory)
+        if total >= pods:
+            return pods
+    return total
+
+
+def capacity_words(frag: Fragmentation, pods: int, gpus: int) -> str:
+    """The fragmentation answer for a shape, in words."""
+    if not frag.nodes:
+        return "The pool has no Ready, schedulable GPU node."
+    k_slots = sum(free // gpus * count for free, count in frag.histogram) if gpus else 0
+    text = (f"{n(frag.free)} GPUs are free on {plural(frag.nodes, 'Ready node')}; the most free on one node is "
+            f"{n(frag.largest_free)}, so {plural(k_slots, f'pod of {gpus} GPUs', f'pods of {gpus} GPUs')} fit now")
+    if frag.free >= pods * gpus and k_slots < pods:
+        text += f" — enough GPUs in total ({n(pods * gpus)} asked), but scattered over nodes (fragmentation)"
+    return text + "."
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quota standing, running pods, victims
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A department's or project's numbers in one pool (GPUs). `fair_share` None: not known."""
+
+    kind: str  # "project" / "department"
+    name: str
+    deserved: Decimal = ZERO
+    allocated: Decimal = ZERO
+    non_preemptible: Decimal = ZERO
+    limit: Decimal | None = None
+    fair_share: Decimal | None = None
+    allow_over_quota: bool = True
+
+    @property
+    def over_quota(self) -> Decimal:
+        return max(self.allocated - self.deserved, ZERO)
+
+    @property
+    def cap(self) -> Decimal | None:
+        """The most it may hold: its limit, or its deserved quota when over-quota is off."""
+        if not self.allow_over_quota:
+            return self.deserved if self.limit is None else min(self.limit, self.deserved)
+        return self.limit
+
+    def allocatable(self) -> Decimal:
+        """What it may hold without being reclaimed: the larger of deserved and fair share, capped."""
+        top = max(self.deserved, self.fair_share if self.fair_share is not None else self.deserved)
+        return top if self.cap is None else min(top, self.cap)
+
+    def label(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A pod holding GPUs on a node of the pool (or, for estimates, a whole workload's pods)."""
+
+    namespace: str
+    name: str
+    node: str
+    gpus: Decimal
+    priority: int
+    project: str
+    department: str
+    workload: str = ""
+    created: str = ""  # sortable (ISO 8601)
+    visible: bool = True  # may the reader see its name (else only its project)
+    cpu: int = 0
+    memory: int = 0
+
+    @property
+    def preemptible(self) -> bool:
+        return self.priority < PREEMPTIBLE_BELOW
+
+    def who(self) -> str:
+        return f"{self.namespace}/{self.workload or self.name}" if self.visible else f"a workload of project {self.project}"
+
+
+@dataclass(frozen=True)
+class Victim:
+    pod: Running
+    action: str  # "reclaim" (over-quota use of another queue) / "preempt" (lower priority in the same queue)
+
+    def as_dict(self) -> dict[str, Any]:
+        pod = self.pod
+        return {"action": self.action, "namespace": pod.namespace if pod.visible else None,
+                "pod": pod.name if pod.visible else None, "workload": (pod.workload or None) if pod.visible else None,
+                "node": pod.node if pod.visible else None, "gpus": str(pod.gpus), "priority": pod.priority,
+                "project": pod.project, "department": pod.department}
+
+
+@dataclass(frozen=True)
+class Room:
+    """What making room for n × k GPUs takes: nothing (it fits), these victims, or it cannot."""
+
+    pods: int
+    gpus: int
+    fits: bool
+    victims: tuple[Victim, ...] = ()
+    reason: str = ""
+    domain: str = ""
+
+    @property
+    def gpus_taken(self) -> Decimal:
+        return sum((v.pod.gpus for v in self.victims), ZERO)
+
+    def by_owner(self) -> list[tuple[str, str, Decimal, int]]:
+        """(project, department, GPUs, pods) taken per owner, most first."""
+        totals: dict[tuple[str, str], list] = {}
+        for v in self.victims:
+            entry = totals.setdefault((v.pod.project, v.pod.department), [ZERO, 0])
+            entry[0] += v.pod.gpus
+            entry[1] += 1
+        return sorted(((p, d, g, c) for (p, d), (g, c) in totals.items()), key=lambda t: (-t[2], t[0]))
+
+    def words(self) -> str:
+        shape = f"{plural(self.pods, 'pod')} of {self.gpus} GPUs"
+        where = f" in {self.domain}" if self.domain else ""
+        if not self.fits:
+            return f"Nothing the scheduler may take makes room for {shape}{where}: {self.reason}"
+        if not self.victims:
+            return f"{shape}{where} fit now, nothing needs to move."
+        owners = ", ".join(f"{p} ({d}): {n(g)} GPUs in {plural(c, 'pod')}" for p, d, g, c in self.by_owner())
+        actions = sorted({v.action for v in self.victims})
+        how = " and ".join({"reclaim": "reclaiming over-quota use", "preempt": "preempting lower priority"}[a]
+                           for a in actions)
+        return f"Room for {shape}{where} by {how}: {owners}."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pods": self.pods, "gpus_per_pod": self.gpus, "fits": self.fits, "domain": self.domain or None,
+                "gpus_taken": str(self.gpus_taken), "victims": [v.as_dict() for v in self.victims],
+                "by_owner": [{"project": p, "department": d, "gpus": str(g), "pods": c} for p, d, g, c in self.by_owner()],
+                "explanation": self.words()}
+
+
+class _Free:
+    """Free room per node and the pods of one shape it takes, kept up to date as pods leave or land."""
+
+    def __init__(self, nodes: Iterable[NodeRoom], gpus: int, cpu: int = 0, memory: int = 0) -> None:
+        self.gpus, self.cpu, self.memory = gpus, cpu, memory
+        self.nodes = {node.name: node for node in nodes if node.ready}
+        self.free = {name: [node.free, node.cpu_free, node.memory_free] for name, node in self.nodes.items()}
+        self.slots = {name: self._count(name) for name in self.nodes}
+        self.total = sum(self.slots.values())
+
+    def _count(self, name: str) -> int:
+        free, cpu_free, memory_free = self.free[name]
+        return _slots(free, self.gpus, cpu_free, memory_free, self.cpu, self.memory)
+
+    def release(self, pod: Running, sign: int = 1) -> None:
+        if pod.node not in self.free:
+            return
+        room = self.free[pod.node]
+        room[0] += sign * pod.gpus
+        if room[1] is not None:
+            room[1] += sign * pod.cpu
+        if room[2] is not None:
+            room[2] += sign * pod.memory
+        before = self.slots[pod.node]
+        self.slots[pod.node] = self._count(pod.node)
+        self.total += self.slots[pod.node] - before
+
+
+def _victim_order(pod: Running) -> tuple:
+    return (pod.priority, _desc(pod.created), pod.namespace, pod.name)
+
+
+def _desc(text: str) -> tuple:
+    """Newest first, for a sortable text."""
+    return tuple(-ord(c) for c in text)
+
+
+def reclaim_candidates(running: Iterable[Running], owners: Mapping[tuple[str, str], Standing], *,
+                       requester: Standing | None = None, requester_department: Standing | None = None,
+                       job_gpus: Decimal = ZERO) -> list[Running]:
+    """Preemptible pods of other queues, in the order the scheduler takes them: the most saturated queue
+    first (allocated / fair share), then lowest priority, then newest. A pod is a candidate while its
+    owner — the project when the requester is of the same department, else the department — holds more
+    than it may keep (above its fair share, or above its deserved quota while the requester stays within
+    its own)."""
+    within_deserved = False
+    if requester is not None:
+        within_deserved = requester.allocated + job_gpus <= requester.deserved
+    out = []
+    for pod in running:
+        if not pod.preemptible or (requester is not None and pod.project == requester.name):
+            continue
+        owner = _level_owner(pod, owners, requester_department)
+        if owner is None:
+            continue
+        if owner.allocated > owner.allocatable() or (within_deserved and owner.allocated > owner.deserved) \
+                or (requester is None and owner.allocated > owner.deserved):
+            out.append(pod)
+
+    def saturation(pod: Running) -> Decimal:
+        owner = _level_owner(pod, owners, requester_department)
+        fair = owner.fair_share if owner is not None and owner.fair_share is not None else owner.deserved
+        return owner.allocated / fair if fair else Decimal(10**9) * (owner.allocated or 1)
+
+    out.sort(key=lambda p: (-saturation(p), _victim_order(p)))
+    return out
+
+
+def _level_owner(pod: Running, owners: Mapping[tuple[str, str], Standing],
+                 requester_department: Standing | None) -> Standing | None:
+    """Where the requester's and the victim's queues part: the victim's project inside the requester's own
+    department, else the victim's department (KAI reclaims between siblings)."""
+    if requester_department is not None and pod.department != requester_department.name:
+        return owners.get(("department", pod.department))
+    return owners.get(("project", pod.project))
+
+
+def make_room(nodes: Sequence[NodeRoom], running: Iterable[Running], owners: Mapping[tuple[str, str], Standing], *,
+              pods: int, gpus: int, cpu: int = 0, memory: int = 0, domain: str = "") -> Room:
+    """The preemptible pods whose GPUs the scheduler's rules would take to fit `pods` × `gpus` (inside
+    `domain` when given) for a queue entitled to them: the over-quota use of the queues holding more than
+    their deserved quota, most saturated first, lowest priority and newest first. Only what is needed is
+    kept: victims are taken in that order until the shape fits, then those it can do without are given
+    back. (For one requester's own rules — fair share, preemption inside its queue — see `verdict`.)"""
+    nodes = [node for node in nodes if not domain or node.domain == domain]
+    names = {node.name for node in nodes}
+    running = [p for p in running if p.node in names]
+    shape = Shape(pods, gpus, cpu, memory)
+    candidates = [Victim(p, "reclaim") for p in reclaim_candidates(running, owners)]
+    return replace(_take_victims(shape, nodes, candidates, owners), domain=domain)
+
+
+def _take_victims(shape: Shape, nodes: Sequence[NodeRoom], candidates: Sequence[Victim],
+                  owners: Mapping[tuple[str, str], Standing], *, project: Standing | None = None,
+                  department: Standing | None = None) -> Room:
+    """Victims in the scheduler's order until the shape's pods fit: a reclaim victim only while its owner
+    (at the level where the queues part) still holds more than it may keep — its deserved quota without a
+    requester; with one, its fair share (its deserved quota while the requester stays within its own) —
+    and while the requester's saturation stays below the owners' (`_may_reclaim`). Then those not needed
+    are given back, the last taken first."""
+    room = _Free(nodes, shape.gpus, shape.cpu, shape.memory)
+    if room.total >= shape.pods:
+        return Room(shape.pods, shape.gpus, True)
+    budget = {key: owner.allocated for key, owner in owners.items()}
+    within = project is not None and project.allocated + shape.total_gpus <= project.deserved
+    chosen: list[Victim] = []
+    for victim in candidates:
+        if victim.action == "reclaim":
+            owner = _level_owner(victim.pod, owners, department)
+            if owner is None:
+                continue
+            key = (owner.kind, owner.name)
+            if project is None:
+                keep = owner.deserved
+            else:
+                keep = min(owner.allocatable(), owner.deserved) if within else owner.allocatable()
+            if budget[key] <= keep:
+                continue
+            if project is not None and not _may_reclaim(shape, project, department, owners, chosen + [victim]):
+                continue
+            budget[key] -= victim.pod.gpus
+        chosen.append(victim)
+        room.release(victim.pod)
+        if room.total >= shape.pods:
+            break
+    if room.total < shape.pods:
+        free = sum((node.free for node in nodes if node.ready), ZERO)
+        reason = (f"{n(free)} GPUs are free, and with the {n(room_gpus(chosen))} GPUs of the preemptible pods the "
+                  f"scheduler may take there is room for {plural(room.total, 'pod')} of {shape.gpus} GPUs, "
+                  f"{shape.pods} asked.")
+        return Room(shape.pods, shape.gpus, False, tuple(chosen), reason)
+    for victim in list(reversed(chosen)):
+        room.release(victim.pod, -1)
+        if room.total >= shape.pods:
+            chosen.remove(victim)
+        else:
+            room.release(victim.pod)
+    return Room(shape.pods, shape.gpus, True, tuple(chosen))
+
+
+def room_gpus(victims: Iterable[Victim]) -> Decimal:
+    return sum((v.pod.gpus for v in victims), ZERO)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The dry run
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a workload asks for: `pods` pods of `gpus` GPUs, `cpu` millicores and `memory` bytes each, at
+    `priority`. `gang`: all pods at once or none (a PodGroup with minMember = pods)."""
+
+    pods: int
+    gpus: int
+    cpu: int = 0
+    memory: int = 0
+    priority: int = 50
+    gang: bool = False
+
+    @property
+    def total_gpus(self) -> Decimal:
+        return Decimal(self.pods * self.gpus)
+
+    @property
+    def preemptible(self) -> bool:
+        return self.priority < PREEMPTIBLE_BELOW
+
+    def words(self) -> str:
+        each = f"{self.gpus} GPUs" if self.gpus else "no GPU"
+        return f"{plural(self.pods, 'pod')} of {each}" + (" (all at once)" if self.gang and self.pods > 1 else "")
+
+
+@dataclass(frozen=True)
+class Karpenter:
+    """What Karpenter can do for the workload's pod in this pool: a NodePool can launch a node for it
+    (`can_launch`, naming it), or why none can (`words`). None of them: the pool is not Karpenter-backed."""
+
+    can_launch: bool
+    words: str
+    nodepool: str = ""
+
+
+@dataclass
+class Verdict:
+    code: str
+    headline: str
+    reasons: list[str] = field(default_factory=list)
+    cause: str = ""  # limit, over_quota_off, non_preemptible, fair_share, capacity, not_ready, karpenter, too_big, fits, reclaim, preempt
+    pods_now: int = 0
+    pods: int = 1
+    room: Room | None = None
+    borrowers: list[tuple[str, Decimal]] = field(default_factory=list)
+    fragmentation: Fragmentation | None = None
+    karpenter: Karpenter | None = None
+    pool: str = ""
+
+    @property
+    def title(self) -> str:
+        return VERDICTS[self.code]
+
+    def scheduler_outcome(self) -> str:
+        """What the scheduler is then expected to show: "running" (every pod bound), "limit" (refused by a
+        limit), "non_preemptible_quota" (refused beyond the deserved quota) or "capacity" (no room)."""
+        if self.code == STARTS_NOW:
+            return "running"
+        if self.cause in ("limit", "over_quota_off"):
+            return "limit"
+        if self.cause == "non_preemptible":
+            return "non_preemptible_quota"
+        return "capacity"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.code, "title": self.title, "headline": self.headline, "reasons": self.reasons,
+            "cause": self.cause, "pool": self.pool, "pods": self.pods, "pods_that_start_now": self.pods_now,
+            "room": self.room.as_dict() if self.room is not None else None,
+            "borrowers": [{"owner": who, "gpus_over_deserved": str(g)} for who, g in self.borrowers],
+            "fragmentation": self.fragmentation.as_dict() if self.fragmentation is not None else None,
+            "karpenter": ({"can_launch": self.karpenter.can_launch, "nodepool": self.karpenter.nodepool or None,
+                           "explanation": self.karpenter.words} if self.karpenter is not None else None),
+        }
+
+
+def quota_refusal(shape: Shape, project: Standing, department: Standing | None, *, enforced: bool = True,
+                  gpus: Decimal | None = None) -> tuple[str, str] | None:
+    """(cause, words) when the scheduler's quota rules refuse `gpus` more GPUs (default: the whole shape)
+    for the project now, else None: a limit of the project or its department (over-quota off: the
+    deserved quota is the limit), then non-preemptible work beyond a deserved quota."""
+    if not enforced:
+        return None
+    asked = shape.total_gpus if gpus is None else gpus
+    for owner in (project, department):
+        if owner is None:
+            continue
+        cap = owner.cap
+        if cap is not None and owner.allocated + asked > cap:
+            if not owner.allow_over_quota and (owner.limit is None or owner.deserved <= owner.limit):
+                return "over_quota_off", (
+                    f"Over-quota is off for {owner.label()}: it uses {n(owner.allocated)} of its {n(owner.deserved)} "
+                    f"deserved GPUs in this pool, and this asks {n(asked)} more.")
+            return "limit", (f"Over its limit: {owner.label()} uses {n(owner.allocated)} of its {n(cap)}-GPU limit in "
+                             f"this pool, and this asks {n(asked)} more.")
+    if not shape.preemptible:
+        for owner in (project, department):
+            if owner is not None and owner.non_preemptible + asked > owner.deserved:
+                return "non_preemptible", (
+                    f"Non-preemptible work (priority {shape.priority}) runs within the deserved quota only: "
+                    f"{owner.label()} runs {n(owner.non_preemptible)} non-preemptible GPUs of {n(owner.deserved)} "
+                    f"deserved, and this asks {n(asked)} more.")
+    return None
+
+
+def _may_reclaim(shape: Shape, project: Standing, department: Standing | None, owners, victims) -> bool:
+    """The requester's queue stays within its fair share with the job; and, where the departments part,
+    its department's saturation after the move stays below that of each department it takes from."""
+    asked = shape.total_gpus
+    if project.fair_share is None or project.allocated + asked > project.fair_share:
+        return False
+    if department is None or department.fair_share is None:
+        return True
+    mine = department.allocated + asked
+    if mine <= department.fair_share:
+        return True
+    ratio = mine / department.fair_share if department.fair_share else Decimal(10**9)
+    taken: dict[str, Decimal] = {}
+    for victim in victims:
+        if victim.pod.department != department.name:
+            taken[victim.pod.department] = taken.get(victim.pod.department, ZERO) + victim.pod.gpus
+    for name, gpus in taken.items():
+        other = owners.get(("department", name))
+        if other is None or not other.fair_share:
+            continue
+        if ratio >= (other.allocated - gpus) / other.fair_share:
+            return False
+    return True
+
+
+def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequence[Running],
+            owners: Mapping[tuple[str, str], Standing], project: Standing, department: Standing | None,
+            enforced: bool = True, karpenter: Karpenter | None = None, domain_key: str = ZONE_LABEL) -> Verdict:
+    """The dry run: what the scheduler would do with this workload in this pool now (see the module's
+    docstring for the rules). `owners` holds every project's and department's standing in the pool,
+    `project`/`department` the submitter's, their fair share computed with this workload's request added.
+    `enforced` False (no scheduler enforcing quota): only nodes decide, nothing is reclaimed. A workload
+    that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods."""
+    frag = fragmentation(nodes, sizes=sorted({*SHAPES, shape.gpus} - {0}), domain_key=domain_key)
+    base = dict(pods=shape.pods, pool=pool, fragmentation=frag, karpenter=karpenter)
+    # 1. No node shape of the pool can hold one pod (or, for a gang, all of them), and Karpenter launches none.
+    launch = karpenter is not None and karpenter.can_launch
+    if not any(holds(node, shape.gpus, shape.cpu, shape.memory) for node in nodes):
+        biggest = max((node.gpus for node in nodes), default=0)
+        if launch:
+            return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch: no node of {pool} holds "
+                           f"{shape.gpus} GPUs now, and Karpenter NodePool {karpenter.nodepool} can launch one.",
+                           [karpenter.words], "karpenter", **base)
+        if not nodes:
+            why = f"{pool} has no node"
+        elif shape.gpus > biggest:
+            why = f"the largest node of {pool} has {biggest} GPUs; this asks {shape.gpus} on one node"
+        else:
+            why = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
+                   f"{n(Decimal(shape.memory) / 2**30)} GiB)")
+        reasons = [f"No node shape can hold it: {why}."] + ([karpenter.words] if karpenter is not None else [])
+        return Verdict(NEVER_FITS, f"Never fits: {why}.", reasons, "too_big", **base)
+    whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory) for node in nodes)
+    if shape.gang and whole < shape.pods and not launch:
+        why = (f"even empty, the nodes of {pool} hold {plural(whole, 'pod')} of {shape.gpus} GPUs, and its gang "
+               f"needs {shape.pods} at once")
+        return Verdict(NEVER_FITS, f"Never fits: {why}.", [f"No node shape can hold it: {why}."], "too_big", **base)
+    # 2. The quota rules (for the whole workload; pods that are no gang are admitted one by one).
+    refusal = quota_refusal(shape, project, department, enforced=enforced)
+    if refusal is not None:
+        cause, words = refusal
+        cap = project.deserved if cause == "non_preemptible" else project.cap
+        if cap is not None and shape.gang and shape.total_gpus > cap:
+            return Verdict(NEVER_FITS, f"Never fits: {project.label()} may hold {n(cap)} GPUs in {pool} and its gang "
+                           f"asks {n(shape.total_gpus)} at once.", [words], cause, **base)
+        if shape.gang or shape.pods == 1 or _pods_within_quota(shape, project, department) == 0:
+            return Verdict(WAITS_FOR_QUOTA, f"Waits for quota. {words}", [words], cause, **base)
+    # 3. Room on the nodes now, then room the scheduler makes (reclaim, preempt): all at once for a gang,
+    # else pod by pod with the project's use growing.
+    started, room = _place(shape, nodes, running, owners, project, department, enforced)
+    if started >= shape.pods:
+        if room is None or not room.victims:
+            return Verdict(STARTS_NOW, f"Starts now: {shape.words()} fit on the free GPUs of {pool}.",
+                           [capacity_words(frag, shape.pods, shape.gpus)], "fits", pods_now=shape.pods, **base)
+        actions = {v.action for v in room.victims}
+        how = "reclaiming over-quota GPUs" if actions == {"reclaim"} else \
+            "preempting lower-priority work of its own project" if actions == {"preempt"} else \
+            "reclaiming over-quota GPUs and preempting lower-priority work"
+        return Verdict(STARTS_NOW, f"Starts now by {how}. {room.words()}", [room.words()],
+                       "reclaim" if "reclaim" in actions else "preempt", pods_now=shape.pods, room=room, **base)
+    partly = "" if started == 0 else f" {plural(started, 'pod')} of {shape.pods} can start now; the others wait."
+    if refusal is not None:  # some pods within quota start, the rest are refused by it
+        cause, words = refusal
+        return Verdict(WAITS_FOR_QUOTA, f"Waits for quota.{partly} {words}", [words], cause, pods_now=started,
+                       room=room, **base)
+    # 4. It waits: what for.
+    borrowers = sorted(((o.label(), o.over_quota) for key, o in owners.items()
+                        if o.kind == "project" and o.over_quota > 0 and o.name != project.name),
+                       key=lambda b: (-b[1], b[0]))
+    reasons = [capacity_words(frag, shape.pods, shape.gpus)]
+    if karpenter is not None:
+        reasons.append(karpenter.words)
+        if karpenter.can_launch:
+            return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch (NodePool {karpenter.nodepool}).{partly}",
+                           reasons, "karpenter", pods_now=started, borrowers=borrowers, room=room, **base)
+    ready_whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory)
+                      for node in nodes if node.ready)
+    if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
+        return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
+                       f"cordoned) can hold it.{partly}", reasons, "not_ready", pods_now=started, **base)
+    asked = shape.total_gpus
+    over_share = enforced and project.fair_share is not None and project.allocated + asked > project.fair_share
+    if over_share and borrowers:
+        held = sum((g for _, g in borrowers), ZERO)
+        who = ", ".join(f"{who} (+{n(g)})" for who, g in borrowers)
+        words = (f"With it, {project.label()} would hold {n(project.allocated + asked)} GPUs, above its fair share of "
+                 f"{n(project.fair_share)}, so the scheduler reclaims nothing for it; {n(held)} GPUs of {pool} are "
+                 f"over-quota use of others: {who}. It starts when they end, or when its share grows.")
+        return Verdict(WAITS_FOR_QUOTA, f"Waits for quota: over-quota use of others holds {n(held)} GPUs of {pool}."
+                       f"{partly}", [words] + reasons, "fair_share", pods_now=started, borrowers=borrowers, room=room,
+                       **base)
+    return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity. {reasons[0]}{partly}", reasons, "capacity",
+                   pods_now=started, borrowers=borrowers, room=room, **base)
+
+
+def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], owners, project: Standing,
+           department: Standing | None, enforced: bool) -> tuple[int, Room | None]:
+    """How many of the shape's pods start now, and the victims taken for them. A gang: all or none; else one
+    pod at a time, each within the quota rules, on free room or on room the scheduler makes for it."""
+    if shape.gang or shape.pods == 1:
+        if fits_now(nodes, shape.pods, shape.gpus, shape.cpu, shape.memory) >= shape.pods:
+            return shape.pods, None
+        room = _scheduler_room(shape, nodes, running, owners, project, department) if enforced else None
+        return (shape.pods, room) if room is not None and room.fits else (0, room)
+    one = replace(shape, pods=1)
+    nodes, running, owners = list(nodes), list(running), dict(owners)
+    taken: list[Victim] = []
+    started = 0
+    for _ in range(shape.pods):
+        if enforced and quota_refusal(one, project, department) is not None:
+            break
+        room = None
+        if fits_now(nodes, 1, shape.gpus, shape.cpu, shape.memory) < 1:
+            room = _scheduler_room(one, nodes, running, owners, project, department) if enforced else None
+            if room is None or not room.fits:
+                break
+            gone = {(v.pod.namespace, v.pod.name) for v in room.victims}
+            running = [p for p in running if (p.namespace, p.name) not in gone]
+            for victim in room.victims:
+                taken.append(victim)
+                nodes = _with_pod(nodes, victim.pod, -1)
+                for key in (("project", victim.pod.project), ("department", victim.pod.department)):
+                    if key in owners:
+                        owners[key] = _use(owners[key], victim.pod.gpus, victim.pod.preemptible, -1)
+        node = _binpack(nodes, one)
+        pod = Running("", f"pod-{started}", node, Decimal(shape.gpus), shape.priority, project.name,
+                      department.name if department else "", cpu=shape.cpu, memory=shape.memory)
+        nodes = _with_pod(nodes, pod, 1)
+        project = _use(project, pod.gpus, shape.preemptible)
+        owners[("project", project.name)] = project
+        if department is not None:
+            department = _use(department, pod.gpus, shape.preemptible)
+            owners[("department", department.name)] = department
+        started += 1
+    return started, Room(shape.pods, shape.gpus, started == shape.pods, tuple(taken)) if taken else None
+
+
+def _use(owner: Standing, gpus: Decimal, preemptible: bool, sign: int = 1) -> Standing:
+    return replace(owner, allocated=owner.allocated + sign * gpus,
+                   non_preemptible=owner.non_preemptible + (0 if preemptible else sign * gpus))
+
+
+def _binpack(nodes: Sequence[NodeRoom], shape: Shape) -> str:
+    fitting = [node for node in nodes if slots_on(node, shape.gpus, shape.cpu, shape.memory) >= 1]
+    return min(fitting, key=lambda node: (node.free, node.name)).name
+
+
+def _with_pod(nodes: Sequence[NodeRoom], pod: Running, sign: int) -> list[NodeRoom]:
+    """The nodes with `pod` bound (sign 1) or gone (-1)."""
+    out = []
+    for node in nodes:
+        if node.name == pod.node:
+            node = replace(node, free=node.free - sign * pod.gpus,
+                           cpu_free=None if node.cpu_free is None else node.cpu_free - sign * pod.cpu,
+                           memory_free=None if node.memory_free is None else node.memory_free - sign * pod.memory)
+        out.append(node)
+    return out
+
+
+def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None) -> int:
+    for count in range(shape.pods, -1, -1):
+        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus)) is None:
+            return count
+    return 0
+
+
+def _scheduler_room(shape: Shape, nodes, running, owners, project: Standing, department: Standing | None) -> Room | None:
+    """Reclaim (while the project stays within its fair share with the job), then preempt lower priority
+    inside its own project; victims in the scheduler's order until it fits."""
+    candidates: list[Victim] = []
+    if project.fair_share is not None and project.allocated + shape.total_gpus <= project.fair_share:
+        candidates += [Victim(p, "reclaim") for p in reclaim_candidates(
+            running, owners, requester=project, requester_department=department, job_gpus=shape.total_gpus)]
+    candidates += [Victim(p, "preempt") for p in sorted(
+        (p for p in running if p.project == project.name and p.preemptible and p.priority < shape.priority),
+        key=_victim_order)]
+    if not candidates:
+        return None
+    return _take_victims(shape, nodes, candidates, owners, project=project, department=department)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Start estimates
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A running workload's pods and when they are expected to end, in seconds from now: `soon`/`late`
+    (None: not known). `basis`: "deadline" (activeDeadlineSeconds), "usual" (the median and 90th
+    percentile run time of finished workloads of its project and priority class), "overdue" (running past
+    its usual length)."""
+
+    name: str
+    project: str
+    department: str
+    klass: str
+    pods: tuple[Running, ...]
+    soon: float | None
+    late: float | None
+    basis: str = ""
+
+    @property
+    def gpus(self) -> Decimal:
+        return sum((p.gpus for p in self.pods), ZERO)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pending workload of the pool, in the queue's order, with how long it runs once started (`soon`/
+    `late` seconds; None: not known) and who it belongs to."""
+
+    name: str
+    project: str
+    department: str
+    shape: Shape
+    soon: float | None = None
+    late: float | None = None
+    klass: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """When a waiting workload may start: between `earliest` and `latest` seconds from now, with the basis in
+    words; or no estimate (`earliest` None) and why (`basis`)."""
+
+    earliest: float | None
+    latest: float | None
+    basis: str
+    ahead: int = 0
+
+    @property
+    def known(self) -> bool:
+        return self.earliest is not None and self.latest is not None
+
+    def text(self) -> str:
+        if not self.known:
+            return f"no estimate: {self.basis}"
+        return f"{span(self.earliest, self.latest)}: {self.basis}"
+
+    def short(self) -> str:
+        return span(self.earliest, self.latest) if self.known else "no estimate"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"earliest_seconds": None if self.earliest is None else round(self.earliest),
+                "latest_seconds": None if self.latest is None else round(self.latest),
+                "ahead_in_queue": self.ahead, "basis": self.basis, "text": self.text()}
+
+
+def minutes(seconds: float) -> int:
+    return max(0, int(math.ceil(seconds / 60 - 1e-9)))
+
+
+def span(earliest: float, latest: float) -> str:
+    """"in 40–70 min", "within a minute", "in about 5 min", "in 2–3 h"."""
+    lo, hi = minutes(earliest), minutes(latest)
+    if hi <= 1:
+        return "within a minute"
+    if hi >= 180:
+        return f"in {lo // 60}–{math.ceil(hi / 60)} h" if lo // 60 != math.ceil(hi / 60) else f"in about {hi // 60} h"
+    if lo == hi:
+        return f"in about {hi} min"
+    return f"in {lo}–{hi} min"
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of a sample (fraction 0.5: the median)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def usual_length(run_seconds: Sequence[float]) -> tuple[float, float] | None:
+    """(median, 90th percentile) of finished workloads' run times, or None without any."""
+    if not run_seconds:
+        return None
+    return percentile(run_seconds, 0.5), percentile(run_seconds, 0.9)
+
+
+def expected_end(*, running_for: float, deadline: float | None, usual: tuple[float, float] | None,
+                 cycle: float = 60.0) -> tuple[float | None, float | None, str]:
+    """(soon, late, basis) of a running workload, in seconds from now. With `activeDeadlineSeconds`
+    (`deadline`, counted from its start) it ends at the latest then; with a usual length it ends between
+    the median and the 90th percentile (capped by the deadline); past its usual length it is overdue and
+    expected within (p90 − median) more; with neither, not known."""
+    limit = None if deadline is None else max(deadline - running_for, 0.0)
+    if usual is not None:
+        median, p90 = usual
+        soon, late = median - running_for, p90 - running_for
+        basis = "usual"
+        if late <= 0:
+            soon, late, basis = 0.0, max(p90 - median, cycle), "overdue"
+        soon, late = max(soon, 0.0), max(late, 0.0)
+        if limit is not None:
+            soon, late = min(soon, limit), min(late, limit)
+            if limit <= late:
+                basis = "deadline"
+        return soon, late, basis
+    if limit is not None:
+        return 0.0, limit, "deadline"
+    return None, None, ""
+
+
+class _World:
+    """The pool in one scenario of the estimate: free room per node, each owner's use, events."""
+
+    def __init__(self, nodes: Sequence[NodeRoom], owners: Mapping[tuple[str, str], Standing]) -> None:
+        self.free = {node.name: [node.free, node.cpu_free, node.memory_free] for node in nodes if node.ready}
+        self.order = [node.name for node in nodes if node.ready]
+        self.use = {key: [o.allocated, o.non_preemptible] for key, o in owners.items()}
+        self.owners = owners
+
+    def place(self, shape: Shape) -> list[tuple[str, Running]] | None:
+        """Bind the shape's pods (binpack: the fullest node that fits first); None when not all fit."""
+        placed: list[tuple[str, Running]] = []
+        for _ in range(shape.pods):
+            best = None
+            for name in self.order:
+                free, cpu_free, memory_free = self.free[name]
+                if _slots(free, shape.gpus, cpu_free, memory_free, shape.cpu, shape.memory) >= 1 and (
+                        best is None or free < self.free[best][0]):
+                    best = name
+            if best is None:
+                for name, pod in placed:
+                    self.release(pod)
+                return None
+            pod = Running("", "", best, Decimal(shape.gpus), shape.priority, "", "", cpu=shape.cpu, memory=shape.memory)
+            self.take(pod)
+            placed.append((best, pod))
+        return placed
+
+    def take(self, pod: Running, sign: int = 1) -> None:
+        room = self.free.get(pod.node)
+        if room is None:
+            return
+        room[0] -= sign * pod.gpus
+        if room[1] is not None:
+            room[1] -= sign * pod.cpu
+        if room[2] is not None:
+            room[2] -= sign * pod.memory
+
+    def release(self, pod: Running) -> None:
+        self.take(pod, -1)
+
+    def account(self, project: str, department: str, shape_or_gpus, preemptible: bool, sign: int = 1) -> None:
+        gpus = shape_or_gpus if isinstance(shape_or_gpus, Decimal) else shape_or_gpus.total_gpus
+        for key in (("project", project), ("department", department)):
+            if key in self.use:
+                self.use[key][0] += sign * gpus
+                if not preemptible:
+                    self.use[key][1] += sign * gpus
+
+    def quota_ok(self, waiting: Waiting, enforced: bool) -> bool:
+        if not enforced:
+            return True
+        standings = []
+        for key in (("project", waiting.project), ("department", waiting.department)):
+            owner = self.owners.get(key)
+            if owner is not None:
+                standings.append(replace(owner, allocated=self.use[key][0], non_preemptible=self.use[key][1]))
+        project = standings[0] if standings and standings[0].kind == "project" else None
+        department = next((s for s in standings if s.kind == "department"), None)
+        if project is None:
+            return True
+        return quota_refusal(waiting.shape, project, department) is None
+
+
+def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
+              scenario: str, enforced: bool) -> tuple[float | None, list[Ending], list[Waiting]]:
+    """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
+    workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
+    for, the workloads ahead that started first). None: not within what is known."""
+    world = _World(nodes, owners)
+    events: list[tuple[float, int, Ending]] = []
+    for index, ending in enumerate(endings):
+        at = getattr(ending, scenario)
+        if at is not None:
+            events.append((at, index, ending))
+    heapq.heapify(events)
+    serial = len(endings)
+    queue = list(ahead)
+    waited: list[Ending] = []
+    started: list[Waiting] = []
+    now = 0.0
+    while True:
+        for job in list(queue):
+            if not world.quota_ok(job, enforced):
+                continue
+            placed = world.place(job.shape)
+            if placed is None:
+                continue
+            queue.remove(job)
+            started.append(job)
+            world.account(job.project, job.department, job.shape, job.shape.preemptible)
+            length = getattr(job, scenario)
+            if length is not None:
+                pods = tuple(replace(pod, project=job.project, department=job.department) for _, pod in placed)
+                serial += 1
+                heapq.heappush(events, (now + length, serial, Ending(job.name, job.project, job.department, job.klass,
+                                                                    pods, None, None, "ahead")))
+        if world.quota_ok(target, enforced) and world.place(target.shape) is not None:
+            return now, waited, started
+        if not events:
+            return None, waited, started
+        now, _, ending = heapq.heappop(events)
+        for pod in ending.pods:
+            world.release(pod)
+        world.account(ending.project, ending.department, ending.gpus, all(p.preemptible for p in ending.pods), -1)
+        if ending.basis != "ahead":
+            waited.append(ending)
+        while events and events[0][0] <= now:
+            _, _, other = heapq.heappop(events)
+            for pod in other.pods:
+                world.release(pod)
+            world.account(other.project, other.department, other.gpus, all(p.preemptible for p in other.pods), -1)
+            if other.basis != "ahead":
+                waited.append(other)
+
+
+def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
+             owners: Mapping[tuple[str, str], Standing], verdict_now: Verdict | None = None, enforced: bool = True,
+             unknown: Sequence[Ending] = ()) -> Estimate:
+    """When `target` may start: the range between the scenario where every running workload ends soon (its
+    usual median, or now for a deadline) and the one where each ends late (its 90th percentile, or its
+    deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
+    for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once."""
+    if verdict_now is not None:
+        if verdict_now.code == NEVER_FITS:
+            return Estimate(None, None, verdict_now.headline.removeprefix("Never fits: ").rstrip(".") + ": it never fits")
+        if verdict_now.code == STARTS_NOW:
+            how = verdict_now.room.words() if verdict_now.room is not None and verdict_now.room.victims else \
+                "it fits now; the scheduler binds it at its next round"
+            return Estimate(0.0, 60.0, how)
+        if verdict_now.code == WAITS_FOR_NODE:
+            return Estimate(60.0, 300.0, f"a node Karpenter launches (NodePool {verdict_now.karpenter.nodepool}) is "
+                            "usually ready within 1–5 minutes", len(ahead))
+    soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
+                                     scenario="soon", enforced=enforced)
+    late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
+                                           scenario="late", enforced=enforced)
+    if soon is None or late is None:
+        blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
+        if blockers:
+            names = _owners_words(blockers)
+            return Estimate(None, None, f"it needs GPUs that {names} hold, and they have neither "
+                            "activeDeadlineSeconds nor finished workloads of their project and priority class to "
+                            "measure their usual length", len(ahead))
+        return Estimate(None, None, "even when every running workload ends, the pool's Ready nodes and the quota "
+                        "rules leave it no room", len(ahead))
+    earliest, latest = min(soon, late), max(soon, late)
+    parts = []
+    if ahead:
+        parts.append(f"{plural(len(ahead), 'workload')} ahead in the queue")
+    waited = waited_late or waited_soon
+    if waited:
+        freed = sum((e.gpus for e in waited), ZERO)
+        bases = {e.basis for e in waited}
+        how = "at their usual length" if bases <= {"usual", "overdue"} else "by their deadline" if bases == {"deadline"} \
+            else "at their usual length or deadline"
+        parts.append(f"{n(freed)} GPUs free when {_owners_words(waited)} end {how}")
+    elif not parts:
+        parts.append("the scheduler's next round")
+    return Estimate(earliest, latest, "; ".join(parts), len(ahead))
+
+
+def _owners_words(endings: Sequence[Ending]) -> str:
+    """"team-nlp's two train jobs and rnd-a's build job"."""
+    groups: dict[tuple[str, str], int] = {}
+    for e in endings:
+        groups[(e.project, e.klass)] = groups.get((e.project, e.klass), 0) + 1
+    words = {1: "", 2: "two ", 3: "three ", 4: "four "}
+    parts = [f"{project}'s {words.get(count, f'{count} ')}{klass + ' ' if klass else ''}job{'s' if count > 1 else ''}"
+             for (project, klass), count in sorted(groups.items(), key=lambda item: (-item[1], item[0]))]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def standings_with(owners: Mapping[tuple[str, str], Standing], *, fair: Callable[[], Mapping[tuple[str, str], Decimal]]
+                   ) -> dict[tuple[str, str], Standing]:
+    """The owners with the fair shares `fair()` gives (e.g. computed with a new workload's request)."""
+    shares = fair()
+    return {key: replace(owner, fair_share=shares.get(key, owner.fair_share)) for key, owner in owners.items()}
