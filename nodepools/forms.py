@@ -19,6 +19,9 @@ class PoolForm(forms.Form):
                                       initial=PlacementStrategy.BINPACK)
     gpu_limit = forms.IntegerField(label="GPU capacity limit", min_value=0, required=False,
                                    help_text="At most this many GPUs (empty: no limit).")
+    topology_key = forms.CharField(label="Topology label", required=False,
+                                   help_text="Node label naming the pool's topology domains, for the largest gang "
+                                             "inside one domain (empty: the zone, topology.kubernetes.io/zone).")
 
     def __init__(self, *args, default_pool: bool = False, **kwargs):
         super().__init__(*args, **kwargs)

@@ -203,6 +203,12 @@ class NodePool(models.Model):
     gpu_limit = models.PositiveIntegerField(
         "GPU capacity limit", null=True, blank=True, help_text="At most this many GPUs (empty: no limit)."
     )
+    # The node label whose values are the pool's topology domains (where a gang's pods should land together):
+    # empty means the zone, topology.kubernetes.io/zone.
+    topology_key = models.CharField(
+        "topology label", max_length=317, blank=True, validators=[validate_label_key],
+        help_text="Node label naming the pool's topology domains, e.g. a rack or NVLink domain label "
+                  "(empty: the zone, topology.kubernetes.io/zone).")
     # The DCGM exporter's figures summed over the pool's nodes (gpumetrics.GpuFigures as a dict), read
     # from the cluster's Prometheus by the sync's leader every GPUMETRICS_POOLS_EVERY seconds (one query
     # per cluster, off the page's path: the idle count reads a 30-minute window of every GPU); or why not.
@@ -246,6 +252,13 @@ class NodePool(models.Model):
     @property
     def label(self) -> str:
         return f"{self.label_key}={self.label_value}" if self.label_key else ""
+
+    ZONE_LABEL = "topology.kubernetes.io/zone"
+
+    @property
+    def topology_label(self) -> str:
+        """The node label whose values are the pool's topology domains (the zone unless it names one)."""
+        return self.topology_key or self.ZONE_LABEL
 
     def clean(self) -> None:
         if self.is_default:
@@ -419,6 +432,9 @@ class Pod(models.Model):
     # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its
     # status is False ("0/30 nodes are available: …"), else empty.
     scheduling_message = models.TextField(blank=True)
+    # status.startTime: when the kubelet started the pod (null while it waits for a node): a workload's run
+    # starts with its first pod's (the start estimates read run times from it).
+    started_at = models.DateTimeField(null=True, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)

@@ -127,12 +127,13 @@ def pool_create(
     gpu_placement: str = PlacementStrategy.BINPACK,
     cpu_placement: str = PlacementStrategy.BINPACK,
     gpu_limit: int | None = None,
+    topology_key: str = "",
 ) -> NodePool:
     """Create a pool; every department and project of the cluster gets a zero quota row in it."""
     _require_system_admin(actor, "add node pools")
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
-        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
+        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit, topology_key=topology_key,
     )
     _pool_full_clean(pool)
     pool.save()
@@ -154,6 +155,7 @@ def pool_create_preview(
     gpu_placement: str = PlacementStrategy.BINPACK,
     cpu_placement: str = PlacementStrategy.BINPACK,
     gpu_limit: int | None = None,
+    topology_key: str = "",
 ):
     """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
     quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
@@ -162,7 +164,7 @@ def pool_create_preview(
 
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
-        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit,
+        gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit, topology_key=topology_key,
     )
     _pool_full_clean(pool)
     return capacity_preview(user=actor, cluster=cluster, add=pool)
@@ -194,7 +196,8 @@ def _pool_changes_check(pool: NodePool, changes: dict[str, Any]) -> None:
         raise ValidationError({field: "This field cannot be changed here." for field in sorted(unknown)})
 
 
-POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placement", "cpu_placement", "gpu_limit"}
+POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placement", "cpu_placement", "gpu_limit",
+                 "topology_key"}
 
 
 @transaction.atomic

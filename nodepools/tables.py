@@ -199,9 +199,22 @@ class OverviewPoolTable(NodePoolTable):
     """The overview's pool table: a separate key, so its columns are chosen apart from the pools page."""
 
     key = "overview"
-    default_columns = ("name", "status", "label", "node_count", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_free")
+    default_columns = ("name", "status", "label", "node_count", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_free",
+                       "fits_now")
 
     label = tables.Column("Label", accessor="label", orderable=False, default="—")
+    # What fits now ("22 GPUs free: 1×8 · 3×4 · 9×2 · 22×1"): pods of 8, 4, 2, 1 GPUs, each on one node. The
+    # overview's view sets `pool.fit` (projects.selectors.pools_attach_fit: it knows the pools' topology).
+    fits_now = tables.Column("Fits now (pods×GPUs)", accessor="pk", orderable=False,
+                             attrs={"th": {"title": "How many pods of 8, 4, 2 and 1 GPUs fit on the free GPUs now, "
+                                                    "each pod on one node (fragmentation)"}})
+
+    def render_fits_now(self, record):
+        figures = getattr(record, "fit", None)
+        return figures.line() if figures is not None else "—"
+
+    def value_fits_now(self, record):
+        return self.render_fits_now(record)
 
     class Meta(NodePoolTable.Meta):
         pass

@@ -111,7 +111,7 @@ def pool_edit(request, pk: int):
     """Edit a pool; a change of its label first shows what moves and needs a second POST with `confirm`."""
     _require_admin(request)
     pool = get_object_or_404(NodePool.objects.restrict(request.user, "change"), pk=pk)
-    fields = ["description", "gpu_placement", "cpu_placement", "gpu_limit"]
+    fields = ["description", "gpu_placement", "cpu_placement", "gpu_limit", "topology_key"]
     if not pool.is_default:
         fields = ["name", "label_key", "label_value"] + fields
     form = PoolForm(request.POST or None, default_pool=pool.is_default,

@@ -146,6 +146,20 @@ class Fragmentation:
         best = self.best_domain(k)
         return self.slots.get(k, 0), (best.slots[k] if best else 0), (best.name if best else "")
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Per pod size (ascending): pods that fit now, GPUs left over, the largest gang inside one domain."""
+        out = []
+        for k in sorted(self.slots):
+            _, in_domain, domain = self.largest_gang(k)
+            out.append({"gpus": k, "pods": self.slots[k], "stranded": self.stranded(k), "in_domain": in_domain,
+                        "domain": domain})
+        return out
+
+    def histogram_bars(self) -> list[tuple[int, int, int]]:
+        """(free GPUs, nodes, percent of the most common) for a bar chart of the histogram."""
+        most = max((count for _, count in self.histogram), default=0)
+        return [(free, count, round(100 * count / most) if most else 0) for free, count in self.histogram]
+
     def line(self) -> str:
         """The compact line of the overview: "22 GPUs free: 1×8 · 3×4 · 7×2 · 22×1"."""
         if not self.nodes:
@@ -155,15 +169,15 @@ class Fragmentation:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "nodes": self.nodes, "gpus": self.gpus, "gpus_free": str(self.free), "largest_free_on_a_node": str(self.largest_free),
-            "pods_that_fit": [{"gpus_per_pod": k, "pods": self.slots.get(k, 0), "gpus_stranded": str(self.stranded(k))}
+            "nodes": self.nodes, "gpus": self.gpus, "gpus_free": self.free, "largest_free_on_a_node": self.largest_free,
+            "pods_that_fit": [{"gpus_per_pod": k, "pods": self.slots.get(k, 0), "gpus_stranded": self.stranded(k)}
                               for k in sorted(self.slots)],
             "largest_gang": [{"gpus_per_pod": k, "pods": self.largest_gang(k)[0], "pods_in_one_domain": self.largest_gang(k)[1],
                               "domain": self.largest_gang(k)[2] or None} for k in sorted(self.slots)],
             "free_gpus_histogram": [{"free_gpus": free, "nodes": count} for free, count in self.histogram],
             "topology_key": self.domain_key,
-            "domains": [{"name": d.name, "nodes": d.nodes, "gpus_free": str(d.free),
-                         "pods_that_fit": {str(k): v for k, v in sorted(d.slots.items())}} for d in self.domains],
+            "domains": [{"name": d.name, "nodes": d.nodes, "gpus_free": d.free,
+                         "pods_that_fit": [{"gpus_per_pod": k, "pods": v} for k, v in sorted(d.slots.items())]} for d in self.domains],
             "nodes_without_topology_label": self.unlabelled,
             "summary": self.line(),
         }
@@ -298,7 +312,7 @@ class Victim:
         pod = self.pod
         return {"action": self.action, "namespace": pod.namespace if pod.visible else None,
                 "pod": pod.name if pod.visible else None, "workload": (pod.workload or None) if pod.visible else None,
-                "node": pod.node if pod.visible else None, "gpus": str(pod.gpus), "priority": pod.priority,
+                "node": pod.node if pod.visible else None, "gpus": pod.gpus, "priority": pod.priority,
                 "project": pod.project, "department": pod.department}
 
 
@@ -341,8 +355,8 @@ class Room:
 
     def as_dict(self) -> dict[str, Any]:
         return {"pods": self.pods, "gpus_per_pod": self.gpus, "fits": self.fits, "domain": self.domain or None,
-                "gpus_taken": str(self.gpus_taken), "victims": [v.as_dict() for v in self.victims],
-                "by_owner": [{"project": p, "department": d, "gpus": str(g), "pods": c} for p, d, g, c in self.by_owner()],
+                "gpus_taken": self.gpus_taken, "victims": [v.as_dict() for v in self.victims],
+                "by_owner": [{"project": p, "department": d, "gpus": g, "pods": c} for p, d, g, c in self.by_owner()],
                 "explanation": self.words()}
 
 
@@ -563,7 +577,7 @@ class Verdict:
             "verdict": self.code, "title": self.title, "headline": self.headline, "reasons": self.reasons,
             "cause": self.cause, "pool": self.pool, "pods": self.pods, "pods_that_start_now": self.pods_now,
             "room": self.room.as_dict() if self.room is not None else None,
-            "borrowers": [{"owner": who, "gpus_over_deserved": str(g)} for who, g in self.borrowers],
+            "borrowers": [{"owner": who, "gpus_over_deserved": g} for who, g in self.borrowers],
             "fragmentation": self.fragmentation.as_dict() if self.fragmentation is not None else None,
             "karpenter": ({"can_launch": self.karpenter.can_launch, "nodepool": self.karpenter.nodepool or None,
                            "explanation": self.karpenter.words} if self.karpenter is not None else None),

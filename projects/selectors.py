@@ -234,29 +234,39 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     for q in rows:
         kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)
         lines[(kind, owner, q.pool_id)] = QuotaLine(q)
-    project_department = {q.project_id: q.project.department_id for q in rows if q.project_id}
     for pool in pools:
-        capacity = Decimal(pool.gpu_ready)
-        if pool.gpu_limit is not None:
-            capacity = min(capacity, Decimal(pool.gpu_limit))
-        children: dict[int, list[Claim]] = {}
-        for q in rows:
-            if q.pool_id == pool.pk and q.project_id:
-                requested = Decimal(q.gpu_allocated) + pending.get((q.project_id, pool.pk), Decimal(0))
-                if not q.project.allow_over_quota:
-                    requested = min(requested, q.gpu_deserved)
-                children.setdefault(project_department[q.project_id], []).append(
-                    Claim(("project", q.project_id), q.gpu_deserved, requested, q.gpu_limit, q.over_quota_weight, q.rank)
-                )
-        departments = [
-            Claim(("department", q.department_id), q.gpu_deserved, None, q.gpu_limit, q.over_quota_weight, q.rank,
-                  tuple(children.get(q.department_id, ())) or (Claim(("none", q.department_id), requested=Decimal(0)),))
-            for q in rows if q.pool_id == pool.pk and q.department_id
-        ]
-        for (kind, owner), share in hierarchical_fair_shares(capacity, departments).items():
-            if kind in ("department", "project") and (kind, owner, pool.pk) in lines:
+        shares = pool_fair_shares(pool, [q for q in rows if q.pool_id == pool.pk], {
+            project: gpus for (project, pool_id), gpus in pending.items() if pool_id == pool.pk})
+        for (kind, owner), share in shares.items():
+            if (kind, owner, pool.pk) in lines:
                 lines[(kind, owner, pool.pk)].fair_share = share
     return pools, lines
+
+
+def pool_fair_shares(pool: NodePool, rows: list[Quota], pending: dict[int, Decimal]
+                     ) -> dict[tuple[str, int], Decimal]:
+    """Fair shares in one pool, keyed ("department"|"project", id): `rows` are the pool's quota rows with
+    their allocation (`quotas_attach_allocation`; `q.project` and `q.department` loaded), `pending` the GPUs
+    pending workloads ask per project id. A project's request is what it holds plus what it waits for (its
+    deserved quota at most with over-quota off); capacity is the pool's Ready GPUs, at most its limit."""
+    capacity = Decimal(pool.gpu_ready)
+    if pool.gpu_limit is not None:
+        capacity = min(capacity, Decimal(pool.gpu_limit))
+    children: dict[int, list[Claim]] = {}
+    for q in rows:
+        if q.project_id:
+            requested = Decimal(q.gpu_allocated) + pending.get(q.project_id, Decimal(0))
+            if not q.project.allow_over_quota:
+                requested = min(requested, q.gpu_deserved)
+            children.setdefault(q.project.department_id, []).append(
+                Claim(("project", q.project_id), q.gpu_deserved, requested, q.gpu_limit, q.over_quota_weight, q.rank))
+    departments = [
+        Claim(("department", q.department_id), q.gpu_deserved, None, q.gpu_limit, q.over_quota_weight, q.rank,
+              tuple(children.get(q.department_id, ())) or (Claim(("none", q.department_id), requested=Decimal(0)),))
+        for q in rows if q.department_id
+    ]
+    return {key: share for key, share in hierarchical_fair_shares(capacity, departments).items()
+            if key[0] in ("department", "project")}
 
 
 def department_summary(*, user: Any, department: Department) -> list[PoolSummary]:
@@ -419,3 +429,189 @@ def quota_what_if(*, user: Any, quota: Quota, values: dict[str, Any]) -> list[Wh
             out.append(WhatIf(kind, (q.project or q.department).name, before[key].fair_share, after[key].fair_share,
                               q.pk == quota.pk))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Will it fit? The facts of `projects.fit` for one pool (or every pool of a cluster), in a fixed number of
+# queries: the nodes with what their active pods leave free (one grouped query over the pods' covering
+# index), the preemptible GPU pods running there, and each owner's standing (deserved, allocated,
+# non-preemptible, limit, fair share).
+
+def pool_pending_requests(pool: NodePool, *, cluster_pools: list[NodePool] | None = None) -> dict[int, Decimal]:
+    """GPUs the cluster's pending pods ask in `pool`, per project id. A pod's pool is the console's pool label
+    among its labels or node selector (the KAI Jobs' pods carry it), else the pool of its KAI queue
+    (`<project>.<pool>`), else a pool's own label in its node selector, else the default pool."""
+    from nodepools.kube import CONSOLE_POOL_LABEL
+
+    pools = cluster_pools if cluster_pools is not None else list(NodePool.objects.filter(cluster_id=pool.cluster_id))
+    by_name = {p.name: p.pk for p in pools}
+    by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
+    default = next((p.pk for p in pools if p.is_default), None)
+    out: dict[int, Decimal] = {}
+    rows = Pod.objects.filter(node__isnull=True, phase="Pending", gpus__gt=0,
+                              project__in=Project.objects.filter(cluster_id=pool.cluster_id).values("pk"))
+    for project_id, gpus, selector, labels in rows.values_list("project_id", "gpus", "node_selector", "labels"):
+        selector, labels = selector or {}, labels or {}
+        named = labels.get(CONSOLE_POOL_LABEL) or selector.get(CONSOLE_POOL_LABEL)
+        queue = labels.get("kai.scheduler/queue", "")
+        if named in by_name:
+            pool_id = by_name[named]
+        elif "." in queue and queue.rsplit(".", 1)[1] in by_name:
+            pool_id = by_name[queue.rsplit(".", 1)[1]]
+        else:
+            pool_id = next((by_label[(k, v)] for k, v in selector.items() if (k, v) in by_label), default)
+        if pool_id == pool.pk:
+            out[project_id] = out.get(project_id, Decimal(0)) + gpus
+    return out
+
+
+def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
+    """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
+    CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
+    label). Two queries, and one more per distinct topology label other than the zone."""
+    from django.db.models.fields.json import KeyTextTransform
+
+    from nodepools.models import Node, NodeStatus
+    from projects import fit
+
+    ids = [p.pk for p in pools]
+    used = {r[0]: r[1:] for r in Pod.objects.active().filter(node__pool_id__in=ids).order_by().values("node_id").annotate(
+        g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes")).values_list("node_id", "g", "c", "m")}
+    columns = ("pk", "pool_id", "name", "status", "unschedulable", "gpu_allocatable", "cpu_allocatable_millis",
+               "memory_allocatable_bytes")
+    keys: dict[str, list[int]] = {}
+    for pool in pools:
+        keys.setdefault(pool.topology_label, []).append(pool.pk)
+    out: dict[int, list[Any]] = {pk: [] for pk in ids}
+    for key, pool_ids in keys.items():
+        nodes = Node.objects.filter(pool_id__in=pool_ids).order_by("name")
+        if key == NodePool.ZONE_LABEL:
+            rows = nodes.values_list(*columns, "zone")
+        else:
+            rows = nodes.annotate(domain=KeyTextTransform(key, "labels")).values_list(*columns, "domain")
+        for pk, pool_id, name, status, unschedulable, gpus, cpu, memory, domain in rows:
+            g, c, m = used.get(pk, (None, None, None))
+            out[pool_id].append(fit.NodeRoom(
+                name=name, gpus=gpus or 0, free=Decimal(gpus or 0) - Decimal(g or 0), domain=domain or "",
+                ready=status == NodeStatus.READY and not unschedulable, cpu=cpu, memory=memory,
+                cpu_free=(cpu or 0) - (c or 0), memory_free=(memory or 0) - (m or 0)))
+    return out
+
+
+def pools_attach_fit(pools: list[NodePool]) -> list[NodePool]:
+    """Set `pool.fit` (a `fit.Fragmentation`: pods of 1, 2, 4 and 8 GPUs that fit now, per topology domain too)
+    on each pool: the overview's compact line."""
+    from projects import fit
+
+    rooms = pools_node_room(pools)
+    for pool in pools:
+        pool.fit = fit.fragmentation(rooms.get(pool.pk, []), domain_key=pool.topology_label)
+    return pools
+
+
+def pool_standings(pool: NodePool, *, extra: tuple[Project, Decimal] | None = None) -> dict[tuple[str, str], Any]:
+    """Every department's and project's `fit.Standing` in the pool, keyed (kind, name): deserved, allocated and
+    non-preemptible GPUs of their running pods there, limit, over-quota switch, and fair share — computed with
+    `extra` (a project, GPUs) added to what that project asks, as if its workload were submitted."""
+    from projects import fit
+
+    rows = list(Quota.objects.filter(pool=pool).select_related("project__department", "department"))
+    usage = dict(((r["project_id"]), r) for r in Pod.objects.active().filter(node__pool=pool, project__isnull=False)
+                 .order_by().values("project_id").annotate(
+                     gpu=Sum("gpus"), np=Sum("gpus", filter=models.Q(priority__gte=fit.PREEMPTIBLE_BELOW))))
+    if getattr(pool, "gpu_ready", None) is None:
+        from nodepools.models import Node, NodeStatus
+
+        pool.gpu_ready = Node.objects.filter(pool=pool, status=NodeStatus.READY).aggregate(
+            v=Sum("gpu_allocatable"))["v"] or 0
+    by_department: dict[int, dict[str, Decimal]] = {}
+    for q in rows:
+        u = usage.get(q.project_id) if q.project_id else None
+        q.gpu_allocated = Decimal((u or {}).get("gpu") or 0)
+        q.gpu_non_preemptible = Decimal((u or {}).get("np") or 0)
+        if q.project_id:
+            total = by_department.setdefault(q.project.department_id, {"gpu": Decimal(0), "np": Decimal(0)})
+            total["gpu"] += q.gpu_allocated
+            total["np"] += q.gpu_non_preemptible
+    for q in rows:
+        if q.department_id:
+            total = by_department.get(q.department_id) or {}
+            q.gpu_allocated, q.gpu_non_preemptible = total.get("gpu", Decimal(0)), total.get("np", Decimal(0))
+    pending = pool_pending_requests(pool)
+    if extra is not None:
+        pending[extra[0].pk] = pending.get(extra[0].pk, Decimal(0)) + Decimal(extra[1])
+    shares = pool_fair_shares(pool, rows, pending)
+    out: dict[tuple[str, str], Any] = {}
+    for q in rows:
+        kind, owner = ("project", q.project) if q.project_id else ("department", q.department)
+        out[(kind, owner.name)] = fit.Standing(
+            kind, owner.name, deserved=q.gpu_deserved, allocated=q.gpu_allocated,
+            non_preemptible=q.gpu_non_preemptible, limit=q.gpu_limit, fair_share=shares.get((kind, owner.pk)),
+            allow_over_quota=owner.allow_over_quota if kind == "project" else True)
+    return out
+
+
+def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True) -> list[Any]:
+    """The GPU pods running in the pool as `fit.Running` (by default only the preemptible ones: what the
+    scheduler may take), with their project and department; the pod is named only to those who may see its
+    project, others read its project alone."""
+    from django.db.models.fields.json import KeyTextTransform
+    from django.db.models.functions import Coalesce as Co
+
+    from projects import fit
+
+    visible = set(Project.objects.restrict(user, "view").filter(cluster_id=pool.cluster_id).values_list("pk", flat=True))
+    names = dict(Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "name"))
+    departments = dict(Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "department__name"))
+    pods = Pod.objects.active().filter(node__pool=pool, project__isnull=False, gpus__gt=0).order_by()
+    if preemptible_only:
+        pods = pods.filter(priority__lt=fit.PREEMPTIBLE_BELOW)
+    rows = pods.annotate(job=Co(KeyTextTransform("batch.kubernetes.io/job-name", "labels"),
+                                KeyTextTransform("job-name", "labels"))).values_list(
+        "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster", "job",
+        "cpu_millis", "memory_bytes")
+    return [fit.Running(namespace, name, node, gpus, priority, names.get(project_id, ""),
+                        departments.get(project_id, ""), workload=job or "",
+                        created=created.isoformat() if created else "", visible=project_id in visible,
+                        cpu=cpu or 0, memory=memory or 0)
+            for namespace, name, node, gpus, priority, project_id, created, job, cpu, memory in rows]
+
+
+@dataclass
+class PoolFit:
+    pool: NodePool
+    fragmentation: Any
+    room: Any = None
+    shape_error: str = ""
+
+
+FIT_SHAPE_LIMITS = {"pods": (1, 1000), "gpus": (1, 64)}
+
+
+def fit_shape(values: Any) -> tuple[tuple[int, int] | None, dict[str, str]]:
+    """The shape of "what would make room for n × k GPUs" from a query (`pods`, `gpus`): None when not
+    asked, with an error per bad field."""
+    if not values.get("pods") and not values.get("gpus"):
+        return None, {}
+    errors, shape = {}, []
+    for name, (low, high) in FIT_SHAPE_LIMITS.items():
+        text = str(values.get(name) or "").strip()
+        if not text.isdigit() or not low <= int(text) <= high:
+            errors[name] = f"{name} is a whole number from {low} to {high}."
+        else:
+            shape.append(int(text))
+    return (None if errors else (shape[0], shape[1])), errors
+
+
+def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | None = None, domain: str = "") -> PoolFit:
+    """A pool's fragmentation, and for a shape (pods, GPUs per pod) what would make room: the preemptible
+    pods the scheduler's rules would take (over-quota use of the owners above their deserved quota) and whose
+    they are. The pool must be one the user may see (the caller restricts)."""
+    from projects import fit
+
+    rooms = pools_node_room([pool])[pool.pk]
+    result = PoolFit(pool, fit.fragmentation(rooms, domain_key=pool.topology_label))
+    if shape is not None:
+        result.room = fit.make_room(rooms, pool_running(pool, user=user), pool_standings(pool), pods=shape[0],
+                                    gpus=shape[1], domain=domain)
+    return result

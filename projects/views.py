@@ -378,6 +378,7 @@ def overview(request, cluster: Cluster):
     # One pass over the cluster's pods serves the pool totals and the chart.
     usage = pool_selectors.pod_usage(NodePool.objects.filter(cluster=cluster).values_list("pk", flat=True))
     pool_selectors.pools_attach_usage(pools, usage)
+    selectors.pools_attach_fit(pools)  # what fits now, a compact line per pool
     table = table_build(request, OverviewPoolTable, pools, paginate=False)
     context = {
         "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
@@ -408,8 +409,13 @@ def pool_detail(request, pk: int):
     conflicts = (pool_selectors.node_list(user=request.user).filter(cluster=pool.cluster)
                  .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
     conflicts = [n for n in conflicts if pool.name in n.pool_conflicts]
+    # Will it fit: the pool's fragmentation, and what would make room for the shape asked (?pods=&gpus=).
+    shape, fit_errors = selectors.fit_shape(request.GET)
+    fit = selectors.pool_fit(user=request.user, pool=pool, shape=shape, domain=request.GET.get("domain", "")[:253])
     context = {
-        "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts,
+        "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts, "fit": fit, "fit_errors": fit_errors,
+        "fit_shape": {"pods": request.GET.get("pods", ""), "gpus": request.GET.get("gpus", ""),
+                      "domain": request.GET.get("domain", "")},
         "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
         "department_quotas": [q for q in quotas if q.department_id],
         "project_quotas": [q for q in quotas if q.project_id],

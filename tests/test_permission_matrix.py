@@ -164,6 +164,9 @@ MATRIX: dict[str, list[Case]] = {
     "api:pool-provisioning": [Case(IN_CLUSTER, pk("a100"))],
     "api:nodepool-pending-gpu-pods": [Case(IN_CLUSTER, pk("a100"))],
     "api:nodepool-advice": [Case(IN_CLUSTER, pk("a100"))],
+    "api:nodepool-fit": [Case(IN_CLUSTER, pk("a100")),
+                         Case(IN_CLUSTER, pk("a100"), data=lambda w: {"pods": 2, "gpus": 4}, label="make room")],
+    "api:cluster-fit": [Case(IN_CLUSTER, pk("cluster"))],
     "api:pod-provisioning": [
         Case(RND_A_READERS, lambda w: {"pk": w.cluster.pk, "namespace": "runai-rnd-a", "name": "rnd-a-waits"}),
         Case(OPS_READERS, lambda w: {"pk": w.cluster.pk, "namespace": "runai-ops-a", "name": "ops-a-waits"},

@@ -129,6 +129,10 @@ class SubmitForm(forms.Form):
                                                  "inference run within the deserved quota only.")
     pods = forms.IntegerField(label="Number of pods", min_value=1, max_value=1000, initial=1)
     name = forms.CharField(required=False, help_text="Empty: the project's name and a random suffix.")
+    max_run_minutes = forms.IntegerField(
+        label="Maximum run time (minutes)", required=False, min_value=1, max_value=43200,
+        help_text="Stopped after this long (the Job's activeDeadlineSeconds); empty: no limit. It also tells others "
+                  "when the GPUs it holds are free again.")
 
     def __init__(self, *args, projects=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -357,6 +357,12 @@ class Workload(models.Model):
     submitted_by = models.CharField(max_length=150, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
+    # When it ran (the start estimates read run times from finished workloads): the Job's status.startTime
+    # (when the Job controller started it; for a Kueue Job, when it was admitted), the time it finished
+    # (status.completionTime, else the Complete/Failed condition's time), and spec.activeDeadlineSeconds.
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    active_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
     objects = WorkloadQuerySet.as_manager()

@@ -81,6 +81,7 @@ class JobSpec:
     enforcer: str = "none"  # none / kai / kueue
     queue: str = ""  # KAI queue or Kueue LocalQueue name
     submitted_by: str = ""
+    active_deadline_seconds: int | None = None  # the Job's spec.activeDeadlineSeconds (None: no limit)
 
 
 def _toleration(taint: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +239,8 @@ def job(spec: JobSpec) -> dict[str, Any]:
         "backoffLimit": 0,
         "template": {"metadata": _pod_metadata(spec, labels), "spec": pod_spec(spec)},
     }
+    if spec.active_deadline_seconds:
+        job_spec["activeDeadlineSeconds"] = int(spec.active_deadline_seconds)
     if spec.enforcer == "kueue":
         job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
     return {

@@ -66,6 +66,8 @@ class Request:
     priority_class: str = "train"
     pods: int = 1
     name: str = ""
+    # The most it may run (Job spec.activeDeadlineSeconds; None: no limit): the start estimates of others use it.
+    active_deadline_seconds: int | None = None
 
 
 @dataclass
@@ -102,6 +104,11 @@ def _check_form(req: Request) -> None:
             continue
         if amount <= 0:
             errors[name] = ["Must be more than zero."]
+    deadline = req.active_deadline_seconds
+    if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool)
+                                 or not 60 <= deadline <= 30 * 24 * 3600):
+        errors["active_deadline_seconds"] = ["The maximum run time is a whole number of seconds from 60 (a minute) "
+                                             "to 2592000 (30 days), or empty for no limit."]
     if req.name and (len(req.name) > 52 or not _NAME.match(req.name)):
         errors["name"] = ["A workload name is lowercase letters, digits and '-', starting and ending with a "
                           "letter or digit, at most 52 characters."]
@@ -170,6 +177,7 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         gpus=int(parse_quantity(variables.get("USER_GPU", "0") or "0")),
         storage=variables.get("USER_STORAGE", "") if req.storage or plan.platform else "",
         enforcer=enforcer, queue=queue, submitted_by=getattr(actor, "username", "") or "",
+        active_deadline_seconds=req.active_deadline_seconds,
     )
     job = render.job(spec)
     return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,

@@ -13,6 +13,7 @@ JOBS = "jobs"
 JOB_VALUE_FIELDS = (
     "uid", "pools_tried", "platform", "priority_class", "priority", "pods", "gpus", "phase", "status_message",
     "queue", "submitted_by", "created_in_cluster", "resource_version",
+    "started_at", "finished_at", "active_deadline_seconds",
 )
 # The reference priority classes (DOMAIN §5), for Jobs whose pod template names a class but no value.
 PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -43,6 +44,24 @@ def job_phase(obj: dict[str, Any]) -> tuple[str, str]:
     return "Pending", ""
 
 
+def job_times(obj: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
+    """(startTime, the time it finished, activeDeadlineSeconds) of a Job: finished is `completionTime`, else
+    the lastTransitionTime of its Complete or Failed condition (a failed Job has no completionTime)."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    finished = status.get("completionTime") or None
+    if finished is None:
+        for kind in ("Complete", "Failed"):
+            condition = _condition(status, kind)
+            if condition is not None and condition.get("lastTransitionTime"):
+                finished = condition["lastTransitionTime"]
+                break
+    deadline = spec.get("activeDeadlineSeconds")
+    if not isinstance(deadline, int) or isinstance(deadline, bool) or not 0 < deadline < 2**31:
+        deadline = None
+    return status.get("startTime") or None, finished, deadline
+
+
 def job_values(obj: dict[str, Any]) -> tuple[list, None]:
     """The stored values of a Job (JOB_VALUE_FIELDS order); raises on a malformed object."""
     metadata = obj["metadata"]
@@ -66,7 +85,7 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
         metadata.get("uid") or "", pools, str(annotations.get(render.PLATFORM_ANNOTATION) or ""), priority_class,
         priority, pods, Decimal(requests.gpus) * pods, phase, message[:2000], str(queue),
         str(annotations.get(render.SUBMITTED_BY_ANNOTATION) or "")[:150], metadata.get("creationTimestamp"),
-        str(metadata.get("resourceVersion") or ""),
+        str(metadata.get("resourceVersion") or ""), *job_times(obj),
     ], None
 
 
@@ -76,7 +95,7 @@ def register_jobs() -> Resource:
     return register(Resource(
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
         fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried",),
-        datetime_fields=("created_in_cluster",),
+        datetime_fields=("created_in_cluster", "started_at", "finished_at"),
     ))
 
 

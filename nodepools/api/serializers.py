@@ -109,7 +109,7 @@ class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
         model = NodePool
         fields = [
             "id", "cluster", "name", "description", "is_default", "label_key", "label_value", "label",
-            "gpu_placement", "cpu_placement", "gpu_limit", "status", "node_count", "ready_node_count", "gpu_total",
+            "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "status", "node_count", "ready_node_count", "gpu_total",
             "gpu_ready", "gpu_allocated", "gpu_free", "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
             "memory_total_bytes", "memory_allocated_bytes", "workload_count", *GPU_METRICS_FIELDS, "created", "updated",
         ]
@@ -131,6 +131,8 @@ class NodePoolCreateSerializer(serializers.Serializer):
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
+    topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True, default="",
+                                         help_text="Node label of the pool's topology domains (empty: the zone).")
 
 
 class NodePoolUpdateSerializer(serializers.Serializer):
@@ -141,6 +143,7 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True)
 
 
 class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):

@@ -198,8 +198,12 @@ class SubmitSerializer(serializers.Serializer):
     priority_class = serializers.ChoiceField(choices=PRIORITY_CLASSES, default="train")
     pods = serializers.IntegerField(required=False, default=1, min_value=1, max_value=1000)
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=63)
+    active_deadline_seconds = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=60, max_value=30 * 24 * 3600,
+        help_text="The most it may run, in seconds (the Job's activeDeadlineSeconds); omitted: no limit.")
     dry_run = serializers.BooleanField(required=False, default=False,
-                                       help_text="Only run the steps and answer the Job it would create.")
+                                       help_text="Only run the steps and answer the Job it would create, and whether "
+                                                 "it would start now, wait (for what) or never fit (`verdict`).")
 
 
 class SubmittedSerializer(serializers.Serializer):

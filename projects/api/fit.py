@@ -1,0 +1,148 @@
+"""Will it fit? over the API (reads): a pool's fragmentation and what would make room for a shape, and the
+compact figures of every pool of a cluster. Serializers describe `projects.fit`'s answers."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from nodepools.models import Cluster, NodePool
+from projects import selectors
+
+GPUS = dict(max_digits=14, decimal_places=3)
+
+
+class PodsOfSizeSerializer(serializers.Serializer):
+    gpus_per_pod = serializers.IntegerField()
+    pods = serializers.IntegerField(help_text="Pods of this many GPUs that fit now, each on one node.")
+    gpus_stranded = serializers.DecimalField(**GPUS, help_text="Free GPUs no such pod can use (scattered).")
+
+
+class GangSerializer(serializers.Serializer):
+    gpus_per_pod = serializers.IntegerField()
+    pods = serializers.IntegerField(help_text="The largest gang of such pods that fits in the pool now.")
+    pods_in_one_domain = serializers.IntegerField(help_text="The largest inside one topology domain.")
+    domain = serializers.CharField(allow_null=True, help_text="That domain (the topology label's value).")
+
+
+class HistogramSerializer(serializers.Serializer):
+    free_gpus = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+
+
+class DomainPodsSerializer(serializers.Serializer):
+    gpus_per_pod = serializers.IntegerField()
+    pods = serializers.IntegerField()
+
+
+class DomainSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    nodes = serializers.IntegerField()
+    gpus_free = serializers.DecimalField(**GPUS)
+    pods_that_fit = DomainPodsSerializer(many=True)
+
+
+class FragmentationSerializer(serializers.Serializer):
+    nodes = serializers.IntegerField(help_text="Ready, schedulable GPU nodes.")
+    gpus = serializers.IntegerField(help_text="Their allocatable GPUs.")
+    gpus_free = serializers.DecimalField(**GPUS)
+    largest_free_on_a_node = serializers.DecimalField(**GPUS)
+    pods_that_fit = PodsOfSizeSerializer(many=True)
+    largest_gang = GangSerializer(many=True)
+    free_gpus_histogram = HistogramSerializer(many=True, help_text="How many nodes have each number of free GPUs.")
+    topology_key = serializers.CharField()
+    domains = DomainSerializer(many=True)
+    nodes_without_topology_label = serializers.IntegerField()
+    summary = serializers.CharField()
+
+
+class VictimSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["reclaim", "preempt"])
+    namespace = serializers.CharField(allow_null=True, help_text="Null when you may not see its project.")
+    pod = serializers.CharField(allow_null=True)
+    workload = serializers.CharField(allow_null=True)
+    node = serializers.CharField(allow_null=True)
+    gpus = serializers.DecimalField(**GPUS)
+    priority = serializers.IntegerField()
+    project = serializers.CharField()
+    department = serializers.CharField()
+
+
+class OwnerTakenSerializer(serializers.Serializer):
+    project = serializers.CharField()
+    department = serializers.CharField()
+    gpus = serializers.DecimalField(**GPUS)
+    pods = serializers.IntegerField()
+
+
+class RoomSerializer(serializers.Serializer):
+    pods = serializers.IntegerField()
+    gpus_per_pod = serializers.IntegerField()
+    fits = serializers.BooleanField(help_text="Whether the scheduler's rules can make room for the shape.")
+    domain = serializers.CharField(allow_null=True)
+    gpus_taken = serializers.DecimalField(**GPUS)
+    victims = VictimSerializer(many=True)
+    by_owner = OwnerTakenSerializer(many=True)
+    explanation = serializers.CharField()
+
+
+class PoolFitSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    pool_id = serializers.IntegerField()
+    fragmentation = FragmentationSerializer()
+    room = RoomSerializer(allow_null=True, help_text="For ?pods=&gpus=: what would make room for that shape.")
+
+
+def pool_fit_body(pool: NodePool, result) -> dict:
+    return {"pool": pool.name, "pool_id": pool.pk, "fragmentation": result.fragmentation.as_dict(),
+            "room": result.room.as_dict() if result.room is not None else None}
+
+
+SHAPE = [
+    OpenApiParameter("pods", OpenApiTypes.INT, description="Pods of the shape to make room for (1-1000)."),
+    OpenApiParameter("gpus", OpenApiTypes.INT, description="GPUs per pod of that shape (1-64)."),
+    OpenApiParameter("domain", OpenApiTypes.STR, description="Only inside this topology domain."),
+]
+
+
+class PoolFitView(generics.GenericAPIView):
+    """A pool's fragmentation: pods of 1, 2, 4 and 8 GPUs that fit now (each on one node), the largest gang in
+    the pool and inside one topology domain, the free GPUs per node as a histogram; with `pods` and `gpus`,
+    the preemptible pods the scheduler's rules would take to make room for that shape, and whose they are."""
+
+    serializer_class = PoolFitSerializer
+    pagination_class = None
+    queryset = NodePool.objects.none()
+
+    @extend_schema(parameters=SHAPE)
+    def get(self, request, pk: int):
+        pool = get_object_or_404(NodePool.objects.restrict(request.user, "view"), pk=pk)
+        shape, errors = selectors.fit_shape(request.query_params)
+        if errors:
+            raise ValidationError({name: [error] for name, error in errors.items()})
+        result = selectors.pool_fit(user=request.user, pool=pool, shape=shape,
+                                    domain=str(request.query_params.get("domain") or "")[:253])
+        return Response(PoolFitSerializer(pool_fit_body(pool, result)).data)
+
+
+class ClusterFitSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    pools = PoolFitSerializer(many=True)
+
+
+class ClusterFitView(generics.GenericAPIView):
+    """Every pool of the cluster you may see with its fragmentation (the overview's compact line per pool)."""
+
+    serializer_class = ClusterFitSerializer
+    pagination_class = None
+    queryset = Cluster.objects.none()
+
+    def get(self, request, pk: int):
+        cluster = get_object_or_404(Cluster.objects.restrict(request.user, "view"), pk=pk)
+        pools = selectors.pools_attach_fit(list(NodePool.objects.restrict(request.user, "view").filter(cluster=cluster)))
+        body = {"cluster": cluster.name, "pools": [
+            {"pool": p.name, "pool_id": p.pk, "fragmentation": p.fit.as_dict(), "room": None} for p in pools]}
+        return Response(ClusterFitSerializer(body).data)
