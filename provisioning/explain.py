@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from nodepools.kube import GPU_RESOURCE, QuantityError, parse_quantity, pod_requests
 from provisioning import karpenter
 from provisioning.karpenter import NODEPOOL_LABEL
+from ui.formats import quantity_text
 
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
@@ -245,10 +246,8 @@ def taint_text(taint: Mapping[str, Any]) -> str:
 # Limits
 
 def _fmt(value: Decimal, resource: str) -> str:
-    if resource == "memory":
-        gib = value / Decimal(2**30)
-        return f"{_n(gib.quantize(Decimal('0.1')))}Gi"
-    return _n(value)
+    """In human units: memory as GiB / TiB, cpu as cores, GPUs and nodes as numbers."""
+    return quantity_text(resource, value)
 
 
 def _n(value: Decimal) -> str:

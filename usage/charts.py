@@ -37,9 +37,13 @@ def _span(delta: datetime.timedelta) -> str:
     return f"{hours // 24} days"
 
 
+def last_days(days: int) -> str:
+    return f"last {days} day{'s' if days != 1 else ''}"
+
+
 def period_title(points: list[dict[str, Any]], *, days: int, now: datetime.datetime | None = None) -> str:
     """"last 7 days", and when the history does not cover the whole period, the range it really covers."""
-    last = f"last {days} day{'s' if days != 1 else ''}"
+    last = last_days(days)
     if not points:
         return f"{last}: no history"
     now = now or timezone.now()
@@ -67,7 +71,8 @@ def usage_figure(points: list[dict[str, Any]], *, subject: str, days: int,
     """`points` from `usage.selectors.gpu_series` (oldest first). The time axis spans the last `days`
     up to now, or the chosen range [`start`, `end`) when given."""
     now = now or timezone.now()
-    if start is not None or end is not None:
+    chosen = start is not None or end is not None
+    if chosen:
         end = end or now
         start = start or end - datetime.timedelta(days=days)
         title = range_title(start, end)
@@ -80,5 +85,5 @@ def usage_figure(points: list[dict[str, Any]], *, subject: str, days: int,
     series = [s for s in series if any(v is not None for v in s[2]) or not points]
     return time_figure(title=f"GPUs of {subject}, {title}", unit="GPUs", start=start, end=end,
                        times=[p["taken"] for p in points], series=series,
-                       empty="No usage history in this period: snapshots are taken every 15 minutes by "
-                             "manage.py snapshot_usage.")
+                       empty=f"No usage history {'in ' + title if chosen else 'in the ' + last_days(days)}: "
+                             "snapshots are taken every 15 minutes by manage.py snapshot_usage.")
