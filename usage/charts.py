@@ -73,9 +73,11 @@ def usage_figure(points: list[dict[str, Any]], *, subject: str, days: int,
     now = now or timezone.now()
     chosen = start is not None or end is not None
     if chosen:
+        title = range_title(start, end) if end is not None else f"{start:%Y-%m-%d} to now (UTC)"
         end = end or now
         start = start or end - datetime.timedelta(days=days)
-        title = range_title(start, end)
+        if title.startswith("None"):
+            title = range_title(start, end)
     else:
         start, end = now - datetime.timedelta(days=days), now
         title = period_title(points, days=days, now=now)

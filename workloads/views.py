@@ -517,8 +517,16 @@ def workload_submit(request):
     return render(request, "workloads/submit.html", _submit_context(request, form, preview=preview, step=step))
 
 
-# A refusal of the resource validation step concerns what is asked per pod: it shows at the field checked.
-_RESOURCE_FIELDS = ("cpu", "memory", "gpus", "storage", "platform")
+# A refusal of the resource validation step concerns what is asked per pod: it shows at the field checked
+# when it names the field's variable (a rule of the platform's: at the platform, whatever it names).
+_RESOURCE_VARIABLES = {"cpu": "USER_CPU", "memory": "USER_MEMORY", "gpus": "USER_GPU", "storage": "USER_STORAGE"}
+
+
+def _concerns(field: str, message: str) -> bool:
+    if field == "platform":
+        return True
+    variable = _RESOURCE_VARIABLES.get(field)
+    return variable is not None and (variable in message or not any(v in message for v in _RESOURCE_VARIABLES.values()))
 
 
 @login_required
@@ -538,10 +546,9 @@ def workload_submit_check(request):
     if not any(form.errors.get(n) for n in names):
         # Only the fields checked keep errors: the others may simply not be filled yet.
         _dry_run(form, request.user, partial=True)
-        resources = [e for e in form.non_field_errors() if e.startswith("resources: ")]
-        if resources and names[-1] in _RESOURCE_FIELDS:
-            for message in resources:
-                form.add_error(names[-1], message.removeprefix("resources: "))
+        for message in [e.removeprefix("resources: ") for e in form.non_field_errors() if e.startswith("resources: ")]:
+            if _concerns(names[-1], message):
+                form.add_error(names[-1], message)
     context = _submit_context(request, form)
     if name == "placement":
         return render(request, "workloads/submit.html#placement", context)
