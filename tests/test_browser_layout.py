@@ -6,11 +6,10 @@ the demo organisation, as its system administrator."""
 from __future__ import annotations
 
 import io
-import re
 
 import pytest
 
-from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, nodepool, req
+from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, karpenter_emulator, nodepool, req
 from tests.test_browser import (  # noqa: F401  (fixtures shared with the other browser tests)
     ARTIFACTS, _hints_reach_the_in_process_server, chromium, live_asgi, log_in, menu_link, page, pytestmark, shoot,
 )
@@ -157,44 +156,19 @@ def test_the_top_bar_at_800_px_wraps_and_every_entry_stays_reachable(page, demo)
 @pytest.fixture
 def karpenter_lab(org, tmp_path):
     """The org's cluster in the emulator with Karpenter NodePools that cannot help rnd-a's pending 8-GPU pod
-    (long reasons), mirrored by the real sync."""
-    from kubesim import KubeEmulator
-    from nodepools import services
-    from nodepools.sync import ClusterSync, SyncOptions
-    from provisioning.models import KarpenterNodePool
-
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
-    sync = None
-    try:
-        emu.load(nodes=org.nodes, pods=org.pods, objects={"nodepools.karpenter.sh": [
-            nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100"),
-                                                req("karpenter.sh/capacity-type", "In", "on-demand", "reserved"),
-                                                req("topology.kubernetes.io/zone", "In", "us-east-1a", "us-east-1b")],
-                     taints=[GPU_TAINT, {"key": "workload-type", "value": "inference", "effect": "NoSchedule"}],
-                     limits={"cpu": "960", "memory": "8Ti", "nvidia.com/gpu": "16"}, weight=100,
-                     resources={"cpu": "192", "memory": "2147483648Ki", "nvidia.com/gpu": "16", "nodes": "2"},
-                     nodes=2),
-            nodepool("t4-spot", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "t4"),
-                                              req("karpenter.k8s.aws/instance-gpu-count", "In", "1", "4")],
-                     taints=[GPU_TAINT], limits={"nvidia.com/gpu": "8"}, weight=10),
-        ]})
-        emu.add_namespace("runai-rnd-a")
-        emu.add_pod(gpu_pod("train-8-gpus-for-the-long-reasons", "runai-rnd-a", gpus=8))
-        services.cluster_update(actor=None, cluster=org.cluster, kube_context="emulator",
-                                kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
-        pool = services.pool_create(actor=None, cluster=org.cluster, name="h100-prod",
-                                    label_key="karpenter.sh/nodepool", label_value="h100-prod")
-        sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02,
-                                                    tick=0.05, hint_interval=0.05, unreachable_after=2))
-        sync.start()
-        assert sync.run_until(lambda: KarpenterNodePool.objects.filter(cluster=org.cluster).count() == 2
-                              and org.cluster.pods.filter(name="train-8-gpus-for-the-long-reasons").exists())
+    (long reasons), mirrored by the real sync; h100-prod's limits and status as the cluster writes them."""
+    with karpenter_emulator(org, tmp_path, nodepools=[
+        nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100"),
+                                            req("karpenter.sh/capacity-type", "In", "on-demand", "reserved"),
+                                            req("topology.kubernetes.io/zone", "In", "us-east-1a", "us-east-1b")],
+                 taints=[GPU_TAINT, {"key": "workload-type", "value": "inference", "effect": "NoSchedule"}],
+                 limits={"cpu": "960", "memory": "8Ti", "nvidia.com/gpu": "16"}, weight=100,
+                 resources={"cpu": "192", "memory": "2147483648Ki", "nvidia.com/gpu": "16", "nodes": "2"}, nodes=2),
+        nodepool("t4-spot", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "t4"),
+                                          req("karpenter.k8s.aws/instance-gpu-count", "In", "1", "4")],
+                 taints=[GPU_TAINT], limits={"nvidia.com/gpu": "8"}, weight=10),
+    ], pods=[gpu_pod("train-8-gpus-for-the-long-reasons", "runai-rnd-a", gpus=8)]) as (_, _, pool):
         yield org, pool
-    finally:
-        if sync is not None:
-            sync.stop()
-        emu.stop()
 
 
 def test_long_karpenter_reasons_wrap_on_the_project_and_department_pages(page, users, karpenter_lab):
@@ -218,33 +192,3 @@ def test_long_karpenter_reasons_wrap_on_the_project_and_department_pages(page, u
         assert box["x"] + box["width"] <= 1280 and box["height"] > 2 * line, (heading, box, line)
     assert not failures, "\n".join(failures)
     shoot(page, "layout-waiting-karpenter")
-
-
-def test_the_pool_page_shows_quantities_in_human_units(page, users, karpenter_lab):
-    """Karpenter's limits and what is provisioned, as the cluster writes them (2147483648Ki, 8Ti, 960), read
-    as GiB / TiB and cores; the node page likewise."""
-    from playwright.sync_api import expect
-
-    org, pool = karpenter_lab
-    log_in(page, "sysadmin", "pw-sysadmin")
-    menu_link(page, "Capacity", "Node pools").click()
-    page.locator("#pools-table").get_by_role("link", name="h100-prod", exact=True).click()
-    expect(page.locator("h1")).to_have_text("Node pool h100-prod")
-    limits = page.locator("#blueprint-limits")
-    memory = limits.locator("tr[data-resource='memory'] td")
-    expect(memory.nth(1)).to_have_text("2 TiB")
-    expect(memory.nth(2)).to_have_text("8 TiB")
-    cpu = limits.locator("tr[data-resource='cpu'] td")
-    expect(cpu.nth(1)).to_have_text("192 cores")
-    expect(cpu.nth(2)).to_have_text("960 cores")
-    expect(limits.locator("tr[data-resource='nvidia.com/gpu'] td").nth(1)).to_have_text("16")
-    assert "Ki" not in limits.inner_text() and "Ti" not in limits.inner_text().replace("TiB", "")
-    shoot(page, "units-pool-blueprint")
-    # A node's page: CPU in cores, memory and GPU memory in GiB.
-    page.goto("/nodes/?sort=name")
-    page.locator("#nodes-table").get_by_role("link", name="a100-1", exact=True).click()
-    expect(page.locator("h1")).to_have_text("Node a100-1")
-    facts = page.locator("dl.facts").first
-    expect(facts).to_contain_text("40 GiB each")
-    expect(facts.locator("dt:text-is('CPU') + dd")).to_have_text(re.compile(r"^[\d.]+ cores allocatable, [\d.]+ cores? allocated$"))
-    expect(facts.locator("dt:text-is('Memory') + dd")).to_have_text(re.compile(r"^[\d.]+ GiB allocatable, [\d.]+ (GiB|MiB|B) allocated$"))
