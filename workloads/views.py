@@ -473,7 +473,7 @@ def _dry_run(form: SubmitForm, actor, *, partial: bool = False):
     return None, ""
 
 
-def _submit_context(request, form, **extra) -> dict:
+def _submit_context(form, **extra) -> dict:
     return {"form": form, "steps": submission.STEPS, "check_url": reverse("workload-submit-check"),
             "placement": SubmitForm.PLACEMENT, "pools_for": form.chosen_project.pk if form.chosen_project else "",
             **extra}
@@ -482,8 +482,9 @@ def _submit_context(request, form, **extra) -> dict:
 @login_required
 def workload_submit(request):
     """Submit a workload: Preview runs every step and shows the Job as YAML (nothing is created);
-    Submit runs them again and creates it. Without JavaScript, "Show the choices of this project and these
-    pools" brings the pools and platforms of what is chosen; with it, they follow as they change."""
+    Submit runs them again and creates it. Without JavaScript, "Show the pools and platforms of these
+    choices" (action=refresh) brings the choices of the project and pools chosen; with it, they follow as
+    they change (workload_submit_check)."""
     form = _submit_form(request)
     preview = None
     step = ""
@@ -514,7 +515,7 @@ def workload_submit(request):
             from nodepools.sync import api_error_message
 
             form.add_error(None, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was created.")
-    return render(request, "workloads/submit.html", _submit_context(request, form, preview=preview, step=step))
+    return render(request, "workloads/submit.html", _submit_context(form, preview=preview, step=step))
 
 
 # A refusal of the resource validation step concerns what is asked per pod: it shows at the field checked
@@ -549,7 +550,7 @@ def workload_submit_check(request):
         for message in [e.removeprefix("resources: ") for e in form.non_field_errors() if e.startswith("resources: ")]:
             if _concerns(names[-1], message):
                 form.add_error(names[-1], message)
-    context = _submit_context(request, form)
+    context = _submit_context(form)
     if name == "placement":
         return render(request, "workloads/submit.html#placement", context)
     return render(request, "workloads/submit.html#field", {**context, "field": form[name], "checked": True})
