@@ -457,8 +457,9 @@ def _dry_run(form: SubmitForm, actor, *, partial: bool = False):
         return None, ""
     data = form.cleaned_data
     if partial:
-        defaults = {"image": "", "command": [], "platform": "", "cpu": "", "memory": "", "gpus": 0, "storage": "",
-                    "priority_class": "train", "pods": 1, "name": "", "pools": []}
+        # A field not (validly) filled yet counts as its initial value, as on a new form.
+        defaults = {name: field.initial if field.initial is not None else "" for name, field in form.fields.items()}
+        defaults.update(command=[], pools=[], project=None)
         data = {**defaults, **{k: v for k, v in data.items() if v is not None}}
         if data.get("project") is None:
             return None, ""
