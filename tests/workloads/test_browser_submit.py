@@ -38,8 +38,9 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         expect(page.locator("h1")).to_have_text("Submit a workload")
         page.get_by_label("Project").select_option(label="rnd-a")
         # The pools in order, chosen among those open to rnd-a.
-        page.get_by_label("Node pool 1").select_option("a100")
-        page.get_by_label("Node pool 2").select_option("default")
+        for place, pool in (("Node pool 1", "a100"), ("Node pool 2", "default")):
+            page.get_by_label(place).select_option(pool)
+            page.wait_for_function("() => !document.querySelector('.htmx-request')")  # the choices follow
         page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
         page.get_by_label("Command").fill("python train.py --epochs 3")
         page.get_by_label("GPUs").fill("2")
@@ -99,7 +100,14 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     expect(page.locator("h1")).to_have_text("Submit a workload")
     page.wait_for_load_state()  # the page's scripts (htmx) are running
     page.get_by_label("Project").select_option(label="rnd-a")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
     first = page.get_by_label("Node pool 1")
+
+    def choose(select, value):
+        """Choose, then see the page follow (a person watches the pools and platforms update)."""
+        select.select_option(value)
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+
     # Offered in order: the priority list (then default), then the other pools open to rnd-a; never ops-only.
     expect(first.locator("option")).to_have_text(["— (none)", "hetero", "a100", "default"])
     expect(first).to_have_value("hetero")
@@ -109,17 +117,17 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     expect(platform.locator("option")).to_have_text(
         ["l40s-platform: the default platform of hetero", "a100-platform", "l40s-platform"])
     # The platforms follow the first pool: a100 has none. a100 is now twice in the list: said at once.
-    first.select_option("a100")
+    choose(first, "a100")
     expect(platform.locator("option")).to_have_text(["none: a100 has no platforms (any of its nodes)"])
     expect(page.locator("#field-pools .error")).to_have_text("Node pools: A pool appears twice in the list.")
-    page.get_by_label("Node pool 2").select_option("hetero")
+    choose(page.get_by_label("Node pool 2"), "hetero")
     expect(page.locator("#field-pools .error")).to_have_count(0)
     # Back to hetero first (then a100, then default): its platforms again.
-    first.select_option("hetero")
-    page.get_by_label("Node pool 2").select_option("a100")
+    choose(first, "hetero")
+    choose(page.get_by_label("Node pool 2"), "a100")
     expect(page.locator("#field-pools .error")).to_have_count(0)
     expect(platform.locator("option")).to_have_count(3)
-    platform.select_option("a100-platform")
+    choose(platform, "a100-platform")
     page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
     # 4 GPUs on one node of the A100 platform: no node has 4 free (2 each). Said on leaving the field.
     page.get_by_label("GPUs").fill("4")
