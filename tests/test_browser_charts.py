@@ -82,6 +82,11 @@ def test_overview_chart_is_drawn_with_legend_and_values_on_hover(page, console_e
     assert swatches.count() == 3
     colours = {swatches.nth(i).evaluate("e => getComputedStyle(e).backgroundColor") for i in range(3)}
     assert len(colours) == 3 and "rgba(0, 0, 0, 0)" not in colours
+    # Nobody points at it: the legend says how to read a group, never "—" (groups of different pools do
+    # not add up, so there is no total to show).
+    expect(chart.locator(".u-legend tr.u-series").first.locator(".u-value")).to_have_text(
+        "point at a group for its figures")
+    assert "—" not in chart.locator(".u-legend").inner_text()
     # Hover the group "a100 · rnd": the legend shows its figures.
     chart.scroll_into_view_if_needed()
     labels = page.evaluate("JSON.parse(document.getElementById('quota-chart-data').textContent).x_labels")

@@ -108,6 +108,11 @@
       }, gpuAxis(fig.unit)],
       cursor: {drag: {x: false, y: false, setScale: false}, points: {show: false}},
       legend: {live: true},
+      // At rest the legend names the series and says how to read a group (no empty "Deserved:").
+      hooks: {setLegend: [function (u) {
+        var figure = u.root.closest("figure");
+        if (figure) figure.classList.toggle("legend-at-rest", u.cursor.idx == null);
+      }]},
     };
   }
 
