@@ -4,7 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from nodepools.kube import parse_quantity
+# As the pool page reads the quantities a NodePool carries (its limits, what is provisioned).
+from provisioning.karpenter import quantity as parse_quantity
 from ui.formats import bytes_text, cores_text, mib_text, millicores_text, quantity_text
 
 
