@@ -134,6 +134,8 @@ MATRIX: dict[str, list[Case]] = {
     # --- workloads: the table, submitting, stopping, who may submit to a pool ---
     "workload-list": [Case(EVERYONE)],
     "workload-submit": [Case(RND_A_SUBMITTERS)],
+    # A field of the submission form checked as it is filled (the project, pools and platform by default).
+    "workload-submit-check": [Case(RND_A_SUBMITTERS, method="post", data=lambda w: {"project": w.rnd_a.pk})],
     # Allowed = past the access check (the cluster is unreachable here: the page then says so).
     "workload-stop": [Case(RND_A_SUBMITTERS, pk("rnd_a_workload"), method="post"),
                       Case(SYSADMIN, pk("ops_a_workload"), method="post", label="other department")],

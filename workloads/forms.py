@@ -8,6 +8,8 @@ import shlex
 
 import yaml
 from django import forms
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from workloads.submission import PRIORITY_CLASSES
 
@@ -111,12 +113,82 @@ def json_text(value) -> str:
 
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
+class OrderedSelects(forms.Widget):
+    """An ordered choice without JavaScript: one select per place (1st, 2nd, ...), each offering every
+    choice. Reads `name_0`, `name_1`, ... in order; also `name` as text separated by commas (older
+    forms, scripts)."""
+
+    def __init__(self, *, choices=(), size: int = 1, item: str = "item", empty: str = "—", attrs=None):
+        super().__init__(attrs)
+        self.choices, self.size, self.item, self.empty = list(choices), size, item, empty
+
+    def value_from_datadict(self, data, files, name):
+        if f"{name}_0" not in data and name in data:
+            return [v.strip() for v in str(data.get(name) or "").split(",")]
+        values, index = [], 0
+        while f"{name}_{index}" in data and index < 64:
+            values.append(data.get(f"{name}_{index}"))
+            index += 1
+        return values
+
+    def value_omitted_from_data(self, data, files, name):
+        return f"{name}_0" not in data and name not in data
+
+    def id_for_label(self, id_):
+        return f"{id_}_0" if id_ else id_
+
+    def render(self, name, value, attrs=None, renderer=None):
+        chosen = [v for v in (value or []) if v]
+        known = [c for c, _ in self.choices]
+        # A value no longer offered (e.g. a pool closed meanwhile) stays visible, so that it is not lost.
+        choices = self.choices + [(v, f"{v} (not open to this project)") for v in chosen if v not in known]
+        base = (attrs or {}).get("id") or f"id_{name}"
+        items = []
+        for index in range(max(self.size, len(chosen))):
+            current = chosen[index] if index < len(chosen) else ""
+            options = [format_html('<option value=""{}>{}</option>', mark_safe(" selected") if not current else "",
+                                   self.empty)]
+            options += [format_html('<option value="{}"{}>{}</option>', c, mark_safe(" selected") if c == current else "",
+                                    label) for c, label in choices]
+            items.append(format_html(
+                '<li><label for="{id}_{i}"><span class="visually-hidden">{item} </span>{n}</label> '
+                '<select name="{name}_{i}" id="{id}_{i}">{options}</select></li>',
+                id=base, i=index, n=index + 1, item=self.item, name=name, options=mark_safe("".join(options))))
+        return format_html('<ol class="ordered-choice">{}</ol>', mark_safe("".join(items)))
+
+
+class OrderedNamesField(forms.Field):
+    """Names in order (empty places skipped). Which names are allowed is the submission's rule
+    (workloads.rules through workloads.submission), not this field's: it refuses with its own words."""
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            value = value.split(",")
+        return [str(v).strip() for v in value or [] if v is not None and str(v).strip()]
+
+
+class OfferedChoiceField(forms.ChoiceField):
+    """Offers choices but takes any value: whether it is allowed is the submission's rule, refused in its
+    words (e.g. which platforms the first pool has), not "Select a valid choice"."""
+
+    def valid_value(self, value):
+        return True
+
+
 class SubmitForm(forms.Form):
+    """What Preview and Submit take (workloads.submission runs the rules). The pools are an ordered choice
+    of those open to the chosen project, its priority list first; the platform a choice of the first
+    pool's platforms (`submit_choices` in workloads.selectors)."""
+
     project = forms.ModelChoiceField(queryset=None, empty_label=None)
-    pools = forms.CharField(
+    pools = OrderedNamesField(
         label="Node pools", required=False,
-        help_text="In the order to try them, separated by commas. Empty: the project's priority list, then default.")
-    platform = forms.CharField(required=False, help_text="Empty: the first pool's default platform.")
+        help_text="In the order to try them: the project's priority list first; only the pools open to the "
+                  "project are offered. None chosen: the project's priority list, then default.")
+    platform = OfferedChoiceField(
+        required=False, choices=[("", "The first pool's default platform")],
+        help_text="A platform of the first pool; the other pools use their platform of the same name, else their "
+                  "default one.")
     image = forms.CharField(help_text="Container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
     command = forms.CharField(required=False, help_text="As in a shell, e.g. python train.py --epochs 3.")
     cpu = forms.CharField(label="CPU", required=False, help_text="Cores per pod (USER_CPU), e.g. 4 or 500m.")
@@ -134,9 +206,57 @@ class SubmitForm(forms.Form):
         help_text="Stopped after this long (the Job's activeDeadlineSeconds); empty: no limit. It also tells others "
                   "when the GPUs it holds are free again.")
 
-    def __init__(self, *args, projects=None, **kwargs):
+    PLACEMENT = ("project", "pools", "platform")  # checked together: each one's choices follow the one before
+
+    def __init__(self, *args, projects=None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["project"].queryset = projects
+        self.user = user
+        self.chosen_project = self._chosen_project(projects)
+        self.pool_choices: list = []
+        if self.chosen_project is not None and user is not None:
+            from workloads.selectors import submit_pool_choices
+
+            self.pool_choices = submit_pool_choices(user=user, project=self.chosen_project)
+        names = [p.name for p in self.pool_choices]
+        self.fields["pools"].widget = OrderedSelects(
+            choices=[(n, n) for n in names], size=max(1, min(len(names), 8)), item="Node pool",
+            empty="— (none)")
+        self._platform_choices()
+
+    def _chosen_project(self, projects):
+        key = self.data.get(self.add_prefix("project")) if self.is_bound else None
+        key = key if key not in (None, "") else self.initial.get("project")
+        if projects is None or key in (None, ""):
+            return None
+        try:
+            return projects.filter(pk=int(getattr(key, "pk", key))).first()
+        except (TypeError, ValueError):
+            return None
+
+    def chosen_pool_names(self) -> list[str]:
+        field = self.fields["pools"]
+        if self.is_bound:
+            value = field.widget.value_from_datadict(self.data, self.files, self.add_prefix("pools"))
+        else:
+            value = self.initial.get("pools") or []
+        return field.to_python(value)
+
+    def _platform_choices(self) -> None:
+        from workloads.selectors import submit_platform_choices
+
+        if self.chosen_project is None:
+            return
+        by_name = {p.name: p for p in self.pool_choices}
+        chosen = [by_name[n] for n in self.chosen_pool_names() if n in by_name] or self.pool_choices[:1]
+        names, default, owners = submit_platform_choices(chosen)
+        first = chosen[0].name if chosen else ""
+        empty = (f"{default}: the default platform of {first}" if default
+                 else f"none: {first} has no platforms (any of its nodes)" if first and not names
+                 else f"the default platform of {first}" if first else "the first pool's default platform")
+        field = self.fields["platform"]
+        field.choices = [("", empty)] + [
+            (n, f"{n} (in {', '.join(owners[n])})" if len(owners[n]) > 1 else n) for n in names]
 
     def clean_command(self):
         text = self.cleaned_data.get("command") or ""
@@ -145,5 +265,3 @@ class SubmitForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"The command cannot be read as a shell line: {exc}.") from exc
 
-    def clean_pools(self):
-        return [p.strip() for p in (self.cleaned_data.get("pools") or "").split(",") if p.strip()]

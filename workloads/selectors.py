@@ -614,3 +614,34 @@ def workloads_attach_gpu_utilization(workloads: list[Workload], *, budget: Any =
             continue
         workload.gpu_utilization = sum(f.utilization * f.gpus for f in figures) / gpus
     return workloads
+
+
+# ---------------------------------------------------------------------------------------------------
+# The submission form's choices
+
+def submit_pool_choices(*, user: Any, project: Any) -> list[NodePool]:
+    """The pools `user` may submit `project`'s workloads to (workloads.rules), its priority list first
+    (in its order, then `default`: `default_pools`), then the other open pools in creation order."""
+    open_pools = list(submittable_pools(user=user, project=project))
+    open_ids = {p.pk for p in open_pools}
+    first = [p for p in default_pools(project) if p.pk in open_ids]
+    return first + [p for p in open_pools if p.pk not in {f.pk for f in first}]
+
+
+def submit_platform_choices(pools: list[NodePool]) -> tuple[list[str], str, dict[str, list[str]]]:
+    """For a submission's ordered pools: the platforms a workload may name (those of the first pool:
+    `platform_plan` looks the name up there), the first pool's default platform ('' when it has none),
+    and {platform name: the pools of the list that have a platform of that name}."""
+    from workloads.models import Platform
+
+    if not pools:
+        return [], "", {}
+    first = pools[0]
+    by_name: dict[str, list[str]] = {}
+    order = {p.pk: i for i, p in enumerate(pools)}
+    rows = Platform.objects.filter(pool__in=pools).values_list("name", "pool_id")
+    for name, pool_id in sorted(rows, key=lambda r: (order[r[1]], r[0])):
+        by_name.setdefault(name, []).append(pools[order[pool_id]].name)
+    names = sorted(n for n, owners in by_name.items() if first.name in owners)
+    default = _platform_in(first, "")[1]
+    return names, default.name if default is not None else "", by_name

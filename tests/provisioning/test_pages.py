@@ -74,7 +74,8 @@ def test_the_pool_page_shows_the_blueprint_to_each_role_that_sees_the_pool(lab, 
         assert "nvidia.com/gpu=true:NoSchedule" in section(html, "blueprint-taints")
         limits = section(html, "blueprint-limits")
         assert "nvidia.com/gpu 40 40 limit reached: Karpenter launches no more" in limits
-        assert "cpu 192 960" in limits and "memory 0 8Ti" in limits
+        # In human units (cores, GiB / TiB), never the cluster's raw quantities.
+        assert "cpu 192 cores 960 cores" in limits and "memory 0 B 8 TiB" in limits
         assert "WhenEmptyOrUnderutilized" in section(html, "blueprint-disruption")
         assert "At most 10% of the nodes disrupted at once, for any reason" in section(html, "blueprint-budgets")
         conditions = section(html, "blueprint-conditions")
