@@ -23,15 +23,18 @@ Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``s
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
 ``selectors``, ``access`` (the access record), ``resources`` (the registry; the CRD manifests of ``kube/crds/``
 checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
-(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter).
+(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter); ``clock``
+(the one clock of steps and timestamps), ``gc`` (owner references, finalizers, cascading deletion),
+``controllers`` (the controller loop), ``jobs`` (the Job controller), ``kubelet`` (pods start, run, end).
 
 Run standalone::
 
     python -m kubesim --port 8001 --kubeconfig /tmp/kubesim.kubeconfig \\
-        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0]
+        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0] [--controllers]
 """
 
 from kubesim.cli import main
+from kubesim.clock import Clock, ManualClock, RealClock
 from kubesim.emulator import KubeEmulator
 from kubesim.errors import EXPIRED_CONTINUE_MESSAGE, ApiError
 from kubesim.factories import generate_cluster, iter_cluster, make_node, make_pod
@@ -42,7 +45,10 @@ from kubesim.selectors import SelectorError, parse_field_selector, parse_label_s
 __all__ = [
     "EXPIRED_CONTINUE_MESSAGE",
     "ApiError",
+    "Clock",
     "KubeEmulator",
+    "ManualClock",
+    "RealClock",
     "Resource",
     "SelectorError",
     "generate_cluster",

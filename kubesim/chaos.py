@@ -5,18 +5,17 @@ recovers; over time every not-ready reason of the console appears (disk/memory/P
 unavailable, kubelet not ready, node unreachable, cordoned, missing NVIDIA container toolkit or DCGM
 exporter pod).  Meanwhile GPU pods start where GPUs are free, finish and are deleted.
 
-Deterministic for tests: :meth:`ChaosMixin.chaos_step` takes the random generator and the clock.
+Deterministic for tests: :meth:`ChaosMixin.chaos_step` takes the random generator, and reads the
+emulator's one clock (a :class:`kubesim.clock.ManualClock` in tests).
 """
 
 from __future__ import annotations
 
 import math
 import random
-import zlib
 import threading
-import time
+import zlib
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -67,26 +66,23 @@ class ChaosMixin:
         self._chaos_removed: dict[str, list[Obj]] = {}  # node -> operand pods chaos deleted
         self._chaos_seen: Counter[str] = Counter()  # fault -> times injected
         self._chaos_last: float | None = None
-        self._chaos_clock: Callable[[], float] = time.monotonic
 
-    def start_chaos(
-        self, interval: float = 1.0, seed: int | None = None, clock: Callable[[], float] | None = None
-    ) -> None:
+    def start_chaos(self, interval: float = 1.0, seed: int | None = None) -> None:
         """Every ``interval`` seconds make plausible changes (see :meth:`chaos_step`)."""
         self.stop_chaos()
         rng = random.Random(seed)
         self._chaos_stop = threading.Event()
-        self._chaos_clock = clock or time.monotonic
         stop = self._chaos_stop
 
         def run() -> None:
             while not stop.wait(interval):
                 try:
                     self.chaos_step(rng)
-                    # What the schedulers would report about their queues (KAI / Kueue), if any exist.
-                    self.report_queue_status()
-                    # Karpenter: nodes for pending pods, NodeClaims progressing, empty nodes consolidated.
-                    self.karpenter_step()
+                    if not self.controllers_running:  # else the controller loop does these
+                        # What the schedulers would report about their queues (KAI / Kueue), if any exist.
+                        self.report_queue_status()
+                        # Karpenter: nodes for pending pods, NodeClaims progressing, empty nodes consolidated.
+                        self.karpenter_step()
                 except ApiError:
                     pass  # the object vanished meanwhile (e.g. deleted by a test): try again next tick
 
@@ -103,7 +99,7 @@ class ChaosMixin:
     def chaos_status(self) -> Obj:
         """Nodes chaos holds not ready (fault, seconds left) and how often each fault was injected."""
         with self._lock:
-            now = self._chaos_clock()
+            now = self.clock.now()
             return {
                 "faults": {n: {"fault": f, "seconds_left": round(t - now, 1)} for n, (f, t) in self._chaos_faults.items()},
                 "injected": dict(self._chaos_seen),
@@ -178,8 +174,8 @@ class ChaosMixin:
 
     # ------------------------------------------------------------------ one step
 
-    def chaos_step(self, rng: random.Random | None = None, now: float | None = None) -> str:
-        """Make the changes due now; returns what happened ("node ...; pod ...").
+    def chaos_step(self, rng: random.Random | None = None) -> str:
+        """Make the changes due now (the emulator's clock); returns what happened ("node ...; pod ...").
 
         Nodes whose fault time is over recover; unmanaged not-ready nodes (from the scenario or a
         person) get a recovery time too; then faults are injected or healed to stay within
@@ -187,7 +183,7 @@ class ChaosMixin:
         injected least so far; and one pod starts, finishes or is deleted.
         """
         rng = rng or random.Random()
-        now = self._chaos_clock() if now is None else now
+        now = self.clock.now()
         done: list[str] = []
         with self._lock:
             low, high = self.chaos_not_ready
@@ -278,6 +274,7 @@ class ChaosMixin:
                 pod = make_pod(
                     f"{app}-{name}", old["metadata"]["namespace"] if old else namespace, node=name,
                     labels={"app": app}, priority=2000001000, priority_class="system-node-critical",
+                    created=self.clock.rfc3339(),
                     containers=[{"name": "main", "requests": {"cpu": "100m", "memory": "128Mi"}}],
                 )
                 self.upsert_pod(pod)
@@ -342,7 +339,7 @@ class ChaosMixin:
         utilization = spread % 4 if spread < 20 else 30 + spread % 66
         pod = make_pod(
             name, ns, node=target, containers=[{"name": "main", "requests": requests}], labels={"app": "chaos"},
-            annotations={UTILIZATION_ANNOTATION: str(utilization)} if gpus else None,
+            annotations={UTILIZATION_ANNOTATION: str(utilization)} if gpus else None, created=self.clock.rfc3339(),
         )
         self.add_pod(pod)
         with self._lock:
@@ -361,7 +358,7 @@ class ChaosMixin:
             self._chaos_serial += 1
             name = f"chaos-{self._chaos_serial:05d}-{rng.getrandbits(24):06x}"
         pod = make_pod(name, ns, phase="Pending", priority=priority, priority_class=klass, labels={"app": "chaos"},
-                       containers=[{"name": "main", "requests": {"cpu": "2", "memory": "8Gi",
+                       created=self.clock.rfc3339(), containers=[{"name": "main", "requests": {"cpu": "2", "memory": "8Gi",
                                                                  "nvidia.com/gpu": rng.choice((1, 4))}}])
         pod["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": pool}
         pod["spec"]["tolerations"] += [{"key": t["key"], "operator": "Equal", "value": t.get("value", ""),

@@ -42,6 +42,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--demo-pods", type=int, default=None, help="pods in the generated demo fleet (default: 8 per node)"
     )
     parser.add_argument("--chaos", type=float, metavar="SECONDS", help="make one plausible random change every SECONDS")
+    parser.add_argument(
+        "--controllers", action="store_true",
+        help="run the controllers (Job controller, schedulers' slot, kubelets, Karpenter, queue status) in a "
+             "background loop: Jobs get pods, bound pods run for their emulator.gpu-capacity.io/run-seconds",
+    )
+    parser.add_argument(
+        "--controller-interval", type=float, default=1.0, metavar="SECONDS",
+        help="seconds between two runs of the controllers (default 1.0)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed for --chaos and --demo-nodes")
     parser.add_argument(
         "--history-size", type=int, default=10_000, help="watch history length in events (default 10000)"
@@ -51,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    emu = KubeEmulator(history_size=args.history_size, bookmark_interval=args.bookmark_interval)
+    emu = KubeEmulator(history_size=args.history_size, bookmark_interval=args.bookmark_interval,
+                       controllers=args.controllers, controller_interval=args.controller_interval)
     # The source objects are dropped right after loading: the store keeps only serialized bytes.
     if args.scenario:
         with open(args.scenario, "rb") as fh:
@@ -78,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"kubeconfig: {os.path.abspath(kubeconfig)} (context {args.context})", flush=True)
     print(
         f"objects: {stats['nodes']} nodes, {stats['pods']} pods"
-        + (f"; chaos every {args.chaos}s" if args.chaos else ""),
+        + (f"; chaos every {args.chaos}s" if args.chaos else "")
+        + (f"; controllers every {args.controller_interval}s" if args.controllers else ""),
         flush=True,
     )
 

@@ -44,7 +44,18 @@ class ControlMixin:
             "stop_chaos",
             "chaos_step",
             "report_queue_status",
+            "report_kai_status",
+            "default_scheduler_step",
+            "kai_scheduler_step",
+            "kai_pod_grouper_step",
+            "scheduling_step",
+            "bind_pod",
             "karpenter_step",
+            "tick",
+            "advance_clock",
+            "set_clock",
+            "start_controllers",
+            "stop_controllers",
             "chaos_status",
             "not_ready_nodes",
             "create",
@@ -84,11 +95,11 @@ class ControlMixin:
                 raise ApiError(400, "set_offline over HTTP with mode=refuse needs a duration", "BadRequest")
             if args["mode"] not in ("refuse", "reset"):
                 raise ApiError(400, f"unknown offline mode {args['mode']!r}", "BadRequest")
+        if op in ("chaos_step", "karpenter_step", "tick") and "now" in args:
+            raise ApiError(400, f"{op} reads the emulator's clock and takes no 'now': start the emulator with a "
+                                "ManualClock and move it (POST /_emulator/set_clock or advance_clock)", "BadRequest")
         if op == "chaos_step":
-            out: Obj = {"rng": random.Random(args["seed"])} if "seed" in args else {}
-            if "now" in args:
-                out["now"] = float(args["now"])
-            args = out
+            args = {"rng": random.Random(args["seed"])} if "seed" in args else {}
         return args
 
     def _control_call(self, op: str, args: Obj) -> Any:

@@ -6,6 +6,7 @@ import datetime
 import ipaddress
 import json
 import os
+import random
 import socket
 import ssl
 import tempfile
@@ -14,15 +15,21 @@ from collections import Counter
 
 from kubesim.access import AccessMixin
 from kubesim.chaos import ChaosMixin
+from kubesim.clock import Clock, RealClock
 from kubesim.control import ControlMixin
+from kubesim.controllers import ControllersMixin
 from kubesim.dcgm import DcgmMixin
 from kubesim.faults import FaultsMixin
+from kubesim.jobs import JobControllerMixin
 from kubesim.karpenter import KarpenterMixin
+from kubesim.kubelet import KubeletMixin
 from kubesim.schedulers import SchedulerStatusMixin
+from kubesim.scheduling.adapter import SchedulingMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
-class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerStatusMixin, KarpenterMixin, FaultsMixin, Store):
+class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
+                   SchedulingMixin, SchedulerStatusMixin, KarpenterMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::
@@ -46,6 +53,10 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerSt
         initial_resource_version: int = 1000,
         watch_timeout: float = 1800.0,
         node_controller: bool = True,
+        clock: Clock | None = None,
+        controllers: bool = False,
+        controller_interval: float | None = None,
+        schedulers: bool = True,
     ) -> None:
         """
         :param history_size: events kept for watch replay and consistent paging.
@@ -54,7 +65,19 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerSt
         :param watch_timeout: watch duration when the client gives no ``timeoutSeconds``.
         :param node_controller: keep node taints in line with spec.unschedulable and
             conditions, as the node lifecycle controller does.
+        :param clock: the one clock of steps and timestamps (:mod:`kubesim.clock`); default the wall clock.
+        :param controllers: run the controllers (Job controller, schedulers' slot, kubelets, Karpenter,
+            queue status; :mod:`kubesim.controllers`): on a real clock a thread ticks them every
+            ``controller_interval`` seconds (default 1) while the emulator is started; on a manual clock
+            the caller ticks (:meth:`tick`).
+        :param schedulers: put the schedulers (:mod:`kubesim.scheduling`: KAI Scheduler, then the default
+            scheduler) into the controller loop; without them nobody binds a pod but the caller.
         """
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self._hooks: dict[str, list] = {}
+        self._kind_rv: dict[str, int] = {}  # resource -> resourceVersion of its last change
+        self._names_rng = random.Random()
+        self._init_gc()
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.node_controller = node_controller
@@ -95,6 +118,8 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerSt
         self._offline_timer: threading.Timer | None = None
         self._init_chaos()
         self._init_access()
+        self._init_controllers(controllers, controller_interval)
+        self._init_scheduling(schedulers)
         self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -116,11 +141,14 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, SchedulerSt
             self._bind(port)
             shown = f"[{host}]" if ":" in host else host
             self.url = f"{'https' if self._tls else 'http'}://{shown}:{self._port}"
-            return self.url
+        if self.controllers and not self.clock.manual and self.controller_interval > 0:
+            self.start_controllers()
+        return self.url
 
     def stop(self) -> None:
-        """Stop chaos, close all watches and connections and the listening socket."""
+        """Stop chaos and the controllers, close all watches and connections and the listening socket."""
         self.stop_chaos()
+        self.stop_controllers()
         with self._lock:
             if self._offline_timer is not None:
                 self._offline_timer.cancel()

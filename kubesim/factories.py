@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kubesim.util import Obj, _gc_paused, _now, _status_str, _timestamp
+from kubesim.util import Obj, _gc_paused, _status_str, _timestamp
 
 _GPU = "nvidia.com/gpu"
 
@@ -89,8 +89,9 @@ def _node_condition(ctype: str, status: str, ts: str, reason: str = "", message:
     }
 
 
-def _sync_node_taints(node: Obj) -> None:
-    """Emulate the node lifecycle controller: taints follow spec.unschedulable and conditions."""
+def _sync_node_taints(node: Obj, now: str | None = None) -> None:
+    """Emulate the node lifecycle controller: taints follow spec.unschedulable and conditions (a new
+    NoExecute or unschedulable taint is stamped ``timeAdded`` = ``now``, default the wall clock)."""
     spec = node.setdefault("spec", {})
     conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
     wanted: list[tuple[str, str]] = []
@@ -123,7 +124,7 @@ def _sync_node_taints(node: Obj) -> None:
         if (key, effect) not in present:
             taint: Obj = {"key": key, "effect": effect}
             if effect == "NoExecute" or key == "node.kubernetes.io/unschedulable":
-                taint["timeAdded"] = _now()
+                taint["timeAdded"] = now or _timestamp(None)
             taints.append(taint)
     if taints:
         spec["taints"] = taints
@@ -262,7 +263,7 @@ def make_node(
         node["spec"]["unschedulable"] = True
     if taints:
         node["spec"]["taints"] = [dict(t) for t in taints]
-    _sync_node_taints(node)
+    _sync_node_taints(node, ts)
     return node
 
 

@@ -26,7 +26,6 @@ call it with their own clock):
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 from kubesim.factories import _GPU_PRODUCTS, make_node
 from kubesim.resources import NODES, PODS
 from kubesim.schedulers import quantity
-from kubesim.util import Obj, _now
+from kubesim.util import Obj
 
 NODEPOOLS = "nodepools.karpenter.sh"
 NODECLAIMS = "nodeclaims.karpenter.sh"
@@ -152,19 +151,18 @@ def _text(value: Decimal) -> str:
     return f"{value.normalize():f}"
 
 
-def _conditions(*pairs: tuple[str, str, str]) -> list[Obj]:
-    ts = _now()
+def _conditions(ts: str, *pairs: tuple[str, str, str]) -> list[Obj]:
     return [{"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": ts} for t, s, r in pairs]
 
 
-def _set_condition(obj: Obj, ctype: str, status: str, reason: str) -> None:
+def _set_condition(obj: Obj, ctype: str, status: str, reason: str, ts: str) -> None:
     conditions = obj.setdefault("status", {}).setdefault("conditions", [])
     for c in conditions:
         if c.get("type") == ctype:
             if c.get("status") != status:
-                c.update(status=status, reason=reason, lastTransitionTime=_now())
+                c.update(status=status, reason=reason, lastTransitionTime=ts)
             return
-    conditions.append({"type": ctype, "status": status, "reason": reason, "message": "", "lastTransitionTime": _now()})
+    conditions.append({"type": ctype, "status": status, "reason": reason, "message": "", "lastTransitionTime": ts})
 
 
 def _has(obj: Obj, ctype: str) -> bool:
@@ -190,14 +188,16 @@ class KarpenterMixin:
             state = self._karpenter = {"born": {}, "nominated": {}, "empty_since": {}, "serial": 0}
         return state
 
-    def karpenter_step(self, now: float | None = None) -> list[str]:
-        """Provision, progress and consolidate as Karpenter would now; returns what happened.
-        Does nothing (and costs one list) when the cluster has no NodePool."""
+    def karpenter_step(self) -> list[str]:
+        """Provision, progress and consolidate as Karpenter would now (the emulator's clock); returns what
+        happened. Does nothing (and reads nothing) when the cluster has no NodePool and no NodeClaim."""
+        if not self._stores[NODEPOOLS].keys and not self._stores[NODECLAIMS].keys:
+            return []
         pools = self.list(NODEPOOLS)
         claims = self.list(NODECLAIMS)
         if not pools and not claims:
             return []
-        now = time.monotonic() if now is None else now
+        now = self.clock.now()
         state = self._karpenter_state()
         done: list[str] = []
         with self._lock:
@@ -251,7 +251,7 @@ class KarpenterMixin:
                               capacity={"cpu": _text(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
                               allocatable={"cpu": _text(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
                                            GPU: str(itype[4]), "pods": "110"})
-                _set_condition(c, "Launched", "True", "Launched")
+                _set_condition(c, "Launched", "True", "Launched", self.clock.rfc3339())
 
             claim = self.update(NODECLAIMS, name, launched, subresource="status")
             done.append(f"nodeclaim {name} launched")
@@ -266,6 +266,7 @@ class KarpenterMixin:
                 capacity_type=labels.get(CAPACITY_TYPE_LABEL),
                 labels={**{k: v for k, v in labels.items()}, "karpenter.sh/registered": "true"},
                 taints=[*(spec.get("taints") or []), *(spec.get("startupTaints") or [])],
+                created=self.clock.rfc3339(),
             )
             node["spec"]["providerID"] = (claim.get("status") or {}).get("providerID", node["spec"]["providerID"])
             node["metadata"]["ownerReferences"] = [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": name,
@@ -274,7 +275,7 @@ class KarpenterMixin:
 
             def registered(c: Obj) -> None:
                 c.setdefault("status", {})["nodeName"] = node_name
-                _set_condition(c, "Registered", "True", "Registered")
+                _set_condition(c, "Registered", "True", "Registered", self.clock.rfc3339())
 
             claim = self.update(NODECLAIMS, name, registered, subresource="status")
             done.append(f"nodeclaim {name} registered node {node_name}")
@@ -293,8 +294,8 @@ class KarpenterMixin:
                 self.update_node(node_name, initialized_node)
 
             def initialized(c: Obj) -> None:
-                _set_condition(c, "Initialized", "True", "Initialized")
-                _set_condition(c, "Ready", "True", "Ready")
+                _set_condition(c, "Initialized", "True", "Initialized", self.clock.rfc3339())
+                _set_condition(c, "Ready", "True", "Ready", self.clock.rfc3339())
 
             self.update(NODECLAIMS, name, initialized, subresource="status")
             done.append(f"nodeclaim {name} initialized")
@@ -408,9 +409,10 @@ class KarpenterMixin:
                     room[k] += v
         return used
 
-    def _karpenter_node_fits(self, pod: Obj, nodes: dict[str, Obj], used: dict[str, dict[str, Decimal]]) -> bool:
+    def _karpenter_node_fits(self, pod: Obj, nodes: dict[str, Obj], used: dict[str, dict[str, Decimal]]) -> str | None:
+        """The first Ready node (by name) the pod fits on, after what ``used`` says its pods take; or None."""
         asks = asks_of(pod)
-        for name, node in nodes.items():
+        for name, node in sorted(nodes.items()):
             conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
             if conditions.get("Ready") != "True" or (node.get("spec") or {}).get("unschedulable"):
                 continue
@@ -422,8 +424,8 @@ class KarpenterMixin:
             taken = used.get(name, {})
             room = {k: quantity(alloc.get(k)) - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
             if _fits(asks, room):
-                return True
-        return False
+                return name
+        return None
 
     def _karpenter_provision(self, pools: list[Obj], claims: list[Obj], nodes: dict[str, Obj], pods: list[Obj],
                              now: float) -> list[str]:
@@ -451,13 +453,22 @@ class KarpenterMixin:
         pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")
                    and (p.get("status") or {}).get("phase", "Pending") == "Pending"
                    and not p["metadata"].get("deletionTimestamp")]
+        # What the pods bound to each node take, and, as the pending pods are placed one by one, what the
+        # ones that fit a node already there will take: the next pod sees the room that is really left.
         used = self._karpenter_used(pods) if pending else {}
         offerings: dict[str, list] = {}
-        for pod in sorted(pending, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
+        # Oldest first; pods created in the same second in the order they were created (resourceVersion).
+        for pod in sorted(pending, key=_pending_order):
             key = (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
-            if key in state["nominated"] or self._karpenter_node_fits(pod, nodes, used):
+            if key in state["nominated"]:
                 continue
             asks = asks_of(pod)
+            fits = self._karpenter_node_fits(pod, nodes, used)
+            if fits is not None:  # Karpenter leaves it to the scheduler, whose node it will take
+                room = used.setdefault(fits, {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)})
+                for k, v in asks.items():
+                    room[k] += v
+                continue
             target = None
             for claim_name, (claim, room) in sorted(in_flight.items()):
                 if (pod_admits_labels(pod, claim["metadata"].get("labels") or {})
@@ -472,14 +483,14 @@ class KarpenterMixin:
                     if not tolerated(pod, taints):
                         continue
                     limits = (pool.get("spec") or {}).get("limits") or {}
-                    used = self._karpenter_usage(pool["metadata"]["name"], claims, nodes)
+                    provisioned = self._karpenter_usage(pool["metadata"]["name"], claims, nodes)
                     if pool["metadata"]["name"] not in offerings:
                         offerings[pool["metadata"]["name"]] = self._karpenter_offerings(pool)
                     for itype, zone, capacity_type, labels in offerings[pool["metadata"]["name"]]:
                         cap = _capacity(itype)
                         if not _fits(asks, cap) or not pod_admits_labels(pod, labels):
                             continue
-                        grown = {**{k: used[k] + cap[k] for k in cap}, "nodes": used["nodes"] + 1}
+                        grown = {**{k: provisioned[k] + cap[k] for k in cap}, "nodes": provisioned["nodes"] + 1}
                         if any(k in grown and grown[k] > quantity(v) for k, v in limits.items()):
                             continue
                         claim = self._karpenter_create_claim(pool, itype, labels, now)
@@ -535,7 +546,8 @@ class KarpenterMixin:
         state["born"][name] = now
 
         def pending(c: Obj) -> None:
-            c["status"] = {"conditions": _conditions(("Launched", "Unknown", "AwaitingReconciliation"),
+            c["status"] = {"conditions": _conditions(self.clock.rfc3339(),
+                                                     ("Launched", "Unknown", "AwaitingReconciliation"),
                                                      ("Registered", "Unknown", "AwaitingReconciliation"),
                                                      ("Initialized", "Unknown", "AwaitingReconciliation"),
                                                      ("Ready", "Unknown", "AwaitingReconciliation"))}
@@ -544,7 +556,7 @@ class KarpenterMixin:
 
     def _karpenter_nominated_event(self, pod: Obj, claim: str) -> None:
         md = pod["metadata"]
-        ts = _now()
+        ts = self.clock.rfc3339()
         event = {
             "metadata": {"name": f"{md['name']}.{hashlib.sha1((md['name'] + claim).encode()).hexdigest()[:16]}",
                          "namespace": md.get("namespace", "default")},
@@ -574,12 +586,21 @@ class KarpenterMixin:
             s["resources"] = resources
             s["nodes"] = int(used["nodes"])
             for ctype, value in ready.items():
-                _set_condition(p, ctype, value, ctype)
+                _set_condition(p, ctype, value, ctype, self.clock.rfc3339())
             for c in s["conditions"]:
                 c.setdefault("reason", c["type"])
                 c.setdefault("message", "")
 
         self.update(NODEPOOLS, name, change, subresource="status")
+
+
+def _pending_order(pod: Obj) -> tuple[str, int, str, str]:
+    """Pending pods in the order they were created: creationTimestamp (whole seconds), then resourceVersion
+    (the API server's order of writes; a pod not written since its creation keeps its creation's), then
+    namespace and name."""
+    md = pod["metadata"]
+    rv = str(md.get("resourceVersion") or "")
+    return (md.get("creationTimestamp") or "", int(rv) if rv.isdigit() else 0, md.get("namespace") or "", md["name"])
 
 
 def _seconds(duration: str) -> float:

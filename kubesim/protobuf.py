@@ -54,6 +54,13 @@ _MESSAGES: dict[str, dict[int, tuple[str, str, bool]]] = {
         1: ("metadata", "ObjectMeta", False), 2: ("data", "bytesmap", False), 3: ("type", "string", False),
         4: ("stringData", "map", False), 5: ("immutable", "bool", False),
     },
+    # kubectl delete: meta/v1 DeleteOptions
+    "DeleteOptions": {
+        1: ("gracePeriodSeconds", "int", False), 2: ("preconditions", "Preconditions", False),
+        3: ("orphanDependents", "bool", False), 4: ("propagationPolicy", "string", False),
+        5: ("dryRun", "string", True),
+    },
+    "Preconditions": {1: ("uid", "string", False), 2: ("resourceVersion", "string", False)},
 }
 _KINDS = {"Namespace", "PriorityClass", "Job", "Secret"}
 
@@ -151,3 +158,14 @@ def decode(body: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError, KeyError) as exc:
         raise ApiError(400, f"invalid protobuf body: {exc}", "BadRequest") from exc
     return {"apiVersion": type_meta.get("apiVersion", ""), "kind": kind, **obj}
+
+
+def decode_delete_options(body: bytes) -> dict[str, Any]:
+    """The JSON form of a protobuf-encoded DeleteOptions (kubectl delete), or 400."""
+    if not body.startswith(MAGIC):
+        raise ApiError(415, "the body is not a Kubernetes protobuf message", "UnsupportedMediaType")
+    try:
+        unknown = _decode("Unknown", body[len(MAGIC):])
+        return _decode("DeleteOptions", unknown.get("raw", b""))
+    except (ValueError, UnicodeDecodeError, KeyError) as exc:
+        raise ApiError(400, f"invalid protobuf body: {exc}", "BadRequest") from exc

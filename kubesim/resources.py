@@ -126,6 +126,9 @@ class Resource:
         if self.status_subresource:
             out.append({"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced,
                         "kind": self.kind, "verbs": ["get", "patch", "update"]})
+        if self.key == PODS:
+            out.append({"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+                        "verbs": ["create"]})
         if self.scale_subresource:
             out.append({"name": f"{self.plural}/scale", "singularName": "", "namespaced": self.namespaced,
                         "group": "autoscaling", "version": "v1", "kind": "Scale",
@@ -151,6 +154,14 @@ def get_resource(key: str) -> Resource:
 
 def find_resource(group: str, version: str, plural: str) -> Resource | None:
     return _BY_PATH.get((group, version, plural))
+
+
+def resource_for_kind(api_version: str, kind: str) -> Resource | None:
+    """The resource of an ``apiVersion`` and ``kind`` (as an ownerReference names its owner), or None."""
+    for res in _REGISTRY.values():
+        if res.kind == kind and res.api_version == api_version:
+            return res
+    return None
 
 
 def resources() -> list[Resource]:
@@ -236,7 +247,7 @@ register_resource(Resource(
 register_resource(Resource(
     "", "v1", PODS, "Pod", short_names=("po",), categories=("all",), fields=_POD_FIELDS, extractor=_pod_fields,
     strict_status=False, generation=False,
-    columns=(("Ready", "@pod-ready", "string"), ("Status", "status.phase", "string"),
+    columns=(("Ready", "@pod-ready", "string"), ("Status", "@pod-status", "string"),
              ("Restarts", "@pod-restarts", "integer"), AGE, ("IP", "status.podIP", "string", 1),
              ("Node", "spec.nodeName", "string", 1), ("Nominated Node", "status.nominatedNodeName", "string", 1)),
 ))
@@ -245,7 +256,9 @@ register_resource(Resource(
     generation=False, fields=("involvedObject.kind", "involvedObject.name", "reason", "type"),
     columns=(("Last Seen", "lastTimestamp", "date"), ("Type", "type", "string"), ("Reason", "reason", "string"),
              ("Object", "@event-object", "string"), ("Message", "message", "string")),
-    schema={"type": "object", "required": ["involvedObject"], "properties": {
+    # An Event keeps every field it is given (source, first/lastTimestamp, eventTime, reportingComponent, ...).
+    schema={"type": "object", "required": ["involvedObject"], "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
         "involvedObject": {"type": "object"}, "type": {"type": "string"}, "reason": {"type": "string"},
         "message": {"type": "string"}, "count": {"type": "integer"}}},
 ))
@@ -261,11 +274,14 @@ register_resource(Resource(
     "batch", "v1", "jobs", "Job", categories=("all",), fields=("status.successful",),
     source="k8s.io/api batch/v1 JobSpec (required fields, minimums and defaults of the API server)",
     columns=(("Status", "@job-status", "string"), ("Completions", "@job-completions", "string"),
-             ("Duration", "@job-duration", "string"), AGE),
+             ("Duration", "@job-duration", "string"), AGE, ("Containers", "@containers", "string", 1),
+             ("Images", "@images", "string", 1), ("Selector", "@selector", "string", 1)),
+    # parallelism and completions are defaulted together by kubesim.jobs.admit_job (a work-queue Job,
+    # with parallelism and no completions, keeps none).
     schema={"type": "object", "required": ["spec"], "properties": {
         "spec": {"type": "object", "required": ["template"], "properties": {
-            "parallelism": {"type": "integer", "minimum": 0, "default": 1},
-            "completions": {"type": "integer", "minimum": 0, "default": 1},
+            "parallelism": {"type": "integer", "minimum": 0},
+            "completions": {"type": "integer", "minimum": 0},
             "backoffLimit": {"type": "integer", "minimum": 0, "default": 6},
             "activeDeadlineSeconds": {"type": "integer", "minimum": 1},
             "ttlSecondsAfterFinished": {"type": "integer", "minimum": 0},

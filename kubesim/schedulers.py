@@ -1,12 +1,12 @@
 """A stand-in for the schedulers' status updaters: what KAI Scheduler and Kueue report about their queues.
 
-No scheduling happens here (pods are bound by whoever creates them, as everywhere in the emulator);
-only the status a real scheduler would write back is computed from the pods, so that a console reading
-it has something true to read:
+The schedulers themselves are in :mod:`kubesim.scheduling`; this writes the status their controllers
+report about the queues, so that a console reading it has something true to read:
 
 - KAI ``scheduling.run.ai/v2`` Queue ``status.allocated`` / ``allocatedNonPreemptible`` / ``requested``
-  (GPU in devices, CPU in millicpus, memory in megabytes, as ResourceList quantities), for leaf queues
-  from the pods labelled ``kai.scheduler/queue``, for parent queues the sum of their children.
+  (GPU in devices, CPU in millicpus, memory in megabytes, as ResourceList quantities) and PodGroup
+  ``status.resourcesStatus``, as KAI's queue and podgroup controllers sum them from the PodGroups of the
+  pods of ``kai-scheduler`` (:meth:`kubesim.scheduling.adapter.SchedulingMixin.report_kai_status`).
 - Kueue ``kueue.x-k8s.io/v1beta2`` ClusterQueue ``status.pendingWorkloads`` / ``admittedWorkloads`` /
   ``flavorsUsage[].resources[].{total, borrowed}``, from the pods labelled
   ``kueue.x-k8s.io/queue-name`` (a LocalQueue of their namespace); a bound pod's flavor is its node's
@@ -18,9 +18,14 @@ from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubesim.resources import NODES, PODS
+import orjson
+
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Obj
 
+_KAI_QUEUES = "queues.scheduling.run.ai"
+_CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+_LOCAL_QUEUES = "localqueues.kueue.x-k8s.io"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU = "nvidia.com/gpu"
@@ -61,10 +66,6 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     return out
 
 
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
-
-
 class SchedulerStatusMixin:
     """Part of :class:`kubesim.KubeEmulator`."""
 
@@ -72,9 +73,33 @@ class SchedulerStatusMixin:
     flavor_label = "console.gpu-capacity.io/node-pool"
 
     def report_queue_status(self) -> int:
-        """Write the status KAI and Kueue would report for their queues; returns how many changed."""
-        pods = [p for p in self.list(PODS) if _active(p)]
-        return self._report_kai(pods) + self._report_kueue(pods)
+        """Write the status KAI and Kueue would report for their queues; returns how many changed.
+        Reads nothing when there is no queue, or when no pod, node or queue changed since the last report."""
+        if not self._stores[_KAI_QUEUES].keys and not self._stores[_CLUSTER_QUEUES].keys:
+            return 0
+        inputs = (PODS, NODES, _KAI_QUEUES, _CLUSTER_QUEUES, _LOCAL_QUEUES, "podgroups.scheduling.run.ai",
+                  "priorityclasses.scheduling.k8s.io")
+        if getattr(self, "_queue_status_seen", None) == tuple(self._kind_rv.get(k, 0) for k in inputs):
+            return 0
+        pods = self._queued_pods()
+        changed = self._report_kai(pods) + self._report_kueue(pods)
+        self._queue_status_seen = tuple(self._kind_rv.get(k, 0) for k in inputs)
+        return changed
+
+    def _queued_pods(self) -> list[Obj]:
+        """The unfinished pods a queue may count: labelled with a KAI or Kueue queue, or bound in a project
+        namespace (``runai-<project>``); the others are not even parsed."""
+        index = get_resource(PODS).field_index
+        node_at, phase_at = index["spec.nodeName"], index["status.phase"]
+        out = []
+        with self._lock:
+            for key, (data, _rv, labels, fields) in self._stores[PODS].entries.items():
+                if fields[phase_at] in ("Succeeded", "Failed"):
+                    continue
+                if (key[0].startswith("runai-") and fields[node_at]) or any(
+                        k == KAI_QUEUE_LABEL or k == KUEUE_QUEUE_LABEL for k, _v in labels):
+                    out.append(orjson.loads(data))
+        return out
 
     def _set_status(self, resource: str, obj: Obj, status: Obj) -> int:
         current = obj.get("status") or {}
@@ -89,55 +114,8 @@ class SchedulerStatusMixin:
         return 1
 
     def _report_kai(self, pods: list[Obj]) -> int:
-        queues = self.list("queues.scheduling.run.ai")
-        if not queues:
-            return 0
-        names = {q["metadata"]["name"] for q in queues}
-        pool_of = {n["metadata"]["name"]: ((n["metadata"].get("labels") or {}).get(self.flavor_label) or "")
-                   for n in self.list(NODES)}
-        sums: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(
-            lambda: {k: defaultdict(Decimal) for k in ("allocated", "allocatedNonPreemptible", "requested")})
-        for pod in pods:
-            md = pod.get("metadata") or {}
-            queue = (md.get("labels") or {}).get(KAI_QUEUE_LABEL)
-            if not queue:
-                # Like Run:ai's pod grouper: a bound pod of project namespace runai-<project> belongs to
-                # the project's queue of its node's pool.
-                namespace, node = md.get("namespace") or "", (pod.get("spec") or {}).get("nodeName")
-                if namespace.startswith("runai-") and node:
-                    queue = f"{namespace[len('runai-'):]}.{pool_of.get(node, '')}"
-            if queue not in names:
-                continue
-            asks = pod_requests(pod)
-            kai = {"nvidia.com/gpu": asks[GPU], "cpu": asks["cpu"], "memory": (asks["memory"] / 10**6)}
-            bound = bool((pod.get("spec") or {}).get("nodeName"))
-            non_preemptible = int((pod.get("spec") or {}).get("priority") or 0) >= NON_PREEMPTIBLE_FROM
-            for name, value in kai.items():
-                sums[queue]["requested"][name] += value
-                if bound:
-                    sums[queue]["allocated"][name] += value
-                    if non_preemptible:
-                        sums[queue]["allocatedNonPreemptible"][name] += value
-        parents = {q["metadata"]["name"]: (q.get("spec") or {}).get("parentQueue") for q in queues}
-        totals: dict[str, dict[str, dict[str, Decimal]]] = defaultdict(
-            lambda: {k: defaultdict(Decimal) for k in ("allocated", "allocatedNonPreemptible", "requested")})
-        for queue, figures in list(sums.items()):
-            seen = set()
-            while queue and queue not in seen:  # a queue and every ancestor
-                seen.add(queue)
-                for field, values in figures.items():
-                    for name, value in values.items():
-                        totals[queue][field][name] += value
-                queue = parents.get(queue)
-        changed = 0
-        for q in queues:
-            figures = totals.get(q["metadata"]["name"])
-            status = {field: {name: _text((figures or {}).get(field, {}).get(name, Decimal(0)).quantize(Decimal("0.001")))
-                              for name in ("nvidia.com/gpu", "cpu", "memory")}
-                      for field in ("allocated", "allocatedNonPreemptible", "requested")}
-            status["childQueues"] = sorted(n for n, parent in parents.items() if parent == q["metadata"]["name"])
-            changed += self._set_status("queues.scheduling.run.ai", q, status)
-        return changed
+        # KAI's podgroup and queue controllers, from the PodGroups (kubesim.scheduling.adapter).
+        return self.report_kai_status()
 
     def _report_kueue(self, pods: list[Obj]) -> int:
         cluster_queues = self.list("clusterqueues.kueue.x-k8s.io")

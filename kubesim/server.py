@@ -19,7 +19,7 @@ import kubesim.protobuf as protobuf
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
-from kubesim.resources import NAMESPACE_RESOURCE, Resource, find_resource, get_resource
+from kubesim.resources import NAMESPACE_RESOURCE, PODS, Resource, find_resource, get_resource
 from kubesim.selectors import SelectorError, _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
@@ -226,6 +226,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self._namespace(method, rest[1], body)
             return
+        if not group and rest == ["bindings"] and namespace is not None:
+            # The older form of the same: POST namespaces/<ns>/bindings, the pod named by the Binding.
+            binding = self._object_body(body) if body else {}
+            self.emu._count_request("create bindings")
+            self._binding(method, (namespace, str((binding.get("metadata") or {}).get("name") or "")), body)
+            return
         res = find_resource(group, version, rest[0])
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
             self.emu._count_request(f"{method.lower()} unknown")
@@ -235,7 +241,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         sub = rest[2] if len(rest) == 3 else None
         if (sub is not None and not ((sub == "status" and res.status_subresource)
-                                     or (sub == "scale" and res.scale_subresource))) or (
+                                     or (sub == "scale" and res.scale_subresource)
+                                     or (sub == "binding" and res.key == PODS))) or (
             res.namespaced and namespace is None
         ):
             self.emu._count_request(f"{method.lower()} unknown")
@@ -280,7 +287,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if method == "DELETE":
             emu._count_request(f"deletecollection {kind}")
             flt = _Filter(kind, query.get("labelSelector"), query.get("fieldSelector"))
-            deleted = emu._delete_collection(kind, namespace, flt)
+            options = self._delete_options(query, body)
+            options.pop("preconditions", None)
+            deleted = emu._delete_collection(kind, namespace, flt, **options)
             self._send(200, orjson.dumps({"kind": res.list_kind, "apiVersion": res.api_version,
                                           "metadata": {"resourceVersion": str(emu.resource_version)},
                                           "items": deleted}))
@@ -305,7 +314,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             limit = None  # rv=0 is served "from the watch cache", which ignores limit
         page = emu._list_page(kind, namespace, flt, limit, token)
         if self._wants_table():
-            self._send(200, orjson.dumps(table_for_list(res, orjson.loads(page), query)),
+            self._send(200, orjson.dumps(table_for_list(res, orjson.loads(page), query, emu.clock.datetime())),
                        "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send(200, page)
@@ -327,6 +336,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if sub == "scale":
             self._scale(method, res, key, body)
             return
+        if sub == "binding":
+            self._binding(method, key, body)
+            return
         strict = _strict(query)
         if method == "GET":
             with emu._lock:
@@ -336,7 +348,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise _not_found(kind, key[1])
             if self._wants_table():
                 obj = orjson.loads(_full_object(kind, data))
-                self._send(200, orjson.dumps(table_for_list(res, {"metadata": {}, "items": [obj]}, query)),
+                self._send(200, orjson.dumps(table_for_list(res, {"metadata": {}, "items": [obj]}, query,
+                                                            emu.clock.datetime())),
                            "application/json;as=Table;v=v1;g=meta.k8s.io")
                 return
             self._send(200, _full_object(kind, data))
@@ -384,10 +397,52 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, _full(res, new))
             return
         if method == "DELETE":
-            final = emu._delete(kind, key)
+            options = self._delete_options(query, body)
+            if query.get("dryRun") == "All":
+                current = emu._get(kind, key)
+                if current is None:
+                    raise _not_found(kind, key[1])
+                self._send(200, _full(res, current))
+                return
+            final = emu._delete(kind, key, **options)
+            # 200 with the object, gone or lingering (finalizers, a pod being stopped), as the API server answers.
             self._send(200, _full(res, final))
             return
         raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+
+    def _delete_options(self, query: dict[str, str], body: bytes) -> Obj:
+        """A DELETE's options (meta/v1 DeleteOptions), from the query and the JSON body: propagation policy
+        (or the older ``orphanDependents``), grace period, preconditions."""
+        given: Obj = {}
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if body.strip() and ctype != protobuf.CONTENT_TYPE:
+            given = _parse_json_object(body)
+        elif body.strip():
+            given = protobuf.decode_delete_options(body)
+        policy = query.get("propagationPolicy") or given.get("propagationPolicy")
+        orphan = query.get("orphanDependents", given.get("orphanDependents"))
+        if not policy and orphan is not None:
+            policy = "Orphan" if str(orphan).lower() in _TRUE else "Background"
+        grace = query.get("gracePeriodSeconds", given.get("gracePeriodSeconds"))
+        try:
+            grace = int(grace) if grace is not None and grace != "" else None
+        except (TypeError, ValueError):
+            raise ApiError(400, f"invalid gracePeriodSeconds {grace!r}", "BadRequest") from None
+        options: Obj = {"propagation": policy or None, "grace_period_seconds": grace}
+        if isinstance(given.get("preconditions"), dict):
+            options["preconditions"] = given["preconditions"]
+        return options
+
+    def _binding(self, method: str, key: Key, body: bytes) -> None:
+        """``POST pods/<name>/binding``: a scheduler binds the pod to the node its Binding's target names."""
+        if method != "POST":
+            raise ApiError(405, f"method {method} not allowed on pods/binding", "MethodNotAllowed")
+        binding = _parse_json_object(body)
+        target = binding.get("target") or {}
+        if not isinstance(target, dict) or not target.get("name"):
+            raise ApiError(422, f'Binding "{key[1]}" is invalid: target.name: Required value', "Invalid")
+        self.emu.bind_pod(key[0], key[1], str(target["name"]))
+        self._send_json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def _scale(self, method: str, res: Resource, key: Key, body: bytes) -> None:
         """The scale subresource: an autoscaling/v1 Scale over spec.replicas (GET, PUT, merge PATCH)."""
@@ -465,7 +520,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "items": objs,
         }
         if self._wants_table():
-            body_obj = table_for_list(NAMESPACE_RESOURCE, body_obj, query)
+            body_obj = table_for_list(NAMESPACE_RESOURCE, body_obj, query, self.emu.clock.datetime())
             self._send(200, orjson.dumps(body_obj), "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send_json(body_obj)
@@ -500,7 +555,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise _not_found("namespaces", name)
             obj = {"kind": "Namespace", "apiVersion": "v1", **emu._namespace_object(name)}
         if self._wants_table():
-            table = table_for_list(NAMESPACE_RESOURCE, {"metadata": {}, "items": [obj]}, {})
+            table = table_for_list(NAMESPACE_RESOURCE, {"metadata": {}, "items": [obj]}, {}, emu.clock.datetime())
             self._send(200, orjson.dumps(table), "application/json;as=Table;v=v1;g=meta.k8s.io")
             return
         self._send_json(obj)
@@ -535,7 +590,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             event = orjson.loads(line)
             obj = event.get("object") or {}
             if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and obj.get("kind") == res.kind:
-                event["object"] = table_for_list(res, {"metadata": {}, "items": [obj]}, self._table_query)
+                event["object"] = table_for_list(res, {"metadata": {}, "items": [obj]}, self._table_query,
+                                                 self.emu.clock.datetime())
             out.append(orjson.dumps(event) + b"\n")
         return b"".join(out)
 

@@ -36,10 +36,12 @@ import orjson
 
 from kubesim.errors import ApiError, _already_exists, _conflict, _expired_continue, _invalid, _not_found
 from kubesim.factories import _CONDITION_REASONS, _node_condition, _pod_status, _sync_node_taints
+from kubesim.gc import FOREGROUND_FINALIZER, GarbageCollectorMixin
+from kubesim.jobs import JOBS, admit_job
 from kubesim.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kubesim.resources import NODES, PODS, Resource, get_resource, resolve_resource
 from kubesim.selectors import _Filter
-from kubesim.util import Key, Labels, Obj, _dumps_compact, _gc_paused, _new_uid, _now, _status_str
+from kubesim.util import Key, Labels, Obj, _dumps_compact, _gc_paused, _new_uid, _status_str
 
 
 
@@ -56,15 +58,23 @@ _Entry = tuple[bytes, int, Labels, tuple[str, ...]]
 WRITER = threading.local()
 
 
-def _stamp_manager(obj: Obj, api_version: str) -> None:
+def _stamp_manager(obj: Obj, api_version: str, now: str) -> None:
     manager = getattr(WRITER, "manager", None)
     if not manager:
         return
     md = obj["metadata"]
     entries = [e for e in md.get("managedFields") or [] if isinstance(e, dict) and e.get("manager") != manager]
     entries.append({"manager": manager, "operation": getattr(WRITER, "operation", "Update"),
-                    "apiVersion": api_version, "time": _now(), "fieldsType": "FieldsV1", "fieldsV1": {}})
+                    "apiVersion": api_version, "time": now, "fieldsType": "FieldsV1", "fieldsV1": {}})
     md["managedFields"] = entries
+
+
+# The API server's generated names: generateName + five characters of this alphabet (k8s.io/apimachinery
+# util/rand.String, names.SimpleNameGenerator: the base is cut to 58 characters).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# What the API server adds to a new object of a kind once its identity is settled.
+_ADMISSION: dict[str, Callable[[Obj], None]] = {JOBS: admit_job}
+
 # _Entry positions
 _DATA: Final = 0
 _RV: Final = 1
@@ -196,7 +206,7 @@ def _spec_of(obj: Obj) -> bytes:
     return orjson.dumps({k: v for k, v in obj.items() if k not in ("metadata", "status")}, option=orjson.OPT_SORT_KEYS)
 
 
-class Store:
+class Store(GarbageCollectorMixin):
     """Objects of every registered resource, their history and the Python API over them."""
 
     # ------------------------------------------------------------------ core mutation
@@ -239,6 +249,10 @@ class Store:
         md = dict(out.get("metadata") or {})
         out["metadata"] = md
         name = md.get("name")
+        if not name and isinstance(md.get("generateName"), str) and md["generateName"]:
+            # The API server names the object: generateName + five random characters.
+            name = md["name"] = md["generateName"][:58] + "".join(
+                self._names_rng.choice(_NAME_ALPHABET) for _ in range(5))
         if not name or not isinstance(name, str):
             raise ApiError(
                 422, f"{res.kind}.{res.group or 'core'} \"\" is invalid: metadata.name: Required value: name or "
@@ -252,17 +266,27 @@ class Store:
             md.pop("namespace", None)
         if not md.get("uid"):
             md["uid"] = _new_uid()
+        now = self.clock.rfc3339()
         if not md.get("creationTimestamp"):
-            md["creationTimestamp"] = _now()
+            md["creationTimestamp"] = now
         md.pop("resourceVersion", None)
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):  # only a DELETE sets them
+            md.pop(field, None)
         if res.generation:
             md["generation"] = 1
         if client and res.strict_status and res.status_subresource:
             out.pop("status", None)  # the status subresource owns it: a client's create cannot set it
         self._check_schema(res, out, strict=strict)
         if kind == NODES and self.node_controller:
-            _sync_node_taints(out)
+            _sync_node_taints(out, now)
         return out
+
+    def _admit(self, kind: str, obj: Obj) -> None:
+        """What the API server adds to a new object once its identity is settled (a Job's selector and
+        pod-template labels, its defaults; see kubesim.jobs.admit_job)."""
+        admit = _ADMISSION.get(kind)
+        if admit is not None:
+            admit(obj)
 
     @staticmethod
     def _key(kind: str, obj: Obj) -> Key:
@@ -279,6 +303,7 @@ class Store:
             raise _not_found(kind, key[1])
         self._rv += 1
         rv = self._rv
+        self._kind_rv[kind] = rv
         if obj is None:
             assert prev is not None
             final = orjson.loads(prev[_DATA])
@@ -291,9 +316,16 @@ class Store:
                 self._ns_counts[key[0]] -= 1
             self._record(_Event(rv, kind, key, "DELETED", data, prev[_LABELS], prev[_FIELDS], prev))
             entry = None
+            gone_owners = self._owners_of.get((kind, key), ())
+            if gone_owners:
+                self._index_owners(kind, key, None)
         else:
+            gone_owners = ()
             obj["metadata"]["resourceVersion"] = str(rv)
-            _stamp_manager(obj, get_resource(kind).api_version)
+            _stamp_manager(obj, get_resource(kind).api_version, self.clock.rfc3339())
+            refs = obj["metadata"].get("ownerReferences")
+            if refs or (kind, key) in self._owners_of:
+                self._index_owners(kind, key, refs)
             data = _dumps_compact(obj)
             labels = _labels_of(obj)
             fields = _extract_fields(kind, obj)
@@ -306,6 +338,10 @@ class Store:
                     self._ns_counts[key[0]] += 1
                     self._touch_namespace(key[0])
             self._record(_Event(rv, kind, key, "ADDED" if prev is None else "MODIFIED", data, labels, fields, prev))
+        hooks = self._hooks.get(kind)
+        if hooks:  # the controllers' notes of what changed (kubesim.controllers)
+            for hook in hooks:
+                hook(key, obj, gone_owners)
         if notify:
             self._cond.notify_all()
         return entry
@@ -321,7 +357,7 @@ class Store:
     def _touch_namespace(self, ns: str) -> None:
         if ns not in self._namespace_meta:
             self._rv += 1
-            self._namespace_meta[ns] = (_new_uid(), self._rv, _now())
+            self._namespace_meta[ns] = (_new_uid(), self._rv, self.clock.rfc3339())
 
     def _put(
         self, kind: str, obj: Mapping[str, Any], *, upsert: bool, strict: bool = False, client: bool = False
@@ -330,10 +366,18 @@ class Store:
             norm = self._normalize(kind, obj, strict=strict, client=client)
             key = self._key(kind, norm)
             prev = self._stores[kind].entries.get(key)
+            generated = not (obj.get("metadata") or {}).get("name")
+            for _attempt in range(8):  # a generated name that is taken: draw another, as the API server retries
+                if prev is None or not generated:
+                    break
+                norm = self._normalize(kind, obj, strict=strict, client=client)
+                key = self._key(kind, norm)
+                prev = self._stores[kind].entries.get(key)
             if prev is not None:
                 if not upsert:
                     raise _already_exists(kind, key[1])
                 self._keep_identity(norm, obj, prev)
+            self._admit(kind, norm)
             self._commit(kind, key, norm)
             return norm
 
@@ -412,25 +456,80 @@ class Store:
             md["uid"] = uid
             md["creationTimestamp"] = created
             md["resourceVersion"] = str(entry[_RV])
+            for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):  # only a DELETE sets them
+                if field in old_md:
+                    md[field] = old_md[field]
+                else:
+                    md.pop(field, None)
+            deleting = bool(old_md.get("deletionTimestamp"))
+            if deleting and set(md.get("finalizers") or ()) - set(old_md.get("finalizers") or ()):
+                raise ApiError(422, f'{res.qualified_kind} "{key[1]}" is invalid: metadata.finalizers: Forbidden: '
+                                    "no new finalizers can be added if the object is being deleted", "Invalid")
             self._check_schema(res, new, strict=strict, old=current)
             if res.generation:
                 md["generation"] = old_md.get("generation", 1) + (_spec_of(new) != _spec_of(current))
             if kind == NODES and self.node_controller:
-                _sync_node_taints(new)
+                _sync_node_taints(new, self.clock.rfc3339())
             if orjson.dumps(new) == entry[_DATA]:
                 return new  # like the real API server: a no-op patch changes nothing
             self._commit(kind, key, new)
+            if deleting and not md.get("finalizers") and not md.get("deletionGracePeriodSeconds"):
+                # The last finalizer of an object being deleted is gone: the API server removes it.
+                self._remove(kind, key)
             return new
 
-    def _delete(self, kind: str, key: Key) -> Obj:
+    def _delete(
+        self,
+        kind: str,
+        key: Key,
+        *,
+        propagation: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: Mapping[str, Any] | None = None,
+    ) -> Obj:
+        """DELETE as the API server does it; returns the object as it is now (being deleted) or was last.
+
+        ``propagation``: what becomes of the object's dependents (objects whose ``ownerReferences`` name
+        it): ``Background`` (they are deleted once it is gone), ``Foreground`` (it stays, with
+        ``deletionTimestamp`` and the ``foregroundDeletion`` finalizer, until its dependents that
+        ``blockOwnerDeletion`` are gone), ``Orphan`` (they lose the reference and stay); default Orphan
+        for batch/v1 Jobs (kept for compatibility, as upstream does), Background otherwise.  An object
+        with finalizers only gets its ``deletionTimestamp``: it goes when the last finalizer is removed.
+        With controllers on, a pod bound to a node is deleted gracefully: ``deletionTimestamp`` = now + its
+        grace period, until the kubelet step has stopped it (``grace_period_seconds=0`` forces at once).
+        ``preconditions``: ``{"uid": ..., "resourceVersion": ...}``, 409 Conflict when they do not hold.
+        """
         with self._lock:
             entry = self._stores[kind].entries.get(key)
             if entry is None:
                 raise _not_found(kind, key[1])
-            self._commit(kind, key, None)
             obj: Obj = orjson.loads(entry[_DATA])
-            obj["metadata"]["resourceVersion"] = str(self._rv)
-            return obj
+            md = obj["metadata"]
+            self._check_preconditions(kind, key, md, preconditions)
+            policy = self._propagation_policy(kind, propagation)
+            uid = str(md.get("uid") or "")
+            if md.get("deletionTimestamp"):
+                if grace_period_seconds == 0 and md.get("deletionGracePeriodSeconds"):
+                    return self._finish_graceful(kind, key)  # a forced delete of a pod being stopped
+                return obj  # already being deleted: a second DELETE changes nothing
+            if policy == "Orphan":
+                self._orphan_dependents(uid)
+            finalizers = list(md.get("finalizers") or [])
+            if policy == "Foreground" and self._dependents.get(uid) and FOREGROUND_FINALIZER not in finalizers:
+                finalizers.append(FOREGROUND_FINALIZER)
+            grace = self._grace_period(kind, obj, grace_period_seconds)
+            if not finalizers and not grace:
+                return self._remove(kind, key)
+            md["deletionTimestamp"] = self.clock.rfc3339(self.clock.now() + grace)
+            md["deletionGracePeriodSeconds"] = grace
+            md["finalizers"] = finalizers
+            self._commit(kind, key, obj)
+            if FOREGROUND_FINALIZER in finalizers:
+                self._foreground[uid] = (kind, key)
+                self._delete_dependents(uid)
+                self._check_foreground(uid)
+            current = self._get(kind, key)
+            return current if current is not None else obj
 
     def _get(self, kind: str, key: Key) -> Obj | None:
         with self._lock:
@@ -451,9 +550,9 @@ class Store:
         """Change a node with a callable (mutate/return the dict) or a strategic-merge patch dict."""
         return self._update(NODES, ("", name), fn_or_patch)
 
-    def delete_node(self, name: str) -> Obj:
+    def delete_node(self, name: str, *, propagation_policy: str | None = None) -> Obj:
         """Delete a node (emits DELETED); returns the final object."""
-        return self._delete(NODES, ("", name))
+        return self._delete(NODES, ("", name), propagation=propagation_policy)
 
     def get_node(self, name: str) -> Obj | None:
         """The stored node (a copy), or ``None``."""
@@ -475,9 +574,11 @@ class Store:
         """Change a pod with a callable or a strategic-merge patch dict."""
         return self._update(PODS, (namespace, name), fn_or_patch)
 
-    def delete_pod(self, namespace: str, name: str) -> Obj:
-        """Delete a pod (emits DELETED); returns the final object."""
-        return self._delete(PODS, (namespace, name))
+    def delete_pod(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
+        """Delete a pod; returns the final object (emits DELETED), or, for a pod a kubelet must stop first
+        (controllers on, bound, not finished), the pod with its ``deletionTimestamp``. ``grace_period_seconds=0``
+        removes it at once."""
+        return self._delete(PODS, (namespace, name), grace_period_seconds=grace_period_seconds)
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         """The stored pod (a copy), or ``None``."""
@@ -529,16 +630,20 @@ class Store:
         final["status"] = {"phase": "Terminating"}
         return final
 
-    def _delete_collection(self, kind: str, namespace: str | None, flt: _Filter) -> list[Obj]:
-        """DELETE on a collection: every matching object. Returns the deleted objects."""
+    def _delete_collection(self, kind: str, namespace: str | None, flt: _Filter, **options: Any) -> list[Obj]:
+        """DELETE on a collection: every matching object (``options`` as :meth:`_delete` takes them).
+        Returns the deleted objects."""
         with self._lock:
             store = self._stores[kind]
             lo, hi = store.scope(namespace)
             out = []
             for key in list(store.keys[lo:hi]):
-                data, _rv, labels, fields = store.entries[key]
+                entry = store.entries.get(key)  # an earlier deletion may have cascaded to it
+                if entry is None:
+                    continue
+                data, _rv, labels, fields = entry
                 if flt.empty or flt(labels, fields):
-                    out.append(self._delete(kind, key))
+                    out.append(self._delete(kind, key, **options))
             return out
 
     def load(
@@ -569,6 +674,7 @@ class Store:
             more = [(resolve_resource(k).key, v) for k, v in (objects or {}).items()]
             for kind, objs in ((NODES, nodes), (PODS, pods), *more):
                 store = self._stores[kind]
+                admit, hooks = _ADMISSION.get(kind), self._hooks.get(kind) or ()
                 lazy_index = False  # past 1,000 new keys: append, then sort once (beats 150k insorts)
                 try:
                     for obj in objs:
@@ -580,12 +686,19 @@ class Store:
                         else:
                             new_keys[kind] += 1
                             lazy_index = lazy_index or new_keys[kind] > 1000 or not emit_events
+                        if admit:
+                            admit(norm)
                         if emit_events:
                             self._commit(kind, key, norm, notify=False, index=not lazy_index)
                         else:
                             norm["metadata"]["resourceVersion"] = str(batch_rv)
                             data, labels, fields = _dumps_compact(norm), _labels_of(norm), _extract_fields(kind, norm)
                             store.entries[key] = (data, batch_rv, labels, fields)
+                            refs = norm["metadata"].get("ownerReferences")
+                            if refs or (kind, key) in self._owners_of:
+                                self._index_owners(kind, key, refs)
+                            for hook in hooks:
+                                hook(key, norm, ())
                             if prev is None and key[0]:
                                 self._ns_counts[key[0]] += 1
                                 self._touch_namespace(key[0])
@@ -596,6 +709,8 @@ class Store:
                         store.keys = sorted(set(store.keys))
             if not emit_events:
                 self._rv = max(self._rv, batch_rv)
+                for kind in new_keys:
+                    self._kind_rv[kind] = self._rv
                 self._floor_rv = self._rv
                 self._min_seq = self._seq
             self._cond.notify_all()
@@ -634,10 +749,20 @@ class Store:
         key = (namespace or "default" if res.namespaced else "", name)
         return self._update(res.key, key, fn_or_patch, patch_type=patch_type, subresource=subresource)
 
-    def delete(self, resource: str, name: str, namespace: str = "") -> Obj:
-        """Delete an object (emits DELETED); returns the final object."""
+    def delete(
+        self,
+        resource: str,
+        name: str,
+        namespace: str = "",
+        *,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        """Delete an object as a DELETE request does (``propagation_policy`` "Background", "Foreground" or
+        "Orphan"; see :meth:`_delete`); returns the final object, or the object being deleted."""
         res = resolve_resource(resource)
-        return self._delete(res.key, (namespace or "default" if res.namespaced else "", name))
+        return self._delete(res.key, (namespace or "default" if res.namespaced else "", name),
+                            propagation=propagation_policy, grace_period_seconds=grace_period_seconds)
 
     def list(self, resource: str, namespace: str | None = None) -> list[Obj]:
         """Every stored object of a resource (in one namespace, or all), sorted by namespace and name."""
@@ -654,7 +779,7 @@ class Store:
         status = _status_str(status)
 
         def change(node: Obj) -> None:
-            now = _now()
+            now = self.clock.rfc3339()
             conditions = node.setdefault("status", {}).setdefault("conditions", [])
             cond = next((c for c in conditions if c.get("type") == type), None)
             if cond is None:
@@ -694,8 +819,33 @@ class Store:
         def change(pod: Obj) -> None:
             old = pod.get("status") or {}
             is_ready = ready if ready is not None else phase == "Running"
-            start = old.get("startTime") or pod["metadata"].get("creationTimestamp") or _now()
-            pod["status"] = _pod_status(namespace, name, pod.get("spec") or {}, phase, is_ready, start, _now())
+            now = self.clock.rfc3339()
+            start = old.get("startTime") or pod["metadata"].get("creationTimestamp") or now
+            pod["status"] = _pod_status(namespace, name, pod.get("spec") or {}, phase, is_ready, start, now)
+
+        return self.update_pod(namespace, name, change)
+
+    def bind_pod(self, namespace: str, name: str, node: str) -> Obj:
+        """Bind a pod to a node, as a scheduler does through the ``pods/binding`` subresource: sets
+        ``spec.nodeName`` and the condition PodScheduled True (409 when it is bound already or being
+        deleted). The kubelet step (controllers) then starts it."""
+
+        def change(pod: Obj) -> None:
+            spec = pod.setdefault("spec", {})
+            if spec.get("nodeName"):
+                raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                                    f'assigned to node "{spec["nodeName"]}"', "Conflict")
+            if pod["metadata"].get("deletionTimestamp"):
+                raise ApiError(409, f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is being '
+                                    "deleted, cannot be assigned to a host", "Conflict")
+            spec["nodeName"] = node
+            status = pod.setdefault("status", {})
+            status.setdefault("phase", "Pending")
+            now = self.clock.rfc3339()
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now})
+            status["conditions"] = conditions
 
         return self.update_pod(namespace, name, change)
 

@@ -195,19 +195,54 @@ def _pod_ready(obj: Obj) -> str:
     return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
 
 
+def _pod_status(obj: Obj) -> str:
+    """STATUS of ``kubectl get pods`` (kubectl's printPod): the phase, or the pod's reason, or a container's
+    waiting / terminated reason (ContainerCreating, Completed, Error, ...), Terminating while being deleted."""
+    status = obj.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    running = False
+    for cs in reversed(status.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated")
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+        elif terminated is not None:
+            reason = terminated.get("reason") or (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                                                  else f"ExitCode:{terminated.get('exitCode', 0)}")
+        elif cs.get("ready") and state.get("running") is not None:
+            running = True
+    if reason == "Completed" and running:
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        reason = "Running" if ready else "NotReady"
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
+    return reason
+
+
 def _pod_restarts(obj: Obj) -> int:
     return sum(int(s.get("restartCount") or 0) for s in (obj.get("status") or {}).get("containerStatuses") or [])
 
 
 def _job_status(obj: Obj) -> str:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed", "Suspended"):
-            return cond["type"]
+    """STATUS of ``kubectl get jobs`` (kubectl 1.32's printJob): the first of Complete, Failed, Terminating
+    (being deleted), Suspended, FailureTarget, SuccessCriteriaMet that holds, else Running."""
+    true = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for status, holds in (("Complete", "Complete" in true), ("Failed", "Failed" in true),
+                          ("Terminating", bool((obj.get("metadata") or {}).get("deletionTimestamp"))),
+                          ("Suspended", "Suspended" in true), ("FailureTarget", "FailureTarget" in true),
+                          ("SuccessCriteriaMet", "SuccessCriteriaMet" in true)):
+        if holds:
+            return status
     return "Running"
 
 
 def _job_completions(obj: Obj) -> str:
-    return f"{(obj.get('status') or {}).get('succeeded') or 0}/{(obj.get('spec') or {}).get('completions', 1)}"
+    """COMPLETIONS: succeeded/completions; without completions, succeeded/1 (or "/1 of <parallelism>")."""
+    spec, succeeded = obj.get("spec") or {}, (obj.get("status") or {}).get("succeeded") or 0
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    parallelism = spec.get("parallelism") or 0
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
 
 
 def _node_internal_ip(obj: Obj) -> str:
@@ -215,12 +250,46 @@ def _node_internal_ip(obj: Obj) -> str:
                  if a.get("type") == "InternalIP"), "<none>")
 
 
-def _job_duration(obj: Obj) -> str:
+def _job_duration(obj: Obj, now: dt.datetime | None = None) -> str:
+    """DURATION: from startTime to completionTime, or to now while the Job runs; empty before it starts."""
     status = obj.get("status") or {}
     start = status.get("startTime")
     if not start:
         return ""
-    return human_age(start)
+    end = _parse(status.get("completionTime")) if status.get("completionTime") else None
+    return human_age(start, end or now)
+
+
+def _parse(text: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def _containers(obj: Obj) -> str:
+    return ",".join(c.get("name", "") for c in _template_containers(obj))
+
+
+def _images(obj: Obj) -> str:
+    return ",".join(c.get("image", "") for c in _template_containers(obj))
+
+
+def _template_containers(obj: Obj) -> list[Obj]:
+    return ((((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
+
+
+def _selector(obj: Obj) -> str:
+    """metav1.FormatLabelSelector of spec.selector (matchLabels and matchExpressions)."""
+    selector = (obj.get("spec") or {}).get("selector")
+    if not selector:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op, values = expr.get("operator"), ",".join(sorted(expr.get("values") or []))
+        parts.append({"In": f"{expr.get('key')} in ({values})", "NotIn": f"{expr.get('key')} notin ({values})",
+                      "Exists": str(expr.get("key")), "DoesNotExist": f"!{expr.get('key')}"}.get(op, ""))
+    return ",".join(parts) or "<none>"
 
 
 def _event_object(obj: Obj) -> str:
@@ -245,15 +314,21 @@ _COMPUTED = {
     "@node-roles": _node_roles,
     "@pod-ready": _pod_ready,
     "@pod-restarts": _pod_restarts,
+    "@pod-status": _pod_status,
     "@job-status": _job_status,
     "@job-completions": _job_completions,
     "@job-duration": _job_duration,
+    "@containers": _containers,
+    "@images": _images,
+    "@selector": _selector,
     "@node-internal-ip": _node_internal_ip,
     "@event-object": _event_object,
 }
 
 
-def _cell(obj: Obj, path: str, type_: str) -> Any:
+def _cell(obj: Obj, path: str, type_: str, now: dt.datetime | None = None) -> Any:
+    if path == "@job-duration":
+        return _job_duration(obj, now)
     if path in _COMPUTED:
         return _COMPUTED[path](obj)
     if path.startswith("."):
@@ -262,7 +337,7 @@ def _cell(obj: Obj, path: str, type_: str) -> Any:
     if value is None:
         return "<none>" if type_ == "string" else None
     if type_ == "date" and isinstance(value, str):
-        return human_age(value)
+        return human_age(value, now)
     if isinstance(value, (dict, list)):
         return str(value)
     return value
@@ -276,8 +351,9 @@ def _row_object(res: Resource, obj: Obj, include: str) -> Obj | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
 
 
-def table_for_list(res: Resource, listing: Obj, query: dict[str, str]) -> Obj:
-    """A meta.k8s.io/v1 Table of a list (or of one object wrapped in ``items``)."""
+def table_for_list(res: Resource, listing: Obj, query: dict[str, str], now: dt.datetime | None = None) -> Obj:
+    """A meta.k8s.io/v1 Table of a list (or of one object wrapped in ``items``); ages and durations up to
+    ``now`` (the emulator's clock; default the wall clock)."""
     columns = [("Name", "metadata.name", "string"), *res.columns]
     if not any(c[0] == "Age" for c in columns):
         columns.append(("Age", "metadata.creationTimestamp", "date"))
@@ -286,7 +362,7 @@ def table_for_list(res: Resource, listing: Obj, query: dict[str, str]) -> Obj:
     for obj in listing.get("items") or []:
         obj.setdefault("kind", res.kind)
         obj.setdefault("apiVersion", res.api_version)
-        row: Obj = {"cells": [_cell(obj, c[1], c[2]) for c in columns]}
+        row: Obj = {"cells": [_cell(obj, c[1], c[2], now) for c in columns]}
         row_obj = _row_object(res, obj, include)
         if row_obj is not None:
             row["object"] = row_obj

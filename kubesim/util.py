@@ -6,10 +6,13 @@ import contextlib
 import datetime as dt
 import gc
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
+
+from kubesim.clock import rfc3339
 
 Key = tuple[str, str]  # (namespace, name); ("", name) for cluster-scoped objects
 Obj = dict[str, Any]
@@ -38,14 +41,11 @@ def _new_uid() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _timestamp(value: dt.datetime | str | None) -> str:
-    """RFC 3339 seconds-precision UTC timestamp from a datetime, a string (kept) or now."""
+    """RFC 3339 seconds-precision UTC timestamp from a datetime, a string (kept) or, for None, the wall clock
+    (the factories are pure: the emulator passes its own clock's time where it builds objects)."""
     if value is None:
-        return _now()
+        return rfc3339(time.time())
     if isinstance(value, str):
         return value
     if value.tzinfo is None:

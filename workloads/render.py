@@ -10,7 +10,8 @@ Scheduling primitives (seed 002) on the pod template:
 - tolerations for the taints of the pools and the platform (what the nodes carry);
 - `priorityClassName` (train, build-preemptible, build, inference);
 - topology spread over nodes when a pool of the list places GPUs with `spread`;
-- KAI: `schedulerName: kai-scheduler` and the label `kai.scheduler/queue`; Kueue: the label
+- KAI: `schedulerName: kai-scheduler`, the label `kai.scheduler/queue` and the console's pool label (the
+  pool of the queue: KAI's shard of that pool schedules it); Kueue: the label
   `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
 """
 from __future__ import annotations
@@ -219,6 +220,11 @@ def job(spec: JobSpec) -> dict[str, Any]:
     labels = {MANAGED_BY_LABEL: MANAGED_BY, PROJECT_LABEL: spec.project, WORKLOAD_LABEL: spec.name}
     if spec.enforcer == "kai" and spec.queue:
         labels[KAI_QUEUE_LABEL] = spec.queue
+    if spec.enforcer == "kai" and spec.pools:
+        # KAI's pod grouper gives the PodGroup its top owner's labels, and a SchedulingShard schedules only
+        # the PodGroups carrying its partition label (KAI docs/operator/scheduling-shards.md): the Job names
+        # the pool of its queue, the first of the list.
+        labels[CONSOLE_POOL_LABEL] = spec.pools[0].name
     if spec.enforcer == "kueue" and spec.queue:
         labels[KUEUE_QUEUE_LABEL] = spec.queue
     annotations = {POOLS_ANNOTATION: ",".join(p.name for p in spec.pools)}

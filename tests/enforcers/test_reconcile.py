@@ -221,14 +221,20 @@ def test_what_the_scheduler_reports_is_mirrored_beside_the_consoles_allocation(l
     mirror(lab, sim)
     # rnd-a runs 4 GPUs on a100-1 (the console counts it); KAI also counts a pod the console cannot see
     # yet (written to the cluster after the console's last mirror).
-    pod = make_pod("train", "runai-rnd-a", node="a100-1", priority=50, labels={"kai.scheduler/queue": "rnd-a.a100"},
+    pod = make_pod("train", "runai-rnd-a", node="a100-1", priority=50, priority_class="train",
+                   labels={"kai.scheduler/queue": "rnd-a.a100"},
                    containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}])
+    pod["spec"]["schedulerName"] = "kai-scheduler"
     lab.pods.append(pod)
     mirror(lab, sim)
     sim.add_pod(pod)
-    sim.add_pod(make_pod("extra", "runai-rnd-a", node="a100-2", priority=125,
-                         labels={"kai.scheduler/queue": "rnd-a.a100"},
-                         containers=[{"name": "main", "requests": {"nvidia.com/gpu": "2"}}]))
+    extra = make_pod("extra", "runai-rnd-a", node="a100-2", priority=125, priority_class="inference",
+                     labels={"kai.scheduler/queue": "rnd-a.a100"},
+                     containers=[{"name": "main", "requests": {"nvidia.com/gpu": "2"}}])
+    extra["spec"]["schedulerName"] = "kai-scheduler"
+    sim.add_pod(extra)
+    # KAI's pod grouper makes their PodGroups; its queue controller sums them.
+    sim.kai_pod_grouper_step()
     assert sim.report_queue_status() > 0
     reconcile(lab.cluster)
     row = SchedulerQueue.objects.get(kind="Queue", name="rnd-a.a100")

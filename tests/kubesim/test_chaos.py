@@ -1,6 +1,7 @@
 """The demo stays a believable cluster: chaos keeps 3-6 nodes not ready, each for a few minutes.
 
-Deterministic: a seeded random generator and a fake clock, an hour of 5-second steps (as ``make run``).
+Deterministic: a seeded random generator and the emulator's manual clock, an hour of 5-second steps (as
+``make run``).
 No Django needed.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from kubesim import KubeEmulator, generate_cluster
+from kubesim import KubeEmulator, ManualClock, generate_cluster
 from kubesim.chaos import FAULTS
 from nodepools import kube
 from nodepools.demo_cluster import demo_objects
@@ -37,14 +38,17 @@ def console_reasons(emu: KubeEmulator) -> dict[str, list[str]]:
 
 
 def run_chaos_hour(seed: int, steps: int = HOUR, console_every: int = 6) -> tuple[list[int], set[str], set[str], float]:
-    emu = KubeEmulator()
+    clock = ManualClock()
+    emu = KubeEmulator(clock=clock)
     nodes, pods = demo_objects()
     emu.load(nodes=nodes, pods=pods)
     rng = random.Random(seed)
     counts, faults, console, since, longest = [], set(), set(), {}, 0.0
+    start = clock.now()
     for step in range(steps):
         now = step * STEP
-        emu.chaos_step(rng, now=now)
+        clock.set(start + now)
+        emu.chaos_step(rng)
         bad = emu.not_ready_nodes()
         if step >= WARM_UP:
             counts.append(len(bad))
@@ -80,28 +84,32 @@ def test_chaos_is_deterministic_for_a_seed():
 
 
 def test_chaos_brings_an_unhealthy_generated_fleet_back_to_the_steady_state():
-    emu = KubeEmulator()
+    clock = ManualClock()
+    emu = KubeEmulator(clock=clock)
     nodes, pods = generate_cluster(30, 60, seed=2)
     emu.load(nodes=nodes, pods=pods)
     for node in nodes[:15]:  # half the fleet down at once
         emu.set_node_condition(node["metadata"]["name"], "Ready", "False")
     rng = random.Random(3)
-    emu.chaos_step(rng, now=0.0)
+    emu.chaos_step(rng)
     assert len(emu.not_ready_nodes()) == 6  # the extra ones recover at once
-    for step in range(1, HOUR // 3):
-        emu.chaos_step(rng, now=step * STEP)
+    for _step in range(1, HOUR // 3):
+        clock.advance(STEP)
+        emu.chaos_step(rng)
         assert 3 <= len(emu.not_ready_nodes()) <= 6
 
 
 def test_chaos_recovery_restores_operand_pods_and_uncordons():
-    emu = KubeEmulator()
+    clock = ManualClock()
+    emu = KubeEmulator(clock=clock)
     nodes, pods = demo_objects()
     emu.load(nodes=nodes, pods=pods)
     rng = random.Random(5)
-    emu.chaos_step(rng, now=0.0)
+    emu.chaos_step(rng)
     adopted = emu.chaos_status()["faults"]
     assert {"v100-07", "v100-13", "v100-19", "a100-40gb-05"} <= set(adopted)  # the demo's not-ready nodes
-    emu.chaos_step(rng, now=10_000.0)  # long after every fault time is over
+    clock.advance(10_000.0)  # long after every fault time is over
+    emu.chaos_step(rng)
     assert not {"v100-07", "v100-13", "v100-19", "a100-40gb-05"} & set(emu.not_ready_nodes())
     assert not emu.get_node("v100-07")["spec"].get("unschedulable")
     assert emu.get_pod("gpu-operator", "nvidia-dcgm-exporter-a100-40gb-05")["status"]["phase"] == "Running"

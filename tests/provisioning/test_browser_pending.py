@@ -65,7 +65,7 @@ def test_why_a_pending_pod_gets_no_node_and_the_nodeclaim_launched_for_it(page, 
     shoot(page, "pool-karpenter-pending")
 
     # Karpenter launches a node of a100-standard for it; the page follows without a reload.
-    emu.karpenter_step(now=0)
+    emu.karpenter_step()
     # The cache is not cleared here: on Redis (the cache and the live updates share it) that would empty
     # the live updates' groups too, and the page would wait for a hint that can no longer reach it.
     assert sync.run_until(lambda: NodeClaim.objects.filter(nodepool="a100-standard").exists())

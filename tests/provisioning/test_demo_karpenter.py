@@ -8,24 +8,29 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from kubesim import KubeEmulator, make_pod
+from kubesim import KubeEmulator, ManualClock, make_pod
 from nodepools.demo_cluster import demo_karpenter_nodepools, demo_karpenter_pods, demo_objects
 
 
-def demo_emulator() -> KubeEmulator:
-    emu = KubeEmulator()
+def demo_emulator(clock: ManualClock | None = None) -> KubeEmulator:
+    emu = KubeEmulator(clock=clock)
     nodes, pods = demo_objects()
     emu.load(nodes, pods + demo_karpenter_pods(), objects={"nodepools.karpenter.sh": demo_karpenter_nodepools()})
     return emu
 
 
 def test_the_demo_launches_a_node_for_its_waiting_h100_pod_and_more_now_and_then():
-    emu = demo_emulator()
+    # One clock for the steps and every timestamp: the pods chaos creates are stamped with it, so which
+    # pending pod Karpenter places first never depends on the wall clock's second boundaries.
+    clock = ManualClock()
+    start = clock.now()
+    emu = demo_emulator(clock)
     pools = {p["metadata"]["name"]: p for p in emu.list("nodepools.karpenter.sh")}
     assert set(pools) == {"h100-prod", "t4-spot"}
     assert pools["t4-spot"]["spec"]["template"]["spec"]["requirements"][2]["values"] == ["spot"]
     for t in (0, 1, 3, 5):
-        emu.karpenter_step(now=t)
+        clock.set(start + t)
+        emu.karpenter_step()
     [claim] = emu.list("nodeclaims.karpenter.sh")
     assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "h100-prod"
     assert emu.get_pod("runai-serve-chat", "chat-h100-1")["spec"]["nodeName"] == claim["status"]["nodeName"]
@@ -50,8 +55,9 @@ def test_the_demo_launches_a_node_for_its_waiting_h100_pod_and_more_now_and_then
     for i in range(1000):
         if launched == {"h100-prod", "t4-spot"}:
             break
-        emu.chaos_step(rng, now=10.0 + i)
-        emu.karpenter_step(now=10.0 + i)
+        clock.set(start + 10.0 + i)
+        emu.chaos_step(rng)
+        emu.karpenter_step()
         launched |= {c["metadata"]["labels"]["karpenter.sh/nodepool"] for c in emu.list("nodeclaims.karpenter.sh")
                      if c["metadata"]["name"] != claim["metadata"]["name"]}
     assert launched == {"h100-prod", "t4-spot"}

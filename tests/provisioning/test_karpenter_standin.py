@@ -11,14 +11,27 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from kubesim import KubeEmulator, make_node
+from kubesim import KubeEmulator, ManualClock, make_node
 from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, nodepool, req
 
 KARPENTER = ("karpenter.sh", "v1")
 
 
+START = 1_750_000_000.0  # the manual clock's "0"
+
+
 @pytest.fixture
 def emu():
+    """The emulator on a manual clock: each step of the stand-in is taken at the time the test says."""
+    emulator = KubeEmulator(bookmark_interval=0.1, clock=ManualClock(START))
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def live_emu():
+    """The emulator on the real clock, for the chaos loop's thread."""
     emulator = KubeEmulator(bookmark_interval=0.1)
     emulator.start()
     yield emulator
@@ -34,10 +47,13 @@ def api(emu, tmp_path):
 
 
 def step(emu, now):
-    """The stand-in's step at a given time, through the emulator's control surface."""
-    r = urllib3.PoolManager().request("POST", f"{emu.url}/_emulator/karpenter_step", body=json.dumps({"now": now}),
-                                      headers={"Content-Type": "application/json"})
-    assert r.status == 200, r.data
+    """The stand-in's step at a given time (seconds after START), through the emulator's control surface:
+    the manual clock set, then the step."""
+    http = urllib3.PoolManager()
+    for op, args in (("set_clock", {"time": START + now}), ("karpenter_step", {})):
+        r = http.request("POST", f"{emu.url}/_emulator/{op}", body=json.dumps(args),
+                         headers={"Content-Type": "application/json"})
+        assert r.status == 200, r.data
     return json.loads(r.data)["result"]
 
 
@@ -156,6 +172,34 @@ def test_an_empty_node_is_consolidated_and_a_pod_fitting_a_node_gets_no_claim(em
     assert objects(api, "nodepools")["h100-prod"]["status"]["resources"]["nvidia.com/gpu"] == "0"
 
 
+def test_each_pending_pod_sees_the_room_the_pods_placed_before_it_left():
+    """Pending pods are placed oldest first, each taking its room: on the node it fits (where the scheduler
+    will put it) or on the NodeClaim launched for it. Whatever order the pods come in the same second, the
+    nodes launched are the same."""
+    for order in ((0, 1, 2), (2, 1, 0), (1, 2, 0)):
+        clock = ManualClock(START)
+        emu = KubeEmulator(clock=clock)
+        emu.create("nodepools.karpenter.sh", nodepool("h100-prod", requirements=[
+            req("karpenter.k8s.aws/instance-gpu-name", "In", "h100")], taints=[GPU_TAINT],
+            limits={"nvidia.com/gpu": "32"}))
+        emu.add_node(make_node("existing-h100", gpus=8, taints=[GPU_TAINT]))
+        emu.add_pod(gpu_pod("running", gpus=4, phase="Running", node="existing-h100"))
+        names = ("half-a", "half-b", "whole")
+        for i in order:  # created in the same second, in this order
+            pod = gpu_pod(names[i], gpus=8 if names[i] == "whole" else 4)
+            pod["metadata"]["creationTimestamp"] = START
+            emu.add_pod(pod)
+        done = emu.karpenter_step()
+        # 4 GPUs are free on the node: the first 4-GPU pod created takes them; the other 4-GPU pod and the
+        # 8-GPU pod each need a node of their own (an 8-GPU p5: the 8-GPU pod fills one, and the 4-GPU pod
+        # leaves too little room on its own for the 8-GPU pod).
+        claims = emu.list("nodeclaims.karpenter.sh")
+        placed = {line.split("for pod ml/")[1].split()[0] for line in done if "created for pod" in line}
+        first_half = next(names[i] for i in order if names[i] != "whole")
+        assert first_half not in placed, (order, done)
+        assert len(claims) == 2 and placed == set(names) - {first_half}, (order, done)
+
+
 def test_the_emulator_rejects_a_nodepool_its_schema_rejects(api):
     bad = nodepool("bad", requirements=[req("karpenter.sh/capacity-type", "Sometimes", "spot")])
     with pytest.raises(k8s.exceptions.ApiException) as err:
@@ -181,7 +225,8 @@ def test_the_sync_mirrors_the_launched_node_into_the_karpenter_backed_pool(emu, 
     sync.start()
     try:
         for t in (0, 1, 3, 5):
-            emu.karpenter_step(now=t)
+            emu.clock.set(START + t)
+            emu.karpenter_step()
         [claim] = emu.list("nodeclaims.karpenter.sh")
         name = claim["status"]["nodeName"]
         assert sync.run_until(lambda: Node.objects.filter(name=name, pool=pool).exists(), 15), \
@@ -192,7 +237,9 @@ def test_the_sync_mirrors_the_launched_node_into_the_karpenter_backed_pool(emu, 
         sync.stop()
 
 
-def test_the_chaos_loop_drives_karpenter(emu, api):
+def test_the_chaos_loop_drives_karpenter(live_emu, tmp_path):
+    emu = live_emu
+    api = k8s_config.new_client_from_config(config_file=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
     emu.karpenter_seconds = (0.1, 0.2, 0.3)
     emu.create("nodepools.karpenter.sh", H100_PROD)
     emu.add_namespace("ml")
@@ -210,3 +257,4 @@ def test_the_chaos_loop_drives_karpenter(emu, api):
     finally:
         emu.stop_chaos()
     assert k8s.CoreV1Api(api).read_namespaced_pod("train-1", "ml").spec.node_name == claims[0]["status"]["nodeName"]
+    api.close()

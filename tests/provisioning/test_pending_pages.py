@@ -88,7 +88,7 @@ def test_the_api_gives_each_nodepools_first_reason_and_the_nodeclaim_launched(ka
     assert next(a for a in advice if a["code"] == "untainted_gpu_nodes")["subjects"] == ["h100-node-1"]
 
     # Karpenter (the emulator's stand-in) launches a NodeClaim of a100-standard for it.
-    karpenter_lab.emu.karpenter_step(now=0)
+    karpenter_lab.emu.karpenter_step()
     karpenter_lab.until(lambda: NodeClaim.objects.filter(nodepool="a100-standard").exists())
     claim = NodeClaim.objects.get(nodepool="a100-standard")
     cache.clear()

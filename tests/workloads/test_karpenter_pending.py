@@ -136,7 +136,7 @@ def test_the_explanation_follows_the_limit_and_names_the_nodeclaim_launched(karp
     assert row["provisioning"]["can_provision"] == ["h100-prod"]
 
     # Karpenter (the emulator's stand-in) launches a NodeClaim of h100-prod for it.
-    sim.karpenter_step(now=0)
+    sim.karpenter_step()
     assert karpenter.sync.run_until(lambda: NodeClaim.objects.filter(nodepool="h100-prod").exists())
     claim = NodeClaim.objects.get(nodepool="h100-prod")
     cache.clear()

@@ -95,6 +95,8 @@ def test_with_kai_the_pools_are_selected_by_the_console_label_and_the_queue_is_n
     # The project's queue in the first pool, as the enforcer names it.
     assert job["metadata"]["labels"]["kai.scheduler/queue"] == "rnd-a.a100"
     assert job["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] == "rnd-a.a100"
+    # KAI's shard of the queue's pool schedules only PodGroups with its partition label (from the Job's).
+    assert job["metadata"]["labels"][CONSOLE_POOL_LABEL] == "a100"
     assert "suspend" not in job["spec"]
 
 

@@ -110,8 +110,9 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         prometheus = None
         try:
+            # --controllers: the Jobs submitted through the console get pods, and bound pods run their time.
             emulator = [python, "-m", "kubesim", "--port", str(emulator_port), "--kubeconfig",
-                        str(kubeconfig), "--scenario", str(scenario)]
+                        str(kubeconfig), "--scenario", str(scenario), "--controllers"]
             if chaos:
                 emulator += ["--chaos", str(chaos)]
             start("emulator", emulator)

@@ -1,0 +1,469 @@
+"""The emulator's KAI Scheduler (kubesim.scheduling.kai), held to what KAI's documentation promises, with the
+objects the console writes: its Queues, SchedulingShards and PriorityClasses (enforcers.desired) and its Jobs
+(workloads.render), created over HTTP with the official Kubernetes client; the controller loop ticks on a
+manual clock (Job controller, schedulers, kubelets); what a user reads back is what KAI writes.
+
+The fair-share division itself is also checked on its own, with Hypothesis, against the documented algorithm.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes import client, config
+
+from enforcers import desired
+from kubesim import KubeEmulator, ManualClock, make_node
+from kubesim.scheduling import kai_share as ks
+from workloads import render
+
+POOL = "console.gpu-capacity.io/node-pool"
+NS = "runai-work"
+KAI = ("scheduling.run.ai", "v2alpha2", "podgroups")
+
+
+@pytest.fixture
+def emu() -> Iterator[KubeEmulator]:
+    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
+def api(emu: KubeEmulator, tmp_path) -> Iterator[client.ApiClient]:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=emu.write_kubeconfig(tmp_path / "kubeconfig"),
+                            client_configuration=configuration)
+    with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+def quota(gpus: int, *, limit: int | None = None, weight: int = 2, rank: int = 3) -> desired.QuotaState:
+    return desired.QuotaState(gpu_deserved=Decimal(gpus), gpu_limit=None if limit is None else Decimal(limit),
+                              over_quota_weight=weight, rank=rank)
+
+
+def apply_org(api: client.ApiClient, *, pools: dict[str, str], department: dict[str, desired.QuotaState],
+              projects: dict[str, dict[str, desired.QuotaState]], allow_over_quota: bool = True) -> None:
+    """What the console's KAI enforcer writes for one department and its projects (pool -> GPU placement)."""
+    state = desired.OrgState(
+        cluster="lab",
+        pools=tuple(desired.PoolState(name=name, gpu_placement=placement) for name, placement in pools.items()),
+        departments=(desired.DepartmentState(name="rnd", quotas=department),),
+        projects=tuple(desired.ProjectState(name=name, department="rnd", namespaces=(NS,), quotas=quotas,
+                                            allow_over_quota=allow_over_quota) for name, quotas in projects.items()))
+    custom = client.CustomObjectsApi(api)
+    for obj in desired.kai_objects(state):
+        if obj["kind"] == "PriorityClass":
+            client.SchedulingV1Api(api).create_priority_class(obj)
+        else:
+            group, version = obj["apiVersion"].split("/")
+            plural = {"Queue": "queues", "SchedulingShard": "schedulingshards"}[obj["kind"]]
+            custom.create_cluster_custom_object(group, version, plural, obj)
+
+
+def nodes(emu: KubeEmulator, pool: str, count: int, gpus: int = 8) -> None:
+    """Nodes as the console leaves them: its pool label stamped on each."""
+    for i in range(count):
+        emu.add_node(make_node(f"{pool}-{i}", gpus=gpus, labels={POOL: pool}))
+
+
+def submit(api: client.ApiClient, name: str, project: str, pool: str, *, pods: int, gpus: int = 1,
+           priority_class: str = "train", backoff_limit: int | None = None) -> dict:
+    """The Job the console submits for a project in a pool with KAI enforcement."""
+    job = render.job(render.JobSpec(
+        name=name, namespace=NS, project=project, image="busybox", pods=pods, gpus=gpus,
+        priority_class=priority_class, pools=(render.PoolTarget(name=pool),), enforcer="kai",
+        queue=desired.kai_project_queue(project, pool)))
+    if backoff_limit is not None:
+        job["spec"]["backoffLimit"] = backoff_limit
+    return client.BatchV1Api(api).create_namespaced_job(NS, job)
+
+
+def pods_of(api: client.ApiClient, job: str) -> list[client.V1Pod]:
+    return client.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"batch.kubernetes.io/job-name={job}").items
+
+
+def running(api: client.ApiClient, job: str) -> list[client.V1Pod]:
+    return [p for p in pods_of(api, job) if p.spec.node_name and not p.metadata.deletion_timestamp]
+
+
+def pending(api: client.ApiClient, job: str) -> list[client.V1Pod]:
+    return [p for p in pods_of(api, job) if not p.spec.node_name]
+
+
+def condition(pod: client.V1Pod, kind: str = "PodScheduled") -> client.V1PodCondition | None:
+    return next((c for c in pod.status.conditions or [] if c.type == kind), None)
+
+
+def pod_group(api: client.ApiClient, name: str) -> dict:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(*KAI[:2], NS, KAI[2], name)
+
+
+def events(api: client.ApiClient, reason: str, name: str | None = None) -> list[client.CoreV1Event]:
+    selector = f"reason={reason}" + (f",involvedObject.name={name}" if name else "")
+    return client.CoreV1Api(api).list_namespaced_event(NS, field_selector=selector).items
+
+
+def queue_status(api: client.ApiClient, name: str) -> dict:
+    return client.CustomObjectsApi(api).get_cluster_custom_object("scheduling.run.ai", "v2", "queues", name)["status"]
+
+
+def settle(emu: KubeEmulator, ticks: int = 3) -> None:
+    for _ in range(ticks):
+        emu.tick()
+        emu.clock.advance(1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pod grouper and gangs
+
+
+def test_a_jobs_pods_each_get_the_podgroup_kais_pod_grouper_makes(emu, api):
+    """KAI's grouper makes one PodGroup per pod of a batch/v1 Job (minMember 1: "native k8s batch jobs
+    usually do not require gang scheduling"), named pg-<pod>-<job uid>, with the Job's labels (queue and
+    pool) and its priority class."""
+    nodes(emu, "a100", 1)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    job = submit(api, "train", "vision", "a100", pods=3, gpus=3)
+    settle(emu)
+    # 8 GPUs: two of the three 3-GPU pods run, the third waits (no gang: each pod is its own PodGroup).
+    assert len(running(api, "train")) == 2 and len(pending(api, "train")) == 1
+    for pod in pods_of(api, "train"):
+        name = pod.metadata.annotations["pod-group-name"]
+        assert name == f"pg-{pod.metadata.name}-{job.metadata.uid}"
+        group = pod_group(api, name)
+        assert group["spec"] == {"minMember": 1, "queue": "vision.a100", "priorityClassName": "train"}
+        assert group["metadata"]["labels"][POOL] == "a100"
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    waiting = pending(api, "train")[0]
+    message = ("no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs.")
+    assert condition(waiting).reason == "Unschedulable" and condition(waiting).message == message
+    group = pod_group(api, waiting.metadata.annotations["pod-group-name"])
+    [scheduling] = group["status"]["schedulingConditions"]
+    assert (scheduling["type"], scheduling["nodePool"], scheduling["reason"]) == (
+        "UnschedulableOnNodePool", "a100", "Unschedulable")
+    assert scheduling["reasons"] == [{"reason": "PodSchedulingErrors", "message": (
+        f"Resources were not found for pod {NS}/{waiting.metadata.name} due to: {message}")}]
+    assert events(api, "Unschedulable", waiting.metadata.name)[0].type == "Warning"
+    # The Job goes: its PodGroups go with it (their owner reference).
+    client.BatchV1Api(api).delete_namespaced_job("train", NS, propagation_policy="Foreground")
+    settle(emu, 4)
+    assert client.CustomObjectsApi(api).list_namespaced_custom_object(*KAI[:2], NS, KAI[2])["items"] == []
+
+
+def gang(api: client.ApiClient, name: str, *, members: int, min_member: int, gpus: int, queue: str) -> None:
+    """A PodGroup made by hand (KAI's way to gang-schedule plain pods) and its pods, naming it."""
+    client.CustomObjectsApi(api).create_namespaced_custom_object(*KAI[:2], NS, KAI[2], {
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": {"name": name, "labels": {POOL: "a100"}},
+        "spec": {"minMember": min_member, "queue": queue, "priorityClassName": "train"}})
+    for i in range(members):
+        client.CoreV1Api(api).create_namespaced_pod(NS, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "annotations": {"pod-group-name": name},
+                         "labels": {"kai.scheduler/queue": queue, POOL: "a100"}},
+            "spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}})
+
+
+def test_a_gang_runs_all_of_min_member_or_none(emu, api):
+    nodes(emu, "a100", 2, gpus=4)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    gang(api, "mpi", members=3, min_member=3, gpus=3, queue="vision.a100")
+    settle(emu)
+    core = client.CoreV1Api(api)
+    gang_pods = [core.read_namespaced_pod(f"mpi-{i}", NS) for i in range(3)]
+    # 3 x 3 GPUs on two 4-GPU nodes: two would fit, the gang needs three, so none runs.
+    assert [p.spec.node_name for p in gang_pods] == [None, None, None]
+    message = ("PodSchedulingErrors: Resources were found for 2 pods while 3 are required for gang scheduling. "
+               "Additional pods cannot be scheduled due to: no nodes with enough resources were found: "
+               "2 node(s) didn't have enough resources: GPUs..")
+    [scheduling] = pod_group(api, "mpi")["status"]["schedulingConditions"]
+    assert scheduling["message"] == message
+    [event] = events(api, "Unschedulable", "mpi")
+    assert (event.involved_object.kind, event.message, event.source.component) == (
+        "PodGroup", message, "kai-scheduler")
+    # A third node: the whole gang starts in one cycle.
+    emu.add_node(make_node("a100-2", gpus=4, labels={POOL: "a100"}))
+    emu.tick()
+    assert all(core.read_namespaced_pod(f"mpi-{i}", NS).spec.node_name for i in range(3))
+    assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "9"
+
+
+def test_a_gang_with_fewer_pods_than_min_member_is_not_ready(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    gang(api, "half", members=2, min_member=3, gpus=1, queue="vision.a100")
+    settle(emu)
+    assert all(not client.CoreV1Api(api).read_namespaced_pod(f"half-{i}", NS).spec.node_name for i in range(2))
+    assert events(api, "NotReady", "half")[0].message == (
+        "Job is not ready for scheduling. Waiting for 3 pods, currently 2 exist, 0 are gated")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Quotas: deserved first, the rest by weight and priority, limits, non-preemptible work within quota
+
+
+def test_over_quota_gpus_are_divided_by_weight_after_the_deserved_quota(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
+              projects={"vision": {"a100": quota(2, weight=1)}, "nlp": {"a100": quota(2, weight=3)}})
+    submit(api, "vision-train", "vision", "a100", pods=16)
+    submit(api, "nlp-train", "nlp", "a100", pods=16)
+    settle(emu)
+    # 16 GPUs: 2 + 2 deserved, the 12 left 1:3.
+    assert (len(running(api, "vision-train")), len(running(api, "nlp-train"))) == (5, 11)
+    assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "5"
+    assert queue_status(api, "vision.a100")["requested"]["nvidia.com/gpu"] == "16"
+    assert queue_status(api, "department.rnd.a100")["allocated"]["nvidia.com/gpu"] == "16"
+
+
+def test_higher_ranked_projects_get_the_over_quota_gpus_first(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
+              projects={"vision": {"a100": quota(2, rank=3)}, "nlp": {"a100": quota(2, rank=6)}})
+    submit(api, "vision-train", "vision", "a100", pods=16)
+    submit(api, "nlp-train", "nlp", "a100", pods=10)
+    settle(emu)
+    # nlp (priority 130) is served to its request before vision (100) gets anything over its quota.
+    assert (len(running(api, "vision-train")), len(running(api, "nlp-train"))) == (6, 10)
+
+
+def test_a_queue_limit_caps_what_it_runs_even_on_an_idle_cluster(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
+              projects={"vision": {"a100": quota(0, limit=4)}})
+    submit(api, "train", "vision", "a100", pods=8)
+    settle(emu)
+    assert len(running(api, "train")) == 4
+    waiting = pending(api, "train")
+    assert len(waiting) == 4
+    message = ("OverLimit: vision in a100 quota has reached the allowable limit of GPUs. Limit is 4 GPUs, "
+               "currently 4 GPUs allocated and workload requested 1 GPUs.")
+    assert {condition(p).message for p in waiting} == {message}
+    [scheduling] = pod_group(api, waiting[0].metadata.annotations["pod-group-name"])["status"]["schedulingConditions"]
+    [reason] = scheduling["reasons"]
+    assert reason["reason"] == "OverLimit"
+    details = reason["details"]["queueDetails"]
+    assert details["name"] == "vision.a100" and details["queueResourceLimits"]["nvidia.com/gpu"] == "4"
+
+
+def test_non_preemptible_work_is_refused_past_the_deserved_quota_while_training_may_go_over(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
+              projects={"vision": {"a100": quota(2)}})
+    submit(api, "serve", "vision", "a100", pods=3, priority_class="inference")
+    settle(emu)
+    assert len(running(api, "serve")) == 2
+    [waiting] = pending(api, "serve")
+    assert condition(waiting).message == (
+        "NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 1 GPUs, but vision "
+        "in a100 quota is 2 GPUs, while 2 GPUs are already allocated for non-preemptible pods. Use a preemptible "
+        "workload to go over quota..")
+    assert queue_status(api, "vision.a100")["allocatedNonPreemptible"]["nvidia.com/gpu"] == "2"
+    # The same project's training (preemptible) uses the idle GPUs over its quota.
+    submit(api, "train", "vision", "a100", pods=6)
+    settle(emu)
+    assert len(running(api, "train")) == 6 and len(pending(api, "serve")) == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Taking GPUs back: reclaim between queues, preemption inside one
+
+
+def test_a_project_below_its_fair_share_reclaims_over_quota_gpus_from_another(emu, api):
+    nodes(emu, "a100", 2)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
+              projects={"vision": {"a100": quota(2, weight=1)}, "nlp": {"a100": quota(2, weight=3)}})
+    # The console's Jobs carry backoffLimit 0, so a reclaimed pod (a failed pod to the Job controller) would
+    # fail the whole Job; this one allows failures, to show the pods coming back.
+    submit(api, "vision-train", "vision", "a100", pods=16, backoff_limit=20)
+    settle(emu)
+    assert len(running(api, "vision-train")) == 16  # nlp is idle: vision takes the whole pool, over quota
+    submit(api, "nlp-train", "nlp", "a100", pods=8)
+    settle(emu, 4)
+    # nlp asks 8: fair shares are now vision 8, nlp 8; nlp takes its 8 back.
+    assert len(running(api, "nlp-train")) == 8
+    assert len(running(api, "vision-train")) == 8
+    evicted = events(api, "Evict")
+    assert len(evicted) == 8
+    first = evicted[0]
+    assert first.involved_object.kind == "PodGroup" and first.source.component == "kai-scheduler"
+    assert first.message.startswith(f"Pod {NS}/vision-train-") and f"was preempted by workload {NS}/pg-nlp-train-" in (
+        first.message)
+    assert "\nvision in a100 uses <GPU: " in first.message and "and queue priority of <100>." in first.message
+    assert first.metadata.annotations["evictor-action-type"] == "reclaim"
+    # The Job controller replaces the evicted pods (after its back-off, at most 6 minutes): they wait,
+    # Unschedulable, and reclaim nothing back (vision is at its fair share).
+    emu.clock.advance(400)
+    settle(emu, 2)
+    replaced = pending(api, "vision-train")
+    assert len(replaced) == 8 and all(condition(p).reason == "Unschedulable" for p in replaced)
+    assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "8"
+    assert queue_status(api, "nlp.a100")["allocated"]["nvidia.com/gpu"] == "8"
+
+
+def test_non_preemptible_pods_are_never_reclaimed(emu, api):
+    nodes(emu, "a100", 1)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)},
+              projects={"vision": {"a100": quota(8)}, "nlp": {"a100": quota(0)}})
+    submit(api, "nlp-train", "nlp", "a100", pods=8, backoff_limit=20)
+    settle(emu)
+    assert len(running(api, "nlp-train")) == 8
+    # vision (deserved 8) wants its GPUs back from nlp's over-quota training: reclaimed.
+    submit(api, "vision-serve", "vision", "a100", pods=4, priority_class="inference")
+    settle(emu, 4)
+    assert len(running(api, "vision-serve")) == 4 and len(running(api, "nlp-train")) == 4
+    nlp_serve = submit(api, "nlp-serve", "nlp", "a100", pods=1, priority_class="build")
+    settle(emu)
+    # nlp has no quota: its non-preemptible pod is refused, and reclaims nothing.
+    assert nlp_serve and len(pending(api, "nlp-serve")) == 1
+    assert condition(pending(api, "nlp-serve")[0]).message.startswith("NonPreemptibleOverQuota:")
+
+
+def test_inside_a_queue_a_higher_priority_workload_preempts_a_lower_one(emu, api):
+    """KAI's docs/priority example: a queue limited to its quota, a train pod running, a build pod arrives."""
+    nodes(emu, "a100", 1)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)},
+              projects={"vision": {"a100": quota(4)}}, allow_over_quota=False)
+    submit(api, "train", "vision", "a100", pods=4, backoff_limit=6)
+    settle(emu)
+    assert len(running(api, "train")) == 4
+    submit(api, "build", "vision", "a100", pods=1, priority_class="build")
+    settle(emu, 4)
+    assert len(running(api, "build")) == 1 and len(running(api, "train")) == 3
+    [evicted] = events(api, "Evict")
+    assert evicted.message.startswith(f"Pod {NS}/train-")
+    assert evicted.message.endswith(f"was preempted by higher priority workload {NS}/"
+                                    f"{running(api, 'build')[0].metadata.annotations['pod-group-name']}")
+    assert evicted.metadata.annotations["evictor-action-type"] == "preempt"
+    # The Job controller replaces the evicted pod after its back-off (10 s); the new pod waits: the queue is at
+    # its limit.
+    emu.clock.advance(15)
+    settle(emu, 2)
+    assert condition(pending(api, "train")[0]).message.startswith("OverLimit: vision in a100 quota has reached")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Placement and shards
+
+
+def test_binpack_and_spread_place_as_each_pools_shard_says_and_shards_keep_to_their_nodes(emu, api):
+    nodes(emu, "a100", 4)
+    nodes(emu, "l4", 4)
+    apply_org(api, pools={"a100": "binpack", "l4": "spread"}, department={"a100": quota(32), "l4": quota(32)},
+              projects={"vision": {"a100": quota(32), "l4": quota(32)}})
+    submit(api, "packed", "vision", "a100", pods=4)
+    submit(api, "spread", "vision", "l4", pods=4)
+    settle(emu)
+    assert len({p.spec.node_name for p in running(api, "packed")}) == 1
+    assert {p.spec.node_name for p in running(api, "spread")} == {"l4-0", "l4-1", "l4-2", "l4-3"}
+    scheduled = events(api, "Scheduled", running(api, "spread")[0].metadata.name)[0]
+    assert scheduled.message.endswith("at node-pool l4") and scheduled.source.component == "kai-scheduler"
+    # l4 is full: l4 work waits, though a100 has room (another shard, other nodes).
+    submit(api, "more", "vision", "l4", pods=29)
+    settle(emu)
+    assert len(pending(api, "more")) == 1
+    assert condition(pending(api, "more")[0]).message == (
+        "no nodes with enough resources were found: 4 node(s) didn't have enough resources: GPUs.")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fair-share division, on its own
+
+
+def documented_division(total: float, queues: list[ks.Queue]) -> dict[str, float]:
+    """KAI's docs/fairness/README.md without whole units: each queue min(deserved, requested); the rest to the
+    priorities in decreasing order, within one in proportion to overQuotaWeight, never past a request or a
+    limit (water-filling)."""
+    fair, remaining = {}, total
+    for q in queues:
+        share = q.shares[ks.GPU]
+        fair[q.name] = min(total if share.deserved == ks.UNLIMITED else share.deserved, share.requestable())
+        remaining -= fair[q.name]
+    for priority in sorted({q.priority for q in queues}, reverse=True):
+        level = [q for q in queues if q.priority == priority and q.shares[ks.GPU].weight > 0]
+        while remaining > 1e-9:
+            wanting = [q for q in level if q.shares[ks.GPU].requestable() - fair[q.name] > 1e-9]
+            if not wanting:
+                break
+            weights = sum(q.shares[ks.GPU].weight for q in wanting)
+            step = min(min((q.shares[ks.GPU].requestable() - fair[q.name]) / q.shares[ks.GPU].weight
+                           for q in wanting), remaining / weights)
+            for q in wanting:
+                fair[q.name] += step * q.shares[ks.GPU].weight
+            remaining -= step * weights
+    return fair
+
+
+queue_specs = st.lists(st.tuples(
+    st.sampled_from([80, 100, 100, 120]),  # priority
+    st.one_of(st.just(-1), st.integers(0, 30)),  # quota (deserved), -1 unlimited
+    st.one_of(st.just(-1), st.integers(0, 60)),  # limit, -1 none
+    st.integers(0, 4),  # overQuotaWeight
+    st.integers(0, 80),  # GPUs requested
+), min_size=1, max_size=7)
+
+
+@settings(max_examples=400, deadline=None)
+@given(total=st.integers(0, 120), specs=queue_specs)
+def test_fair_share_division_gives_deserved_first_respects_caps_and_follows_weights_and_priorities(total, specs):
+    queues = []
+    for i, (priority, deserved, limit, weight, request) in enumerate(specs):
+        q = ks.Queue(name=f"q{i}", priority=priority, created=f"{i:03d}")
+        q.shares[ks.GPU] = ks.Share(deserved=deserved, max_allowed=limit, weight=weight, request=request)
+        queues.append(q)
+    expected = documented_division(total, queues)
+    base = {q.name: min(total if q.shares[ks.GPU].deserved == -1 else q.shares[ks.GPU].deserved,
+                        q.shares[ks.GPU].requestable()) for q in queues}
+    left = ks.set_resource_share(total, queues, ks.GPU)
+    fair = {q.name: q.shares[ks.GPU].fair_share for q in queues}
+    for q in queues:
+        # Deserved first, and never past the request or the limit.
+        assert fair[q.name] >= base[q.name]
+        assert fair[q.name] <= q.shares[ks.GPU].requestable()
+        # Weights and priorities as documented, within one whole unit per sibling queue (KAI hands out whole
+        # GPUs per round, the remainders one at a time).
+        assert abs(fair[q.name] - expected[q.name]) < len(queues)
+    # Nothing is handed out twice, and nothing stays idle that a queue with a weight still wants.
+    assert sum(fair.values()) == pytest.approx(max(sum(base.values()), total - left))
+    wanting = any(q.shares[ks.GPU].weight > 0 and fair[q.name] < q.shares[ks.GPU].requestable() for q in queues)
+    if wanting and sum(base.values()) <= total:
+        assert sum(fair.values()) == pytest.approx(total) and left == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(total=st.integers(0, 64), departments=st.lists(st.tuples(
+    st.integers(0, 20), st.integers(1, 4), st.lists(st.tuples(st.integers(0, 10), st.integers(0, 4), st.integers(0, 30)),
+                                                    min_size=1, max_size=4)), min_size=1, max_size=4))
+def test_fair_share_is_divided_level_by_level_of_the_queue_tree(total, departments):
+    queues: dict[str, ks.Queue] = {}
+    for d, (deserved, weight, projects) in enumerate(departments):
+        parent = ks.Queue(name=f"d{d}", created=f"{d:03d}")
+        parent.shares[ks.GPU] = ks.Share(deserved=deserved, max_allowed=-1, weight=weight)
+        queues[parent.name] = parent
+        for p, (p_deserved, p_weight, request) in enumerate(projects):
+            child = ks.Queue(name=f"d{d}p{p}", parent=parent.name, created=f"{d:03d}{p:03d}")
+            child.shares[ks.GPU] = ks.Share(deserved=p_deserved, max_allowed=-1, weight=p_weight)
+            queues[child.name] = child
+            ks.add_usage(queues, child.name, ks.quantities(gpu=request), allocated=False)
+    ks.link(queues)
+    ks.set_fair_shares(ks.quantities(gpu=total), queues)
+    tops = [q for q in queues.values() if not q.parent]
+    top_base = sum(min(q.shares[ks.GPU].deserved, q.shares[ks.GPU].requestable()) for q in tops)
+    assert sum(q.shares[ks.GPU].fair_share for q in tops) <= max(total, top_base) + 1e-9
+    for parent in tops:
+        children = [queues[c] for c in parent.children]
+        child_base = sum(min(c.shares[ks.GPU].deserved, c.shares[ks.GPU].requestable()) for c in children)
+        # The children divide their parent's share (their deserved quotas come first even past it).
+        assert sum(c.shares[ks.GPU].fair_share for c in children) <= max(parent.shares[ks.GPU].fair_share,
+                                                                         child_base) + 1e-9
+        for c in children:
+            assert c.shares[ks.GPU].fair_share <= c.shares[ks.GPU].request
