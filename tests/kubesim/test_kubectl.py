@@ -204,12 +204,16 @@ def columns(text: str, row: int) -> dict[str, str]:
 
 
 def test_get_nodeclaims_fills_karpenters_printer_columns(sim: KubeEmulator, kubectl) -> None:
+    from kubesim import ManualClock
+
+    clock = sim.clock = ManualClock()  # the stand-in's steps are taken at the times the test says
+    start = clock.now()
     # Karpenter's CRD prints TYPE, CAPACITY and ZONE from the NodeClaim's labels, NODE and READY from its
     # status (a JSONPath filter on the Ready condition); -o wide adds IMAGEID, ID, NODEPOOL, NODECLASS, DRIFTED.
     sim.create("nodepools.karpenter.sh", H100_POOL)
     sim.add_pod(make_pod("train", "ml", phase="Pending", containers=[
         {"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 8}}]))
-    sim.karpenter_step(now=0)
+    sim.karpenter_step()
     [claim] = sim.list("nodeclaims.karpenter.sh")
     name = claim["metadata"]["name"]
     table = kubectl("get", "nodeclaims").stdout
@@ -220,8 +224,9 @@ def test_get_nodeclaims_fills_karpenters_printer_columns(sim: KubeEmulator, kube
     # Not registered yet: no node (the API server's cell is null, which kubectl leaves blank), Ready Unknown.
     assert (launching["NODE"], launching["READY"]) == ("", "Unknown")
 
-    for now in (1, 3, 5):  # Launched, Registered (the Node appears), Initialized
-        sim.karpenter_step(now=now)
+    for at in (1, 3, 5):  # Launched, Registered (the Node appears), Initialized
+        clock.set(start + at)
+        sim.karpenter_step()
     node = sim.get("nodeclaims.karpenter.sh", name)["status"]["nodeName"]
     ready = columns(kubectl("get", "nodeclaims").stdout, 1)
     assert (ready["TYPE"], ready["CAPACITY"], ready["ZONE"], ready["NODE"], ready["READY"]) == (
