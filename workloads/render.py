@@ -10,6 +10,8 @@ Scheduling primitives (seed 002) on the pod template:
 - tolerations for the taints of the pools and the platform (what the nodes carry);
 - `priorityClassName` (train, build-preemptible, build, inference);
 - topology spread over nodes when a pool of the list places GPUs with `spread`;
+- a pod failure policy that ignores disruptions (a pod preempted or reclaimed is replaced: the workload
+  waits again rather than failing), while any other failure fails it (`backoffLimit: 0`);
 - KAI: `schedulerName: kai-scheduler`, the label `kai.scheduler/queue` and the console's pool label (the
   pool of the queue: KAI's shard of that pool schedules it); Kueue: the label
   `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
@@ -232,12 +234,18 @@ def job(spec: JobSpec) -> dict[str, Any]:
         annotations[PLATFORM_ANNOTATION] = spec.platform
     if spec.submitted_by:
         annotations[SUBMITTED_BY_ANNOTATION] = spec.submitted_by
+    template_spec = pod_spec(spec)
     job_spec: dict[str, Any] = {
         "parallelism": spec.pods,
         "completions": spec.pods,
         "backoffLimit": 0,
-        "template": {"metadata": _pod_metadata(spec, labels), "spec": pod_spec(spec)},
+        "template": {"metadata": _pod_metadata(spec, labels), "spec": template_spec},
     }
+    if template_spec.get("restartPolicy") == "Never":
+        # A pod the scheduler preempts or reclaims (condition DisruptionTarget) is replaced, not counted as a
+        # failure: the workload waits again instead of failing (Kubernetes' Job pod failure policy, Ignore).
+        job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore",
+                                                   "onPodConditions": [{"type": "DisruptionTarget"}]}]}
     if spec.enforcer == "kueue":
         job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
     return {
