@@ -134,6 +134,8 @@ MATRIX: dict[str, list[Case]] = {
     # --- workloads: the table, submitting, stopping, who may submit to a pool ---
     "workload-list": [Case(EVERYONE)],
     "workload-submit": [Case(RND_A_SUBMITTERS)],
+    "workload-detail": [Case(RND_A_READERS, pk("rnd_a_workload")),
+                        Case(OPS_READERS, pk("ops_a_workload"), label="other department")],
     # Allowed = past the access check (the cluster is unreachable here: the page then says so).
     "workload-stop": [Case(RND_A_SUBMITTERS, pk("rnd_a_workload"), method="post"),
                       Case(SYSADMIN, pk("ops_a_workload"), method="post", label="other department")],
