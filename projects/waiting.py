@@ -2,7 +2,8 @@
 
 The reasons, in the order a scheduler with Run:ai's semantics (KAI) applies them:
 1. over its limit: the project (or its department) would use more than its GPU limit in the pool;
-   or the project has over-quota off and the request is beyond its deserved quota;
+   or the project has over-quota off and the request is beyond its deserved quota (any priority: the
+   scheduler's limit is then the deserved quota);
 2. non-preemptible work over the deserved quota: a workload of priority ≥ 100 only runs in-quota, and
    the project's (or department's) non-preemptible use plus the request exceeds its deserved GPUs;
 3. no node able to fit it: no Ready, schedulable node of the pool has that many GPUs at all;
@@ -65,7 +66,9 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
             return Reason("over_limit", f"Over its limit: {kind} {owner.name} uses {_n(owner.allocated)} of its "
                                         f"{_n(owner.limit)} GPU limit in {pool.name}; this asks {_n(gpus)} more.")
     non_preemptible = priority >= PREEMPTIBLE_BELOW
-    if not non_preemptible and not allow_over_quota and project.allocated + gpus > project.deserved:
+    # Over-quota off caps every workload of the project at its deserved quota (the scheduler's limit is the
+    # quota then), whatever its priority: said before the non-preemptible rule, which it implies.
+    if not allow_over_quota and project.allocated + gpus > project.deserved:
         return Reason("over_quota_off", f"Over-quota is off for project {project.name}: it uses "
                                         f"{_n(project.allocated)} of {_n(project.deserved)} deserved GPUs in "
                                         f"{pool.name}; this asks {_n(gpus)} more.")

@@ -83,6 +83,9 @@ class JobSpec:
     enforcer: str = "none"  # none / kai / kueue
     queue: str = ""  # KAI queue or Kueue LocalQueue name
     submitted_by: str = ""
+    # Extra pod annotations, set only by the demo's driver (workloads.demo): e.g. how long the emulator's
+    # kubelet runs the pods. Neither the form nor the API offers them.
+    pod_annotations: tuple[tuple[str, str], ...] = ()
 
 
 def _toleration(taint: dict[str, Any]) -> dict[str, Any]:
@@ -212,8 +215,10 @@ def _pod_metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
     """The templates' pod labels and annotations, with the console's labels over them."""
     meta = spec.pod_metadata if isinstance(spec.pod_metadata, dict) else {}
     out: dict[str, Any] = {"labels": {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, **labels}}
-    if meta.get("annotations"):
-        out["annotations"] = {str(k): str(v) for k, v in meta["annotations"].items()}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    annotations.update(dict(spec.pod_annotations))
+    if annotations:
+        out["annotations"] = annotations
     return out
 
 

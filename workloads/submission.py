@@ -65,6 +65,9 @@ class Request:
     priority_class: str = "train"
     pods: int = 1
     name: str = ""
+    # Set only by the demo's driver (workloads.demo), never by the form or the API: pod annotations the
+    # emulator reads (how long the pods run, their GPU utilization).
+    demo_pod_annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -169,6 +172,7 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         gpus=int(parse_quantity(variables.get("USER_GPU", "0") or "0")),
         storage=variables.get("USER_STORAGE", "") if req.storage or plan.platform else "",
         enforcer=enforcer, queue=queue, submitted_by=getattr(actor, "username", "") or "",
+        pod_annotations=tuple(sorted((str(k), str(v)) for k, v in (req.demo_pod_annotations or {}).items())),
     )
     job = render.job(spec)
     return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,
