@@ -35,14 +35,22 @@ def load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def timed(fn):
-    """Wall seconds of ``fn()`` and its result; ``timed.cpu``: this process's CPU seconds for it (what the
-    pass costs when the machine is shared with other work)."""
-    start, cpu = time.perf_counter(), time.process_time()
-    result = fn()
-    seconds = time.perf_counter() - start
-    timed.cpu = time.process_time() - cpu
-    return seconds, result
+class Figure:
+    """Wall seconds, this process's CPU seconds (what the pass costs when the machine is shared with other
+    work) and the load average when it ended."""
+
+    def __init__(self, fn) -> None:
+        start, cpu = time.perf_counter(), time.process_time()
+        self.result = fn()
+        self.wall = time.perf_counter() - start
+        self.cpu = time.process_time() - cpu
+        self.load = load()
+
+    def line(self, label: str, extra: str = "", target: bool = False) -> str:
+        text = f"  {label:<44}{self.wall:7.3f}  {self.cpu:7.3f}"
+        if target:
+            text += f"   target < {TARGET_SECONDS:.0f} s: {verdict(self.wall, self.cpu)}"
+        return text + (f"   {extra}" if extra else "") + f"   ({self.load})"
 
 
 def fleet(nodes: int, pods_per_node: int) -> tuple[KubeEmulator, list[str]]:
@@ -88,10 +96,9 @@ def kai_objects(emu: KubeEmulator, pools: list[str], projects: int) -> None:
                     "cpu": unlimited, "memory": unlimited}}})
 
 
-def bench_default(nodes: int, pending: int, pods_per_node: int) -> dict:
+def bench_default(nodes: int, pending: int, pods_per_node: int) -> dict[str, Figure]:
     emu, pools = fleet(nodes, pods_per_node)
-    cold, _ = timed(lambda: emu._scheduling()["informer"].sync(emu))
-    cold_cpu = timed.cpu
+    cold = Figure(lambda: emu._scheduling()["informer"].sync(emu))
     emu.load(pods=[pending_pod(f"bench-{i:05d}", kai=False, pool=pools[i % len(pools)], queue="")
                    for i in range(pending)], emit_events=False)
     state = emu._scheduling()
@@ -99,39 +106,29 @@ def bench_default(nodes: int, pending: int, pods_per_node: int) -> dict:
     informer.sync(emu)
     classes, default = emu._priority_classes()
     pods = [informer.pods[k][1] for k in informer.pending]
-    decide, result = timed(lambda: default_core.schedule(emu._cluster(state, informer), pods,
-                                                         priority_classes=classes, default_priority=default))
-    decide_cpu = timed.cpu
+    decide = Figure(lambda: default_core.schedule(emu._cluster(state, informer), pods, priority_classes=classes,
+                                                  default_priority=default))
     state["caches"] = None  # the whole pass below starts without the filters' answers, as a first pass does
     state["caches_generation"] = -1
-    whole, done = timed(emu.default_scheduler_step)
-    return {"cold": cold, "decide": decide, "whole": whole, "bound": done["bound"], "cold_cpu": cold_cpu,
-            "decide_cpu": decide_cpu, "whole_cpu": timed.cpu,
-            "unschedulable": done["unschedulable"], "decided": len(result.binds)}
+    whole = Figure(emu.default_scheduler_step)
+    return {"cold": cold, "decide": decide, "whole": whole}
 
 
-def bench_kai(nodes: int, pending: int, pods_per_node: int, projects: int) -> dict:
+def bench_kai(nodes: int, pending: int, pods_per_node: int, projects: int) -> dict[str, Figure]:
     emu, pools = fleet(nodes, pods_per_node)
     kai_objects(emu, pools, projects)
     emu.load(pods=[pending_pod(f"kai-{i:05d}", kai=True, pool=pools[i % len(pools)],
                                queue=f"p{i % projects}.{pools[i % len(pools)]}") for i in range(pending)],
              emit_events=False)
     informer = emu._scheduling()["informer"]
-    cold, _ = timed(lambda: informer.sync(emu))
-    cold_cpu = timed.cpu
-    grouper, _ = timed(emu.kai_pod_grouper_step)
-    grouper_cpu = timed.cpu
+    cold = Figure(lambda: informer.sync(emu))
+    grouper = Figure(emu.kai_pod_grouper_step)
     informer.sync(emu)
     snapshot = emu._kai_snapshot(informer)
-    decide, decisions = timed(lambda: kai_core.cycle(snapshot))
-    decide_cpu = timed.cpu
-    whole, done = timed(emu.kai_cycle_step)
-    whole_cpu = timed.cpu
-    status, _ = timed(emu.report_kai_status)
-    return {"cold": cold, "grouper": grouper, "decide": decide, "whole": whole, "status": status,
-            "cold_cpu": cold_cpu, "grouper_cpu": grouper_cpu, "decide_cpu": decide_cpu, "whole_cpu": whole_cpu,
-            "status_cpu": timed.cpu,
-            "bound": done["bound"], "unschedulable": done["unschedulable"], "decided": len(decisions.binds)}
+    decide = Figure(lambda: kai_core.cycle(snapshot))
+    whole = Figure(emu.kai_cycle_step)
+    status = Figure(emu.report_kai_status)
+    return {"cold": cold, "grouper": grouper, "decide": decide, "whole": whole, "status": status}
 
 
 def verdict(wall: float, cpu: float) -> str:
@@ -150,25 +147,26 @@ def main() -> int:
     parser.add_argument("--projects", type=int, default=10)
     args = parser.parse_args()
     print(f"Scheduling pass: {args.pending} pending pods over {args.nodes} nodes "
-          f"({args.nodes * args.pods_per_node} pods running); {load()}")
+          f"({args.nodes * args.pods_per_node} pods running)")
+    header = f"  {'':<44}{'wall s':>7}  {'CPU s':>7}"
     d = bench_default(args.nodes, args.pending, args.pods_per_node)
-    print(f"\n[default scheduler]  {load()}")
-    print("                                              wall s    CPU s")
-    print(f"  informer, first read of the store           {d['cold']:7.3f}  {d['cold_cpu']:7.3f}")
-    print(f"  decisions (pure core)                       {d['decide']:7.3f}  {d['decide_cpu']:7.3f}   {d['decided']} bound")
-    print(f"  whole pass (decisions + binds + events)     {d['whole']:7.3f}  {d['whole_cpu']:7.3f}   "
-          f"target < {TARGET_SECONDS:.0f} s: {verdict(d['whole'], d['whole_cpu'])}   "
-          f"({d['bound']} bound, {d['unschedulable']} unschedulable)")
+    done = d["whole"].result
+    print("\n[default scheduler]")
+    print(header)
+    print(d["cold"].line("informer, first read of the store"))
+    print(d["decide"].line("decisions (pure core)", f"{len(d['decide'].result.binds)} bound"))
+    print(d["whole"].line("whole pass (decisions + binds + events)",
+                          f"{done['bound']} bound, {done['unschedulable']} unschedulable", target=True))
     k = bench_kai(args.nodes, args.pending, args.pods_per_node, args.projects)
-    print(f"\n[KAI Scheduler, {args.projects} project queues per pool]  {load()}")
-    print("                                              wall s    CPU s")
-    print(f"  informer, first read of the store           {k['cold']:7.3f}  {k['cold_cpu']:7.3f}")
-    print(f"  pod grouper, first pass ({args.pending} PodGroups)   {k['grouper']:7.3f}  {k['grouper_cpu']:7.3f}")
-    print(f"  decisions (pure core, every shard)          {k['decide']:7.3f}  {k['decide_cpu']:7.3f}   {k['decided']} bound")
-    print(f"  whole cycle (decisions + binds + events)    {k['whole']:7.3f}  {k['whole_cpu']:7.3f}   "
-          f"target < {TARGET_SECONDS:.0f} s: {verdict(k['whole'], k['whole_cpu'])}   "
-          f"({k['bound']} bound, {k['unschedulable']} unschedulable)")
-    print(f"  podgroup and queue controllers' status      {k['status']:7.3f}  {k['status_cpu']:7.3f}")
+    done = k["whole"].result
+    print(f"\n[KAI Scheduler, {args.projects} project queues per pool]")
+    print(header)
+    print(k["cold"].line("informer, first read of the store"))
+    print(k["grouper"].line(f"pod grouper, first pass ({args.pending} PodGroups)"))
+    print(k["decide"].line("decisions (pure core, every shard)", f"{len(k['decide'].result.binds)} bound"))
+    print(k["whole"].line("whole cycle (decisions + binds + events)",
+                          f"{done['bound']} bound, {done['unschedulable']} unschedulable", target=True))
+    print(k["status"].line("podgroup and queue controllers' status"))
     return 0
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from kube.quantity import plain_quantity
 from nodepools.kube import CONSOLE_POOL_LABEL
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -38,7 +39,9 @@ KUEUE_LOCAL_QUEUE = ("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 KUEUE_PRIORITY_CLASS = ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass")
 
 KAI_KINDS = (PRIORITY_CLASS, KAI_SHARD, KAI_QUEUE)
-KUEUE_KINDS = (KUEUE_PRIORITY_CLASS, KUEUE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE)
+# Kueue mode writes the PriorityClasses too: the console's Jobs name them (`priorityClassName`), an API
+# server refuses pods naming a missing one, and Kueue takes a Workload's priority from them.
+KUEUE_KINDS = (PRIORITY_CLASS, KUEUE_PRIORITY_CLASS, KUEUE_FLAVOR, KUEUE_COHORT, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE)
 # Namespaced kinds (the others are cluster-scoped).
 NAMESPACED = {KUEUE_LOCAL_QUEUE}
 
@@ -68,6 +71,7 @@ class PoolState:
     # Allocatable totals of the pool's nodes: what "unlimited" deserved CPU / memory means to Kueue.
     cpu_total_millis: int = 0
     memory_total_bytes: int = 0
+    storage_total_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,12 +161,6 @@ def kai_memory(mib: int | None, unlimited: int = -1) -> int:
     return unlimited if mib is None else int(mib) * MIB // 1_000_000
 
 
-def quantity(value: Decimal | int) -> str:
-    """A Kubernetes quantity string ("4", "0.5", "1500m" is not needed: decimals are valid)."""
-    value = Decimal(value).normalize()
-    return f"{value:f}"
-
-
 # ---------------------------------------------------------------------------------------------------
 # Common
 
@@ -249,11 +247,18 @@ def kai_objects(state: OrgState) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------
 # Kueue
 
-COVERED = (GPU_RESOURCE, "cpu", "memory")
+# ephemeral-storage is covered too: a Job asking for storage (USER_STORAGE) asks Kueue for it, and a
+# resource no flavor covers is never admitted ("resource ephemeral-storage unavailable in ClusterQueue").
+STORAGE_RESOURCE = "ephemeral-storage"
+COVERED = (GPU_RESOURCE, "cpu", "memory", STORAGE_RESOURCE)
+# Over-quota work is reclaimable (DOMAIN §4): a ClusterQueue whose own nominal quota is lent out takes it
+# back from any borrower in its cohort, and within a queue a higher priority preempts a lower one.
+# Kueue's default (Never) would leave a lender waiting behind borrowers for good.
+PREEMPTION = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
 
 
 def _kueue_quota(nominal: Decimal | int, limit: Decimal | int | None, allow_over_quota: bool,
-                 unit=quantity) -> dict[str, str]:
+                 unit=plain_quantity) -> dict[str, str]:
     """nominalQuota = deserved; borrowingLimit = limit − deserved, none when unlimited, 0 when over-quota is off."""
     out = {"nominalQuota": unit(nominal)}
     if not allow_over_quota:
@@ -277,13 +282,16 @@ def _flavor_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool) -> di
         {"name": GPU_RESOURCE, **_kueue_quota(q.gpu_deserved, q.gpu_limit, allow_over_quota)},
         {"name": "cpu", **_kueue_quota(cpu, cpu_limit, allow_over_quota)},
         {"name": "memory", **_kueue_quota(memory_bytes, memory_limit, allow_over_quota)},
+        # The console sets no storage quota: the pool's whole allocatable storage, nothing to borrow.
+        {"name": STORAGE_RESOURCE, **_kueue_quota(pool.storage_total_bytes, None, allow_over_quota)},
     ]}
 
 
 def kueue_objects(state: OrgState) -> list[dict]:
-    """WorkloadPriorityClasses; a ResourceFlavor per pool; a Cohort per department; a ClusterQueue per
-    project (flavors in its pool order) and a LocalQueue in each of its namespaces."""
-    objects = [
+    """PriorityClasses and WorkloadPriorityClasses; a ResourceFlavor per pool; a Cohort per department; a
+    ClusterQueue per project (flavors in its pool order, reclaim within the cohort) and a LocalQueue in each
+    of its namespaces."""
+    objects = priority_classes(state) + [
         _obj(KUEUE_PRIORITY_CLASS, _meta(name, state), value=value, description=description)
         for name, value, description in PRIORITY_CLASSES
     ]
@@ -308,6 +316,7 @@ def kueue_objects(state: OrgState) -> list[dict]:
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(project.namespaces)}
             ]},
             "queueingStrategy": "BestEffortFIFO",
+            "preemption": dict(PREEMPTION),
             # One weight per ClusterQueue: the project's over-quota weight in its first pool.
             "fairSharing": {"weight": str(first.over_quota_weight)},
             "resourceGroups": [{

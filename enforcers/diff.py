@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from enforcers.desired import MANAGED_BY, MANAGED_BY_LABEL, key_of
-from nodepools.kube import QuantityError, parse_quantity
+from kube.quantity import QuantityError, parse_quantity
 
 def _quantity(value: Any) -> Decimal | None:
     """A Kubernetes quantity's value (the console's own parser), or None when it is not one."""

@@ -10,11 +10,9 @@ from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
 from enforcers.models import RefusedWrite, SchedulerQueue
+from kube.taints import common_taints
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
-
-_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-
 
 def _quota_state(q: Quota) -> QuotaState:
     return QuotaState(
@@ -26,15 +24,7 @@ def _quota_state(q: Quota) -> QuotaState:
 
 def _common_taints(nodes: list[Node]) -> tuple[dict[str, str], ...]:
     """Taints (NoSchedule / NoExecute) that every node of a pool carries: the pool's own taints."""
-    common: list[dict[str, str]] | None = None
-    for node in nodes:
-        taints = [
-            {k: v for k, v in (("key", t.get("key", "")), ("value", t.get("value", "")), ("effect", t.get("effect", "")))
-             if v}
-            for t in node.taints or [] if isinstance(t, dict) and t.get("effect") in _TAINT_EFFECTS
-        ]
-        common = taints if common is None else [t for t in common if t in taints]
-    return tuple(common or ())
+    return common_taints(node.taints for node in nodes)
 
 
 def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
@@ -48,13 +38,15 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
         nodes_by_pool[node.pool_id].append(node)
     totals = {
         row["pool_id"]: row for row in Node.objects.filter(cluster=cluster).order_by().values("pool_id").annotate(
-            cpu=Sum("cpu_allocatable_millis"), memory=Sum("memory_allocatable_bytes"))
+            cpu=Sum("cpu_allocatable_millis"), memory=Sum("memory_allocatable_bytes"),
+            storage=Sum("storage_allocatable_bytes"))
     }
     pool_states = tuple(
         PoolState(name=p.name, gpu_placement=p.gpu_placement, cpu_placement=p.cpu_placement,
                   taints=_common_taints(nodes_by_pool.get(p.pk, [])),
                   cpu_total_millis=int((totals.get(p.pk) or {}).get("cpu") or 0),
-                  memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0))
+                  memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0),
+                  storage_total_bytes=int((totals.get(p.pk) or {}).get("storage") or 0))
         for p in pools
     )
     pool_names = {p.pk: p.name for p in pools}

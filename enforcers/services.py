@@ -24,15 +24,14 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired as d
 from enforcers.diff import Plan, merged, owned_part, plan
-from enforcers.kubeapi import Objects
 from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite, SchedulerQueue
 from enforcers.selectors import org_state
-from nodepools.kube import FIELD_MANAGER, ApiRefusal, refusal_from
+from kube.client import FIELD_MANAGER, ApiRefusal, CustomObjects
 from nodepools.models import Cluster, Node, NodePool
 
 log = logging.getLogger(__name__)
 
-ALL_KINDS = d.KAI_KINDS + d.KUEUE_KINDS
+ALL_KINDS = tuple(dict.fromkeys(d.KAI_KINDS + d.KUEUE_KINDS))  # PriorityClasses are in both
 _KIND_BY_NAME = {(f"{g}/{v}", k): (g, v, p, k) for g, v, p, k in ALL_KINDS}
 OWNED_SELECTOR = f"{d.MANAGED_BY_LABEL}={d.MANAGED_BY}"
 
@@ -67,17 +66,22 @@ def desired_for(cluster: Cluster, enforcer: str) -> list[dict]:
     return d.desired_objects(enforcer, org_state(cluster=cluster))
 
 
-def owned_objects(objects: Objects) -> list[dict]:
-    """Every object of the kinds the console manages that carries its managed-by label."""
+def owned_objects(objects: CustomObjects) -> list[dict]:
+    """Every object of the kinds the console manages that carries its managed-by label (a kind the cluster
+    does not serve, its CRD not installed, has none)."""
     found: list[dict] = []
     for kind in ALL_KINDS:
-        found.extend(objects.list(kind, OWNED_SELECTOR))
+        try:
+            found.extend(objects.list(kind, label_selector=OWNED_SELECTOR))
+        except ApiRefusal as refusal:
+            if refusal.status != 404:
+                raise
     return found
 
 
 def enforcement_preview(*, cluster: Cluster, enforcer: str, api_client: Any) -> Plan:
     """The dry-run diff of switching to `enforcer`: what would be created, changed and deleted."""
-    return plan(desired_for(cluster, enforcer), owned_objects(Objects(api_client)))
+    return plan(desired_for(cluster, enforcer), owned_objects(CustomObjects(api_client)))
 
 
 def _hash(obj: dict) -> str:
@@ -167,7 +171,7 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
     """One round of bringing the cluster in step with the console (run by the sync's leader)."""
     enforcement = enforcement_get(cluster=cluster)
     enforcer = enforcement.enforcer
-    objects = Objects(api_client)
+    objects = CustomObjects(api_client)
     result = ReconcileResult()
     pools = dict(NodePool.objects.filter(cluster=cluster).values_list("name", "pk"))
     wanted = desired_for(cluster, enforcer)
@@ -183,8 +187,7 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
         record = records.get(_key(obj))
         try:
             written = objects.create(_kind(obj), obj)
-        except Exception as exc:  # noqa: BLE001 - every refusal is reported, none stops the round
-            refusal = refusal_from(exc)
+        except ApiRefusal as refusal:  # every refusal is reported, none stops the round
             if refusal.status == 0:
                 raise
             _refused(cluster, obj, refusal, pools)
@@ -204,8 +207,7 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
         drifted = record is not None and record.owned_hash == _hash(obj)
         try:
             written = objects.replace(_kind(obj), merged(actual, obj))
-        except Exception as exc:  # noqa: BLE001
-            refusal = refusal_from(exc)
+        except ApiRefusal as refusal:
             if refusal.status == 0:
                 raise
             if refusal.status != 409:  # a conflict is retried next round with a fresh copy
@@ -223,9 +225,9 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
 
     for obj in todo.delete:
         try:
-            objects.delete(_kind(obj), obj)
-        except Exception as exc:  # noqa: BLE001
-            refusal = refusal_from(exc)
+            meta = obj.get("metadata") or {}
+            objects.delete(_kind(obj), meta["name"], meta.get("namespace") or None, uid=meta.get("uid") or "")
+        except ApiRefusal as refusal:
             if refusal.status == 0:
                 raise
             _refused(cluster, obj, refusal, pools)

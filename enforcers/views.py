@@ -17,7 +17,8 @@ from nodepools.models import Cluster
 
 def _dry_run(cluster: Cluster, enforcer: str):
     """The plan of switching to `enforcer`, or (None, the reason it could not be computed)."""
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     try:
         with api_client_for(cluster) as api_client:

@@ -12,6 +12,4 @@ for the emulator (`kubesim/`) alike. It imports the standard library only (`kube
   for missing requests) and whether it still holds them.
 - `kube.client`: the one factory of API clients, the API server's refusals (`ApiRefusal`) and one client to
   custom objects with one error contract.
-- `kube.crd`, `kube/crds/`, `kube.validation`: the CRD manifests of KAI Scheduler, Kueue and Karpenter, and
-  objects checked by them as the API server does (OpenAPI through `jsonschema`, CEL rules through `cel`).
 """

@@ -81,7 +81,7 @@ def refusal_from(exc: BaseException) -> ApiRefusal:
     if isinstance(exc, ApiRefusal):
         return exc
     if not isinstance(exc, ApiException):
-        return ApiRefusal(0, "", f"the cluster could not be reached: {type(exc).__name__}: {exc}"[:500])
+        return ApiRefusal(0, "", f"the cluster could not be reached: {_unanswered(exc)}")
     body = status_body(exc)
     causes = tuple(c for c in ((body.get("details") or {}).get("causes") or []) if isinstance(c, dict))
     field = next((str(c["field"]) for c in causes if c.get("field")), "")
@@ -94,10 +94,15 @@ def api_error_message(exc: BaseException) -> str:
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, ApiRefusal):
-        return str(exc)
+        cause = exc.__cause__
+        return api_error_message(cause) if exc.status == 0 and cause is not None else str(exc)
     if isinstance(exc, ApiException):
         message = status_body(exc).get("message")
         return f"{message} (HTTP {exc.status})" if message else f"HTTP {exc.status} {exc.reason}".strip()
+    return _unanswered(exc)
+
+
+def _unanswered(exc: BaseException) -> str:
     text = str(exc)
     # urllib3 wraps connection errors deeply; the last part says what happened.
     if "Caused by" in text:

@@ -16,24 +16,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 __all__ = [
     "DNS1123_LABEL_MSG", "DNS1123_SUBDOMAIN_MSG", "LABEL_VALUE_MSG", "QUALIFIED_NAME_MSG", "SelectorError",
-    "dns1123_label_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
-    "node_selector_terms_match", "parse_selector", "pod_matches_node", "preferred_node_affinity_score",
-    "requirement_errors", "requirement_matches", "selector_matches",
+    "compile_selector", "dns1123_label_errors", "dns1123_subdomain_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
+    "node_selector_matches", "node_selector_terms_match", "parse_selector", "pod_matches_node",
+    "preferred_node_affinity_score", "requirement_errors", "requirement_matches", "selector_matches",
 ]
 
 # ---------------------------------------------------------------------------------------------------
 # Label syntax (messages in the Kubernetes API server's words)
 
-LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# \Z, not $: `$` also matches before a final newline, which Go's regexp (and the API server) does not.
+LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 QUALIFIED_NAME_MSG = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
@@ -97,6 +98,16 @@ def label_value_errors(value: str) -> list[str]:
     return errors
 
 
+def dns1123_subdomain_errors(name: str) -> list[str]:
+    """Errors of a DNS-1123 subdomain (the names of most Kubernetes objects), in the API server's words."""
+    errors = []
+    if len(name) > 253:
+        errors.append("must be no more than 253 characters")
+    if not DNS1123_SUBDOMAIN_RE.match(name):
+        errors.append(DNS1123_SUBDOMAIN_MSG)
+    return errors
+
+
 def dns1123_label_errors(name: str) -> list[str]:
     errors = []
     if len(name) > 63:
@@ -124,7 +135,7 @@ NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 KARPENTER_OPERATORS = NODE_SELECTOR_OPERATORS + ("Gte", "Lte")
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NUMERIC = {"Gt": int.__gt__, "Lt": int.__lt__, "Gte": int.__ge__, "Lte": int.__le__}
-_INT64_RE = re.compile(r"^[+-]?[0-9]+$")
+_INT64_RE = re.compile(r"^[+-]?[0-9]+\Z")
 
 
 def _int64(text: Any) -> int | None:
@@ -194,6 +205,14 @@ def requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str],
 def selector_matches(requirements: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
     """Every requirement holds (an empty list: everything matches), e.g. the result of `parse_selector`."""
     return all(requirement_matches(r, labels) for r in requirements)
+
+
+def compile_selector(requirements: Sequence[Mapping[str, Any]]) -> Callable[[Mapping[str, str]], bool]:
+    """`selector_matches` with the requirements checked once: a predicate on labels, for many objects."""
+    if any(requirement_errors(r) for r in requirements):
+        return lambda labels: False
+    parts = [(r["key"], r["operator"], _values(r)) for r in requirements]
+    return lambda labels: all(_matches(key, operator, values, labels) for key, operator, values in parts)
 
 
 def label_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
@@ -377,14 +396,19 @@ def _required_affinity(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return required if isinstance(required, Mapping) else None
 
 
+def node_selector_matches(node_selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A `nodeSelector` map: every key present with the same value (labels.SelectorFromSet; empty: all)."""
+    if node_selector is not None and not isinstance(node_selector, Mapping):
+        return False
+    labels = labels or {}
+    return all(key in labels and str(labels[key]) == str(value) for key, value in (node_selector or {}).items())
+
+
 def pod_matches_node(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """The pod's `spec.nodeSelector` (every pair) AND its required node affinity (when it has one) admit the
     node (GetRequiredNodeAffinity(pod).Match(node))."""
     labels, _ = _node_parts(node)
-    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    if not isinstance(selector, Mapping):
-        return False
-    if any(key not in labels or str(labels[key]) != str(value) for key, value in selector.items()):
+    if not node_selector_matches((pod.get("spec") or {}).get("nodeSelector"), labels):
         return False
     required = _required_affinity(pod)
     if required is None:

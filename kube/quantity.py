@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_UP, Context, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
     "BINARY_SI", "DECIMAL_EXPONENT", "DECIMAL_SI", "FORMAT_MESSAGE", "QuantityError", "canonical_quantity",
-    "format_quantity", "parse_quantity", "parse_quantity_format",
+    "format_quantity", "parse_quantity", "parse_quantity_format", "plain_quantity",
 ]
 
 FORMAT_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -32,7 +33,7 @@ BINARY_SI = "BinarySI"
 DECIMAL_EXPONENT = "DecimalExponent"
 
 _DIGITS = frozenset("0123456789")
-_EXPONENT_RE = re.compile(r"^[+-]?[0-9]+$")
+_EXPONENT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_BY_EXPONENT = {exponent: suffix for suffix, exponent in _DECIMAL_SUFFIXES.items()}
@@ -45,11 +46,16 @@ _NANO = Decimal("1e-9")
 
 
 class QuantityError(ValueError):
-    """A resource quantity that does not follow Kubernetes syntax (the message in the API server's words)."""
+    """A resource quantity that does not follow Kubernetes syntax: `str()` is the API server's words and the
+    value (`quantities must match the regular expression '…', got 'lots'`), `reason` the words alone."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def _refuse(value: Any, message: str = FORMAT_MESSAGE) -> QuantityError:
-    return QuantityError(f"{message}, got {value!r}")
+    return QuantityError(f"{message}, got {value!r}", message)
 
 
 def _split(text: str) -> tuple[bool, str, str, str]:
@@ -120,6 +126,12 @@ def parse_quantity_format(value: Any) -> tuple[Decimal, str]:
         raise QuantityError(f"quantities must be strings or numbers, got {value!r}")
     if not text:
         raise _refuse(value)
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(text: str) -> tuple[Decimal, str]:
+    """The parse of a trimmed text (cached: clusters repeat the same few quantities endlessly)."""
     positive, num, denom, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix, text)
     unscaled = int(num + denom)
@@ -128,7 +140,7 @@ def parse_quantity_format(value: Any) -> tuple[Decimal, str]:
     else:
         amount = _shift(unscaled << exponent, -len(denom), not positive)
     if amount.adjusted() > _MAX_ADJUSTED and amount != 0:
-        raise QuantityError(f"quantities beyond 1e{_MAX_ADJUSTED} are not supported, got {value!r}")
+        raise QuantityError(f"quantities beyond 1e{_MAX_ADJUSTED} are not supported, got {text!r}")
     if amount == 0:
         return Decimal(0), fmt
     # Round non-zero amounts up, away from zero, to the smallest representable one (1n): "if you want
@@ -152,17 +164,23 @@ def parse_quantity(value: Any) -> Decimal:
     return parse_quantity_format(value)[0]
 
 
-def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
-    """The canonical text of an amount, as the API server writes it: `DecimalSI` (default) an integer with an
-    SI suffix whose exponent is a multiple of 3 (`1500m`, `2k`, `1e21` beyond `E`), `BinarySI` a power of
-    1024 when the amount is a whole number of at least 1024 (`1Gi`, else as DecimalSI), `DecimalExponent`
-    an exponent that is a multiple of 3 (`80e-3`)."""
+def _finite(value: Decimal | int | str) -> Decimal:
+    """An amount to write as text: a finite number (QuantityError otherwise)."""
     try:
         amount = value if isinstance(value, Decimal) else Decimal(value)
     except (InvalidOperation, TypeError, ValueError) as exc:
         raise _refuse(value) from exc
     if not amount.is_finite():
         raise _refuse(value)
+    return amount
+
+
+def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
+    """The canonical text of an amount, as the API server writes it: `DecimalSI` (default) an integer with an
+    SI suffix whose exponent is a multiple of 3 (`1500m`, `2k`, `1e21` beyond `E`), `BinarySI` a power of
+    1024 when the amount is a whole number of at least 1024 (`1Gi`, else as DecimalSI), `DecimalExponent`
+    an exponent that is a multiple of 3 (`80e-3`)."""
+    amount = _finite(value)
     if amount == 0:
         return "0"
     sign = "-" if amount < 0 else ""
@@ -187,6 +205,12 @@ def format_quantity(value: Decimal | int | str, fmt: str = DECIMAL_SI) -> str:
     else:
         suffix = _DECIMAL_BY_EXPONENT.get(exponent, f"e{exponent}")  # type: ignore[arg-type]
     return f"{sign}{number}{suffix}"
+
+
+def plain_quantity(value: Decimal | int | str) -> str:
+    """The amount as a plain decimal number, which is a quantity too (`4`, `0.5`, `1500`): what the console
+    writes where people read the figure (queue quotas, the emulator's statuses)."""
+    return f"{_finite(value).normalize():f}"
 
 
 def canonical_quantity(value: Any) -> str:

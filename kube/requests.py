@@ -13,7 +13,7 @@ storage in bytes, `nvidia.com/gpu` in devices.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -82,9 +82,10 @@ def _containers(spec: Mapping[str, Any], field: str) -> list[tuple[str, Any]]:
     return out
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Per resource name, what the pod asks the scheduler for (see the module). Raises QuantityError naming
-    the container and the resource when a quantity is not one."""
+def pod_requests(pod: Mapping[str, Any], names: Iterable[str] | None = None) -> dict[str, Decimal]:
+    """Per resource name, what the pod asks the scheduler for (see the module); with `names`, exactly those
+    (0 for what it does not ask). Raises QuantityError naming the container and the resource when a
+    quantity is not one."""
     spec = pod.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise QuantityError(f"spec: must be a mapping, got {spec!r}")
@@ -110,6 +111,8 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
         if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
             total[name] = amount
     _add(total, resource_list(spec.get("overhead"), "spec.overhead"))
+    if names is not None:
+        return {name: total.get(name, Decimal(0)) for name in names}
     return total
 
 

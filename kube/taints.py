@@ -18,13 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "SCHEDULING_EFFECTS", "TAINT_EFFECTS", "first_untolerated_taint", "taint_text", "tolerates",
+    "SCHEDULING_EFFECTS", "TAINT_EFFECTS", "common_taints", "first_untolerated_taint", "taint_text", "tolerates",
     "tolerations_tolerate", "untolerated_taints",
 ]
 
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_INT64_RE = re.compile(r"^[+-]?[0-9]+$")
+_INT64_RE = re.compile(r"^[+-]?[0-9]+\Z")
 
 
 def _text(value: Any) -> str:
@@ -82,12 +82,25 @@ def first_untolerated_taint(taints: Iterable[Mapping[str, Any]] | None,
     """The first taint with one of `effects` no toleration tolerates (FindMatchingUntoleratedTaint), or None."""
     tolerations = [t for t in tolerations or [] if isinstance(t, Mapping)]
     for taint in taints or []:
-        if isinstance(taint, Mapping) and taint.get("effect") in effects and not tolerations_tolerate(tolerations, taint):
+        if (isinstance(taint, Mapping) and taint.get("effect") in effects
+                and not tolerations_tolerate(tolerations, taint)):
             return dict(taint)
     return None
 
 
+def common_taints(taint_lists: Iterable[Iterable[Mapping[str, Any]] | None],
+                  effects: Sequence[str] = SCHEDULING_EFFECTS) -> tuple[dict[str, Any], ...]:
+    """The taints with one of `effects` that every one of these nodes carries (each as `key`, `value`,
+    `effect` where not empty), in the first node's order: what a pod needs to tolerate on all of them."""
+    common: list[dict[str, Any]] | None = None
+    for taints in taint_lists:
+        mine = [{k: t[k] for k in ("key", "value", "effect") if t.get(k) not in (None, "")}
+                for t in taints or [] if isinstance(t, Mapping) and t.get("effect") in effects]
+        common = mine if common is None else [t for t in common if t in mine]
+    return tuple(common or ())
+
+
 def taint_text(taint: Mapping[str, Any]) -> str:
     """`key=value:Effect` (`key:Effect` without a value), as kubectl prints a taint."""
-    value = taint.get("value")
-    return f"{taint.get('key', '')}{'=' + str(value) if value not in (None, '') else ''}:{taint.get('effect', '')}"
+    key, value, effect = taint.get("key") or "", taint.get("value"), taint.get("effect") or ""
+    return f"{key}{'=' + str(value) if value not in (None, '') else ''}:{effect}"

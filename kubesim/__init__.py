@@ -22,10 +22,12 @@ factories for realistic Node and Pod objects.
 Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``server`` (HTTP, watch),
 ``discovery`` and ``tables`` (what clients discover and print), ``patch`` (patch formats),
 ``selectors``, ``access`` (the access record), ``resources`` (the registry; the CRD manifests of ``kube/crds/``
-checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``, ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI / Kueue status), ``karpenter``
-(Karpenter's provisioner: NodeClaims and Nodes for pending pods), ``dcgm`` (the DCGM exporter); ``clock``
-(the one clock of steps and timestamps), ``gc`` (owner references, finalizers, cascading deletion),
-``controllers`` (the controller loop), ``jobs`` (the Job controller), ``kubelet`` (pods start, run, end).
+checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``,
+``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI queue status),
+``scheduling`` (the default scheduler, KAI Scheduler, Kueue), ``karpenter`` (Karpenter's provisioner: NodeClaims and Nodes for pending pods),
+``dcgm`` (the DCGM exporter); ``clock`` (the one clock of steps and timestamps), ``gc`` (owner references,
+finalizers, cascading deletion), ``controllers`` (the controller loop), ``jobs`` (the Job controller),
+``kubelet`` (pods start, run, end).
 
 Run standalone::
 
@@ -33,6 +35,7 @@ Run standalone::
         [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0] [--controllers]
 """
 
+from kube.labels import SelectorError
 from kubesim.cli import main
 from kubesim.clock import Clock, ManualClock, RealClock
 from kubesim.emulator import KubeEmulator
@@ -40,7 +43,7 @@ from kubesim.errors import EXPIRED_CONTINUE_MESSAGE, ApiError
 from kubesim.factories import generate_cluster, iter_cluster, make_node, make_pod
 from kubesim.patch import json_merge_patch, json_patch, strategic_merge_patch
 from kubesim.resources import Resource, get_resource, register_crd, register_resource, resolve_resource
-from kubesim.selectors import SelectorError, parse_field_selector, parse_label_selector
+from kubesim.selectors import parse_field_selector, parse_label_selector
 
 __all__ = [
     "EXPIRED_CONTINUE_MESSAGE",

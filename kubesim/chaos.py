@@ -84,6 +84,8 @@ class ChaosMixin:
                     if not self.controllers_running:  # else the controller loop does these
                         # What the schedulers would report about their queues (KAI / Kueue), if any exist.
                         self.report_queue_status()
+                        # Kueue: Workloads for queued Jobs, admission, preemption, queue status.
+                        self.kueue_step()
                         # Karpenter: nodes for pending pods, NodeClaims progressing, empty nodes consolidated.
                         self.karpenter_step()
                 except ApiError:

@@ -44,6 +44,7 @@ class ControlMixin:
             "stop_chaos",
             "chaos_step",
             "report_queue_status",
+            "kueue_step",
             "report_kai_status",
             "default_scheduler_step",
             "kai_scheduler_step",
@@ -95,7 +96,7 @@ class ControlMixin:
                 raise ApiError(400, "set_offline over HTTP with mode=refuse needs a duration", "BadRequest")
             if args["mode"] not in ("refuse", "reset"):
                 raise ApiError(400, f"unknown offline mode {args['mode']!r}", "BadRequest")
-        if op in ("chaos_step", "karpenter_step", "tick") and "now" in args:
+        if op in ("chaos_step", "karpenter_step", "kueue_step", "tick") and "now" in args:
             raise ApiError(400, f"{op} reads the emulator's clock and takes no 'now': start the emulator with a "
                                 "ManualClock and move it (POST /_emulator/set_clock or advance_clock)", "BadRequest")
         if op == "chaos_step":

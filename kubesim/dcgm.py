@@ -12,7 +12,8 @@ pod (its Kubernetes pod-resources mapping), ``container``, ``namespace`` and ``p
 holds reads 0 and carries no pod labels.
 
 Values follow the emulated workloads, deterministically: the Running pods of a node get its devices
-in order (oldest pod first, then namespace and name), as many as they request ``nvidia.com/gpu``. A
+in order (oldest pod first, then namespace and name), as many as they request ``nvidia.com/gpu``
+(``kube.requests``: a pod whose quantities are none holds no device and is reported). A
 pod's utilization is its annotation ``emulator.gpu-capacity.io/gpu-utilization`` (percent, 0..100)
 when present (the demo's idle project, ``set_pod_gpu_utilization`` over the control surface), else a
 stable value derived from its name (35..95 %); the memory it holds is the annotation
@@ -28,10 +29,14 @@ import hashlib
 import uuid
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from kube import requests as kube_requests
+from kube.quantity import QuantityError, parse_quantity
+from kubesim.reports import unreadable
 from kubesim.util import Obj
 
 UTILIZATION_ANNOTATION = "emulator.gpu-capacity.io/gpu-utilization"
@@ -39,7 +44,7 @@ MEMORY_USED_ANNOTATION = "emulator.gpu-capacity.io/gpu-memory-used-mib"
 DRIVER_VERSION = "550.127.05"
 EXPORTER_APP = "nvidia-dcgm-exporter"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_GPU = "nvidia.com/gpu"
+_GPU = kube_requests.GPU
 _DEFAULT_MEMORY_MIB = 16384
 
 # (field, help) in the order dcgm-exporter's default counters list them.
@@ -61,7 +66,8 @@ def model_name(product: str) -> str:
     return product.replace("-", " ", 1) if product else "NVIDIA GPU"
 
 
-def _quantity_int(value: Any) -> int:
+def _label_int(value: Any) -> int:
+    """A GPU feature discovery label's number (`nvidia.com/gpu.memory`), 0 when it is none."""
     try:
         return int(str(value or "0"))
     except ValueError:
@@ -69,13 +75,8 @@ def _quantity_int(value: Any) -> int:
 
 
 def pod_gpu_request(pod: Obj) -> int:
-    """GPUs a pod holds: Σ over its containers of the ``nvidia.com/gpu`` limit (or request)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        total += max(_quantity_int((resources.get("limits") or {}).get(_GPU)),
-                     _quantity_int((resources.get("requests") or {}).get(_GPU)))
-    return total
+    """GPU devices a pod holds (its effective `nvidia.com/gpu` request, kube.requests). Raises QuantityError."""
+    return int(kube_requests.pod_requests(pod).get(_GPU, 0))
 
 
 def _gpu_container(pod: Obj) -> str:
@@ -121,12 +122,15 @@ def _labels(pairs: list[tuple[str, str]]) -> str:
     return ",".join(f'{k}="{esc(v)}"' for k, v in pairs)
 
 
-def devices(nodes: list[Obj], pods: list[Obj]) -> list[dict[str, Any]]:
+def devices(nodes: list[Obj], pods: list[Obj],
+            report: Callable[[Obj, object], None] = lambda obj, error: None) -> list[dict[str, Any]]:
     """Every exported GPU device: ``{"node", "gpu", "uuid", "model", "memory_mib", "utilization",
-    "fb_used", "namespace", "pod", "container", "labels"}`` (what the exporter serves, as data)."""
+    "fb_used", "namespace", "pod", "container", "labels"}`` (what the exporter serves, as data). A pod or
+    node whose GPU quantity is none holds or has no device, and goes to `report`."""
     exporter_nodes: set[str] = set()
     any_exporter = False
     by_node: dict[str, list[Obj]] = defaultdict(list)
+    held: dict[int, int] = {}
     for pod in pods:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         node = spec.get("nodeName")
@@ -135,25 +139,34 @@ def devices(nodes: list[Obj], pods: list[Obj]) -> list[dict[str, Any]]:
         if ((pod.get("metadata") or {}).get("labels") or {}).get("app") == EXPORTER_APP:
             any_exporter = True
             exporter_nodes.add(node)
-        if pod_gpu_request(pod) > 0:
+        try:
+            held[id(pod)] = pod_gpu_request(pod)
+        except QuantityError as exc:
+            report(pod, exc)
+            continue
+        if held[id(pod)] > 0:
             by_node[node].append(pod)
     out: list[dict[str, Any]] = []
     for node in nodes:
         meta, status = node.get("metadata") or {}, node.get("status") or {}
         name = meta.get("name") or ""
-        count = _quantity_int((status.get("capacity") or {}).get(_GPU))
+        try:
+            count = int(parse_quantity((status.get("capacity") or {}).get(_GPU) or 0))
+        except QuantityError as exc:
+            report({"kind": "Node", **node}, f"status.capacity[{_GPU}]: {exc}")
+            continue
         if count <= 0 or (any_exporter and name not in exporter_nodes):
             continue
         if any(c.get("type") == "Ready" and c.get("status") == "Unknown" for c in status.get("conditions") or []):
             continue
         labels = meta.get("labels") or {}
-        memory = _quantity_int(labels.get("nvidia.com/gpu.memory")) or _DEFAULT_MEMORY_MIB
+        memory = _label_int(labels.get("nvidia.com/gpu.memory")) or _DEFAULT_MEMORY_MIB
         model = model_name(labels.get("nvidia.com/gpu.product") or "")
         holders: list[Obj | None] = []
         for pod in sorted(by_node.get(name, ()), key=lambda p: (
                 (p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"].get("namespace") or "",
                 p["metadata"].get("name") or "")):
-            holders.extend([pod] * pod_gpu_request(pod))
+            holders.extend([pod] * held[id(pod)])
         for index in range(count):
             pod = holders[index] if index < len(holders) else None
             dev: dict[str, Any] = {"node": name, "gpu": index, "uuid": gpu_uuid(name, index), "model": model,
@@ -210,7 +223,7 @@ class DcgmMixin:
             pod_data = [pods_store.entries[k][0] for k in pods_store.keys]
         nodes = [orjson.loads(b) for b in node_data]
         pods = [orjson.loads(b) for b in pod_data]
-        devs = devices(nodes, pods)
+        devs = devices(nodes, pods, lambda obj, error: unreadable(self, obj, error, "dcgm-exporter"))
         text = render(devs)
         with self._lock:  # type: ignore[attr-defined]
             self._dcgm_cache = (rv, devs, text)

@@ -24,12 +24,13 @@ from kubesim.jobs import JobControllerMixin
 from kubesim.karpenter import KarpenterMixin
 from kubesim.kubelet import KubeletMixin
 from kubesim.schedulers import SchedulerStatusMixin
+from kubesim.scheduling.kueue_adapter import KueueMixin
 from kubesim.scheduling.adapter import SchedulingMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
 class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
-                   SchedulingMixin, SchedulerStatusMixin, KarpenterMixin, FaultsMixin, Store):
+                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::
@@ -119,6 +120,7 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         self._init_chaos()
         self._init_access()
         self._init_controllers(controllers, controller_interval)
+        self._init_kueue()  # Kueue first in the schedulers' slot: it decides which Jobs may run
         self._init_scheduling(schedulers)
         self._tls: tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory] | None = None
 

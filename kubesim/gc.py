@@ -126,7 +126,7 @@ class GarbageCollectorMixin:
         md["resourceVersion"] = str(self._rv)
         uid = str(md.get("uid") or "")
         self._foreground.pop(uid, None)
-        self._collect_dependents(uid)
+        self._delete_dependents(uid)
         for ref in md.get("ownerReferences") or ():
             owner = str(ref.get("uid") or "") if isinstance(ref, dict) else ""
             if owner in self._foreground:
@@ -154,15 +154,15 @@ class GarbageCollectorMixin:
             return False
         return orjson.loads(entry[0])["metadata"].get("uid") == ref.get("uid")
 
-    def _live_owner_refs(self, dependent: Obj, namespace: str, gone: str) -> tuple[list[Obj], bool]:
+    def _live_owner_refs(self, dependent: Obj, namespace: str, gone: str) -> list[Obj]:
         refs = [r for r in dependent["metadata"].get("ownerReferences") or [] if isinstance(r, dict)]
-        alive = [r for r in refs if r.get("uid") != gone and r.get("uid") not in self._foreground
-                 and self._owner_alive(r, namespace)]
-        return alive, len(alive) != len(refs)
+        return [r for r in refs if r.get("uid") != gone and r.get("uid") not in self._foreground
+                and self._owner_alive(r, namespace)]
 
-    def _collect_dependents(self, uid: str) -> None:
-        """The owner ``uid`` is gone: delete its dependents that have no live owner left; the others only lose
-        their dangling references."""
+    def _delete_dependents(self, uid: str, *, foreground: bool = False) -> None:
+        """The owner ``uid`` is gone (or, ``foreground``, waits for its dependents): delete its dependents that
+        have no other live owner (in the foreground themselves, when their owner is and they have dependents);
+        the others only lose the reference."""
         for dkind, dkey in sorted(self._dependents.get(uid, {})):
             entry = self._stores[dkind].entries.get(dkey)
             if entry is None:
@@ -170,28 +170,12 @@ class GarbageCollectorMixin:
             dependent = orjson.loads(entry[0])
             if dependent["metadata"].get("deletionTimestamp"):
                 continue
-            alive, _changed = self._live_owner_refs(dependent, dkey[0], uid)
-            if alive:
-                self._set_owner_refs(dkind, dkey, alive)
-            else:
-                self._delete(dkind, dkey, propagation="Background")
-
-    def _delete_dependents(self, uid: str) -> None:
-        """Foreground deletion of ``uid``: its dependents are deleted (in the foreground themselves when they
-        have dependents), except those that keep another live owner: they only lose the reference."""
-        for dkind, dkey in sorted(self._dependents.get(uid, {})):
-            entry = self._stores[dkind].entries.get(dkey)
-            if entry is None:
-                continue
-            dependent = orjson.loads(entry[0])
-            if dependent["metadata"].get("deletionTimestamp"):
-                continue
-            alive, _changed = self._live_owner_refs(dependent, dkey[0], uid)
+            alive = self._live_owner_refs(dependent, dkey[0], uid)
             if alive:
                 self._set_owner_refs(dkind, dkey, alive)
                 continue
-            has_dependents = bool(self._dependents.get(str(dependent["metadata"].get("uid") or "")))
-            self._delete(dkind, dkey, propagation="Foreground" if has_dependents else "Background")
+            cascading = foreground and bool(self._dependents.get(str(dependent["metadata"].get("uid") or "")))
+            self._delete(dkind, dkey, propagation="Foreground" if cascading else "Background")
 
     def _check_foreground(self, uid: str) -> None:
         """An owner in foreground deletion goes once no dependent that blocks it is left."""

@@ -22,6 +22,10 @@ call it with their own clock):
 - every NodePool's ``status.resources`` (cpu, memory, nvidia.com/gpu, nodes: what its NodeClaims, and
   its nodes without one, provide) and ``status.nodes`` and conditions (Ready, ValidationSucceeded,
   NodeClassReady) are kept up to date.
+
+Node selectors, node affinity, taints and a pod's requests are judged by Kubernetes' rules (``kube.labels``,
+``kube.taints``, ``kube.requests``); a pod, Node or NodePool whose quantity is none is left out and
+reported (``kubesim.reports``).
 """
 from __future__ import annotations
 
@@ -30,9 +34,13 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from kube import requests as kube_requests
+from kube.labels import pod_matches_node, requirement_matches
+from kube.quantity import QuantityError, parse_quantity, plain_quantity
+from kube.taints import first_untolerated_taint
 from kubesim.factories import _GPU_PRODUCTS, make_node
+from kubesim.reports import unreadable
 from kubesim.resources import NODES, PODS
-from kubesim.schedulers import quantity
 from kubesim.util import Obj
 
 NODEPOOLS = "nodepools.karpenter.sh"
@@ -66,7 +74,7 @@ def instance_labels(itype: tuple[str, str, str, str, int, int, str, str]) -> dic
         "node.kubernetes.io/instance-type": name, "kubernetes.io/arch": arch, "kubernetes.io/os": "linux",
         "karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-category": family[0],
         "karpenter.k8s.aws/instance-cpu": str(cpu),
-        "karpenter.k8s.aws/instance-memory": str(int(quantity(memory) / 2**20)),
+        "karpenter.k8s.aws/instance-memory": str(int(parse_quantity(memory) / 2**20)),
     }
     if gpus:
         labels.update({"karpenter.k8s.aws/instance-gpu-name": gpu_name, "karpenter.k8s.aws/instance-gpu-count": str(gpus),
@@ -75,80 +83,22 @@ def instance_labels(itype: tuple[str, str, str, str, int, int, str, str]) -> dic
     return labels
 
 
-def requirement_allows(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """A node selector requirement against a node's labels (kube-scheduler's rules; Gte/Lte too)."""
-    key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or []]
-    value = labels.get(key)
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt", "Gte", "Lte"):
-        try:
-            have, bound = int(str(value)), int(values[0])
-        except (TypeError, ValueError, IndexError):
-            return False
-        return {"Gt": have > bound, "Lt": have < bound, "Gte": have >= bound, "Lte": have <= bound}[op]
-    return False
-
-
 def pod_admits_labels(pod: Obj, labels: Mapping[str, str]) -> bool:
-    spec = pod.get("spec") or {}
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    return any(all(requirement_allows(r, labels) for r in (t.get("matchExpressions") or [])) for t in terms)
+    """The pod's nodeSelector and required node affinity admit a node with these labels (kube.labels)."""
+    return pod_matches_node(pod, {"metadata": {"labels": labels}})
 
 
 def tolerated(pod: Obj, taints: Iterable[Mapping[str, Any]]) -> bool:
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    for taint in taints or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        ok = False
-        for tol in tolerations:
-            if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-                continue
-            if not tol.get("key"):
-                ok = tol.get("operator") == "Exists"
-            elif tol.get("key") == taint.get("key"):
-                ok = tol.get("operator") == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
-            if ok:
-                break
-        if not ok:
-            return False
-    return True
-
-
-def asks_of(pod: Obj) -> dict[str, Decimal]:
-    out = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        out[GPU] += quantity(requests.get(GPU) or limits.get(GPU))
-        out["cpu"] += quantity(requests.get("cpu"))
-        out["memory"] += quantity(requests.get("memory"))
-    return out
+    """The pod tolerates every NoSchedule/NoExecute taint (kube.taints)."""
+    return first_untolerated_taint(taints, (pod.get("spec") or {}).get("tolerations")) is None
 
 
 def _capacity(itype) -> dict[str, Decimal]:
-    return {"cpu": Decimal(itype[5]), "memory": quantity(itype[6]), GPU: Decimal(itype[4])}
+    return {"cpu": Decimal(itype[5]), "memory": parse_quantity(itype[6]), GPU: Decimal(itype[4])}
 
 
 def _fits(asks: Mapping[str, Decimal], room: Mapping[str, Decimal]) -> bool:
     return all(asks.get(k, Decimal(0)) <= room.get(k, Decimal(0)) for k in (GPU, "cpu", "memory"))
-
-
-def _text(value: Decimal) -> str:
-    return f"{value.normalize():f}"
 
 
 def _conditions(ts: str, *pairs: tuple[str, str, str]) -> list[Obj]:
@@ -168,10 +118,6 @@ def _set_condition(obj: Obj, ctype: str, status: str, reason: str, ts: str) -> N
 def _has(obj: Obj, ctype: str) -> bool:
     return any(c.get("type") == ctype and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or [])
-
-
-def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in ("Succeeded", "Failed")
 
 
 class KarpenterMixin:
@@ -202,7 +148,7 @@ class KarpenterMixin:
         done: list[str] = []
         with self._lock:
             nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
-            pods = [p for p in self.list(PODS) if _active(p)]
+            pods = [p for p in self.list(PODS) if kube_requests.pod_is_active(p)]
             pool_by_name = {p["metadata"]["name"]: p for p in pools}
             for claim in claims:
                 done += self._karpenter_progress(claim, pool_by_name.get(
@@ -210,7 +156,7 @@ class KarpenterMixin:
             if done:  # read again what changed
                 claims = self.list(NODECLAIMS)
                 nodes = {n["metadata"]["name"]: n for n in self.list(NODES)}
-                pods = [p for p in self.list(PODS) if _active(p)]
+                pods = [p for p in self.list(PODS) if kube_requests.pod_is_active(p)]
             consolidated = self._karpenter_consolidate(claims, pool_by_name, nodes, pods, now)
             if consolidated:
                 done += consolidated
@@ -248,8 +194,8 @@ class KarpenterMixin:
             def launched(c: Obj) -> None:
                 status = c.setdefault("status", {})
                 status.update(providerID=provider, imageID="ami-0emulator00000001",
-                              capacity={"cpu": _text(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
-                              allocatable={"cpu": _text(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
+                              capacity={"cpu": plain_quantity(cap["cpu"]), "memory": itype[6], GPU: str(itype[4]), "pods": "110"},
+                              allocatable={"cpu": plain_quantity(cap["cpu"] - Decimal("0.1")), "memory": itype[6],
                                            GPU: str(itype[4]), "pods": "110"})
                 _set_condition(c, "Launched", "True", "Launched", self.clock.rfc3339())
 
@@ -370,10 +316,10 @@ class KarpenterMixin:
         for name, node in nodes.items():
             if name in claimed or ((node["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) != pool):
                 continue
-            capacity = (node.get("status") or {}).get("capacity") or {}
-            used["cpu"] += quantity(capacity.get("cpu"))
-            used["memory"] += quantity(capacity.get("memory"))
-            used[GPU] += quantity(capacity.get(GPU))
+            capacity = self._karpenter_amounts(node, "capacity")
+            used["cpu"] += capacity["cpu"]
+            used["memory"] += capacity["memory"]
+            used[GPU] += capacity[GPU]
             used["nodes"] += 1
         return used
 
@@ -393,25 +339,55 @@ class KarpenterMixin:
                     labels = {**instance_labels(itype), CAPACITY_TYPE_LABEL: capacity_type,
                               "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": zone[:-1],
                               **template_labels, NODEPOOL_LABEL: pool["metadata"]["name"]}
-                    if all(requirement_allows(r, labels) for r in requirements):
+                    if all(requirement_matches(r, labels) for r in requirements):
                         out.append((itype, zone, capacity_type, labels))
         return out
 
-    @staticmethod
-    def _karpenter_used(pods: list[Obj]) -> dict[str, dict[str, Decimal]]:
+    def _karpenter_asks(self, pod: Obj) -> dict[str, Decimal] | None:
+        """What the pod asks, or None (reported) when a quantity of it is none."""
+        try:
+            return kube_requests.pod_requests(pod, (GPU, kube_requests.CPU, kube_requests.MEMORY))
+        except QuantityError as exc:
+            unreadable(self, pod, exc, "karpenter")
+            return None
+
+    def _karpenter_limits(self, pool: Obj) -> dict[str, Any] | None:
+        """The pool's `limits`, or None (reported: the pool launches nothing) when one is no quantity."""
+        limits = (pool.get("spec") or {}).get("limits") or {}
+        for name, value in limits.items():
+            try:
+                parse_quantity(value)
+            except QuantityError as exc:
+                unreadable(self, {"kind": "NodePool", **pool}, f"spec.limits[{name}]: {exc}", "karpenter")
+                return None
+        return limits
+
+    def _karpenter_amounts(self, node: Obj, field: str) -> dict[str, Decimal]:
+        """A node's capacity or allocatable of GPU, CPU, memory; a quantity that is none is reported and
+        counts as nothing."""
+        amounts = {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
+        for name, value in ((node.get("status") or {}).get(field) or {}).items():
+            if name in amounts:
+                try:
+                    amounts[name] = parse_quantity(value)
+                except QuantityError as exc:
+                    unreadable(self, {"kind": "Node", **node}, f"status.{field}[{name}]: {exc}", "karpenter")
+        return amounts
+
+    def _karpenter_used(self, pods: list[Obj]) -> dict[str, dict[str, Decimal]]:
         """What the pods bound to each node ask (node -> resource -> amount)."""
         used: dict[str, dict[str, Decimal]] = {}
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
             if node:
                 room = used.setdefault(node, {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)})
-                for k, v in asks_of(p).items():
+                for k, v in (self._karpenter_asks(p) or {}).items():
                     room[k] += v
         return used
 
-    def _karpenter_node_fits(self, pod: Obj, nodes: dict[str, Obj], used: dict[str, dict[str, Decimal]]) -> str | None:
+    def _karpenter_node_fits(self, pod: Obj, asks: dict[str, Decimal], nodes: dict[str, Obj],
+                             used: dict[str, dict[str, Decimal]]) -> str | None:
         """The first Ready node (by name) the pod fits on, after what ``used`` says its pods take; or None."""
-        asks = asks_of(pod)
         for name, node in sorted(nodes.items()):
             conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
             if conditions.get("Ready") != "True" or (node.get("spec") or {}).get("unschedulable"):
@@ -420,9 +396,9 @@ class KarpenterMixin:
                 continue
             if not tolerated(pod, (node.get("spec") or {}).get("taints") or []):
                 continue
-            alloc = (node.get("status") or {}).get("allocatable") or {}
+            alloc = self._karpenter_amounts(node, "allocatable")
             taken = used.get(name, {})
-            room = {k: quantity(alloc.get(k)) - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
+            room = {k: alloc[k] - taken.get(k, Decimal(0)) for k in (GPU, "cpu", "memory")}
             if _fits(asks, room):
                 return name
         return None
@@ -446,7 +422,7 @@ class KarpenterMixin:
         for key, claim_name in state["nominated"].items():
             if claim_name in in_flight and key in by_key:
                 room = in_flight[claim_name][1]
-                for k, v in asks_of(by_key[key]).items():
+                for k, v in (self._karpenter_asks(by_key[key]) or {}).items():
                     room[k] -= v
         ordered = sorted(pools, key=lambda p: (-int((p.get("spec") or {}).get("weight") or 0), p["metadata"]["name"]))
         done = []
@@ -460,10 +436,10 @@ class KarpenterMixin:
         # Oldest first; pods created in the same second in the order they were created (resourceVersion).
         for pod in sorted(pending, key=_pending_order):
             key = (pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
-            if key in state["nominated"]:
+            asks = self._karpenter_asks(pod)
+            if asks is None or key in state["nominated"]:
                 continue
-            asks = asks_of(pod)
-            fits = self._karpenter_node_fits(pod, nodes, used)
+            fits = self._karpenter_node_fits(pod, asks, nodes, used)
             if fits is not None:  # Karpenter leaves it to the scheduler, whose node it will take
                 room = used.setdefault(fits, {GPU: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)})
                 for k, v in asks.items():
@@ -482,7 +458,9 @@ class KarpenterMixin:
                     taints = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("taints") or []
                     if not tolerated(pod, taints):
                         continue
-                    limits = (pool.get("spec") or {}).get("limits") or {}
+                    limits = self._karpenter_limits(pool)
+                    if limits is None:
+                        continue
                     provisioned = self._karpenter_usage(pool["metadata"]["name"], claims, nodes)
                     if pool["metadata"]["name"] not in offerings:
                         offerings[pool["metadata"]["name"]] = self._karpenter_offerings(pool)
@@ -491,7 +469,7 @@ class KarpenterMixin:
                         if not _fits(asks, cap) or not pod_admits_labels(pod, labels):
                             continue
                         grown = {**{k: provisioned[k] + cap[k] for k in cap}, "nodes": provisioned["nodes"] + 1}
-                        if any(k in grown and grown[k] > quantity(v) for k, v in limits.items()):
+                        if any(k in grown and grown[k] > parse_quantity(v) for k, v in limits.items()):
                             continue
                         claim = self._karpenter_create_claim(pool, itype, labels, now)
                         claims.append(claim)
@@ -571,8 +549,9 @@ class KarpenterMixin:
     def _karpenter_pool_status(self, pool: Obj, claims: list[Obj], nodes: dict[str, Obj]) -> None:
         name = pool["metadata"]["name"]
         used = self._karpenter_usage(name, claims, nodes)
-        resources = {"cpu": _text(used["cpu"]), "memory": f"{int(used['memory'] / 1024)}Ki", GPU: _text(used[GPU]),
-                     "nodes": _text(used["nodes"]), "pods": _text(used["nodes"] * 110)}
+        resources = {"cpu": plain_quantity(used["cpu"]), "memory": f"{int(used['memory'] / 1024)}Ki",
+                     GPU: plain_quantity(used[GPU]), "nodes": plain_quantity(used["nodes"]),
+                     "pods": plain_quantity(used["nodes"] * 110)}
         status = pool.get("status") or {}
         have = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
         ready = {"ValidationSucceeded": "True", "NodeClassReady": "True", "NodeRegistrationHealthy": "True",

@@ -253,7 +253,10 @@ register_resource(Resource(
 ))
 register_resource(Resource(
     "", "v1", "events", "Event", short_names=("ev",), status_subresource=False, strict_status=False,
-    generation=False, fields=("involvedObject.kind", "involvedObject.name", "reason", "type"),
+    # The fields kubectl describe selects an object's events by, and the usual ones.
+    generation=False, fields=("involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
+                              "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                              "involvedObject.fieldPath", "reason", "type", "source", "reportingComponent"),
     columns=(("Last Seen", "lastTimestamp", "date"), ("Type", "type", "string"), ("Reason", "reason", "string"),
              ("Object", "@event-object", "string"), ("Message", "message", "string")),
     # An Event keeps every field it is given (source, first/lastTimestamp, eventTime, reportingComponent, ...).

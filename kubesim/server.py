@@ -16,11 +16,13 @@ import orjson
 
 import kubesim.dcgm as dcgm
 import kubesim.protobuf as protobuf
+from kube.labels import SelectorError
 from kubesim.discovery import discovery_document
 from kubesim.errors import ApiError, _already_exists, _not_found
 from kubesim.faults import _peer_closed, _shutdown_socket
 from kubesim.resources import NAMESPACE_RESOURCE, PODS, Resource, find_resource, get_resource
-from kubesim.selectors import SelectorError, _Filter, parse_label_selector
+from kubesim.scheduling.kueue_adapter import VISIBILITY_GROUP
+from kubesim.selectors import _Filter, parse_label_selector
 from kubesim.store import WRITER, _event_line, _full_object
 from kubesim.tables import table_for_list
 from kubesim.util import Key, Obj
@@ -225,6 +227,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._namespaces(method, query, body)
             else:
                 self._namespace(method, rest[1], body)
+            return
+        if group == VISIBILITY_GROUP:  # Kueue's visibility API (an aggregated API server in a real cluster)
+            if method != "GET":
+                raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+            self.emu._count_request("get pendingworkloads")
+            self._send_json(self.emu.kueue_pending_workloads(version, rest, namespace, query))
             return
         if not group and rest == ["bindings"] and namespace is not None:
             # The older form of the same: POST namespaces/<ns>/bindings, the pod named by the Binding.

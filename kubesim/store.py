@@ -526,7 +526,7 @@ class Store(GarbageCollectorMixin):
             self._commit(kind, key, obj)
             if FOREGROUND_FINALIZER in finalizers:
                 self._foreground[uid] = (kind, key)
-                self._delete_dependents(uid)
+                self._delete_dependents(uid, foreground=True)
                 self._check_foreground(uid)
             current = self._get(kind, key)
             return current if current is not None else obj

@@ -1,136 +1,21 @@
-"""How the console reads Kubernetes objects: names, labels, quantities, node facts, pod requests.
+"""How the console reads Kubernetes objects into its own terms: node facts and not-ready reasons, the
+resources it accounts (`Resources`), pool membership and moves between pools.
 
-Pure functions over the JSON the API server sends (dicts), with no Django import, so that the sync,
-the demo, the emulator's users and the tests share one interpretation (DOMAIN.md sections 3, 5, 8).
+Pure functions over the JSON the API server sends (dicts), with no Django import (DOMAIN.md sections 3, 5).
+Kubernetes' own rules — quantities, label syntax, a pod's effective requests, the API's refusals — are the
+package `kube` (`kube.quantity`, `kube.labels`, `kube.requests`, `kube.client`); this module only turns
+their answers into the console's figures.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from typing import Any, Iterable, Mapping
 
-# ---------------------------------------------------------------------------------------------------
-# Names and labels (messages in the Kubernetes API server's words)
+from kube import requests as kube_requests
 
-LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-QUALIFIED_NAME_MSG = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-    "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
-    "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
-    "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
-    "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-)
-DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-    "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
-    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-DNS1123_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-
-
-def label_key_errors(key: str) -> list[str]:
-    """Errors of a label key, as Kubernetes' IsQualifiedName reports them (empty list: valid)."""
-    parts = key.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-        errors = []
-        if len(prefix) > 253:
-            errors.append("prefix part must be no more than 253 characters")
-        if not DNS1123_SUBDOMAIN_RE.match(prefix):
-            errors.append("prefix part " + DNS1123_SUBDOMAIN_MSG)
-        if errors:
-            return errors
-    else:
-        return [
-            "a qualified name " + QUALIFIED_NAME_MSG.removeprefix("name part ")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        return ["name part must be non-empty"]
-    errors = []
-    if len(name) > 63:
-        errors.append("name part must be no more than 63 characters")
-    if not LABEL_NAME_RE.match(name):
-        errors.append(QUALIFIED_NAME_MSG)
-    return errors
-
-
-def label_value_errors(value: str) -> list[str]:
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not LABEL_VALUE_RE.match(value):
-        errors.append(LABEL_VALUE_MSG)
-    return errors
-
-
-def dns1123_label_errors(name: str) -> list[str]:
-    errors = []
-    if len(name) > 63:
-        errors.append("must be no more than 63 characters")
-    if not DNS1123_LABEL_RE.match(name):
-        errors.append(DNS1123_LABEL_MSG)
-    return errors
-
-
-# ---------------------------------------------------------------------------------------------------
-# Quantities
-
-class QuantityError(ValueError):
-    """A resource quantity that does not follow Kubernetes syntax."""
-
-
-_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {
-    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """`500m` -> 0.5, `1Gi` -> 1073741824, `1e3` -> 1000. Raises QuantityError on anything else."""
-    if isinstance(value, bool):
-        raise QuantityError(f"quantities must match the regular expression, got {value!r}")
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        raise QuantityError(f"quantities must be strings, got {value!r}")
-    match = _QUANTITY_RE.match(value.strip())
-    if not match:
-        raise QuantityError(
-            f"quantities must match the regular expression "
-            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}"
-        )
-    number, exponent, suffix = match.groups()
-    try:
-        result = Decimal(number)
-        result *= Decimal(f"1{exponent}") if exponent else _SUFFIX[suffix]
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid numbers
-        raise QuantityError(f"unparsable quantity {value!r}") from exc
-    return result
-
-
-GPU_RESOURCE = "nvidia.com/gpu"
-STORAGE_RESOURCE = "ephemeral-storage"
+GPU_RESOURCE = kube_requests.GPU
+STORAGE_RESOURCE = kube_requests.EPHEMERAL_STORAGE
 
 # The console's own pool label: stamped on every node from the membership the console computes (when
 # an enforcer is on), so that a scheduler selects a pool by one key, whatever label defines the pool.
@@ -154,61 +39,27 @@ class Resources:
         )
 
     @classmethod
-    def from_map(cls, resources: Mapping[str, Any] | None) -> "Resources":
-        resources = resources or {}
-        cpu = resources.get("cpu")
-        memory = resources.get("memory")
-        gpus = resources.get(GPU_RESOURCE)
-        storage = resources.get(STORAGE_RESOURCE)
+    def from_amounts(cls, amounts: Mapping[str, Decimal]) -> "Resources":
+        """From amounts per resource name (kube.requests): CPU cores and bytes rounded up to whole units."""
+        def whole(amount: Decimal | None, scale: int = 1) -> int:
+            return int((amount * scale).to_integral_value(rounding=ROUND_CEILING)) if amount is not None else 0
+
         return cls(
-            cpu_millis=int((parse_quantity(cpu) * 1000).to_integral_value(rounding="ROUND_CEILING")) if cpu is not None else 0,
-            memory_bytes=int(parse_quantity(memory).to_integral_value(rounding="ROUND_CEILING")) if memory is not None else 0,
-            gpus=parse_quantity(gpus) if gpus is not None else Decimal(0),
-            storage_bytes=int(parse_quantity(storage).to_integral_value(rounding="ROUND_CEILING")) if storage is not None else 0,
+            cpu_millis=whole(amounts.get(kube_requests.CPU), 1000),
+            memory_bytes=whole(amounts.get(kube_requests.MEMORY)),
+            gpus=amounts.get(GPU_RESOURCE, Decimal(0)),
+            storage_bytes=whole(amounts.get(STORAGE_RESOURCE)),
         )
 
-    def max(self, other: "Resources") -> "Resources":
-        return Resources(
-            max(self.cpu_millis, other.cpu_millis),
-            max(self.memory_bytes, other.memory_bytes),
-            max(self.gpus, other.gpus),
-            max(self.storage_bytes, other.storage_bytes),
-        )
+    @classmethod
+    def from_map(cls, resources: Mapping[str, Any] | None) -> "Resources":
+        """From a ResourceList (`{name: quantity}`, e.g. a Node's allocatable). Raises QuantityError."""
+        return cls.from_amounts(kube_requests.resource_list(resources or {}, "resources"))
 
 
-def container_requests(container: Mapping[str, Any]) -> Resources:
-    """A container's requests; for the extended resource `nvidia.com/gpu` a limit alone counts."""
-    resources = container.get("resources") or {}
-    requests = dict(resources.get("requests") or {})
-    limits = resources.get("limits") or {}
-    for name, quantity in limits.items():
-        # Kubernetes defaults a missing request to the limit; for extended resources they must be equal.
-        requests.setdefault(name, quantity)
-    return Resources.from_map(requests)
-
-
-def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """Effective requests (DOMAIN §5): max(largest init container, sum of app containers) + overhead."""
-    spec = pod.get("spec") or {}
-    app = Resources()
-    for container in spec.get("containers") or []:
-        app = app + container_requests(container)
-    init = Resources()
-    for container in spec.get("initContainers") or []:
-        if container.get("restartPolicy") == "Always":
-            # A sidecar (restartable init container) keeps running beside the app containers.
-            app = app + container_requests(container)
-        else:
-            init = init.max(container_requests(container))
-    return app.max(init) + Resources.from_map(spec.get("overhead"))
-
-
-def pod_is_active(pod: Mapping[str, Any]) -> bool:
-    """Counts toward allocation: bound to a node and neither Succeeded nor Failed."""
-    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in {
-        "Succeeded",
-        "Failed",
-    }
+def pod_resources(pod: Mapping[str, Any]) -> Resources:
+    """The pod's effective requests (kube.requests.pod_requests, DOMAIN §5) in the console's units."""
+    return Resources.from_amounts(kube_requests.pod_requests(pod))
 
 
 PREEMPTIBLE_BELOW = 100
@@ -490,47 +341,3 @@ def plan_label_move(
     if annotation != (annotations or {}).get(PREVIOUS_LABELS_ANNOTATION):
         patch["annotations"] = {PREVIOUS_LABELS_ANNOTATION: annotation}
     return LabelMovePlan(labels=new, annotation=annotation, changes=changes, saved=keep, patch=patch)
-
-
-# ---------------------------------------------------------------------------------------------------
-# What the API server answered to a write (the enforcer's objects, Karpenter NodePools, Jobs)
-
-# Named in the objects' managedFields, so that the cluster says which writes were the console's.
-FIELD_MANAGER = "gpu-capacity-console"
-
-
-@dataclass
-class ApiRefusal(Exception):
-    """The API server refused (or could not be reached): HTTP status (0: no answer), the field its
-    Status names (if any) and its message."""
-
-    status: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.message} (HTTP {self.status})" if self.status else self.message
-
-
-def status_body(exc: Exception) -> dict[str, Any]:
-    """The Kubernetes `Status` an API error carries (its JSON body), or {} when it has none."""
-    import orjson
-
-    try:
-        body = orjson.loads(getattr(exc, "body", None) or b"{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def refusal_from(exc: Exception) -> ApiRefusal:
-    """An ApiRefusal from what the official client raised: a Kubernetes `Status` body's message and the
-    field of its first cause; anything else (no answer) as "the cluster could not be reached"."""
-    from kubernetes.client.exceptions import ApiException
-
-    if not isinstance(exc, ApiException):
-        return ApiRefusal(0, "", f"the cluster could not be reached: {type(exc).__name__}: {exc}"[:500])
-    body = status_body(exc)
-    causes = (body.get("details") or {}).get("causes") or []
-    field = next((c.get("field", "") for c in causes if isinstance(c, dict) and c.get("field")), "")
-    return ApiRefusal(int(exc.status or 0), field, body.get("message") or f"HTTP {exc.status} {exc.reason}")

@@ -9,18 +9,19 @@ from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
 from nodepools import kube
 from access.rules import RestrictedQuerySet
 
 
 def validate_dns1123_label(value: str) -> None:
-    errors = kube.dns1123_label_errors(value)
+    errors = dns1123_label_errors(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
 
 def validate_label_key(value: str) -> None:
-    errors = kube.label_key_errors(value)
+    errors = label_key_errors(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
@@ -42,7 +43,7 @@ def validate_label_matchers(value: str) -> None:
 
 
 def validate_label_value(value: str) -> None:
-    errors = kube.label_value_errors(value)
+    errors = label_value_errors(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
@@ -413,7 +414,7 @@ class Pod(models.Model):
     cpu_millis = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
-    # Requests of ephemeral-storage (computed like CPU and memory: kube.pod_requests).
+    # Requests of ephemeral-storage (computed like CPU and memory: kube.requests.pod_requests).
     storage_bytes = models.BigIntegerField(default=0)
     # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its
     # status is False ("0/30 nodes are available: …"), else empty.

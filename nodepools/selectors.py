@@ -406,7 +406,7 @@ def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, 
     from django.core.exceptions import ValidationError
 
     from nodepools import kube
-    from nodepools.sync import api_error_message
+    from kube.client import api_error_message
 
     if live is None:
         try:

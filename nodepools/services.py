@@ -373,7 +373,7 @@ def pod_from_object(cluster: Cluster, obj: dict[str, Any]) -> Pod:
     metadata = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    requests = kube.pod_requests(obj)
+    requests = kube.pod_resources(obj)
     return Pod(
         cluster=cluster,
         namespace=metadata["namespace"],
@@ -502,7 +502,8 @@ def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_versio
     from kubernetes.client.exceptions import ApiException
 
     from nodepools.selectors import node_live_object, pool_labels_of
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     failed = f"Could not move node '{node.name}' to pool '{pool.name}'"
     try:

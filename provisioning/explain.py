@@ -29,15 +29,20 @@ import datetime as dt
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
-from nodepools.kube import GPU_RESOURCE, QuantityError, parse_quantity, pod_requests
+from kube.quantity import QuantityError, parse_quantity
+from kube.requests import CPU, GPU as GPU_RESOURCE, MEMORY, pod_requests
+from kube.taints import first_untolerated_taint, taint_text
 from provisioning import karpenter
 from provisioning.karpenter import NODEPOOL_LABEL
 
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
+# What a pod asks that a verdict weighs (kube.requests.pod_requests; a quantity that is none raises
+# QuantityError, and `explain` says so instead of judging).
+ASKED = (GPU_RESOURCE, CPU, MEMORY)
 
 # Labels Karpenter knows the values of from its instance types (core's WellKnownLabels and the AWS
 # provider's): a pod may ask for one a pool leaves open, the pool then launches an instance that has it.
@@ -207,38 +212,10 @@ def incompatibility(pool: Mapping[str, Requirement], pod: Sequence[Requirement])
 # ---------------------------------------------------------------------------------------------------
 # Taints and tolerations
 
-def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    for tol in tolerations or []:
-        if not isinstance(tol, Mapping):
-            continue
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        operator = tol.get("operator") or "Equal"
-        if not tol.get("key"):
-            if operator == "Exists":
-                return True
-            continue
-        if tol.get("key") != taint.get("key"):
-            continue
-        if operator == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or ""):
-            return True
-    return False
-
-
 def untolerated_taint(nodepool: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first template taint (NoSchedule / NoExecute) the pod does not tolerate; startup taints do not count."""
     template_spec = (((nodepool.get("spec") or {}).get("template") or {}).get("spec") or {})
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    for taint in template_spec.get("taints") or []:
-        if isinstance(taint, Mapping) and taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(
-                tolerations, taint):
-            return taint
-    return None
-
-
-def taint_text(taint: Mapping[str, Any]) -> str:
-    value = taint.get("value")
-    return f"{taint.get('key')}{'=' + str(value) if value else ''}:{taint.get('effect')}"
+    return first_untolerated_taint(template_spec.get("taints"), (pod.get("spec") or {}).get("tolerations"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -265,8 +242,8 @@ def limit_reached(nodepool: Mapping[str, Any], asks: Mapping[str, Decimal]) -> t
         try:
             limit = parse_quantity(limits[resource])
             current = parse_quantity(used.get(resource, 0))
-        except (ValueError, InvalidOperation):
-            continue
+        except QuantityError:
+            continue  # the API server refuses such a NodePool: only a hand-made one has it
         need = Decimal(1) if resource == "nodes" else asks.get(resource, Decimal(0))
         if resource != "nodes" and need <= 0:
             # A limit on what the pod does not ask still stops a new node once it is reached.
@@ -276,15 +253,6 @@ def limit_reached(nodepool: Mapping[str, Any], asks: Mapping[str, Decimal]) -> t
         if current + need > limit:
             return resource, current, limit
     return None
-
-
-def pod_asks(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    """GPUs, CPU cores and memory bytes the pod asks (DOMAIN §5); an unparsable quantity counts as nothing."""
-    try:
-        r = pod_requests(pod)
-    except (QuantityError, ValueError, InvalidOperation):
-        return {GPU_RESOURCE: Decimal(0), "cpu": Decimal(0), "memory": Decimal(0)}
-    return {GPU_RESOURCE: r.gpus, "cpu": Decimal(r.cpu_millis) / 1000, "memory": Decimal(r.memory_bytes)}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -444,7 +412,10 @@ def launching_for(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]],
             taken.add(match.group(1))  # launched for another pod
     if nominated is not None:
         return nominated
-    asks = pod_asks(pod)
+    try:
+        asks = pod_requests(pod, ASKED)
+    except QuantityError:
+        return None  # no NodeClaim can be known to cover what cannot be read
     for claim in sorted(claims, key=lambda c: str((c.get("metadata") or {}).get("creationTimestamp") or "")):
         if nodeclaim_phase(claim) not in IN_FLIGHT or (
                 (claim.get("metadata") or {}).get("name") in taken):
@@ -461,7 +432,7 @@ def launching_for(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]],
         try:
             if parse_quantity(offered) < asks[GPU_RESOURCE]:
                 continue
-        except (ValueError, InvalidOperation):
+        except QuantityError:
             continue
         return claim
     return None
@@ -492,6 +463,7 @@ class Explanation:
     nodeclaim: str = ""
     nodeclaim_phase: str = ""
     nodeclaim_pool: str = ""
+    problem: str = ""  # why the pod cannot be judged at all (a quantity that is none)
 
     @property
     def candidates(self) -> list[str]:
@@ -499,6 +471,8 @@ class Explanation:
 
     @property
     def summary(self) -> str:
+        if self.problem:
+            return self.problem
         if self.nodeclaim:
             return (f"NodeClaim {self.nodeclaim} ({self.nodeclaim_phase}) of NodePool {self.nodeclaim_pool} "
                     f"is being launched for it.")
@@ -534,7 +508,8 @@ def _pool_nodes(nodepool: Mapping[str, Any]) -> int:
 
 
 def judge(nodepool: Mapping[str, Any], pod: Mapping[str, Any], *, now: dt.datetime | None = None) -> PoolVerdict:
-    """Whether the NodePool can provision a node for the pod, else the first reason it cannot."""
+    """Whether the NodePool can provision a node for the pod, else the first reason it cannot. Raises
+    QuantityError when the pod's requests cannot be read (`explain` says so instead)."""
     now = now or dt.datetime.now(dt.UTC)
     name = str((nodepool.get("metadata") or {}).get("name") or "")
     weight = _int((nodepool.get("spec") or {}).get("weight")) or 0
@@ -542,7 +517,7 @@ def judge(nodepool: Mapping[str, Any], pod: Mapping[str, Any], *, now: dt.dateti
     problems = [incompatibility(requirements, term) for term in pod_requirement_terms(pod)]
     if all(problems):
         return PoolVerdict(name, weight, "requirements", f"Its requirements exclude the pod: {problems[0]}.")
-    asks = pod_asks(pod)
+    asks = pod_requests(pod, ASKED)
     gpu_count = requirements.get(GPU_COUNT_LABEL)
     most = gpu_count.max_int() if gpu_count is not None else None
     if most is not None and asks[GPU_RESOURCE] > most:
@@ -580,12 +555,17 @@ def explain(pod: Mapping[str, Any], nodepools: Iterable[Mapping[str, Any]], node
     """For a pending pod: every NodePool's verdict (Karpenter's order) and the NodeClaim launched for it."""
     pools = [p for p in nodepools if isinstance(p, Mapping) and not (p.get("metadata") or {}).get("deletionTimestamp")]
     pools.sort(key=lambda p: (-(_int((p.get("spec") or {}).get("weight")) or 0), str((p.get("metadata") or {}).get("name"))))
-    verdicts = tuple(judge(p, pod, now=now) for p in pools)
     md = pod.get("metadata") or {}
+    try:
+        gpus = pod_requests(pod, ASKED)[GPU_RESOURCE]
+    except QuantityError as exc:
+        return Explanation(namespace=str(md.get("namespace") or ""), name=str(md.get("name") or ""), gpus=Decimal(0),
+                           verdicts=(), problem=f"Its requests cannot be read, so no NodePool can be judged: {exc}.")
+    verdicts = tuple(judge(p, pod, now=now) for p in pools)
     claim = launching_for(pod, nodeclaims, events)
     claim_md = (claim or {}).get("metadata") or {}
     return Explanation(
-        namespace=str(md.get("namespace") or ""), name=str(md.get("name") or ""), gpus=pod_asks(pod)[GPU_RESOURCE],
+        namespace=str(md.get("namespace") or ""), name=str(md.get("name") or ""), gpus=gpus,
         verdicts=verdicts, nodeclaim=str(claim_md.get("name") or ""),
         nodeclaim_phase=nodeclaim_phase(claim) if claim else "",
         nodeclaim_pool=str((claim_md.get("labels") or {}).get(NODEPOOL_LABEL) or ""),

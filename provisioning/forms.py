@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 
+from kube.taints import taint_text
 from provisioning import examples, validation
 
 REQUIREMENTS_HELP = ("One a line: key, operator (In NotIn Exists DoesNotExist Gt Lt Gte Lte), then values separated "
@@ -64,8 +65,7 @@ def requirements_text(requirements: list[dict]) -> str:
 
 
 def taints_text(taints: list[dict]) -> str:
-    return "\n".join(f"{t.get('key', '')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect', '')}"
-                     for t in taints or [])
+    return "\n".join(taint_text(t) for t in taints or [])
 
 
 def budgets_text(budgets: list[dict]) -> str:

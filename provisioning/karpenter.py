@@ -9,23 +9,26 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
-from nodepools import kube
+from kube.quantity import QuantityError, parse_quantity
+from kube.requests import GPU as GPU_RESOURCE
 
 GROUP, VERSION = "karpenter.sh", "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 # Set by Karpenter on every node (and NodeClaim) it launches for a NodePool: a console pool whose label is
 # `karpenter.sh/nodepool=<name>` is backed by that NodePool.
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
-GPU = kube.GPU_RESOURCE
+GPU = GPU_RESOURCE
 
 # NodePool status conditions (status.conditions[].type) the console shows, in this order.
 NODEPOOL_CONDITIONS = ("Ready", "ValidationSucceeded", "NodeClassReady", "NodeRegistrationHealthy")
 
 
 def quantity(value: Any) -> Decimal | None:
+    """A quantity of a NodePool or NodeClaim read for display: None when it is none (the API server refuses
+    such objects, so only a hand-made one shows it)."""
     try:
-        return kube.parse_quantity(value)
-    except (kube.QuantityError, ValueError, TypeError):
+        return parse_quantity(value)
+    except QuantityError:
         return None
 
 
@@ -141,12 +144,6 @@ def requirement_words(requirement: Mapping[str, Any]) -> str:
     if min_values:
         text += f" (at least {min_values} different values)"
     return text
-
-
-def taint_words(taint: Mapping[str, Any]) -> str:
-    key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
-    pair = f"{key}={value}" if value else key
-    return f"{pair}:{effect}"
 
 
 def duration_words(value: str | None) -> str:

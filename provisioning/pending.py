@@ -37,7 +37,8 @@ def _live(cluster, what: str, read) -> LiveRead:
         found = orjson.loads(cached)
         return LiveRead(found.get("items") or [], found.get("error") or "")
     from nodepools.models import ConnectionState
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     if cluster.connection_state == ConnectionState.UNREACHABLE:
         return LiveRead([], f"the cluster is unreachable ({cluster.last_error or 'no answer'})")
@@ -209,7 +210,9 @@ def pod_explanation(*, user, cluster, namespace: str, name: str) -> tuple[dict[s
         return None, "not_found"
     from kubernetes import client
 
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+
+    from nodepools.sync import api_client_for
 
     try:
         with api_client_for(cluster) as api_client:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from kube.taints import taint_text
 from nodepools.models import NodePool
 from provisioning import karpenter
 from provisioning.models import KarpenterNodePool, NodeClaim, backing_name
@@ -78,8 +79,8 @@ def pool_blueprint(*, user: Any, pool: NodePool) -> Blueprint | None:
     tspec = template.get("spec") or {}
     blueprint.requirements = [(karpenter.requirement_words(r), r) for r in tspec.get("requirements") or []
                               if isinstance(r, dict)]
-    blueprint.taints = [karpenter.taint_words(t) for t in tspec.get("taints") or [] if isinstance(t, dict)]
-    blueprint.startup_taints = [karpenter.taint_words(t) for t in tspec.get("startupTaints") or [] if isinstance(t, dict)]
+    blueprint.taints = [taint_text(t) for t in tspec.get("taints") or [] if isinstance(t, dict)]
+    blueprint.startup_taints = [taint_text(t) for t in tspec.get("startupTaints") or [] if isinstance(t, dict)]
     blueprint.labels = (template.get("metadata") or {}).get("labels") or {}
     ref = tspec.get("nodeClassRef") or {}
     blueprint.node_class = f"{ref.get('kind', '')} {ref.get('name', '')}".strip()

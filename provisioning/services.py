@@ -1,7 +1,7 @@
 """Every write of provisioning: Karpenter NodePools created, changed and deleted in a cluster, the console
 pools backed by them, and a pool's GPU limit kept equal to its NodePool's `limits["nvidia.com/gpu"]`.
 
-Cluster writes go through the official client (provisioning/kubeapi.py) as `gpu-capacity-console`; a
+Cluster writes go through the official client (kube.client.CustomObjects, provisioning/kubeapi.py) as `gpu-capacity-console`; a
 change is conditional on the resourceVersion the form was read at, so someone else's change meanwhile
 is reported (ConcurrentUpdate), never overwritten. The mirror rows themselves are the sync's: the watch
 brings every write back. Every write is audited.
@@ -19,10 +19,10 @@ from access.rules import is_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record
 from console.exceptions import ConcurrentUpdate
+from kube.client import ApiRefusal
 from nodepools import services as pool_services
 from nodepools.models import Cluster, NodePool
 from provisioning import karpenter, validation
-from nodepools.kube import ApiRefusal
 from provisioning.kubeapi import NodePools
 from provisioning.models import KarpenterNodePool, backing_name
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from kube import crd
 from kube.validation import NOT_CHECKED_MESSAGE
-from nodepools import kube
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.quantity import QuantityError, parse_quantity
 
 NODEPOOLS = "nodepools.karpenter.sh"
-QUANTITY_RE = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
 VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 _SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
@@ -74,7 +74,7 @@ def _restricted_key(key: str) -> str | None:
 def _key(errors: Errors, path: str, key: Any) -> None:
     if not isinstance(key, str):
         return  # the CRD's schema says what is wrong
-    problems = kube.label_key_errors(key)
+    problems = label_key_errors(key)
     if problems:
         errors.add(path, f"Invalid value: {key!r}: " + "; ".join(problems))
         return
@@ -97,7 +97,7 @@ def _requirements(errors: Errors, path: str, requirements: Any) -> None:
         for j, value in enumerate(values):
             if isinstance(value, str) and (len(value) > 63 or not VALUE_RE.match(value)):
                 errors.add(f"{at}.values[{j}]", f"Invalid value: {value!r}: " + "; ".join(
-                    kube.label_value_errors(value) or ["must be a valid label value"]))
+                    label_value_errors(value) or ["must be a valid label value"]))
         operator = req.get("operator")
         if operator in ("Exists", "DoesNotExist") and values:
             errors.add(f"{at}.values", f"Invalid value: requirements with operator '{operator}' must not have values")
@@ -113,10 +113,14 @@ def _quantities(errors: Errors, path: str, limits: Any) -> None:
         at = f"{path}[{name}]"
         if _is_int(value):
             value = str(value)
-        if not isinstance(value, str) or not QUANTITY_RE.match(value):
-            errors.add(at, f"Invalid value: {value!r}: quantities must match the regular expression "
-                           "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-        elif value.startswith("-"):
+        try:
+            if not isinstance(value, str):
+                raise QuantityError("", "must be a quantity (a string or an integer)")
+            amount = parse_quantity(value)
+        except QuantityError as exc:
+            errors.add(at, f"Invalid value: {value!r}: {exc.reason}")
+            continue
+        if amount < 0:
             errors.add(at, f"Invalid value: {value!r}: must be greater than or equal to 0")
 
 
@@ -172,4 +176,4 @@ def spec_errors(spec: Any, old_spec: dict[str, Any] | None = None) -> list[tuple
 def name_errors(name: Any) -> list[str]:
     if not isinstance(name, str) or not name:
         return ["Required value: a name"]
-    return kube.dns1123_label_errors(name)
+    return dns1123_label_errors(name)

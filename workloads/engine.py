@@ -22,9 +22,11 @@ import copy
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from nodepools.kube import QuantityError, parse_quantity
+from kube.labels import node_selector_matches
+from kube.quantity import QuantityError, parse_quantity
+from kube.taints import TAINT_EFFECTS, taint_text, untolerated_taints
 
 # ---------------------------------------------------------------------------------------------------
 # Pod templates
@@ -287,8 +289,6 @@ class NodeView:
         return hash(self.name)
 
 
-SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 
 
@@ -311,46 +311,12 @@ def toleration_errors(toleration: Any) -> list[str]:
     return errors
 
 
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' `Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key with
-    `Exists` every key; `Exists` matches any value, `Equal` (the default) the same value."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
-def untolerated_taints(taints: Iterable[Mapping[str, Any]], tolerations: list[dict]) -> list[dict]:
-    """The NoSchedule/NoExecute taints no toleration tolerates (PreferNoSchedule never counts)."""
-    return [
-        dict(taint) for taint in taints
-        if taint.get("effect") in SCHEDULING_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
-    ]
-
-
-def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    return all(key in labels and str(labels[key]) == str(value) for key, value in (node_selector or {}).items())
-
-
 def platform_nodes(*, node_selector: dict, tolerations: list[dict], nodes: list[NodeView]) -> list[NodeView]:
     """The nodes whose labels match the selector and whose NoSchedule/NoExecute taints are all tolerated."""
     return [
         node for node in nodes
-        if selector_matches(node_selector, node.labels) and not untolerated_taints(node.taints or [], tolerations or [])
+        if node_selector_matches(node_selector, node.labels) and not untolerated_taints(node.taints or [], tolerations or [])
     ]
-
-
-def taint_text(taint: Mapping[str, Any]) -> str:
-    value = taint.get("value")
-    return f"{taint.get('key')}{'=' + str(value) if value else ''}:{taint.get('effect')}"
 
 
 def node_exclusion_reason(*, node_selector: dict, tolerations: list[dict], node: NodeView) -> str:

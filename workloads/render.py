@@ -22,6 +22,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.taints import SCHEDULING_EFFECTS
 from nodepools.kube import CONSOLE_POOL_LABEL
 
 API_VERSION = "batch/v1"
@@ -41,7 +42,6 @@ MANAGED_BY = "gpu-capacity-console"
 WORKLOAD_LABEL = PREFIX + "workload"
 
 GPU_RESOURCE = "nvidia.com/gpu"
-TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def tolerations_for(taints: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One toleration per distinct NoSchedule/NoExecute taint, in first-seen order."""
     seen: list[dict[str, Any]] = []
     for taint in taints:
-        if not isinstance(taint, dict) or taint.get("effect") not in TAINT_EFFECTS:
+        if not isinstance(taint, dict) or taint.get("effect") not in SCHEDULING_EFFECTS:
             continue
         tol = _toleration(taint)
         if tol not in seen:

@@ -17,6 +17,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
+from kube.taints import common_taints
 from nodepools.models import Node, NodePool, NodeStatus, Pod
 from nodepools.models import Node, NodePool, Pod
 from workloads import engine
@@ -256,17 +257,9 @@ def submittable_projects(*, user: Any):
     return Project.objects.restrict(user, "submit").select_related("cluster").order_by("cluster__name", "name")
 
 
-_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-
-
 def pool_taints(pool: NodePool) -> tuple[dict[str, Any], ...]:
     """NoSchedule / NoExecute taints every node of the pool carries: the pool's own taints."""
-    common: list[dict[str, Any]] | None = None
-    for taints in Node.objects.filter(pool=pool).values_list("taints", flat=True):
-        mine = [{k: t[k] for k in ("key", "value", "effect") if t.get(k) not in (None, "")}
-                for t in taints or [] if isinstance(t, dict) and t.get("effect") in _TAINT_EFFECTS]
-        common = mine if common is None else [t for t in common if t in mine]
-    return tuple(common or ())
+    return common_taints(Node.objects.filter(pool=pool).values_list("taints", flat=True))
 
 
 def pool_labels(cluster: Any) -> list[tuple[str, str]]:

@@ -26,7 +26,8 @@ from django.db import transaction
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired
-from nodepools.kube import FIELD_MANAGER, parse_quantity, refusal_from
+from kube.client import FIELD_MANAGER, refusal_from
+from kube.quantity import QuantityError, parse_quantity
 from nodepools.models import NodePool
 from workloads import render
 from workloads.models import PoolAccess, Workload
@@ -99,7 +100,7 @@ def _check_form(req: Request) -> None:
             continue
         try:
             amount = parse_quantity(str(value))
-        except Exception:  # noqa: BLE001 - any unparsable quantity is the user's input error
+        except QuantityError:  # an unparsable quantity is the user's input error
             errors[name] = [f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi)."]
             continue
         if amount <= 0:

@@ -58,7 +58,7 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
     template = (spec.get("template") or {}).get("spec") or {}
     pods = spec.get("parallelism")
     pods = int(pods) if isinstance(pods, int) and pods >= 0 else 1
-    requests = kube.pod_requests({"spec": template})
+    requests = kube.pod_resources({"spec": template})
     priority_class = str(template.get("priorityClassName") or "")
     priority = template.get("priority")
     if not isinstance(priority, int):

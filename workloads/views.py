@@ -470,7 +470,7 @@ def workload_submit(request):
         except PermissionDenied:
             raise
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster is reported on the page
-            from nodepools.sync import api_error_message
+            from kube.client import api_error_message
 
             form.add_error(None, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was created.")
     context = {"form": form, "preview": preview, "step": step, "steps": submission.STEPS,
@@ -493,7 +493,7 @@ def workload_stop(request, pk: int):
     except PermissionDenied:
         raise
     except Exception as exc:  # noqa: BLE001
-        from nodepools.sync import api_error_message
+        from kube.client import api_error_message
 
         messages.error(request, f"The cluster could not be reached: {api_error_message(exc)}.")
     url = reverse("workload-list")

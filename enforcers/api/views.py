@@ -41,7 +41,8 @@ class EnforcementView(generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         enforcer = serializer.validated_data["enforcer"]
         if serializer.validated_data.get("dry_run"):
-            from nodepools.sync import api_client_for, api_error_message
+            from kube.client import api_error_message
+            from nodepools.sync import api_client_for
 
             try:
                 with api_client_for(cluster) as api_client:

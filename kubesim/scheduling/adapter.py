@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import orjson
 
 from kubesim.errors import ApiError
-from kubesim.resources import NODES, PODS
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.scheduling import default as default_core
 from kubesim.scheduling import kai as kai_core
 from kubesim.scheduling.fit import Cluster, NodeInfo, PodInfo, node_info, pod_info
@@ -41,6 +40,11 @@ QUEUES = "queues.scheduling.run.ai"
 SHARDS = "schedulingshards.kai.scheduler"
 JOBS = "jobs.batch"
 EVENTS = "events"
+# What each step reads: with none of it changed since the step last ran, it has nothing to do.
+_DEFAULT_INPUTS = (PODS, NODES, PRIORITY_CLASSES)
+_GROUPER_INPUTS = (PODS, JOBS, POD_GROUPS, PRIORITY_CLASSES)
+_KAI_INPUTS = (PODS, NODES, POD_GROUPS, QUEUES, SHARDS, PRIORITY_CLASSES)
+_STATUS_INPUTS = (PODS, POD_GROUPS, QUEUES, PRIORITY_CLASSES)
 UNSCHEDULABLE_RETRY_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 EVENT_BURST = 25
 EVENT_REFILL_SECONDS = 300.0
@@ -234,17 +238,13 @@ class SchedulingMixin:
                 if state is None:
                     state = self._scheduling_state = {
                         "informer": _Informer(), "events": _EventRecorder(), "lock": threading.Lock(),
+                        "step": threading.RLock(),  # one scheduler step at a time (loop thread, HTTP, tests)
                         "next_start": 0, "caches": None, "caches_generation": -1, "failed": {},
                     }
         return state
 
-    def _scheduler_now(self, now: float | None) -> float:
-        if now is not None:
-            return float(now)
-        clock = getattr(self, "clock", None)
-        if clock is not None and callable(getattr(clock, "now", None)):
-            return float(clock.now())
-        return time.time()
+    def _scheduler_now(self, now: float | None = None) -> float:
+        return float(now) if now is not None else float(self.clock.now())
 
     def _priority_classes(self) -> tuple[dict[str, int], int]:
         classes: dict[str, int] = {}
@@ -314,14 +314,44 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ the default scheduler
 
-    def default_scheduler_step(self, now: float | None = None) -> dict[str, int]:
+    def default_scheduler_step(self) -> dict[str, int]:
         """Place the pending pods of the default scheduler; returns how many were bound and how many
         could not be placed."""
-        with _gc_paused():  # thousands of short-lived objects: no full collections meanwhile
-            return self._default_scheduler_step(now)
+        # Thousands of short-lived objects: no full collections meanwhile.
+        with self._scheduling()["step"], _gc_paused():
+            return self._default_scheduler_step()
 
-    def _default_scheduler_step(self, now: float | None) -> dict[str, int]:
-        moment = self._scheduler_now(now)
+    def _unchanged(self, name: str, kinds: tuple[str, ...]) -> bool:
+        """Whether no object of ``kinds`` changed since the step ``name`` last started (then it has nothing
+        to do); otherwise notes the versions it starts from (what changes while it runs, its own writes
+        included, makes the next step look again)."""
+        state = self._scheduling()
+        with self._lock:
+            now = tuple(self._kind_rv.get(kind, 0) for kind in kinds)
+        if state.get(("seen", name)) == now:
+            return True
+        state[("starting", name)] = now
+        return False
+
+    def _note_seen(self, name: str, kinds: tuple[str, ...]) -> None:
+        state = self._scheduling()
+        state[("seen", name)] = state.pop(("starting", name), None)
+
+    def _default_scheduler_step(self) -> dict[str, int]:
+        moment = self._scheduler_now()
+        state = self._scheduling()
+        retry_at = state.get("retry_at")
+        if self._unchanged("default", _DEFAULT_INPUTS) and (retry_at is None or moment < retry_at):
+            return {"bound": 0, "unschedulable": 0}
+        try:
+            return self._default_pass(moment)
+        finally:
+            failed = state["failed"]
+            state["retry_at"] = min(when for _, when in failed.values()) + UNSCHEDULABLE_RETRY_SECONDS \
+                if failed else None
+            self._note_seen("default", _DEFAULT_INPUTS)
+
+    def _default_pass(self, moment: float) -> dict[str, int]:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -398,6 +428,18 @@ class SchedulingMixin:
     def kai_pod_grouper_step(self) -> int:
         """KAI's pod grouper: a PodGroup for every pod of ``kai-scheduler`` and its ``pod-group-name``
         annotation; PodGroups whose owner is gone are deleted. Returns how many objects it wrote."""
+        with self._scheduling()["step"]:
+            return self._kai_pod_grouper_step()
+
+    def _kai_pod_grouper_step(self) -> int:
+        if self._unchanged("grouper", _GROUPER_INPUTS):
+            return 0
+        try:
+            return self._kai_group_pods()
+        finally:
+            self._note_seen("grouper", _GROUPER_INPUTS)
+
+    def _kai_group_pods(self) -> int:
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -411,10 +453,9 @@ class SchedulingMixin:
         wanted: dict[tuple[str, str], Obj] = {}
         writes = 0
         pod_uids = set()
-        for _, pod in list(informer.pods.values()):
+        for key in list(informer.kai):
+            pod = informer.pods[key][1]
             pod_uids.add(pod.uid)
-            if pod.scheduler != kai_core.SCHEDULER_NAME:
-                continue
             if pod.owner is None and pod.annotations.get(kai_core.POD_GROUP_ANNOTATION):
                 continue  # a pod of a PodGroup someone made
             owner = kai_core.owner_of(pod, jobs)
@@ -471,19 +512,31 @@ class SchedulingMixin:
             priority_classes=classes, default_priority=default, node_pool_key=self.kai_node_pool_key,
             free=informer.free, free_pods=informer.free_pods)
 
-    def kai_scheduler_step(self, now: float | None = None) -> dict[str, int]:
+    def kai_scheduler_step(self) -> dict[str, int]:
         """KAI's pod grouper, one scheduling cycle and its podgroup and queue controllers' status (three
         components of KAI, one after the other); returns what the cycle did."""
-        with _gc_paused():
+        with self._scheduling()["step"], _gc_paused():
             self.kai_pod_grouper_step()
-            done = self.kai_cycle_step(now)
+            done = self.kai_cycle_step()
             self.report_kai_status()
             return done
 
-    def kai_cycle_step(self, now: float | None = None) -> dict[str, int]:
+    def kai_cycle_step(self) -> dict[str, int]:
         """One KAI scheduling cycle (every shard): decisions, then binds, evictions, the PodGroups' and pods'
         conditions and events."""
-        moment = self._scheduler_now(now)
+        with self._scheduling()["step"], _gc_paused():
+            return self._kai_cycle_step()
+
+    def _kai_cycle_step(self) -> dict[str, int]:
+        if self._unchanged("kai", _KAI_INPUTS):
+            return {"bound": 0, "evicted": 0, "unschedulable": 0}
+        try:
+            return self._kai_cycle()
+        finally:
+            self._note_seen("kai", _KAI_INPUTS)
+
+    def _kai_cycle(self) -> dict[str, int]:
+        moment = self._scheduler_now()
         state = self._scheduling()
         informer: _Informer = state["informer"]
         informer.sync(self)
@@ -577,16 +630,36 @@ class SchedulingMixin:
     def report_kai_status(self) -> int:
         """What KAI's podgroup and queue controllers report: PodGroup ``status.resourcesStatus`` and Queue
         ``status`` (allocated, allocatedNonPreemptible, requested, childQueues); returns how many changed."""
-        state = self._scheduling()
-        informer: _Informer = state["informer"]
-        informer.sync(self)
+        with self._scheduling()["step"]:
+            return self._report_kai_status()
+
+    def _report_kai_status(self) -> int:
+        if self._unchanged("status", _STATUS_INPUTS):
+            return 0
+        try:
+            return self._kai_status()
+        finally:
+            self._note_seen("status", _STATUS_INPUTS)
+
+    def _kai_pods(self) -> list[PodInfo]:
+        """The unfinished pods of kai-scheduler, read from the store (by its field index: no other pod is
+        parsed)."""
+        index = get_resource(PODS).field_index
+        scheduler_at, phase_at = index["spec.schedulerName"], index["status.phase"]
+        with self._lock:
+            found = [data for data, _rv, _labels, fields in self._stores[PODS].entries.values()
+                     if fields[scheduler_at] == kai_core.SCHEDULER_NAME
+                     and fields[phase_at] not in ("Succeeded", "Failed")]
+        return [pod_info(orjson.loads(data)) for data in found]
+
+    def _kai_status(self) -> int:
         queues = self.list(QUEUES)
         groups = self.list(POD_GROUPS)
         if not queues and not groups:
             return 0
         classes, default = self._priority_classes()
         group_status, queue_status = kai_core.controller_status(
-            groups, [p for _, p in informer.pods.values()], queues, priority_classes=classes, default_priority=default)
+            groups, self._kai_pods(), queues, priority_classes=classes, default_priority=default)
         changed = 0
         for group in groups:
             md = group["metadata"]
@@ -601,9 +674,9 @@ class SchedulingMixin:
 
     # ------------------------------------------------------------------ both
 
-    def scheduling_step(self, now: float | None = None) -> dict[str, dict[str, int]]:
+    def scheduling_step(self) -> dict[str, dict[str, int]]:
         """KAI's cycle, then the default scheduler's pass."""
-        return {"kai": self.kai_scheduler_step(now=now), "default": self.default_scheduler_step(now=now)}
+        return {"kai": self.kai_scheduler_step(), "default": self.default_scheduler_step()}
 
 
 def _kai_step(emu: SchedulingMixin) -> list[str]:

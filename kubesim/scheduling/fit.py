@@ -29,7 +29,7 @@ upstream computes them); a pod whose quantities do not parse is reported, never 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson

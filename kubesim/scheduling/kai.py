@@ -731,10 +731,14 @@ class _Shard:
         for group, pods in victims:
             for pod in pods:
                 if action == "reclaim":
-                    reclaimer_level, reclaimee_level = ks.leveled(self.queues, preemptor.queue, group.queue)
-                    if self.queues[group.queue].parent == reclaimer_queue.parent:
-                        reclaimer_level, reclaimee_level = reclaimer_queue, self.queues[group.queue]
-                    message = reclaim_message(pod, preemptor, reclaimee_level, reclaimer_level)
+                    # The two queues' figures: siblings' own, else their parents' (actions/utils/action.go).
+                    reclaimee_queue = self.queues[group.queue]
+                    if reclaimee_queue.parent == reclaimer_queue.parent:
+                        mine, theirs = reclaimer_queue, reclaimee_queue
+                    else:
+                        mine = self.queues.get(reclaimer_queue.parent, reclaimer_queue)
+                        theirs = self.queues.get(reclaimee_queue.parent, reclaimee_queue)
+                    message = reclaim_message(pod, preemptor, theirs, mine)
                 else:
                     message = preempt_message(pod, preemptor)
                 self.decisions.evictions.append(Eviction(pod.namespace, pod.name, group.key, message, action,
@@ -805,7 +809,9 @@ class _Shard:
             placed.append((pod, i))
         return placed
 
-    def reclaim(self, groups: list[Group]) -> None:
+    def _take_back(self, groups: list[Group], action: str, may_try, candidates_of) -> None:
+        """Reclaim or Preempt: jobs in queue order, each trying to free room by evicting the victims
+        ``candidates_of(job, requested)`` yields."""
         jobs = JobsByQueue(self.queues, groups, self.total)
         failed = _Failures()
         while (group := jobs.pop()) is not None:
@@ -815,8 +821,16 @@ class _Shard:
             requested = _sum(batch)
             if failed.covers(group, batch, requested):
                 continue  # a job of its queue no larger failed already (KAI's "smallest failed job")
-            if not ks.can_reclaim(self.queues, group.queue, requested, group.preemptible):
+            if not may_try(group, requested):
                 continue
+            if self._solve(group, batch, candidates_of(group, requested), action):
+                if group.pending():
+                    jobs.push(group)
+            else:
+                failed.add(group, batch, requested)
+
+    def reclaim(self, groups: list[Group]) -> None:
+        def candidates(group: Group, requested: Mapping[str, float]) -> Iterator[Group]:
             givers: dict[str, bool] = {}
 
             def may_give(queue: str) -> bool:
@@ -825,35 +839,21 @@ class _Shard:
                     givers[queue] = ks.fits_reclaim_strategy(requested, mine, theirs, theirs.allocated())
                 return givers[queue]
 
-            candidates = [g for g in self.valid if g.queue != group.queue and g.preemptible and g.running()
-                          and may_give(g.queue)]
-            order = JobsByQueue(self.queues, candidates, self.total, victims=True)
-            if self._solve(group, batch, iter(order.pop, None), "reclaim"):
-                if group.pending():
-                    jobs.push(group)
-            else:
-                failed.add(group, batch, requested)
+            order = JobsByQueue(self.queues, [g for g in self.valid if g.queue != group.queue and g.preemptible
+                                              and g.running() and may_give(g.queue)], self.total, victims=True)
+            return iter(order.pop, None)
+
+        self._take_back(groups, "reclaim", lambda group, requested: ks.can_reclaim(
+            self.queues, group.queue, requested, group.preemptible), candidates)
 
     def preempt(self, groups: list[Group]) -> None:
-        jobs = JobsByQueue(self.queues, groups, self.total)
-        failed = _Failures()
-        while (group := jobs.pop()) is not None:
-            batch = group.batch()
-            if not batch:
-                continue
-            requested = _sum(batch)
-            if failed.covers(group, batch, requested):
-                continue
-            if ks.non_preemptible_over_quota(self.queues, group.queue, requested, group.preemptible):
-                continue
-            candidates = sorted((g for g in self.valid if g.queue == group.queue and g.preemptible
-                                 and g.priority < group.priority and g.running() and g is not group),
-                                key=_job_key, reverse=True)
-            if self._solve(group, batch, iter(candidates), "preempt"):
-                if group.pending():
-                    jobs.push(group)
-            else:
-                failed.add(group, batch, requested)
+        def candidates(group: Group, _requested: Mapping[str, float]) -> Iterator[Group]:
+            return iter(sorted((g for g in self.valid if g.queue == group.queue and g.preemptible
+                                and g.priority < group.priority and g.running() and g is not group),
+                               key=_job_key, reverse=True))
+
+        self._take_back(groups, "preempt", lambda group, requested: ks.non_preemptible_over_quota(
+            self.queues, group.queue, requested, group.preemptible) is None, candidates)
 
     # -- status
 

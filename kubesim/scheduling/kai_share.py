@@ -365,17 +365,29 @@ def resource_list(values: Mapping[str, float]) -> dict[str, str]:
     return out
 
 
-def over_limit(queues: Mapping[str, Queue], queue: str, requested: Mapping[str, float],
-               non_preemptible: bool) -> Verdict | None:
+def _exceeded(queues: Mapping[str, Queue], queue: str, requested: Mapping[str, float], bound: str,
+              used: str) -> tuple[Queue, str] | None:
+    """The first (queue or ancestor, resource) whose ``used`` plus the request passes its ``bound``
+    (``-1``: no bound), in KAI's order: the queue up, resources CPU, memory, GPU."""
     for q in _ancestry(queues, queue):
         for r in RESOURCES:
             share = q.shares[r]
             want = requested.get(r, 0.0)
-            if share.max_allowed == UNLIMITED or want == 0:
+            top = getattr(share, bound)
+            if top == UNLIMITED or want == 0:
                 continue
-            if share.max_allowed < share.allocated + want - EPSILON:
-                return Verdict("OverLimit", _over_limit_message(q, r, want), _details(q, requested, non_preemptible))
+            if top < getattr(share, used) + want - EPSILON:
+                return q, r
     return None
+
+
+def over_limit(queues: Mapping[str, Queue], queue: str, requested: Mapping[str, float],
+               non_preemptible: bool) -> Verdict | None:
+    found = _exceeded(queues, queue, requested, "max_allowed", "allocated")
+    if found is None:
+        return None
+    q, r = found
+    return Verdict("OverLimit", _over_limit_message(q, r, requested.get(r, 0.0)), _details(q, requested, non_preemptible))
 
 
 def _over_limit_message(q: Queue, resource: str, requested: float) -> str:
@@ -395,16 +407,11 @@ def non_preemptible_over_quota(queues: Mapping[str, Queue], queue: str, requeste
                                preemptible: bool) -> Verdict | None:
     if preemptible:
         return None
-    for q in _ancestry(queues, queue):
-        for r in RESOURCES:
-            share = q.shares[r]
-            want = requested.get(r, 0.0)
-            if share.deserved == UNLIMITED or want == 0:
-                continue
-            if share.deserved < share.allocated_non_preemptible + want - EPSILON:
-                return Verdict("NonPreemptibleOverQuota", _over_quota_message(q, r, requested),
-                               _details(q, requested, True))
-    return None
+    found = _exceeded(queues, queue, requested, "deserved", "allocated_non_preemptible")
+    if found is None:
+        return None
+    q, r = found
+    return Verdict("NonPreemptibleOverQuota", _over_quota_message(q, r, requested), _details(q, requested, True))
 
 
 def _over_quota_message(q: Queue, resource: str, requested: Mapping[str, float]) -> str:

@@ -13,7 +13,7 @@ Modules by concern:
 - `hints`: coalesced change hints to the live pages;
 - `worker`: one cluster's informers and writer (`ClusterSync`); `runner`: sync_clusters' threads.
 """
-from nodepools.sync.informer import Backoff, Gone, Informer, StreamBroken, api_client_for, api_error_message
+from nodepools.sync.informer import Backoff, Gone, Informer, StreamBroken, api_client_for
 from nodepools.sync.leadership import (
     FENCE_KEY, LEADER_KEY, LeadershipLost, PgLeadership, SingleLeadership, leadership_for,
 )
@@ -26,5 +26,5 @@ from nodepools.sync.worker import ClusterSync
 __all__ = [
     "Backoff", "ClusterRunner", "ClusterSync", "FENCE_KEY", "Gone", "Informer", "LEADER_KEY", "LeadershipLost",
     "Mirror", "NODES", "PODS", "PgLeadership", "REGISTRY", "Resource", "SingleLeadership", "StreamBroken",
-    "SyncOptions", "api_client_for", "api_error_message", "leadership_for", "register", "run_clusters",
+    "SyncOptions", "api_client_for", "leadership_for", "register", "run_clusters",
 ]

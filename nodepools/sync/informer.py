@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from console import metrics
-from nodepools.kube import status_body
+from kube.client import api_client, api_error_message
 from nodepools.sync.options import SyncOptions
 
 if TYPE_CHECKING:
@@ -29,38 +29,12 @@ logger = logging.getLogger("nodepools.sync")
 
 
 def api_client_for(cluster: "Cluster"):
-    """An ApiClient for a cluster from its kubeconfig path/context or the in-cluster service account.
-
-    Retries are off: the sync backs off itself, and a patch must fail fast with the API's message.
-    """
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    if cluster.in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        if not cluster.kubeconfig_path:
-            raise ValueError(f"cluster {cluster.name} has neither a kubeconfig path nor in-cluster access")
-        config.load_kube_config(
-            config_file=cluster.kubeconfig_path, context=cluster.kube_context or None,
-            client_configuration=configuration, persist_config=False,
-        )
-    configuration.retries = False
-    return client.ApiClient(configuration)
-
-
-def api_error_message(exc: BaseException) -> str:
-    """The API's own message of a failed call (its Status `message`), else a short description."""
-    from kubernetes.client.exceptions import ApiException
-
-    if isinstance(exc, ApiException):
-        message = status_body(exc).get("message")
-        return f"{message} (HTTP {exc.status})" if message else f"HTTP {exc.status} {exc.reason}".strip()
-    text = str(exc)
-    # urllib3 wraps connection errors deeply; the last part says what happened.
-    if "Caused by" in text:
-        text = text.split("Caused by", 1)[1].strip(" ()")
-    return f"{type(exc).__name__}: {text}"[:500]
+    """An ApiClient for a cluster (kube.client.api_client) from its kubeconfig path/context or the in-cluster
+    service account. Retries are off: the sync backs off itself, and a patch must fail fast."""
+    if not cluster.in_cluster and not cluster.kubeconfig_path:
+        raise ValueError(f"cluster {cluster.name} has neither a kubeconfig path nor in-cluster access")
+    return api_client(kubeconfig=cluster.kubeconfig_path, context=cluster.kube_context or None,
+                      in_cluster=cluster.in_cluster)
 
 
 # What `_list` returns for an optional resource the cluster does not serve (404: its CRD is not installed).

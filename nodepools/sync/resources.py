@@ -130,19 +130,19 @@ _REQUESTS: dict[bytes, kube.Resources] = {}
 
 
 def pod_requests(spec: dict[str, Any]) -> kube.Resources:
-    """kube.pod_requests, memoised on the resources part of the spec: pods of one workload share it, and
+    """kube.pod_resources, memoised on the resources part of the spec: pods of one workload share it, and
     parsing quantities (Decimal) is most of a pod's cost on a full list."""
     try:
         key = orjson.dumps([
             [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("containers") or ()],
             [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
-            spec.get("overhead"),
+            spec.get("overhead"), spec.get("resources"),
         ])
     except (TypeError, AttributeError, orjson.JSONEncodeError):
-        return kube.pod_requests({"spec": spec})  # malformed: let the parser say what is wrong
+        return kube.pod_resources({"spec": spec})  # malformed: let the parser say what is wrong
     found = _REQUESTS.get(key)
     if found is None:
-        found = kube.pod_requests({"spec": spec})
+        found = kube.pod_resources({"spec": spec})
         if len(_REQUESTS) > 10_000:
             _REQUESTS.clear()
         _REQUESTS[key] = found

@@ -212,7 +212,8 @@ def test_in_cluster_access_refuses_a_server_whose_certificate_it_cannot_verify(t
     from kubernetes.config import incluster_config
 
     from nodepools.models import Cluster
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     emu, other = KubeEmulator(), KubeEmulator()
     emu.start(tls=True)

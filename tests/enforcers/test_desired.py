@@ -86,7 +86,12 @@ def test_kueue_objects_follow_pools_departments_and_projects():
     assert spec["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["runai-vision"]}]
     group, = spec["resourceGroups"]
-    assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
+    assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory", "ephemeral-storage"]
+    # Borrowed quota is taken back for its owner; a higher priority preempts a lower one in the queue.
+    assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    # The PriorityClasses the Jobs name are written in Kueue mode too.
+    assert {n: o["value"] for n, o in by_kind(objects, "PriorityClass").items()} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
     # Flavors follow the project's priority list, then the remaining pools.
     assert [f["name"] for f in group["flavors"]] == ["a100", "default"]
     a100 = {r["name"]: r for r in group["flavors"][0]["resources"]}

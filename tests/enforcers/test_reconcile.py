@@ -141,8 +141,10 @@ def test_switching_to_kueue_replaces_the_kai_objects(lab):
     services.enforcement_set(actor=None, cluster=lab.cluster, enforcer="kueue")
     with api_client(lab.cluster) as api:
         preview = services.enforcement_preview(cluster=lab.cluster, enforcer="kueue", api_client=api)
-    assert len(preview.delete) == 16 and {o["kind"] for o in preview.create} == {
+    # The KAI queues and shards go; the PriorityClasses stay (the Jobs of both name them).
+    assert len(preview.delete) == 10 + 2 and {o["kind"] for o in preview.create} == {
         "WorkloadPriorityClass", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"}
+    assert {o["kind"] for o in preview.delete} == {"Queue", "SchedulingShard"}
     result = reconcile(lab.cluster)
     assert not result.refused, result.refused
     assert cluster_objects(lab.cluster, *QUEUES) == {}

@@ -11,21 +11,12 @@ import pytest
 
 from kube.client import FIELD_MANAGER, ApiRefusal, CustomKind, CustomObjects, api_client, api_error_message
 from kubesim import KubeEmulator
+from tests.kubesim.conftest import sim  # noqa: F401 - the emulator on a free port
 
 FLAVORS = CustomKind("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
 LOCAL_QUEUES = CustomKind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 NODEPOOLS = CustomKind("karpenter.sh", "v1", "nodepools", "NodePool")
 UNSERVED = CustomKind("example.com", "v1", "widgets", "Widget")
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(bookmark_interval=0.2)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
 
 
 @pytest.fixture
@@ -78,6 +69,10 @@ def test_a_write_that_lost_a_race_is_a_409_refusal(objects: CustomObjects) -> No
     with pytest.raises(ApiRefusal) as refused:
         objects.replace(FLAVORS, read)  # carries the resourceVersion it was read at
     assert refused.value.status == 409 and refused.value.reason == "Conflict"
+    for stale in ({"resource_version": read["metadata"]["resourceVersion"]}, {"uid": "another-uid"}):
+        with pytest.raises(ApiRefusal) as refused:
+            objects.delete(FLAVORS, "a100", **stale)
+        assert refused.value.status == 409 and refused.value.message.startswith("Precondition failed: ")
     assert objects.get(FLAVORS, "a100")["metadata"]["labels"] == {"touched": "yes"}
     with pytest.raises(ApiRefusal) as refused:
         objects.create(FLAVORS, flavor("a100"))
@@ -113,8 +108,11 @@ def test_no_answer_is_a_refusal_with_status_0(sim: KubeEmulator, tmp_path: Path)
         objects = CustomObjects(client, timeout=(1, 1))
         with pytest.raises(ApiRefusal) as refused:
             objects.list(FLAVORS)
-    assert refused.value.status == 0 and refused.value.message.startswith("the cluster could not be reached")
-    assert str(refused.value) == refused.value.message and api_error_message(refused.value) == refused.value.message
+    refusal = refused.value
+    assert refusal.status == 0 and refusal.message.startswith("the cluster could not be reached: ")
+    assert str(refusal) == refusal.message and "Connection refused" in refusal.message
+    # The pages' words for it are the ones they had for the client's own exception.
+    assert api_error_message(refusal) == api_error_message(refusal.__cause__) == refusal.message.split(": ", 1)[1]
 
 
 def test_the_factory_needs_a_kubeconfig_or_the_in_cluster_account() -> None:

@@ -259,3 +259,6 @@ def test_label_keys_are_checked_in_the_api_servers_words(key: str, errors: list[
     found = label_key_errors(key)
     assert len(found) >= len(errors) and all(f.startswith(e) for f, e in zip(found, errors))
     assert not label_value_errors("A100") and label_value_errors("-x")
+    # A final newline is no part of a valid key or value (Go's regexp has no `$` before a newline).
+    assert label_key_errors("gpu-type\n") and label_value_errors("A100\n")
+    assert not requirement_matches(req("n", "Gt", "1\n"), {"n": "2"})

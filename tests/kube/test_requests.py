@@ -106,6 +106,9 @@ def test_pod_requests_as_upstream(name: str, the_pod: dict, expected: dict) -> N
 def test_gpus_given_only_as_a_limit_count_and_every_resource_is_kept() -> None:
     asks = pod_requests(pod([c("train", {"cpu": "500m", "memory": "1Gi"}, {"nvidia.com/gpu": "2", "example.com/fpga": "1"})]))
     assert asks == {"cpu": Decimal("0.5"), "memory": 2**30, "nvidia.com/gpu": 2, "example.com/fpga": 1}
+    # Asked for by name: exactly those, 0 for what the pod does not ask.
+    asks = pod_requests(pod([c("train", {"cpu": "500m"})]), ("nvidia.com/gpu", "cpu", "memory"))
+    assert asks == {"nvidia.com/gpu": 0, "cpu": Decimal("0.5"), "memory": 0}
 
 
 def test_a_bad_quantity_is_reported_naming_the_container_and_the_resource() -> None:

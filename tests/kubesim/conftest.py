@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,29 @@ def kubectl(sim_kubeconfig: str, tmp_path: Path) -> Callable[..., subprocess.Com
 
     run.env = env  # type: ignore[attr-defined]
     return run
+
+
+@pytest.fixture
+def manual_sim() -> Iterator[KubeEmulator]:
+    """An emulator on a manual clock with its controllers (Job controller, schedulers, kubelets): a test
+    moves the clock and calls ``tick()``."""
+    from kubesim import ManualClock
+
+    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
+def manual_api(manual_sim: KubeEmulator, tmp_path: Path) -> Iterator[Any]:
+    """The official client's ApiClient for :func:`manual_sim`."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=manual_sim.write_kubeconfig(tmp_path / "manual-kubeconfig"),
+                            client_configuration=configuration)
+    with client.ApiClient(configuration) as api:
+        yield api

@@ -74,6 +74,13 @@ class Lab:
             bound.append(pod.metadata.name)
         return bound
 
+    def run_pending(self, seconds: float) -> None:
+        """Bind the pending pods, start them (1 s later), let them run ``seconds``, let the Job count them."""
+        self.bind_pending()
+        self.tick(1)
+        self.tick(seconds)
+        self.tick()
+
     def events(self, job: str) -> list[tuple[str, str, str]]:
         items = self.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={job}").items
         return [(e.type, e.reason, e.message) for e in sorted(items, key=lambda e: e.metadata.name)]
@@ -152,10 +159,7 @@ def test_a_job_runs_its_completions_parallelism_at_a_time_then_completes(lab: La
     job = lab.job("train")
     assert (job.status.succeeded, job.status.active) == (2, 1)
     assert [p.metadata.finalizers for p in lab.pods("train") if p.status.phase == "Succeeded"] == [None, None]
-    lab.bind_pending()
-    lab.tick(1)
-    lab.tick(30)
-    lab.tick()
+    lab.run_pending(30)
     job = lab.job("train")
     assert job.status.succeeded == 3 and job.status.active is None and job.status.failed is None
     assert conditions(job) == {"SuccessCriteriaMet": ("True", "CompletionsReached"),
@@ -202,10 +206,7 @@ def test_indexed_pods_are_named_labelled_and_completed_by_index(lab: Lab) -> Non
         assert pod.spec.hostname == f"shard-{index}"
         env = {e.name: e.value_from.field_ref.field_path for e in pod.spec.containers[0].env}
         assert env == {"JOB_COMPLETION_INDEX": f"metadata.labels['{COMPLETION_INDEX}']"}
-    lab.bind_pending()
-    lab.tick(1)
-    lab.tick(30)
-    lab.tick()
+    lab.run_pending(30)
     job = lab.job("shard")
     assert job.status.completed_indexes == "0,1" and job.status.succeeded == 2
     assert sorted(p.metadata.annotations[COMPLETION_INDEX] for p in lab.pods("shard")
@@ -222,10 +223,7 @@ def test_indexed_pods_are_named_labelled_and_completed_by_index(lab: Lab) -> Non
     lab.tick(10)  # the delay after a failure: 10 s
     pending = sorted(p.metadata.annotations[COMPLETION_INDEX] for p in lab.pods("shard") if p.status.phase == "Pending")
     assert pending == ["3", "4"]
-    lab.bind_pending()
-    lab.tick(1)
-    lab.tick(30)
-    lab.tick()
+    lab.run_pending(30)
     job = lab.job("shard")
     assert job.status.completed_indexes == "0-4" and job.status.succeeded == 5
     assert conditions(job)["Complete"][0] == "True"

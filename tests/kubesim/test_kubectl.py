@@ -17,6 +17,7 @@ import time
 import pytest
 
 from kubesim import KubeEmulator, make_node, make_pod
+from kubesim.clock import ManualClock
 
 QUEUE = """\
 apiVersion: scheduling.run.ai/v2
@@ -204,15 +205,12 @@ def columns(text: str, row: int) -> dict[str, str]:
 
 
 def test_get_nodeclaims_fills_karpenters_printer_columns(sim: KubeEmulator, kubectl) -> None:
-    from kubesim import ManualClock
-
-    clock = sim.clock = ManualClock()  # the stand-in's steps are taken at the times the test says
-    start = clock.now()
     # Karpenter's CRD prints TYPE, CAPACITY and ZONE from the NodeClaim's labels, NODE and READY from its
     # status (a JSONPath filter on the Ready condition); -o wide adds IMAGEID, ID, NODEPOOL, NODECLASS, DRIFTED.
     sim.create("nodepools.karpenter.sh", H100_POOL)
     sim.add_pod(make_pod("train", "ml", phase="Pending", containers=[
         {"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 8}}]))
+    sim.clock = ManualClock()  # the one clock of the emulator's steps and timestamps, moved by hand
     sim.karpenter_step()
     [claim] = sim.list("nodeclaims.karpenter.sh")
     name = claim["metadata"]["name"]
@@ -224,8 +222,8 @@ def test_get_nodeclaims_fills_karpenters_printer_columns(sim: KubeEmulator, kube
     # Not registered yet: no node (the API server's cell is null, which kubectl leaves blank), Ready Unknown.
     assert (launching["NODE"], launching["READY"]) == ("", "Unknown")
 
-    for at in (1, 3, 5):  # Launched, Registered (the Node appears), Initialized
-        clock.set(start + at)
+    for _ in range(3):  # Launched after 1 s, Registered (the Node appears) after 3 s, Initialized after 5 s
+        sim.clock.advance(2)
         sim.karpenter_step()
     node = sim.get("nodeclaims.karpenter.sh", name)["status"]["nodeName"]
     ready = columns(kubectl("get", "nodeclaims").stdout, 1)

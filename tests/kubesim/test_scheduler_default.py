@@ -3,33 +3,22 @@ pods are created over HTTP, the controller loop ticks on a manual clock, and wha
 pod's node, its PodScheduled condition, the FailedScheduling event — is what kube-scheduler writes."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
-from kubesim import KubeEmulator, ManualClock, make_node
+from kubesim import KubeEmulator, make_node
 
 POOL = "console.gpu-capacity.io/node-pool"
 
 
 @pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+def emu(manual_sim: KubeEmulator) -> KubeEmulator:
+    return manual_sim
 
 
 @pytest.fixture
-def core(emu: KubeEmulator, tmp_path) -> Iterator[client.CoreV1Api]:
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=emu.write_kubeconfig(tmp_path / "kubeconfig"),
-                            client_configuration=configuration)
-    with client.ApiClient(configuration) as api:
-        yield client.CoreV1Api(api)
+def core(manual_api) -> client.CoreV1Api:
+    return client.CoreV1Api(manual_api)
 
 
 def pod(name: str, *, gpus: int = 0, cpu: str = "1", memory: str = "1Gi", selector: dict | None = None,
@@ -225,3 +214,16 @@ def test_a_job_without_enforcer_runs_through_the_job_controller_and_the_schedule
     assert len(pods) == 2
     assert {p.spec.node_name for p in pods} == {"a100-1"}
     assert {p.status.phase for p in pods} == {"Running"}
+
+
+def test_kubectl_describe_shows_the_schedulers_event(sim, kubectl):
+    """What a user runs first when a pod waits: `kubectl describe pod` lists the scheduler's event."""
+    from kubesim import make_pod
+
+    sim.add_node(make_node("gpu-1", gpus=2))
+    sim.add_pod(make_pod("big", "work", phase="Pending",
+                         containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}]))
+    assert sim.default_scheduler_step() == {"bound": 0, "unschedulable": 1}
+    described = kubectl("describe", "pod", "big", "-n", "work").stdout
+    assert "FailedScheduling" in described and "default-scheduler" in described
+    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu." in described

@@ -7,16 +7,15 @@ The fair-share division itself is also checked on its own, with Hypothesis, agai
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubernetes import client, config
+from kubernetes import client
 
 from enforcers import desired
-from kubesim import KubeEmulator, ManualClock, make_node
+from kubesim import KubeEmulator, make_node
 from kubesim.scheduling import kai_share as ks
 from workloads import render
 
@@ -26,22 +25,13 @@ KAI = ("scheduling.run.ai", "v2alpha2", "podgroups")
 
 
 @pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+def emu(manual_sim: KubeEmulator) -> KubeEmulator:
+    return manual_sim
 
 
 @pytest.fixture
-def api(emu: KubeEmulator, tmp_path) -> Iterator[client.ApiClient]:
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=emu.write_kubeconfig(tmp_path / "kubeconfig"),
-                            client_configuration=configuration)
-    with client.ApiClient(configuration) as api_client:
-        yield api_client
+def api(manual_api) -> client.ApiClient:
+    return manual_api
 
 
 def quota(gpus: int, *, limit: int | None = None, weight: int = 2, rank: int = 3) -> desired.QuotaState:

@@ -1,4 +1,4 @@
-"""The schedulers' stand-in writes the queue status KAI Scheduler and Kueue would report."""
+"""The KAI stand-in writes the queue status KAI Scheduler would report (Kueue's: test_scheduler_kueue.py)."""
 from __future__ import annotations
 
 from kubesim import make_node, make_pod
@@ -51,26 +51,3 @@ def test_kai_queue_status_sums_its_podgroups_and_rolls_up_to_the_parent(sim):
     assert group["status"]["resourcesStatus"]["allocatedNonPreemptible"]["nvidia.com/gpu"] == "1"
     # Nothing changed: nothing is written again.
     assert sim.report_queue_status() == 0
-
-
-def test_kueue_cluster_queue_status_counts_workloads_and_borrowing_per_flavor(sim):
-    sim.load([make_node("n1", gpus=8, labels={"console.gpu-capacity.io/node-pool": "a100"})], [
-        gpu_pod("a", "runai-vision", node="n1", gpus=4, labels={"kueue.x-k8s.io/queue-name": "vision"}),
-        gpu_pod("b", "runai-vision", node="n1", gpus=2, labels={"kueue.x-k8s.io/queue-name": "vision"}),
-        gpu_pod("c", "runai-vision", gpus=1, labels={"kueue.x-k8s.io/queue-name": "vision"}, phase="Pending"),
-    ])
-    sim.create("resourceflavors.kueue.x-k8s.io", {"metadata": {"name": "a100"}, "spec": {}})
-    sim.create("clusterqueues.kueue.x-k8s.io", {"metadata": {"name": "vision"}, "spec": {
-        "cohortName": "rnd",
-        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu", "memory"], "flavors": [
-            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"},
-                                           {"name": "cpu", "nominalQuota": "64"},
-                                           {"name": "memory", "nominalQuota": "256Gi"}]}]}]}})
-    sim.create("localqueues.kueue.x-k8s.io", {"metadata": {"name": "vision", "namespace": "runai-vision"},
-                                              "spec": {"clusterQueue": "vision"}})
-    sim.report_queue_status()
-    status = sim.get("clusterqueues.kueue.x-k8s.io", "vision")["status"]
-    assert status["pendingWorkloads"] == 1 and status["admittedWorkloads"] == 2
-    gpu = status["flavorsUsage"][0]["resources"][0]
-    assert status["flavorsUsage"][0]["name"] == "a100"
-    assert gpu == {"name": "nvidia.com/gpu", "total": "6", "borrowed": "2"}

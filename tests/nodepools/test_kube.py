@@ -1,15 +1,19 @@
-"""How Kubernetes objects are read: names, labels, quantities, pod requests, node reasons."""
+"""How Kubernetes objects are read: names, labels, quantities, pod requests in the console's units, node
+reasons (Kubernetes' own rules are `kube`'s, tested against upstream's cases in tests/kube)."""
 from decimal import Decimal
 
 import pytest
 
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.quantity import QuantityError, parse_quantity
+from kube.requests import pod_is_active, pod_is_bound
 from nodepools import kube
 
 
 @pytest.mark.parametrize("key", ["gpu-type", "karpenter.sh/nodepool", "nvidia.com/gpu.product", "A", "a" * 63,
                                  "example.com/" + "a" * 63])
 def test_valid_label_keys(key):
-    assert kube.label_key_errors(key) == []
+    assert label_key_errors(key) == []
 
 
 @pytest.mark.parametrize(
@@ -27,13 +31,13 @@ def test_valid_label_keys(key):
     ],
 )
 def test_invalid_label_keys_say_what_is_wrong(key, expected):
-    errors = kube.label_key_errors(key)
+    errors = label_key_errors(key)
     assert errors and expected in errors[0]
 
 
 @pytest.mark.parametrize("value", ["", "A100", "a100_80gb", "h100.prod", "x" * 63])
 def test_valid_label_values(value):
-    assert kube.label_value_errors(value) == []
+    assert label_value_errors(value) == []
 
 
 @pytest.mark.parametrize(
@@ -42,17 +46,17 @@ def test_valid_label_values(value):
      ("-a", "a valid label must be an empty string"), ("a.", "a valid label must be an empty string")],
 )
 def test_invalid_label_values(value, expected):
-    assert expected in " ".join(kube.label_value_errors(value))
+    assert expected in " ".join(label_value_errors(value))
 
 
 @pytest.mark.parametrize("name", ["a100-80gb", "default", "rnd", "a", "1-2"])
 def test_valid_dns_labels(name):
-    assert kube.dns1123_label_errors(name) == []
+    assert dns1123_label_errors(name) == []
 
 
 @pytest.mark.parametrize("name", ["A100", "rnd_team", "-x", "x-", "a.b", "a" * 64, ""])
 def test_invalid_dns_labels(name):
-    assert kube.dns1123_label_errors(name)
+    assert dns1123_label_errors(name)
 
 
 @pytest.mark.parametrize(
@@ -61,13 +65,13 @@ def test_invalid_dns_labels(name):
      ("1e3", Decimal(1000)), ("1.5", Decimal("1.5")), ("100M", Decimal(10**8)), ("0", Decimal(0)), (4, Decimal(4))],
 )
 def test_quantities(text, value):
-    assert kube.parse_quantity(text) == value
+    assert parse_quantity(text) == value
 
 
 @pytest.mark.parametrize("text", ["12x", "", "1.2.3", "Gi", "1 Gi", None, True, "1iG"])
 def test_unparsable_quantities_are_reported(text):
-    with pytest.raises(kube.QuantityError):
-        kube.parse_quantity(text)
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
 
 
 def pod(containers=(), init=(), overhead=None):
@@ -81,35 +85,35 @@ def pod(containers=(), init=(), overhead=None):
 
 
 def test_pod_requests_sum_app_containers():
-    r = kube.pod_requests(pod([{"requests": {"cpu": "500m", "memory": "1Gi"}}, {"requests": {"cpu": "1", "memory": "512Mi"}}]))
+    r = kube.pod_resources(pod([{"requests": {"cpu": "500m", "memory": "1Gi"}}, {"requests": {"cpu": "1", "memory": "512Mi"}}]))
     assert (r.cpu_millis, r.memory_bytes) == (1500, 1536 * 2**20)
 
 
 def test_pod_requests_take_the_largest_init_container_when_larger():
-    r = kube.pod_requests(pod([{"requests": {"cpu": "1"}}], init=[{"requests": {"cpu": "4"}}, {"requests": {"cpu": "2"}}]))
+    r = kube.pod_resources(pod([{"requests": {"cpu": "1"}}], init=[{"requests": {"cpu": "4"}}, {"requests": {"cpu": "2"}}]))
     assert r.cpu_millis == 4000
-    r = kube.pod_requests(pod([{"requests": {"cpu": "3"}}], init=[{"requests": {"cpu": "2"}}]))
+    r = kube.pod_resources(pod([{"requests": {"cpu": "3"}}], init=[{"requests": {"cpu": "2"}}]))
     assert r.cpu_millis == 3000
 
 
 def test_pod_requests_add_overhead():
-    r = kube.pod_requests(pod([{"requests": {"cpu": "1", "memory": "1Gi"}}], overhead={"cpu": "250m", "memory": "120Mi"}))
+    r = kube.pod_resources(pod([{"requests": {"cpu": "1", "memory": "1Gi"}}], overhead={"cpu": "250m", "memory": "120Mi"}))
     assert (r.cpu_millis, r.memory_bytes) == (1250, 2**30 + 120 * 2**20)
 
 
 def test_gpu_limit_without_request_counts_as_request():
-    r = kube.pod_requests(pod([{"limits": {"nvidia.com/gpu": "2"}}, {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}]))
+    r = kube.pod_resources(pod([{"limits": {"nvidia.com/gpu": "2"}}, {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}]))
     assert r.gpus == 3
 
 
 def test_sidecar_init_containers_run_beside_the_app():
-    r = kube.pod_requests(pod([{"requests": {"cpu": "1"}}], init=[{"requests": {"cpu": "500m"}, "restartPolicy": "Always"}]))
+    r = kube.pod_resources(pod([{"requests": {"cpu": "1"}}], init=[{"requests": {"cpu": "500m"}, "restartPolicy": "Always"}]))
     assert r.cpu_millis == 1500
 
 
 def test_malformed_quantity_in_a_pod_raises_quantity_error():
-    with pytest.raises(kube.QuantityError):
-        kube.pod_requests(pod([{"requests": {"cpu": "12x"}}]))
+    with pytest.raises(QuantityError):
+        kube.pod_resources(pod([{"requests": {"cpu": "12x"}}]))
 
 
 @pytest.mark.parametrize(
@@ -118,7 +122,7 @@ def test_malformed_quantity_in_a_pod_raises_quantity_error():
 )
 def test_only_bound_unfinished_pods_count(phase, node, active):
     obj = {"spec": {"nodeName": node}, "status": {"phase": phase}}
-    assert kube.pod_is_active(obj) is active
+    assert (pod_is_bound(obj) and pod_is_active(obj)) is active
 
 
 def node(conditions, unschedulable=False):

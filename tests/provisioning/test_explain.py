@@ -224,3 +224,13 @@ def test_the_nodeclaim_launched_for_the_pod():
 def test_unreadable_requirements_do_not_crash(bad, reason):
     v = verdict(nodepool("odd", requirements=[bad]), gpu_pod(affinity=[[req(bad["key"], "Exists")]]))
     assert v.reason == reason
+
+
+def test_a_pod_whose_requests_cannot_be_read_is_said_so_not_judged_as_asking_nothing():
+    pod = gpu_pod(gpus="eight")
+    pools = [nodepool("h100-prod", requirements=[H100], limits={"nvidia.com/gpu": "8"}, resources={"nvidia.com/gpu": "8"})]
+    e = explain(pod, pools, now=NOON)
+    assert e.verdicts == () and e.candidates == []
+    assert e.summary.startswith("Its requests cannot be read, so no NodePool can be judged: ")
+    assert "resources.requests[nvidia.com/gpu]" in e.summary and "'eight'" in e.summary
+    assert e.as_dict()["summary"] == e.summary

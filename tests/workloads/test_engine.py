@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from kube.taints import tolerates
 from workloads import engine
 from workloads.engine import NodeView, Rule
 
@@ -180,7 +181,7 @@ def test_platform_nodes_match_labels_and_tolerate_taints():
     ({"key": "other", "operator": "Exists"}, False),
 ])
 def test_toleration_semantics_are_kubernetes(toleration, tolerated):
-    assert engine.tolerates(toleration, A100_TAINT) is tolerated
+    assert tolerates(toleration, A100_TAINT) is tolerated
 
 
 def test_empty_selector_selects_every_node_without_untolerated_taints():

@@ -130,7 +130,8 @@ class ClusterUnreachable(exceptions.APIException):
 
 def _in_cluster(cluster, fn):
     """Run `fn(api_client)` against the cluster; a cluster that cannot be reached is a 503 naming why."""
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     try:
         with api_client_for(cluster) as api_client:

@@ -209,7 +209,8 @@ class Command(BaseCommand):
 
     def _submit_demo_workloads(self) -> None:
         """A few workloads submitted to the demo cluster (workloads.demo), once the sync knows its nodes."""
-        from nodepools.sync import api_client_for, api_error_message
+        from kube.client import api_error_message
+        from nodepools.sync import api_client_for
         from workloads.demo import demo_submissions
 
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)
