@@ -56,6 +56,9 @@ class ChaosMixin:
     chaos_max_pods = 50
     #: Share of pod steps that submit a pending GPU pod for a Karpenter NodePool (when there are any).
     chaos_karpenter_rate = 0.1
+    #: Whether chaos starts and finishes GPU workload pods of its own (``--no-chaos-workloads``: off, when
+    #: workloads come from elsewhere, e.g. the console's demo submitting Jobs).
+    chaos_workloads = True
 
     def _init_chaos(self) -> None:
         self._chaos_thread: threading.Thread | None = None
@@ -297,8 +300,9 @@ class ChaosMixin:
         return "gpu-operator"
 
     def _chaos_pod_step(self, rng: random.Random) -> str:
-        """Start a GPU pod where GPUs are free, or finish / delete one chaos started; now and then (where
-        Karpenter NodePools exist) a pending GPU pod for one of them, which Karpenter launches a node for."""
+        """Start a GPU pod where GPUs are free (unless :attr:`chaos_workloads` is off), or finish / delete one
+        chaos started; now and then (where Karpenter NodePools exist) a pending GPU pod for one of them, which
+        Karpenter launches a node for."""
         if self._stores["nodepools.karpenter.sh"].keys and rng.random() < self.chaos_karpenter_rate:
             return self._chaos_karpenter_pod(rng)
         with self._lock:
@@ -323,6 +327,8 @@ class ChaosMixin:
             phase = rng.choice(("Succeeded", "Succeeded", "Failed"))
             self.set_pod_phase(ns, name, phase)
             return f"pod {ns}/{name} {phase}"
+        if not self.chaos_workloads:
+            return "no new workload pod (chaos workloads off)"
         # Like the scheduler, place GPU pods only where GPUs are free.
         with self._lock:
             free = [(name, count - self._gpus_in_use(name)) for name, count in gpu_nodes]

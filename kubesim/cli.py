@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--demo-pods", type=int, default=None, help="pods in the generated demo fleet (default: 8 per node)"
     )
     parser.add_argument("--chaos", type=float, metavar="SECONDS", help="make one plausible random change every SECONDS")
+    parser.add_argument("--no-chaos-workloads", dest="chaos_workloads", action="store_false",
+                        help="chaos starts no GPU workload pods of its own (node faults and Karpenter's pending "
+                             "pods go on): the workloads come from elsewhere, e.g. the console's demo")
     parser.add_argument(
         "--controllers", action="store_true",
         help="run the controllers (Job controller, schedulers' slot, kubelets, Karpenter, queue status) in a "
@@ -82,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kubeconfig = args.kubeconfig or os.path.join(tempfile.gettempdir(), f"kube-emulator-{emu._port}.kubeconfig")
     emu.write_kubeconfig(kubeconfig, context=args.context)
     if args.chaos:
+        emu.chaos_workloads = args.chaos_workloads
         emu.start_chaos(args.chaos, args.seed)
     stats = emu.stats()
     print(f"Kubernetes API emulator listening on {url}", flush=True)

@@ -44,7 +44,14 @@ changed (or whose pods changed, or whose deadline or backoff delay is due):
   event ``Completed`` "Job completed" (or a Warning with the failure's reason);
 - pods of a deleted Job (or orphaned from it) lose the tracking finalizer, as upstream's controller does.
 
-Not emulated: ``podFailurePolicy`` rules, ``successPolicy``, ``backoffLimitPerIndex``, ``managedBy``,
+- ``podFailurePolicy``: a failed pod matching a rule's ``onPodConditions`` (a condition of that type with that
+  status, ``True`` by default) whose action is ``Ignore`` is replaced without counting towards
+  ``backoffLimit`` nor in ``status.failed`` — the documented way to let pods preempted or reclaimed by a
+  scheduler (condition ``DisruptionTarget``) come back ("Pod failure policy", the Jobs page). Rules are
+  tried in order, the first match decides.
+
+Not emulated: the other ``podFailurePolicy`` actions (``FailJob``, ``FailIndex``; ``Count`` is the default
+anyway) and ``onExitCodes``, ``successPolicy``, ``backoffLimitPerIndex``, ``managedBy``,
 adoption of pods matching the selector without an owner reference, ``ttlSecondsAfterFinished``.
 """
 
@@ -175,6 +182,19 @@ def _restarts(pod: Obj) -> int:
     status = pod.get("status") or {}
     return sum(int(s.get("restartCount") or 0)
                for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []))
+
+
+def _ignored_failure(spec: Obj, pod: Obj) -> bool:
+    """The first ``podFailurePolicy`` rule matching this failed pod by its conditions says ``Ignore``."""
+    conditions = [c for c in (pod.get("status") or {}).get("conditions") or () if isinstance(c, dict)]
+    for rule in ((spec.get("podFailurePolicy") or {}).get("rules") or ()):
+        wanted = rule.get("onPodConditions") if isinstance(rule, dict) else None
+        if not wanted:
+            continue
+        if any(c.get("type") == w.get("type") and c.get("status") == (w.get("status") or "True")
+               for w in wanted if isinstance(w, dict) for c in conditions):
+            return rule.get("action") == "Ignore"
+    return False
 
 
 def _finished_at(pod: Obj) -> float | None:
@@ -415,6 +435,8 @@ class JobControllerMixin:
             return index is not None and 0 <= index < int(completions)
 
         def failed(pod: Obj) -> bool:
+            if _ignored_failure(spec, pod):
+                return False  # the pod failure policy ignores it: replaced, never counted
             if _phase(pod) == "Failed":
                 return True
             return not only_failed and _deleting(pod) and _phase(pod) != "Succeeded"
@@ -565,8 +587,8 @@ class JobControllerMixin:
                 counted_succeeded.append((pod_key, pod))
             elif (failed(pod) or failing) and pod_key not in active_keys:
                 counted_failed.append((pod_key, pod))
-            elif md.get("deletionTimestamp"):
-                released.append((pod_key, pod))  # the Job goes: its pods are not held back
+            elif md.get("deletionTimestamp") or (_terminal(pod) and _ignored_failure(spec, pod)):
+                released.append((pod_key, pod))  # the Job goes, or the pod failure policy ignores it
         # Pods with the finalizer that are not valid for the Job (an index out of range) are let go too.
         released += [(k, p) for k, p in pods if _tracked(p) and not valid(p)]
         if indexed:

@@ -2,7 +2,8 @@
 
 The reasons, in the order a scheduler with Run:ai's semantics (KAI) applies them:
 1. over its limit: the project (or its department) would use more than its GPU limit in the pool;
-   or the project has over-quota off and the request is beyond its deserved quota;
+   or the project has over-quota off and the request is beyond its deserved quota (any priority: the
+   scheduler's limit is then the deserved quota);
 2. non-preemptible work over the deserved quota: a workload of priority ≥ 100 only runs in-quota, and
    the project's (or department's) non-preemptible use plus the request exceeds its deserved GPUs;
 3. no node able to fit it: no Ready, schedulable node of the pool has that many GPUs at all;
@@ -65,7 +66,9 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
             return Reason("over_limit", f"Over its limit: {kind} {owner.name} uses {_n(owner.allocated)} of its "
                                         f"{_n(owner.limit)} GPU limit in {pool.name}; this asks {_n(gpus)} more.")
     non_preemptible = priority >= PREEMPTIBLE_BELOW
-    if not non_preemptible and not allow_over_quota and project.allocated + gpus > project.deserved:
+    # Over-quota off caps every workload of the project at its deserved quota (the scheduler's limit is the
+    # quota then), whatever its priority: said before the non-preemptible rule, which it implies.
+    if not allow_over_quota and project.allocated + gpus > project.deserved:
         return Reason("over_quota_off", f"Over-quota is off for project {project.name}: it uses "
                                         f"{_n(project.allocated)} of {_n(project.deserved)} deserved GPUs in "
                                         f"{pool.name}; this asks {_n(gpus)} more.")
@@ -110,9 +113,81 @@ class WaitingRequest:
 
 
 @dataclass
-class _Facts:
+class ClusterFacts:
+    """What `explain()` needs for any request in one cluster, read once: every owner's numbers per pool
+    (deserved, allocated, non-preemptible, limit) and every pool's Ready nodes (total and free GPUs) and
+    borrowers. A fixed number of queries whatever the number of requests explained with it."""
+
     owners: dict[tuple[str, int, int], Owner] = field(default_factory=dict)
     pools: dict[int, PoolFacts] = field(default_factory=dict)
+    pool_names: dict[int, str] = field(default_factory=dict)
+    by_label: dict[tuple[str, str], int] = field(default_factory=dict)
+    by_name: dict[str, int] = field(default_factory=dict)
+    default_id: int | None = None
+
+    def pool_of(self, pod_selector: dict, pod_labels: dict) -> int | None:
+        return _pool_of(pod_selector, pod_labels, self.by_label, self.by_name, self.default_id)
+
+    def explain(self, *, project: Any, pool_id: int, gpus: Decimal, priority: int) -> Reason:
+        """Why a request of `gpus` GPUs (on one node) at `priority` of `project` waits in the pool."""
+        return explain(
+            gpus=gpus, priority=priority,
+            project=self.owners.get(("project", project.pk, pool_id), Owner(project.name)),
+            department=self.owners.get(("department", project.department_id, pool_id), Owner(project.department.name)),
+            pool=self.pools[pool_id], allow_over_quota=project.allow_over_quota)
+
+
+def cluster_facts(cluster_id: int) -> ClusterFacts:
+    """The facts of one cluster (see ClusterFacts): the running pods summed in SQL through their node (its
+    cluster and pool; the pods' covering index): a node's use counts every pod on it, a project's or not (a
+    GPU a shared service holds is not free); an owner's counts its own pods per pool, a department's those
+    of its projects."""
+    from django.db.models import Q, Sum
+
+    from nodepools.models import Node, NodePool, NodeStatus, Pod
+    from projects.models import Project, Quota
+
+    pools = list(NodePool.objects.filter(cluster_id=cluster_id))
+    nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
+                                                                      "gpu_allocatable"))
+    department_of = dict(Project.objects.filter(cluster_id=cluster_id).values_list("pk", "department_id"))
+    running = Pod.objects.active().filter(node__cluster_id=cluster_id).order_by()
+    used_by_node: dict[int, Decimal] = dict(
+        running.values("node_id").annotate(v=Sum("gpus")).values_list("node_id", "v"))
+    usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
+    for project_id, pool_id, gpu, np in (
+            running.filter(project__isnull=False).values("project_id", "node__pool_id")
+            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)))
+            .values_list("project_id", "node__pool_id", "gpu", "np")):
+        for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
+            total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
+            total["gpu"] += gpu or 0
+            total["np"] += np or 0
+    owners: dict[tuple[str, int, int], Owner] = {}
+    for q in Quota.objects.filter(pool__cluster_id=cluster_id).select_related("project", "department"):
+        kind, owner_id = ("project", q.project_id) if q.project_id else ("department", q.department_id)
+        name = q.project.name if q.project_id else q.department.name
+        u = usage.get((kind, owner_id, q.pool_id), {})
+        owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
+                                                    u.get("np", Decimal(0)), q.gpu_limit)
+    pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
+    for node_id, pool_id, status, unschedulable, gpus in nodes:
+        if status != NodeStatus.READY or unschedulable:
+            continue
+        total = Decimal(gpus or 0)
+        used = used_by_node.get(node_id) or Decimal(0)
+        pool_nodes.setdefault(pool_id, []).append((total, max(total - used, Decimal(0))))
+    facts = ClusterFacts(
+        owners=owners, pool_names={p.pk: p.name for p in pools},
+        by_label={(p.label_key, p.label_value): p.pk for p in pools if not p.is_default},
+        by_name={p.name: p.pk for p in pools}, default_id=next((p.pk for p in pools if p.is_default), None))
+    for pool in pools:
+        borrowers = tuple(
+            (kind, owner.name, owner.over_quota) for (kind, _, pool_id), owner in owners.items()
+            if pool_id == pool.pk and owner.over_quota > 0
+        )
+        facts.pools[pool.pk] = PoolFacts(pool.name, tuple(pool_nodes.get(pool.pk, [])), borrowers)
+    return facts
 
 
 def _pool_of(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
@@ -131,10 +206,8 @@ def _pool_of(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict
 def waiting_requests(*, user: Any, project=None, department=None) -> list[WaitingRequest]:
     """The pending GPU requests of a project (or of a department's projects) the user may see, each
     with why it waits. A fixed number of queries per call."""
-    from django.db.models import Q, Sum
-
-    from nodepools.models import Node, NodePool, NodeStatus, Pod
-    from projects.models import Project, Quota
+    from nodepools.models import Pod
+    from projects.models import Project
 
     cluster_id = (project or department).cluster_id
     projects = Project.objects.restrict(user, "view").filter(cluster_id=cluster_id).select_related("department")
@@ -142,67 +215,83 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
     projects = {p.pk: p for p in projects}
     if not projects:
         return []
-    pools = list(NodePool.objects.filter(cluster_id=cluster_id))
-    default_id = next((p.pk for p in pools if p.is_default), None)
     pending = list(Pod.objects.filter(cluster_id=cluster_id, project_id__in=list(projects), node__isnull=True,
                                       phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name"))
     if not pending:
         return []
-    # The running pods, summed in SQL through their node (its cluster and pool; the pods' covering index):
-    # a node's use counts every pod on it, a project's or not (a GPU a shared service holds is not free);
-    # an owner's counts its own pods per pool, a department's those of its projects.
-    nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
-                                                                      "gpu_allocatable"))
-    department_of = dict(Project.objects.filter(cluster_id=cluster_id).values_list("pk", "department_id"))
-    running = Pod.objects.active().filter(node__cluster_id=cluster_id).order_by()
-    used_by_node: dict[int, Decimal] = dict(
-        running.values("node_id").annotate(v=Sum("gpus")).values_list("node_id", "v"))
-    usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
-    for project_id, pool_id, gpu, np in (
-            running.filter(project__isnull=False).values("project_id", "node__pool_id")
-            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)))
-            .values_list("project_id", "node__pool_id", "gpu", "np")):
-        for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
-            total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
-            total["gpu"] += gpu or 0
-            total["np"] += np or 0
-    owners: dict[tuple[str, int, int], Owner] = {}
-    names = {}
-    for q in Quota.objects.filter(pool__cluster_id=cluster_id).select_related("project", "department"):
-        kind, owner_id = ("project", q.project_id) if q.project_id else ("department", q.department_id)
-        name = q.project.name if q.project_id else q.department.name
-        names[(kind, owner_id)] = name
-        u = usage.get((kind, owner_id, q.pool_id), {})
-        owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
-                                                    u.get("np", Decimal(0)), q.gpu_limit)
-    pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
-    for node_id, pool_id, status, unschedulable, gpus in nodes:
-        if status != NodeStatus.READY or unschedulable:
-            continue
-        total = Decimal(gpus or 0)
-        used = used_by_node.get(node_id) or Decimal(0)
-        pool_nodes.setdefault(pool_id, []).append((total, max(total - used, Decimal(0))))
-    facts: dict[int, PoolFacts] = {}
-    for pool in pools:
-        borrowers = tuple(
-            (kind, owner.name, owner.over_quota) for (kind, _, pool_id), owner in owners.items()
-            if pool_id == pool.pk and owner.over_quota > 0
-        )
-        facts[pool.pk] = PoolFacts(pool.name, tuple(pool_nodes.get(pool.pk, [])), borrowers)
-    pool_names = {p.pk: p.name for p in pools}
-    by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
-    by_name = {p.name: p.pk for p in pools}
+    facts = cluster_facts(cluster_id)
     out: list[WaitingRequest] = []
     for pod in pending:
         p = projects[pod.project_id]
-        pool_id = _pool_of(pod.node_selector, pod.labels, by_label, by_name, default_id)
+        pool_id = facts.pool_of(pod.node_selector, pod.labels)
         if pool_id is None:
             continue
-        reason = explain(
-            gpus=pod.gpus, priority=pod.priority,
-            project=owners.get(("project", p.pk, pool_id), Owner(p.name)),
-            department=owners.get(("department", p.department_id, pool_id), Owner(p.department.name)),
-            pool=facts[pool_id], allow_over_quota=p.allow_over_quota)
-        out.append(WaitingRequest(pod.namespace, pod.name, p.name, p.department.name, pool_names[pool_id], pod.gpus,
-                                  pod.priority, reason, pod.created_in_cluster))
+        reason = facts.explain(project=p, pool_id=pool_id, gpus=pod.gpus, priority=pod.priority)
+        out.append(WaitingRequest(pod.namespace, pod.name, p.name, p.department.name, facts.pool_names[pool_id],
+                                  pod.gpus, pod.priority, reason, pod.created_in_cluster))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The console's answer and the scheduler's, in one vocabulary
+
+# Categories of "why does it wait", shared by the console's reasons and the schedulers' own words, so the
+# two can be compared (the workloads table, the agreement test of tests/workloads/test_loop_agreement.py).
+LIMIT, NON_PREEMPTIBLE, CAPACITY, QUEUE, GANG, ADMISSION, SCHEDULABLE = (
+    "limit", "non_preemptible_quota", "capacity", "queue", "gang", "admission", "schedulable")
+CATEGORIES = {
+    LIMIT: "over a limit",
+    NON_PREEMPTIBLE: "non-preemptible work beyond the deserved quota",
+    CAPACITY: "no room on the pool's nodes",
+    QUEUE: "its queue is missing or stopped",
+    GANG: "its gang is incomplete",
+    ADMISSION: "not admitted yet",
+    SCHEDULABLE: "fits, waits for the scheduler's next round",
+}
+CONSOLE_CATEGORY = {
+    "over_limit": LIMIT, "over_quota_off": LIMIT, "non_preemptible_over_quota": NON_PREEMPTIBLE,
+    "no_node_fits": CAPACITY, "pool_full": CAPACITY, "schedulable": SCHEDULABLE,
+}
+
+
+def console_category(code: str) -> str:
+    return CONSOLE_CATEGORY.get(code, SCHEDULABLE)
+
+
+def kai_category(reason: str, message: str = "") -> str:
+    """The category of KAI Scheduler's reason (a PodGroup's `UnschedulableOnNodePool` reasons, or the prefix
+    of its pods' PodScheduled message): OverLimit, NonPreemptibleOverQuota, QueueDoesNotExist, NotReady
+    (gang), anything about nodes (PodSchedulingErrors, "no nodes with enough resources")."""
+    reason = reason or message.split(":", 1)[0]
+    if reason == "OverLimit":
+        return LIMIT
+    if reason == "NonPreemptibleOverQuota":
+        return NON_PREEMPTIBLE
+    if reason == "QueueDoesNotExist":
+        return QUEUE
+    if reason == "NotReady" or message.startswith("Job is not ready for scheduling"):
+        return GANG
+    return CAPACITY
+
+
+def kueue_category(reason: str, message: str) -> str:
+    """The category of Kueue's `QuotaReserved=False` reason and message: beyond the ClusterQueue's maximum
+    (nominal + borrowing limit) is a limit; quota in use by others, or no flavor whose nodes fit, is no room;
+    a missing or stopped queue; waiting for the preempted workloads to go is about to run."""
+    text = message or ""
+    if reason in ("Misconfigured", "Suspended", "Stopped", "Inactive", "FlavorNotFound") or "doesn't exist" in text \
+            or "is inactive" in text:
+        return QUEUE
+    if "maximum capacity" in text:
+        return LIMIT
+    if reason == "WaitingForPreemptedWorkloads" or "Pending the preemption" in text:
+        return SCHEDULABLE
+    if "insufficient unused quota" in text or "untolerated taint" in text or "node affinity" in text \
+            or "couldn't assign flavors" in text:
+        return CAPACITY
+    return ADMISSION
+
+
+def default_scheduler_category(message: str) -> str:
+    """kube-scheduler's FailedScheduling message ("0/30 nodes are available: …") is about nodes."""
+    return CAPACITY if message else SCHEDULABLE

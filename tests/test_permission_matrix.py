@@ -136,6 +136,8 @@ MATRIX: dict[str, list[Case]] = {
     "workload-submit": [Case(RND_A_SUBMITTERS)],
     # A field of the submission form checked as it is filled (the project, pools and platform by default).
     "workload-submit-check": [Case(RND_A_SUBMITTERS, method="post", data=lambda w: {"project": w.rnd_a.pk})],
+    "workload-detail": [Case(RND_A_READERS, pk("rnd_a_workload")),
+                        Case(OPS_READERS, pk("ops_a_workload"), label="other department")],
     # Allowed = past the access check (the cluster is unreachable here: the page then says so).
     "workload-stop": [Case(RND_A_SUBMITTERS, pk("rnd_a_workload"), method="post"),
                       Case(SYSADMIN, pk("ops_a_workload"), method="post", label="other department")],

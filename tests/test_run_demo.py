@@ -153,6 +153,20 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     else:
         assert "No Prometheus at" in text
 
+    # The demo's story: a thread of run_demo submits the researchers' first workloads through the console;
+    # the sync brings them into the workloads table, submitted by the researchers.
+    deadline = time.monotonic() + 60
+    while "the demo's researchers submitted: scoring-a" not in demo["out"].read_text():
+        assert time.monotonic() < deadline, demo["out"].read_text()
+        time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    found = None
+    while found is None and time.monotonic() < deadline:
+        with sqlite3.connect(demo["db"], timeout=20) as db:
+            found = db.execute("SELECT submitted_by FROM workloads_workload WHERE name = 'scoring-a'").fetchone()
+        time.sleep(0.5)
+    assert found == ("batch-scoring-researcher",), demo["out"].read_text()
+
     # Ctrl-C stops everything, cleanly.
     os.killpg(demo["proc"].pid, signal.SIGINT)
     assert demo["proc"].wait(40) == 0

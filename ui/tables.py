@@ -119,10 +119,16 @@ class ConsoleTable(tables.Table):
     @property
     def paginated_rows(self):
         rows = super().paginated_rows
-        if type(self).enrich is not None and not getattr(self, "_enriched", False):
-            type(self).enrich([row.record for row in rows])
-            self._enriched = True
+        enrich = self.enricher()
+        if enrich is not None and not getattr(self, "_rows_enriched", False):
+            enrich([row.record for row in rows])
+            self._rows_enriched = True
         return rows
+
+    def enricher(self) -> Callable[[list], Any] | None:
+        """What fills the computed attributes of a page's (or a CSV batch's) records: the instance's
+        `enrich_records` (which may read what the table was built with, e.g. the user), else `enrich`."""
+        return getattr(self, "enrich_records", None) or type(self).enrich
 
     class Meta:
         template_name = "ui/table.html"
@@ -260,7 +266,7 @@ async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]
     yield buffer.getvalue()
     buffer.seek(0)
     buffer.truncate()
-    enrich = type(table).enrich
+    enrich = table.enricher()
     if table.export_fields is not None and isinstance(queryset, QuerySet):
         # Plain dicts with every computed value from the same query: no per-batch database reads.
         queryset = table.export_values(queryset)

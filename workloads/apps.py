@@ -7,7 +7,9 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         from workloads import receivers  # noqa: F401  (a new cluster gets OSMO's shipped rule sets)
-        # The sync mirrors Jobs into Workload rows: registered from this (upper) app.
-        from workloads.sync import register_jobs
+        # The sync mirrors Jobs into Workload rows, and the schedulers' PodGroups, Workloads and eviction
+        # Events: registered from this (upper) app.
+        from workloads.sync import register_jobs, register_scheduler_resources
 
         register_jobs()
+        register_scheduler_resources()

@@ -363,6 +363,8 @@ class Workload(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     active_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # The pod template's schedulerName ("" for the default scheduler; "kai-scheduler").
+    scheduler_name = models.CharField(max_length=253, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
     objects = WorkloadQuerySet.as_manager()
@@ -386,3 +388,152 @@ class Workload(models.Model):
         from nodepools.kube import is_preemptible
 
         return None if self.priority is None else is_preemptible(self.priority)
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the scheduler decided: KAI PodGroups, Kueue Workloads and KAI's eviction events, mirrored by the
+# sync (workloads/sync.py; optional registrations: a cluster without the CRD stays connected). Rows are
+# read with the Workload (Job) they belong to, so seeing one is seeing that Job.
+
+
+class _ScheduledQuerySet(RestrictedQuerySet):
+    """Like WorkloadQuerySet: a row belongs to the project owning its namespace."""
+
+    access_level = "project"
+    access_paths = {}
+
+    def restrict(self, user: Any, action: str = "view") -> "_ScheduledQuerySet":
+        if is_system_admin(user):
+            return self.all()
+        from projects.models import Project, ProjectNamespace
+
+        projects = Project.objects.restrict(user, "view")
+        owned = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"),
+                                                project__in=projects.values("pk"))
+        return self.filter(Exists(owned))
+
+
+class PodGroup(models.Model):
+    """A KAI Scheduler PodGroup (`scheduling.run.ai/v2alpha2`): KAI's pod grouper makes one per pod of a
+    batch Job (`pg-<pod>-<job uid>`), owned by the Job. Its `status.schedulingConditions` say why KAI
+    could not place it (`UnschedulableOnNodePool`, with `reasons` such as OverLimit,
+    NonPreemptibleOverQuota, PodSchedulingErrors, QueueDoesNotExist); `status.resourcesStatus` what it
+    asks and holds."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    job_name = models.CharField(max_length=253, blank=True)  # its owner, when a batch/v1 Job
+    job_uid = models.CharField(max_length=64, blank=True)
+    queue = models.CharField(max_length=253, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    min_member = models.PositiveIntegerField(default=1)
+    node_pool = models.CharField(max_length=63, blank=True)  # the console's pool label it carries
+    gpus_requested = models.DecimalField(max_digits=10, decimal_places=3, default=0)
+    gpus_allocated = models.DecimalField(max_digits=10, decimal_places=3, default=0)
+    # Asks for more than it holds (resourcesStatus.requested above allocated): a pod of it waits.
+    waiting = models.BooleanField(default=False)
+    # The latest scheduling condition (UnschedulableOnNodePool): its first reason and its message.
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    condition_time = models.DateTimeField(null=True, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    created_in_cluster = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="podgroup_unique_name")]
+        indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class KueueWorkload(models.Model):
+    """A Kueue Workload (`kueue.x-k8s.io/v1beta2`), one per queued Job: whether its quota is reserved and it
+    is admitted (and in which ClusterQueue), why not (`QuotaReserved=False`: its reason and message), and
+    whether it was evicted or preempted (the `Evicted` / `Preempted` conditions: by whom, in the message)."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    job_name = models.CharField(max_length=253, blank=True)
+    job_uid = models.CharField(max_length=64, blank=True)
+    queue_name = models.CharField(max_length=253, blank=True)  # the LocalQueue
+    cluster_queue = models.CharField(max_length=253, blank=True)  # of its admission
+    priority = models.IntegerField(null=True, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    quota_reserved = models.BooleanField(default=False)
+    admitted = models.BooleanField(default=False)
+    finished = models.BooleanField(default=False)
+    pending_reason = models.CharField(max_length=64, blank=True)
+    pending_message = models.TextField(blank=True)
+    evicted_reason = models.CharField(max_length=64, blank=True)
+    evicted_message = models.TextField(blank=True)
+    evicted_now = models.BooleanField(default=False)
+    evicted_at = models.DateTimeField(null=True, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    created_in_cluster = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                               name="kueueworkload_unique_name")]
+        indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class SchedulerEvent(models.Model):
+    """An Event a scheduler wrote about one of its objects and the console reads back: KAI's `Evict` event
+    on a PodGroup, naming the PodGroup that preempted or reclaimed it (annotations
+    `evictor-pod-group-name`/`-namespace`, `evictor-action-type`)."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    involved_kind = models.CharField(max_length=63, blank=True)
+    involved_name = models.CharField(max_length=253, blank=True)
+    reason = models.CharField(max_length=128, blank=True)
+    message = models.TextField(blank=True)
+    type = models.CharField(max_length=16, blank=True)
+    component = models.CharField(max_length=128, blank=True)
+    count = models.PositiveIntegerField(default=1)
+    annotations = models.JSONField(default=dict, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                               name="schedulerevent_unique_name")]
+        indexes = [models.Index(fields=["cluster", "namespace", "involved_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.reason} {self.involved_kind} {self.namespace}/{self.involved_name}"
+
+    @property
+    def evictor(self) -> str:
+        """The evicting PodGroup ("namespace/name") KAI's evictor names, or ""."""
+        name = (self.annotations or {}).get("evictor-pod-group-name") or ""
+        namespace = (self.annotations or {}).get("evictor-pod-group-namespace") or self.namespace
+        return f"{namespace}/{name}" if name else ""
+
+    @property
+    def evictor_action(self) -> str:
+        return (self.annotations or {}).get("evictor-action-type") or ""

@@ -10,6 +10,8 @@ Scheduling primitives (seed 002) on the pod template:
 - tolerations for the taints of the pools and the platform (what the nodes carry);
 - `priorityClassName` (train, build-preemptible, build, inference);
 - topology spread over nodes when a pool of the list places GPUs with `spread`;
+- a pod failure policy that ignores disruptions (a pod preempted or reclaimed is replaced: the workload
+  waits again rather than failing), while any other failure fails it (`backoffLimit: 0`);
 - KAI: `schedulerName: kai-scheduler`, the label `kai.scheduler/queue` and the console's pool label (the
   pool of the queue: KAI's shard of that pool schedules it); Kueue: the label
   `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
@@ -82,6 +84,9 @@ class JobSpec:
     queue: str = ""  # KAI queue or Kueue LocalQueue name
     submitted_by: str = ""
     active_deadline_seconds: int | None = None  # the Job's spec.activeDeadlineSeconds (None: no limit)
+    # Extra pod annotations, set only by the demo's driver (workloads.demo): e.g. how long the emulator's
+    # kubelet runs the pods. Neither the form nor the API offers them.
+    pod_annotations: tuple[tuple[str, str], ...] = ()
 
 
 def _toleration(taint: dict[str, Any]) -> dict[str, Any]:
@@ -211,8 +216,10 @@ def _pod_metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
     """The templates' pod labels and annotations, with the console's labels over them."""
     meta = spec.pod_metadata if isinstance(spec.pod_metadata, dict) else {}
     out: dict[str, Any] = {"labels": {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, **labels}}
-    if meta.get("annotations"):
-        out["annotations"] = {str(k): str(v) for k, v in meta["annotations"].items()}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    annotations.update(dict(spec.pod_annotations))
+    if annotations:
+        out["annotations"] = annotations
     return out
 
 
@@ -233,14 +240,20 @@ def job(spec: JobSpec) -> dict[str, Any]:
         annotations[PLATFORM_ANNOTATION] = spec.platform
     if spec.submitted_by:
         annotations[SUBMITTED_BY_ANNOTATION] = spec.submitted_by
+    template_spec = pod_spec(spec)
     job_spec: dict[str, Any] = {
         "parallelism": spec.pods,
         "completions": spec.pods,
         "backoffLimit": 0,
-        "template": {"metadata": _pod_metadata(spec, labels), "spec": pod_spec(spec)},
+        "template": {"metadata": _pod_metadata(spec, labels), "spec": template_spec},
     }
     if spec.active_deadline_seconds:
         job_spec["activeDeadlineSeconds"] = int(spec.active_deadline_seconds)
+    if template_spec.get("restartPolicy") == "Never":
+        # A pod the scheduler preempts or reclaims (condition DisruptionTarget) is replaced, not counted as a
+        # failure: the workload waits again instead of failing (Kubernetes' Job pod failure policy, Ignore).
+        job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore",
+                                                   "onPodConditions": [{"type": "DisruptionTarget"}]}]}
     if spec.enforcer == "kueue":
         job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
     return {

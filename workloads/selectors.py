@@ -431,34 +431,63 @@ def display_phase(workload: Workload) -> str:
     return workload.phase or "Pending"
 
 
-def pending_reason(workload: Workload, waiting: dict[tuple[str, str], str] | None = None,
-                   karpenter: dict[tuple[int, str, str], Any] | None = None) -> str:
-    """Why a workload that is not running waits: the Job's conditions, then the scheduler's words on its
-    pods (PodScheduled=False: "0/30 nodes are available: …"), then the console's own reading of quotas
-    and free GPUs (projects.waiting) for its pods, then Kueue's suspension; followed, for a pending
-    workload of a cluster with Karpenter NodePools, by what Karpenter can do for its pending pod
-    (`karpenter`: karpenter_explanations)."""
+def pending_reason(workload: Workload) -> str:
+    """Why a workload that is not running waits, in words: the scheduler's own first — the Job's conditions,
+    its Kueue Workload's or KAI PodGroups' status, else the scheduler's words on its pods (PodScheduled=False:
+    "0/30 nodes are available: …"), or that Kueue has not taken it up yet — then the console's answer to
+    "Why is it waiting?" for its request (projects.waiting), then, for a pending workload of a cluster with
+    Karpenter NodePools, what Karpenter can do for its pending pod. Reads what `workloads_enrich` attached."""
     phase = display_phase(workload)
     if phase not in ("Pending", "Suspended"):
         return ""
-    reason = _own_pending_reason(workload, phase, waiting)
-    provisioning = karpenter_text(workload, karpenter) if phase == "Pending" else ""
-    return " ".join(part for part in (reason, provisioning) if part)
+    scheduler, console = pending_reason_parts(workload)
+    if scheduler and console:
+        console = f"Why is it waiting? {console}"
+    provisioning = karpenter_text(workload) if phase == "Pending" else ""
+    return " ".join(part for part in (scheduler, console, provisioning) if part)
 
 
-def _own_pending_reason(workload: Workload, phase: str, waiting: dict[tuple[str, str], str] | None) -> str:
-    if workload.status_message:
-        return workload.status_message
-    scheduler = getattr(workload, "scheduler_message", None)
-    if scheduler:
-        return scheduler
-    if waiting:
-        for (namespace, job), text in waiting.items():
-            if namespace == workload.namespace and job == workload.name:
-                return text
-    if phase == "Suspended" and workload.queue:
-        return f"Waiting for Kueue to admit it (queue {workload.queue})."
-    return ""
+def pending_reason_parts(workload: Workload) -> tuple[str, str]:
+    """(the scheduler's words, the console's answer) for a waiting workload."""
+    scheduler = workload.status_message
+    found = getattr(workload, "decision_reason", None)
+    if not scheduler and found is not None:
+        scheduler = found.message or found.reason
+    if not scheduler and display_phase(workload) == "Suspended" and workload.queue:
+        scheduler = f"Waiting for Kueue to admit it (queue {workload.queue})."
+    why = getattr(workload, "decision_why", None)
+    return scheduler, (why.text if why is not None else "")
+
+
+def waiting_category_text(workload: Workload) -> str:
+    """What a waiting workload waits for, in the categories both answers share (projects.waiting): the
+    scheduler's, with the console's beside it when they differ."""
+    from projects import waiting
+
+    found, why = getattr(workload, "decision_reason", None), getattr(workload, "decision_why", None)
+    if display_phase(workload) not in ("Pending", "Suspended") or (found is None and why is None):
+        return ""
+    console = waiting.console_category(why.code) if why is not None else ""
+    if found is None:
+        return waiting.CATEGORIES[console]
+    if not console or console == found.category:
+        return waiting.CATEGORIES[found.category]
+    return f"{waiting.CATEGORIES[found.category]} (the console reads: {waiting.CATEGORIES[console]})"
+
+
+def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
+    """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
+    scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
+    pending ones, and GPU utilization (one Prometheus query per cluster)."""
+    from workloads.decisions import decisions_attach
+
+    workloads = [w for w in workloads if isinstance(w, Workload)]
+    decisions_attach(workloads, user=user)
+    found = karpenter_explanations(user=user, workloads=workloads)
+    for w in workloads:
+        w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
+    workloads_attach_gpu_utilization(workloads)
+    return workloads
 
 
 @dataclass
@@ -478,8 +507,8 @@ class KarpenterWait:
         return {**self.pod.as_dict(), "pending_pods": self.pending_pods}
 
 
-def karpenter_text(workload: Workload, karpenter: dict[tuple[int, str, str], Any] | None) -> str:
-    found = (karpenter or {}).get((workload.cluster_id, workload.namespace, workload.name))
+def karpenter_text(workload: Workload) -> str:
+    found = getattr(workload, "karpenter_wait", None)
     return found.in_words() if found else ""
 
 
@@ -513,24 +542,6 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
             found = [explained[(key[1], name)] for name in names if (key[1], name) in explained]
             if found:
                 out[key] = KarpenterWait(found[0], len(found))
-    return out
-
-
-def waiting_reasons(*, user: Any, workloads: list[Workload]) -> dict[tuple[str, str], str]:
-    """projects.waiting's explanation for the pending pods of these workloads, by (namespace, job)."""
-    from projects.models import Project
-    from projects.waiting import waiting_requests
-
-    pending = [w for w in workloads if display_phase(w) == "Pending" and getattr(w, "project_id", None)]
-    if not pending:
-        return {}
-    out: dict[tuple[str, str], str] = {}
-    for project in Project.objects.restrict(user, "view").filter(pk__in={w.project_id for w in pending}):
-        for req in waiting_requests(user=user, project=project):
-            job = (Pod.objects.filter(namespace=req.namespace, name=req.name, cluster_id=project.cluster_id)
-                   .values_list("labels", flat=True).first() or {}).get(render.JOB_NAME_LABEL)
-            if job:
-                out.setdefault((req.namespace, job), req.reason.text)
     return out
 
 
@@ -645,3 +656,32 @@ def submit_platform_choices(pools: list[NodePool]) -> tuple[list[str], str, dict
     names = sorted(n for n, owners in by_name.items() if first.name in owners)
     default = _platform_in(first, "")[1]
     return names, default.name if default is not None else "", by_name
+
+
+# ---------------------------------------------------------------------------------------------------
+# One workload's page
+
+@dataclass
+class WorkloadDetail:
+    pods: list[Any]
+    pod_groups: list[Any]
+    kueue_workload: Any
+    evictions: list[Any]
+
+
+def workload_detail(workload: Workload) -> WorkloadDetail:
+    """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
+    from workloads.models import KueueWorkload, PodGroup, SchedulerEvent
+
+    pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
+                .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
+                                       KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+                .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
+    groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                          job_name=workload.name).order_by("created_in_cluster", "name"))
+    kueue = (KueueWorkload.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                          job_name=workload.name).order_by("-created_in_cluster").first())
+    evictions = list(SchedulerEvent.objects.filter(
+        cluster_id=workload.cluster_id, namespace=workload.namespace, involved_kind="PodGroup",
+        involved_name__in=[g.name for g in groups]).order_by("-last_seen", "name")) if groups else []
+    return WorkloadDetail(pods, groups, kueue, evictions)

@@ -68,6 +68,9 @@ class Request:
     name: str = ""
     # The most it may run (Job spec.activeDeadlineSeconds; None: no limit): the start estimates of others use it.
     active_deadline_seconds: int | None = None
+    # Set only by the demo's driver (workloads.demo), never by the form or the API: pod annotations the
+    # emulator reads (how long the pods run, their GPU utilization).
+    demo_pod_annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +181,7 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         storage=variables.get("USER_STORAGE", "") if req.storage or plan.platform else "",
         enforcer=enforcer, queue=queue, submitted_by=getattr(actor, "username", "") or "",
         active_deadline_seconds=req.active_deadline_seconds,
+        pod_annotations=tuple(sorted((str(k), str(v)) for k, v in (req.demo_pod_annotations or {}).items())),
     )
     job = render.job(spec)
     return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,

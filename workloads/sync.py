@@ -1,5 +1,9 @@
-"""The sync mirrors `batch/v1` Jobs into Workload rows: one `Resource` registration (the generic
-informers, mirror and writer of nodepools.sync do the rest). Registered by WorkloadsConfig.ready()."""
+"""The sync mirrors `batch/v1` Jobs into Workload rows, and what the schedulers decided about them: KAI
+Scheduler's PodGroups (`scheduling.run.ai/v2alpha2`), Kueue's Workloads (`kueue.x-k8s.io/v1beta2`) and
+KAI's eviction Events (the Events about PodGroups with reason `Evict`, which name who evicted). One
+`Resource` registration each (the generic informers, mirror and writer of nodepools.sync do the rest); the
+custom resources are optional (a cluster without KAI's or Kueue's CRDs lists them as nothing and stays
+connected). Registered by WorkloadsConfig.ready()."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -12,7 +16,7 @@ from workloads import render
 JOBS = "jobs"
 JOB_VALUE_FIELDS = (
     "uid", "pools_tried", "platform", "priority_class", "priority", "pods", "gpus", "phase", "status_message",
-    "queue", "submitted_by", "created_in_cluster", "resource_version",
+    "queue", "submitted_by", "created_in_cluster", "resource_version", "scheduler_name",
     "started_at", "finished_at", "active_deadline_seconds",
 )
 # The reference priority classes (DOMAIN §5), for Jobs whose pod template names a class but no value.
@@ -85,7 +89,8 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
         metadata.get("uid") or "", pools, str(annotations.get(render.PLATFORM_ANNOTATION) or ""), priority_class,
         priority, pods, Decimal(requests.gpus) * pods, phase, message[:2000], str(queue),
         str(annotations.get(render.SUBMITTED_BY_ANNOTATION) or "")[:150], metadata.get("creationTimestamp"),
-        str(metadata.get("resourceVersion") or ""), *job_times(obj),
+        str(metadata.get("resourceVersion") or ""), str(template.get("schedulerName") or "")[:253],
+        *job_times(obj),
     ], None
 
 
@@ -96,6 +101,186 @@ def register_jobs() -> Resource:
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
         fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried",),
         datetime_fields=("created_in_cluster", "started_at", "finished_at"),
+    ))
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the schedulers decided
+
+PODGROUPS, KUEUE_WORKLOADS, EVICTIONS = "kai_podgroups", "kueue_workloads", "kai_evictions"
+KAI_GROUP, KAI_VERSION = "scheduling.run.ai", "v2alpha2"
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+# KAI's evictor writes an Event with reason Evict on the evicted pod's PodGroup (the only place saying who).
+EVICTION_SELECTOR = "involvedObject.kind=PodGroup,reason=Evict"
+
+PODGROUP_FIELDS = (
+    "uid", "job_name", "job_uid", "queue", "priority_class", "min_member", "node_pool", "gpus_requested",
+    "gpus_allocated", "waiting", "reason", "message", "condition_time", "conditions", "created_in_cluster",
+    "resource_version",
+)
+KUEUE_WORKLOAD_FIELDS = (
+    "uid", "job_name", "job_uid", "queue_name", "cluster_queue", "priority", "priority_class", "quota_reserved",
+    "admitted", "finished", "pending_reason", "pending_message", "evicted_reason", "evicted_message",
+    "evicted_now", "evicted_at", "conditions", "created_in_cluster", "resource_version",
+)
+EVENT_FIELDS = (
+    "uid", "involved_kind", "involved_name", "reason", "message", "type", "component", "count", "annotations",
+    "last_seen", "resource_version",
+)
+_RESOURCES_STATUS = ("requested", "allocated")
+
+
+def _mapping(value: Any, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object")
+    return value
+
+
+def _items(value: Any, what: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"{what} must be a list")
+    return [item for item in value if isinstance(item, dict)]
+
+
+def _text(value: Any, limit: int = 4000) -> str:
+    return "" if value is None else str(value)[:limit]
+
+
+def _job_owner(metadata: dict) -> tuple[str, str]:
+    """(name, uid) of the batch/v1 Job among the object's owners, else ("", "")."""
+    for ref in _items(metadata.get("ownerReferences"), "metadata.ownerReferences"):
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion") or "").startswith("batch/"):
+            return _text(ref.get("name"), 253), _text(ref.get("uid"), 64)
+    return "", ""
+
+
+def _amount(values: dict, name: str) -> Decimal:
+    text = values.get(name)
+    return Decimal(0) if text in (None, "") else kube.parse_quantity(text)
+
+
+def podgroup_values(obj: dict[str, Any]) -> tuple[list, None]:
+    """The stored values of a KAI PodGroup (PODGROUP_FIELDS order); raises on a malformed object."""
+    metadata = obj["metadata"]
+    labels = _mapping(metadata.get("labels"), "metadata.labels")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    resources = _mapping(status.get("resourcesStatus"), "status.resourcesStatus")
+    figures = {part: _mapping(resources.get(part), f"status.resourcesStatus.{part}") for part in _RESOURCES_STATUS}
+    conditions = _items(status.get("schedulingConditions"), "status.schedulingConditions")
+
+    def order(condition: dict) -> tuple:
+        transition = str(condition.get("transitionID") or "0")
+        return (int(transition) if transition.isdigit() else 0, str(condition.get("lastTransitionTime") or ""))
+
+    latest = max(conditions, key=order) if conditions else {}
+    reasons = _items(latest.get("reasons"), "schedulingConditions[].reasons")
+    reason = _text((reasons[0] if reasons else latest).get("reason"), 64)
+    if figures["requested"] or figures["allocated"]:
+        waiting = any(_amount(figures["requested"], r) > _amount(figures["allocated"], r)
+                      for r in figures["requested"])
+    else:  # no status reported yet: waiting if KAI said why it could not place it
+        waiting = bool(latest)
+    kept = [{k: c.get(k) for k in ("type", "nodePool", "reason", "message", "lastTransitionTime", "transitionID")
+             if c.get(k) is not None} | {"reasons": [{k: r.get(k) for k in ("reason", "message") if r.get(k)}
+                                                     for r in _items(c.get("reasons"), "reasons")]}
+            for c in conditions]
+    job_name, job_uid = _job_owner(metadata)
+    min_member = spec.get("minMember")
+    return [
+        metadata.get("uid") or "", job_name, job_uid, _text(spec.get("queue"), 253),
+        _text(spec.get("priorityClassName"), 253),
+        min_member if isinstance(min_member, int) and not isinstance(min_member, bool) and min_member >= 0 else 1,
+        _text(labels.get(kube.CONSOLE_POOL_LABEL), 63), _amount(figures["requested"], kube.GPU_RESOURCE),
+        _amount(figures["allocated"], kube.GPU_RESOURCE), waiting, reason, _text(latest.get("message")),
+        latest.get("lastTransitionTime") or None, kept, metadata.get("creationTimestamp"),
+        str(metadata.get("resourceVersion") or ""),
+    ], None
+
+
+def _conditions(status: dict) -> dict[str, dict]:
+    return {str(c.get("type")): c for c in _items(status.get("conditions"), "status.conditions")}
+
+
+PREVIOUSLY = "Previously: "
+
+
+def kueue_workload_values(obj: dict[str, Any]) -> tuple[list, None]:
+    """The stored values of a Kueue Workload (KUEUE_WORKLOAD_FIELDS order); raises on a malformed object."""
+    metadata = obj["metadata"]
+    labels = _mapping(metadata.get("labels"), "metadata.labels")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    admission = _mapping(status.get("admission"), "status.admission")
+    conditions = _conditions(status)
+
+    def true(kind: str) -> bool:
+        return (conditions.get(kind) or {}).get("status") == "True"
+
+    reserved = conditions.get("QuotaReserved") or {}
+    pending = reserved if reserved.get("status") == "False" else {}
+    evicted = conditions.get("Evicted") or {}
+    preempted = conditions.get("Preempted") or {}
+    message = _text(evicted.get("message"))
+    if message.startswith(PREVIOUSLY):  # re-admitted since: Kueue keeps the old message behind "Previously: "
+        message = message[len(PREVIOUSLY):]
+    evicted_reason = _text(preempted.get("reason") or evicted.get("reason"), 64) if evicted else ""
+    if evicted and (preempted.get("reason") or "") in ("QuotaReserved", ""):
+        evicted_reason = _text(evicted.get("reason"), 64)
+    job_name, job_uid = _job_owner(metadata)
+    priority = spec.get("priority")
+    return [
+        metadata.get("uid") or "", job_name, job_uid or _text(labels.get("kueue.x-k8s.io/job-uid"), 64),
+        _text(spec.get("queueName"), 253), _text(admission.get("clusterQueue"), 253),
+        priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        _text(spec.get("priorityClassName"), 253), true("QuotaReserved"), true("Admitted"), true("Finished"),
+        _text(pending.get("reason"), 64), _text(pending.get("message")), evicted_reason if evicted else "",
+        message if evicted else "", evicted.get("status") == "True", evicted.get("lastTransitionTime") or None,
+        [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime") if c.get(k) is not None}
+         for c in conditions.values()],
+        metadata.get("creationTimestamp"), str(metadata.get("resourceVersion") or ""),
+    ], None
+
+
+def event_values(obj: dict[str, Any]) -> tuple[list, None]:
+    """The stored values of an Event (EVENT_FIELDS order); raises on a malformed object."""
+    metadata = obj["metadata"]
+    involved = _mapping(obj.get("involvedObject"), "involvedObject")
+    source = _mapping(obj.get("source"), "source")
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    count = obj.get("count")
+    return [
+        metadata.get("uid") or "", _text(involved.get("kind"), 63), _text(involved.get("name"), 253),
+        _text(obj.get("reason"), 128), _text(obj.get("message")), _text(obj.get("type"), 16),
+        _text(source.get("component") or obj.get("reportingComponent"), 128),
+        count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1,
+        {str(k): _text(v, 253) for k, v in annotations.items()},
+        obj.get("lastTimestamp") or obj.get("eventTime") or obj.get("firstTimestamp") or None,
+        str(metadata.get("resourceVersion") or ""),
+    ], None
+
+
+def register_scheduler_resources() -> None:
+    from workloads.models import KueueWorkload, PodGroup, SchedulerEvent
+
+    register(Resource(
+        name=PODGROUPS, kind="PodGroup", group=KAI_GROUP, version=KAI_VERSION, plural="podgroups",
+        namespaced=True, model=PodGroup, fields=PODGROUP_FIELDS, values=podgroup_values,
+        json_fields=("conditions",), datetime_fields=("condition_time", "created_in_cluster"), optional=True,
+    ))
+    register(Resource(
+        name=KUEUE_WORKLOADS, kind="Workload", group=KUEUE_GROUP, version=KUEUE_VERSION, plural="workloads",
+        namespaced=True, model=KueueWorkload, fields=KUEUE_WORKLOAD_FIELDS, values=kueue_workload_values,
+        json_fields=("conditions",), datetime_fields=("evicted_at", "created_in_cluster"), optional=True,
+    ))
+    register(Resource(
+        name=EVICTIONS, kind="Event", group="", version="v1", plural="events", namespaced=True,
+        model=SchedulerEvent, fields=EVENT_FIELDS, values=event_values, json_fields=("annotations",),
+        datetime_fields=("last_seen",), field_selector=EVICTION_SELECTOR,
     ))
 
 

@@ -128,11 +128,10 @@ class RuleSetTable(ConsoleTable):
 class WorkloadTable(ConsoleTable):
     key = "workloads"
     default_columns = ("name", "project", "pools_tried", "placed_pool", "platform", "phase", "gpus",
-                       "gpu_utilization", "priority_class", "preemptible", "age", "pending_reason", "stop")
-    # The DCGM exporter's figures of the page's workloads: one Prometheus query per cluster.
-    enrich = staticmethod(lambda rows: selectors.workloads_attach_gpu_utilization(rows))
+                       "gpu_utilization", "priority_class", "preemptible", "age", "pending_reason", "queue_position",
+                       "preempted_by", "stop")
 
-    name = tables.Column("Workload")
+    name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
     project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     namespace = tables.Column("Namespace")
@@ -147,18 +146,32 @@ class WorkloadTable(ConsoleTable):
     preemptible = tables.Column("Preemptible", accessor="priority", order_by=("priority",))
     age = tables.Column("Age", accessor="created_in_cluster", order_by=("-created_in_cluster",))
     pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False, attrs=WRAP)
+    scheduler_reason = tables.Column("Scheduler's reason", empty_values=(), orderable=False)
+    waiting_category = tables.Column("Waits for", empty_values=(), orderable=False)
+    queue_position = tables.Column("Queue position", empty_values=(), orderable=False)
+    preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False)
+    scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
     submitted_by = tables.Column("Submitted by", default="—")
     stop = tables.Column("", empty_values=(), orderable=False)
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-workload": lambda record: record.name}
 
-    def __init__(self, *args, stoppable=frozenset(), waiting=None, karpenter=None, csrf_token="", **kwargs):
+    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
-        self.waiting = waiting or {}
-        self.karpenter = karpenter or {}
+        self.user = user
         self.csrf_token = csrf_token
+
+    def enrich_records(self, records):
+        """The page's rows (or a CSV batch) at once: the scheduler's decisions, the console's answers, what
+        Karpenter can do and GPU utilization (workloads.selectors.workloads_enrich)."""
+        selectors.workloads_enrich(records, user=self.user)
+
+    def _enriched(self, record):
+        if not hasattr(record, "decision_reason"):
+            selectors.workloads_enrich([record], user=self.user)
+        return record
 
     def render_pools_tried(self, value):
         return selectors.pools_of_list(value) or "—"
@@ -177,14 +190,40 @@ class WorkloadTable(ConsoleTable):
         return timesince(value).split(",")[0] if value else "—"
 
     def render_pending_reason(self, record):
-        own = selectors.pending_reason(record, self.waiting)
-        provisioning = selectors.karpenter_text(record, self.karpenter) if selectors.display_phase(
-            record) == "Pending" else ""
-        if not provisioning:
-            return own
-        # What Karpenter can do, on its own line: the same words as for its pod on the pool page.
-        return format_html('{}{}<span class="karpenter">{}</span>', own, mark_safe("<br>") if own else "",
-                           provisioning)
+        record = self._enriched(record)
+        if selectors.display_phase(record) not in ("Pending", "Suspended"):
+            return ""
+        scheduler, console = selectors.pending_reason_parts(record)
+        provisioning = selectors.karpenter_text(record) if selectors.display_phase(record) == "Pending" else ""
+        # The scheduler's words, then the console's answer and what Karpenter can do, each on its own line
+        # (the same words as the CSV and the API, which join them with spaces).
+        parts = [format_html("{}", scheduler)] if scheduler else []
+        if console:
+            parts.append(format_html('<span class="why">{}{}</span>', "Why is it waiting? " if scheduler else "",
+                                     console))
+        if provisioning:
+            parts.append(format_html('<span class="karpenter">{}</span>', provisioning))
+        return mark_safe("<br>".join(parts))
+
+    def render_scheduler_reason(self, record):
+        found = self._enriched(record).decision_reason
+        return found.in_words() if found is not None else "—"
+
+    def render_waiting_category(self, record):
+        return selectors.waiting_category_text(self._enriched(record)) or "—"
+
+    def render_queue_position(self, record):
+        found = self._enriched(record).decision_position
+        return (found.in_words() or "—") if found is not None else "—"
+
+    def render_preempted_by(self, record):
+        found = self._enriched(record).decision_preemption
+        if found is None:
+            return "—"
+        if found.by_id is not None:
+            return format_html('<a href="{}">{}</a>', reverse("workload-detail", args=[found.by_id]),
+                               found.in_words())
+        return found.in_words()
 
     def render_stop(self, record):
         if record.pk not in self.stoppable or selectors.display_phase(record) in ("Succeeded", "Failed"):
@@ -206,6 +245,9 @@ class WorkloadTable(ConsoleTable):
         return (None, reason) if value is None else (_num(round(value, 1)), "")
 
     # CSV: plain values
+    def export_name(self, record):
+        return record.name
+
     def export_gpu_utilization(self, record):
         value, _ = self._gpu(record)
         return None if value is None else round(value, 1)
@@ -223,7 +265,22 @@ class WorkloadTable(ConsoleTable):
         return record.created_in_cluster
 
     def export_pending_reason(self, record):
-        return selectors.pending_reason(record, self.waiting, self.karpenter)
+        return selectors.pending_reason(self._enriched(record))
+
+    def export_scheduler_reason(self, record):
+        found = self._enriched(record).decision_reason
+        return found.in_words() if found is not None else ""
+
+    def export_waiting_category(self, record):
+        return selectors.waiting_category_text(self._enriched(record))
+
+    def export_queue_position(self, record):
+        found = self._enriched(record).decision_position
+        return found.in_words() if found is not None else ""
+
+    def export_preempted_by(self, record):
+        found = self._enriched(record).decision_preemption
+        return found.in_words() if found is not None else ""
 
     def export_stop(self, record):
         return ""

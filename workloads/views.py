@@ -21,7 +21,7 @@ from console.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster
 from nodepools.models import NodePool
-from ui.pages import table_page
+from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
 from workloads import engine, selectors, services
 from workloads import selectors, submission
@@ -393,20 +393,31 @@ def _api_client(cluster):
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
     stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
-
-    visible = selectors.workload_list(user=request.user)
-    pending = list(visible.filter(phase="Pending")[:200])
-    waiting = selectors.waiting_reasons(user=request.user, workloads=pending)
-    karpenter = selectors.karpenter_explanations(user=request.user, workloads=pending)
     return table_page(
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=rows,
         filterset_class=WorkloadFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
-        table_kwargs={"stoppable": stoppable, "waiting": waiting, "karpenter": karpenter, "csrf_token": get_token(request)},
-        context={"live_clusters": list(visible.order_by().values_list("cluster_id", flat=True).distinct()) or
+        table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request)},
+        context={"live_clusters": list(rows.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
                  "can_submit": selectors.submittable_projects(user=request.user).exists()},
     )
+
+
+@login_required
+def workload_detail(request, pk: int):
+    """One workload: what was asked, what the scheduler decided (its PodGroups' or Kueue Workload's
+    conditions, who preempted it, its queue position) and the console's answer to why it waits."""
+    workload = get_object_or_404(selectors.workload_list(user=request.user), pk=pk)
+    selectors.workloads_enrich([workload], user=request.user)
+    template = "workloads/workload_detail.html" + ("#facts" if htmx_partial(request) else "")
+    return render(request, template, {
+        "workload": workload, "detail": selectors.workload_detail(workload),
+        "phase": selectors.display_phase(workload), "pending_reason": selectors.pending_reason(workload),
+        "waits_for": selectors.waiting_category_text(workload),
+        "can_stop": Workload.objects.restrict(request.user, "stop").filter(pk=workload.pk).exists(),
+        "live_clusters": [workload.cluster_id],
+    })
 
 
 def _visible_cluster_ids(user):

@@ -76,14 +76,16 @@ def list_call(api_client: Any, resource: "Resource"):
     """`fn(**query)` -> the raw urllib3 response of GET on the resource's collection (all namespaces).
 
     Query keywords as the generated clients name them: limit, _continue, watch, resource_version,
-    allow_watch_bookmarks, timeout_seconds; plus _request_timeout.
+    allow_watch_bookmarks, timeout_seconds; plus _request_timeout. The resource's field selector, if any,
+    goes with every list and watch.
     """
     names = {"limit": "limit", "_continue": "continue", "watch": "watch", "resource_version": "resourceVersion",
              "allow_watch_bookmarks": "allowWatchBookmarks", "timeout_seconds": "timeoutSeconds"}
     path = resource.path
+    selector = [("fieldSelector", resource.field_selector)] if resource.field_selector else []
 
     def call(_request_timeout=None, **query):
-        params = [(names[k], v) for k, v in query.items() if v is not None]
+        params = [(names[k], v) for k, v in query.items() if v is not None] + selector
         return api_client.call_api(
             path, "GET", {}, params, {"Accept": "application/json"}, auth_settings=["BearerToken"],
             _return_http_data_only=True, _preload_content=False, _request_timeout=_request_timeout,

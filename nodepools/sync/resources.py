@@ -64,6 +64,8 @@ class Resource:
     # A resource some clusters do not serve (a CRD, e.g. Karpenter's): a 404 on its list means "none here",
     # not an error; the informer looks for it again every `absent_recheck` seconds (SyncOptions).
     optional: bool = False
+    # Only the objects this field selector selects (`?fieldSelector=`), e.g. the Events of one kind of object.
+    field_selector: str = ""
 
     def __post_init__(self) -> None:
         if self.key is None:

@@ -307,6 +307,26 @@ def web_explains_pending_gpu_pods_of_a_karpenter_pool(lab: Lab) -> None:
     assert advice.status_code == 200 and "Could not read" not in advice.content.decode(), advice.content
 
 
+def web_shows_a_queued_workloads_position(lab: Lab) -> None:
+    """The workloads table with a workload Kueue holds: its queue position is read from Kueue's visibility
+    API (the pending workloads of its LocalQueue)."""
+    from django.core.cache import cache
+    from django.urls import reverse
+
+    from workloads.models import KueueWorkload, Workload
+
+    # The mirror rows (the sync's flow mirrors Jobs and Kueue Workloads; here they are stored directly).
+    Workload.objects.create(cluster=lab.cluster, namespace="runai-rnd-a", name="queued", phase="Suspended",
+                            queue="rnd-a", gpus=1, priority_class="train", priority=50)
+    KueueWorkload.objects.create(cluster=lab.cluster, namespace="runai-rnd-a", name="job-queued-1a2b3",
+                                 job_name="queued", queue_name="rnd-a", pending_reason="Pending",
+                                 pending_message="couldn't assign flavors to pod set main: insufficient unused "
+                                                 "quota for nvidia.com/gpu in flavor a100, 1 more needed")
+    cache.clear()
+    lab.client.force_login(lab.users["researcher"])
+    assert lab.client.get(reverse("workload-list")).status_code == 200
+
+
 @dataclass(frozen=True)
 class Flow:
     name: str
@@ -326,6 +346,7 @@ FLOWS: list[Flow] = [
     Flow("web: submit (dry run, create) and stop a workload", WEB, web_submits_and_stops_a_workload),
     Flow("web: pending GPU pods of a Karpenter-backed pool, and the pool's advice", WEB,
          web_explains_pending_gpu_pods_of_a_karpenter_pool),
+    Flow("web: a queued workload's position (Kueue's visibility API)", WEB, web_shows_a_queued_workloads_position),
 ]
 
 

@@ -372,6 +372,37 @@ def test_a_deleted_pod_is_counted_failed_and_replaced(lab: Lab) -> None:
     assert [p.status.phase for p in lab.pods("evicted")] == ["Pending"]
 
 
+def evict(lab: Lab, pod: client.V1Pod) -> None:
+    """What a scheduler's evictor does: the condition DisruptionTarget on the pod, then its deletion."""
+    def disrupted(obj: dict) -> None:
+        obj["status"].setdefault("conditions", []).append({
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": "preempted by a higher priority workload", "lastTransitionTime": START})
+
+    lab.emu.update_pod(NS, pod.metadata.name, disrupted)
+    lab.core.delete_namespaced_pod(pod.metadata.name, NS)
+
+
+def test_a_pod_failure_policy_ignoring_disruptions_replaces_a_preempted_pod_without_counting_it(lab: Lab) -> None:
+    ignore = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+    lab.batch.create_namespaced_job(NS, job_manifest("kept", run=600, backoff_limit=0, pod_failure_policy=ignore))
+    lab.batch.create_namespaced_job(NS, job_manifest("lost", run=600, backoff_limit=0))
+    lab.tick()
+    lab.bind_pending()
+    lab.tick(1)
+    for name in ("kept", "lost"):
+        [pod] = lab.pods(name)
+        evict(lab, pod)
+    lab.tick()
+    lab.tick()
+    # The kubelet stops the pod (Failed) and keeps the scheduler's condition; the policy ignores the failure.
+    kept = lab.job("kept")
+    assert not kept.status.failed and "Failed" not in conditions(kept)
+    assert [p.status.phase for p in lab.pods("kept")] == ["Pending"]  # its replacement, at once
+    # Without the policy the same eviction is a failure past backoffLimit 0.
+    assert conditions(lab.job("lost"))["Failed"] == ("True", "BackoffLimitExceeded")
+
+
 # ---------------------------------------------------------------------------------------------- deletion
 
 

@@ -24,6 +24,9 @@ FAST = dict(backoff_base=0.05, backoff_max=0.3, read_timeout=5, unreachable_afte
             tick=0.05, lock_poll=0.3, watch_timeout_min=30, watch_timeout_max=40, hint_interval=0.05)
 SCHEDULER_SAYS = "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."
 LIMIT = "h100-prod: Its limit is reached: nvidia.com/gpu 8 of 8 provisioned; the pod needs 8 more."
+# The console's own reading comes after the scheduler's words: h100-node-1 runs no NVIDIA operand pod here, so
+# the console counts no Ready node in the pool.
+WHY = "Why is it waiting? No node can fit it: the largest Ready node of h100-prod has 0 GPUs; this asks 8 on one node."
 EXCLUDED = ("a100-standard: Its requirements exclude the pod: the pod asks karpenter.sh/nodepool In [h100-prod], "
             "the pool allows karpenter.sh/nodepool In [a100-standard].")
 
@@ -94,7 +97,7 @@ def test_a_pending_workload_says_what_karpenter_can_do_for_its_pod(karpenter, si
     row = workload_row(api, users["researcher"])
     assert row["phase"] == "Pending"
     assert row["pending_reason"] == (
-        f"{SCHEDULER_SAYS} What Karpenter can do for its pod train-1-x7k2p: No NodePool can provision a node for it. "
+        f"{SCHEDULER_SAYS} {WHY} What Karpenter can do for its pod train-1-x7k2p: No NodePool can provision a node for it. "
         f"{LIMIT} {EXCLUDED}")
     explained = row["provisioning"]
     assert (explained["namespace"], explained["name"], explained["gpus"], explained["pending_pods"]) == (
@@ -131,7 +134,7 @@ def test_the_explanation_follows_the_limit_and_names_the_nodeclaim_launched(karp
     cache.clear()
     row = workload_row(api, users["researcher"])
     assert row["pending_reason"] == (
-        f"{SCHEDULER_SAYS} What Karpenter can do for its pod train-1-x7k2p: Karpenter can provision a node for it "
+        f"{SCHEDULER_SAYS} {WHY} What Karpenter can do for its pod train-1-x7k2p: Karpenter can provision a node for it "
         f"from h100-prod. {EXCLUDED}")
     assert row["provisioning"]["can_provision"] == ["h100-prod"]
 

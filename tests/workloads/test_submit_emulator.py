@@ -148,7 +148,11 @@ def test_with_kueue_the_job_waits_suspended_and_the_table_says_for_what(lab, use
     assert syncing.run_until(lambda: Workload.objects.filter(name="train-1").exists())
     [row] = api(users["researcher"]).get("/api/v1/workloads/").json()["results"]
     assert row["phase"] == "Suspended" and row["queue"] == "rnd-a"
-    assert row["pending_reason"] == "Waiting for Kueue to admit it (queue rnd-a)."
+    # No Kueue runs in this cluster: no Workload says why, so the console says what it waits for, then its
+    # own reading of the quotas and nodes.
+    assert row["pending_reason"] == ("Waiting for Kueue to admit it (queue rnd-a). Why is it waiting? It fits in "
+                                     "a100 now and waits for the scheduler's next round.")
+    assert row["scheduler_reason"] is None and row["why_waiting"]["code"] == "schedulable"
     # The Job fails: the table says so, with the cluster's words.
     sim.update("jobs.batch", "train-1", lambda o: o.setdefault("status", {}).update(conditions=[{
         "type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
@@ -160,6 +164,8 @@ def test_with_kueue_the_job_waits_suspended_and_the_table_says_for_what(lab, use
     assert Workload.objects.get(name="train-1").status_message == "Job has reached the specified backoff limit"
 
 
+# The console's own reading of the same pod (the a100 nodes are free in the mirror), after the scheduler's words.
+CONSOLE_SAYS = "It fits in a100 now and waits for the scheduler's next round."
 SCHEDULER_SAYS = ("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
                   "affinity/selector. preemption: 0/4 nodes are available: 2 No preemption victims found for "
                   "incoming pod, 2 Preemption is not helpful for scheduling.")
@@ -182,13 +188,17 @@ def test_a_pending_workload_shows_the_schedulers_words_from_its_pods(lab, users,
     assert any(w.name == "train-1-xyz12" and w.reason.text for w in
                waiting_requests(user=users["researcher"], project=lab.rnd_a))
     [row] = api(users["researcher"]).get("/api/v1/workloads/").json()["results"]
-    assert (row["phase"], row["pending_reason"]) == ("Pending", SCHEDULER_SAYS)
+    assert (row["phase"], row["pending_reason"]) == ("Pending", f"{SCHEDULER_SAYS} Why is it waiting? {CONSOLE_SAYS}")
+    assert row["scheduler_reason"] == {"scheduler": "default-scheduler", "reason": "Unschedulable",
+                                       "category": "capacity", "message": SCHEDULER_SAYS,
+                                       "source": "Pod: PodScheduled=False"}
+    assert row["why_waiting"]["category"] == "schedulable" and row["waiting_category"] == "capacity"
     client.force_login(users["researcher"])
     page = client.get(reverse("workload-list")).content.decode()
     row_html = page.split('data-workload="train-1"', 1)[1].split("</tr>", 1)[0]
     assert "0/4 nodes are available: 2 Insufficient nvidia.com/gpu" in row_html
     rows = csv_of(client.get(reverse("workload-list"), {"format": "csv"}))
-    assert rows[1][rows[0].index("Pending reason")] == SCHEDULER_SAYS
+    assert rows[1][rows[0].index("Pending reason")] == f"{SCHEDULER_SAYS} Why is it waiting? {CONSOLE_SAYS}"
     # The scheduler places it: PodScheduled turns True, it runs, and no reason is left.
     def place(pod):
         pod["spec"]["nodeName"] = "a100-1"

@@ -107,6 +107,54 @@ class RuleSetUpdateSerializer(serializers.Serializer):
 
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
+class SchedulerReasonSerializer(serializers.Serializer):
+    scheduler = serializers.CharField(help_text="kai-scheduler, kueue or default-scheduler.")
+    reason = serializers.CharField(help_text="The scheduler's reason (OverLimit, NonPreemptibleOverQuota, "
+                                             "PodSchedulingErrors, Pending, Unschedulable, ...).")
+    category = serializers.CharField(help_text="What it waits for: limit, non_preemptible_quota, capacity, queue, "
+                                               "gang, admission or schedulable.")
+    message = serializers.CharField()
+    source = serializers.CharField(help_text="Where it was read (a PodGroup's condition, the Kueue Workload's "
+                                             "QuotaReserved condition, a pod's PodScheduled condition).")
+
+
+class WhyWaitingSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="The console's reason (projects.waiting): over_limit, over_quota_off, "
+                                           "non_preemptible_over_quota, no_node_fits, pool_full, schedulable.")
+    category = serializers.CharField(help_text="Its category, in the scheduler's vocabulary.")
+    explanation = serializers.CharField()
+
+
+class PreemptionSerializer(serializers.Serializer):
+    scheduler = serializers.CharField()
+    action = serializers.CharField(help_text="KAI: reclaim or preempt; Kueue: the Preempted condition's reason "
+                                             "(InClusterQueue, InCohortReclamation, ...).")
+    by = serializers.CharField(allow_null=True, help_text="namespace/name of the workload that preempted it, when "
+                                                          "you may see it.")
+    by_project = serializers.CharField(allow_null=True)
+    by_id = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField(help_text="The scheduler's words.")
+    at = serializers.DateTimeField(allow_null=True)
+    still_waiting = serializers.BooleanField(help_text="It has not run again since.")
+    text = serializers.CharField()
+
+
+class QueuePositionSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    position = serializers.IntegerField(allow_null=True, help_text="1-based, in its queue (Kueue: its "
+                                                                   "ClusterQueue; KAI: its project's queue).")
+    of = serializers.IntegerField(allow_null=True)
+    local_position = serializers.IntegerField(allow_null=True, help_text="Kueue: in its LocalQueue.")
+    queue_turn = serializers.IntegerField(allow_null=True, help_text="KAI: its queue's turn among the pool's "
+                                                                     "queues with pending work.")
+    queues = serializers.IntegerField(allow_null=True)
+    pool = serializers.CharField(allow_null=True)
+    source = serializers.CharField(help_text="kueue (the visibility API) or console (the console's reading of "
+                                             "KAI's order).")
+    error = serializers.CharField(allow_null=True)
+    text = serializers.CharField()
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     project = serializers.CharField(source="project_name", read_only=True, allow_null=True)
@@ -114,8 +162,21 @@ class WorkloadSerializer(serializers.ModelSerializer):
     phase = serializers.SerializerMethodField()
     preemptible = serializers.BooleanField(read_only=True, allow_null=True)
     pending_reason = serializers.SerializerMethodField(
-        help_text="Why it waits, in words; for a pending workload in a cluster with Karpenter NodePools followed by "
-                  "what Karpenter can do for its pending pod.")
+        help_text="Why it waits, in words: the scheduler's own first, then the console's answer to \"Why is it "
+                  "waiting?\", then, in a cluster with Karpenter NodePools, what Karpenter can do for its pending pod.")
+    scheduler_reason = serializers.SerializerMethodField(
+        help_text="The scheduler's own reason, from its status (Kueue Workload, KAI PodGroup, pod conditions); "
+                  "null when it says nothing or the workload does not wait.")
+    why_waiting = serializers.SerializerMethodField(
+        help_text="The console's answer for the workload's request (quotas, limits, nodes); null when it does not "
+                  "wait or asks no GPU.")
+    waiting_category = serializers.SerializerMethodField(
+        help_text="What it waits for: the scheduler's category, else the console's; null when it does not wait.")
+    preempted_by = serializers.SerializerMethodField(
+        help_text="The last time it was preempted or evicted, and by whom; null when never.")
+    queue_position = serializers.SerializerMethodField(
+        help_text="Its place in its queue while it waits (Kueue: the visibility API; KAI: the console's reading "
+                  "of KAI's order); null when not known.")
     provisioning = serializers.SerializerMethodField(
         help_text="For a pending workload in a cluster with Karpenter NodePools: what Karpenter can do for its "
                   "first pending pod (as /api/v1/clusters/{id}/pods/{namespace}/{name}/provisioning/ gives it: "
@@ -133,8 +194,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
         model = Workload
         fields = ["id", "cluster", "namespace", "name", "uid", "project", "pools_tried", "placed_pool", "platform",
                   "phase", "pods", "gpus", "gpu_utilization", "gpu_metrics_unavailable", "priority_class", "priority",
-                  "preemptible", "queue", "submitted_by", "created_in_cluster", "pending_reason", "provisioning"]
+                  "preemptible", "queue", "scheduler_name", "submitted_by", "created_in_cluster", "pending_reason",
+                  "scheduler_reason", "why_waiting", "waiting_category", "queue_position", "preempted_by",
+                  "provisioning"]
         read_only_fields = fields
+
+    def _enriched(self, obj):
+        if not hasattr(obj, "decision_reason"):
+            selectors.workloads_enrich([obj], user=self.context["request"].user)
+        return obj
 
     def get_gpu_utilization(self, obj) -> float | None:
         value = getattr(obj, "gpu_utilization", None)
@@ -149,12 +217,47 @@ class WorkloadSerializer(serializers.ModelSerializer):
         return selectors.display_phase(obj)
 
     def get_pending_reason(self, obj) -> str:
-        return selectors.pending_reason(obj, self.context.get("waiting"), self.context.get("karpenter"))
+        return selectors.pending_reason(self._enriched(obj))
+
+    @extend_schema_field(SchedulerReasonSerializer(allow_null=True))
+    def get_scheduler_reason(self, obj):
+        found = self._enriched(obj).decision_reason
+        return found.as_dict() if found is not None else None
+
+    @extend_schema_field(WhyWaitingSerializer(allow_null=True))
+    def get_why_waiting(self, obj):
+        from projects import waiting
+
+        found = self._enriched(obj).decision_why
+        if found is None:
+            return None
+        return {"code": found.code, "category": waiting.console_category(found.code), "explanation": found.text}
+
+    def get_waiting_category(self, obj) -> str | None:
+        from projects import waiting
+
+        obj = self._enriched(obj)
+        if selectors.display_phase(obj) not in ("Pending", "Suspended"):
+            return None
+        if obj.decision_reason is not None:
+            return obj.decision_reason.category
+        return waiting.console_category(obj.decision_why.code) if obj.decision_why is not None else None
+
+    @extend_schema_field(PreemptionSerializer(allow_null=True))
+    def get_preempted_by(self, obj):
+        found = self._enriched(obj).decision_preemption
+        return {**found.as_dict(), "text": found.in_words()} if found is not None else None
+
+    @extend_schema_field(QueuePositionSerializer(allow_null=True))
+    def get_queue_position(self, obj):
+        found = self._enriched(obj).decision_position
+        return {**found.as_dict(), "text": found.in_words()} if found is not None else None
 
     def get_provisioning(self, obj) -> dict | None:
+        obj = self._enriched(obj)
         if selectors.display_phase(obj) != "Pending":
             return None
-        found = (self.context.get("karpenter") or {}).get((obj.cluster_id, obj.namespace, obj.name))
+        found = getattr(obj, "karpenter_wait", None)
         return found.as_dict() if found else None
 
 

@@ -156,26 +156,19 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
     def get_queryset(self):
         return selectors.workload_list(user=self.request.user)
 
-    # GPU utilization of the page's workloads: one Prometheus query per cluster, in the page's budget.
+    # What the page's workloads show beyond their rows (the scheduler's decisions, the console's answers, what
+    # Karpenter can do, GPU utilization: one Prometheus query per cluster, in the page's budget), at once.
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)
         if page is not None:
-            selectors.workloads_attach_gpu_utilization(list(page))
+            selectors.workloads_enrich(list(page), user=self.request.user)
         return page
 
     def get_object(self):
         workload = super().get_object()
         if self.action == "retrieve":
-            selectors.workloads_attach_gpu_utilization([workload])
+            selectors.workloads_enrich([workload], user=self.request.user)
         return workload
-
-    def get_serializer_context(self):
-        context = super().get_serializer_context()
-        if self.action in ("list", "retrieve"):
-            rows = list(selectors.workload_list(user=self.request.user).filter(phase="Pending")[:200])
-            context["waiting"] = selectors.waiting_reasons(user=self.request.user, workloads=rows)
-            context["karpenter"] = selectors.karpenter_explanations(user=self.request.user, workloads=rows)
-        return context
 
     @extend_schema(request=s.SubmitSerializer, responses={
         201: s.SubmittedSerializer, 200: OpenApiResponse(s.SubmittedSerializer, description="dry run: nothing created"),

@@ -4,7 +4,9 @@ First checks that the web port is free (a busy port fails at once, naming it). S
 processes: `python -m kubesim` (the demo cluster of `nodepools.demo_cluster`, changing now
 and then), `manage.py sync_clusters`, daphne and, once the sync's first full list of the demo cluster
 is written (so that the usage charts do not start at zero), `manage.py snapshot_usage` (every minute,
-for the demo's charts). Loads the demo organisation with cluster `demo` registered at the emulator's
+for the demo's charts); then the demo's story runs in a thread of this process (`workloads.demo.DemoStory`:
+the researchers' workloads submitted through the console over time; `--no-story` leaves it out), while the
+emulator's chaos only fails and heals nodes (and asks Karpenter for nodes). Loads the demo organisation with cluster `demo` registered at the emulator's
 kubeconfig (its nodes and pods come from the sync), prints the logins and the kubeconfig (for
 kubectl), and stops every child on Ctrl-C (or, failing, when one of them dies). The web server and the
 sync run with `console.settings_demo` (DEBUG off: the console's own error pages).
@@ -17,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from nodepools.models import Cluster
 
 DEMO_CLUSTER = "demo"  # the name `manage.py demo` registers
 FIRST_SYNC_TIMEOUT = 90  # seconds
+STORY_STEP_SECONDS = 5
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -76,8 +80,11 @@ class Command(BaseCommand):
         parser.add_argument("--chaos", type=float, default=5.0, help="seconds between random cluster changes (0: off)")
         parser.add_argument("--snapshot-every", type=int, default=60,
                             help="seconds between usage-history snapshots (production default: 900)")
+        parser.add_argument("--no-story", dest="story", action="store_false",
+                            help="do not run the demo's story (the researchers' workloads submitted over time)")
 
-    def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, **options):
+    def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, story=True, **options):
+        self._story_stop = threading.Event()
         check_port_free(host, port)
         # CONSOLE_RUN_DIR: where the demo's scenario and kubeconfig go (default .run/ in the checkout), so
         # that two demos (or two test runs) on one machine do not overwrite each other's kubeconfig.
@@ -109,12 +116,15 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
         prometheus = None
+        story_thread = None
         try:
             # --controllers: the Jobs submitted through the console get pods, and bound pods run their time.
             emulator = [python, "-m", "kubesim", "--port", str(emulator_port), "--kubeconfig",
                         str(kubeconfig), "--scenario", str(scenario), "--controllers"]
             if chaos:
-                emulator += ["--chaos", str(chaos)]
+                # Chaos keeps nodes failing and recovering (and Karpenter's pending pods); the workloads come
+                # from the console: the demo's story submits them (workloads.demo.DemoStory).
+                emulator += ["--chaos", str(chaos), "--no-chaos-workloads"]
             start("emulator", emulator)
             deadline = time.monotonic() + 30
             while not kubeconfig.exists():
@@ -131,6 +141,8 @@ class Command(BaseCommand):
             # The first usage snapshot after the first full sync: the charts then start at the real figures.
             if self._wait_first_full_sync(sync_started, dead, stopping):
                 self._submit_demo_workloads()
+                if story:
+                    story_thread = self._start_story(stopping)
                 # Often, so that the usage charts of the demo fill within minutes.
                 start("snapshots", [python, "manage.py", "snapshot_usage", "--every", str(snapshot_every)])
             if stopping["signal"] is None and not dead():
@@ -154,6 +166,9 @@ class Command(BaseCommand):
             if failed:
                 raise CommandError(f"{', '.join(failed)} stopped; stopped the rest")
         finally:
+            self._story_stop.set()
+            if story_thread is not None:
+                story_thread.join(10)
             if prometheus is not None:
                 prometheus.stop()
             for name, proc in reversed(children):  # snapshots, web, sync, then the emulator
@@ -207,6 +222,38 @@ class Command(BaseCommand):
             return
         if names:
             self.stdout.write(f"submitted demo workloads: {', '.join(names)}")
+
+    def _start_story(self, stopping) -> threading.Thread:
+        """The demo's story (workloads.demo.DemoStory) in a thread of this process: every few seconds it
+        submits what is due through the console's submission service, as the demo's researchers."""
+        from django.db import connection
+
+        from nodepools.sync import api_client_for, api_error_message
+        from workloads.demo import DemoStory
+
+        cluster = Cluster.objects.get(name=DEMO_CLUSTER)
+        driver = DemoStory(cluster=cluster)
+        stop = self._story_stop
+
+        def run() -> None:
+            try:
+                while not stop.is_set() and stopping["signal"] is None:
+                    try:
+                        with api_client_for(cluster) as api_client:
+                            names = driver.step(time.time(), api_client)
+                        if names:
+                            self.stdout.write(f"the demo's researchers submitted: {', '.join(names)}")
+                        while driver.log:
+                            self.stderr.write(f"demo story: {driver.log.pop(0)}")
+                    except Exception as exc:  # noqa: BLE001 - the demo goes on; the next step tries again
+                        self.stderr.write(f"demo story: {api_error_message(exc)}")
+                    stop.wait(STORY_STEP_SECONDS)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run, name="demo-story", daemon=True)
+        thread.start()
+        return thread
 
     def _wait_first_full_sync(self, since, dead, stopping) -> bool:
         deadline = time.monotonic() + FIRST_SYNC_TIMEOUT

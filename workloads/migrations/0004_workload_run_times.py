@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workloads', '0002_pool_access_workload'),
+        ('workloads', '0003_scheduler_status'),
     ]
 
     operations = [

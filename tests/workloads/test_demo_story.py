@@ -1,0 +1,131 @@
+"""The demo tells the story (issue 21, point 5): `make run`'s cluster (nodepools.demo_cluster) in the emulator
+on a manual clock, the demo organisation with KAI enforcement (`manage.py demo --kubeconfig`), and the demo's
+driver (`workloads.demo.DemoStory`, what `run_demo` runs in a thread) submitting through the console's own
+submission service as the demo's researchers. Within ten minutes a newcomer sees workloads Running in their
+pools, Pending with the scheduler's reasons, Succeeded, and an over-quota workload reclaimed when the in-quota
+work of its pool's owners arrives; switching the cluster to Kueue keeps the story going."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from kubesim import KubeEmulator, ManualClock
+from nodepools.demo_cluster import demo_karpenter_nodepools, demo_objects
+from nodepools.models import Cluster
+from nodepools.sync import api_client_for
+from tests.workloads.mirroring import mirror
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Demo:
+    def __init__(self, emu: KubeEmulator, cluster: Cluster) -> None:
+        from workloads.demo import DemoStory
+
+        self.emu, self.cluster = emu, cluster
+        self.story = DemoStory(cluster=cluster)
+        self.elapsed = 0
+
+    def enforce(self) -> None:
+        """What the sync's leader does every 5 seconds (queues, pool labels), from what the sync mirrored."""
+        from enforcers.services import enforcement_round
+
+        mirror(self.cluster, self.emu)
+        with api_client_for(self.cluster) as api_client:
+            result = enforcement_round(self.cluster, api_client)
+        assert result is not None and not result.refused, result
+        mirror(self.cluster, self.emu)
+
+    def run_until(self, seconds: int, every: int = 5) -> None:
+        """The story's thread every `every` seconds, the emulator's controllers in between."""
+        with api_client_for(self.cluster) as api_client:
+            while self.elapsed < seconds:
+                self.story.step(self.emu.clock.now(), api_client)
+                assert not self.story.log, self.story.log
+                for _ in range(every):
+                    self.emu.clock.advance(1)
+                    self.emu.tick()
+                self.elapsed += every
+        mirror(self.cluster, self.emu)
+
+    def rows(self) -> dict[str, dict]:
+        from rest_framework.test import APIClient
+        from django.contrib.auth import get_user_model
+
+        api = APIClient()
+        api.force_login(get_user_model().objects.get(username="admin"))
+        answer = api.get("/api/v1/workloads/", {"page_size": 200})
+        assert answer.status_code == 200, answer.content
+        return {row["name"]: row for row in answer.json()["results"]}
+
+
+@pytest.fixture
+def demo(tmp_path):
+    emu = KubeEmulator(clock=ManualClock(), controllers=True, bookmark_interval=0.2)
+    nodes, pods = demo_objects()
+    emu.load(nodes, pods, objects={"nodepools.karpenter.sh": demo_karpenter_nodepools()})
+    emu.start()
+    try:
+        kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        call_command("demo", kubeconfig=str(kubeconfig), stdout=open("/dev/null", "w"))
+        cluster = Cluster.objects.get(name="demo")
+        for namespace in {p["metadata"]["namespace"] for p in pods} | {f"runai-{p.name}" for p in
+                                                                       cluster.projects.all()}:
+            emu.add_namespace(namespace)
+        lab = Demo(emu, cluster)
+        lab.enforce()
+        from workloads.demo import demo_submissions
+
+        with api_client_for(cluster) as api_client:  # what run_demo submits first (three long-running workloads)
+            demo_submissions(cluster=cluster, api_client=api_client)
+        yield lab
+    finally:
+        emu.stop()
+
+
+def test_within_minutes_the_demo_shows_running_pending_succeeded_and_a_reclaimed_workload(demo):
+    demo.run_until(240)
+    rows = demo.rows()
+    # Submitted through the console, as the demo's researchers.
+    assert rows["scoring-a"]["submitted_by"] == "batch-scoring-researcher"
+    assert rows["vision-8gpu"]["submitted_by"] == "researcher"
+    # Running in their pools.
+    assert (rows["scoring-a"]["phase"], rows["scoring-a"]["placed_pool"]) == ("Running", "a100-40gb")
+    assert (rows["vision-serve"]["phase"], rows["vision-serve"]["placed_pool"]) == ("Running", "a100-40gb")
+    assert (rows["nlp-eval"]["phase"], rows["nlp-eval"]["placed_pool"]) == ("Running", "default")
+    # Succeeded: short jobs ran their time.
+    assert rows["speech-prep"]["phase"] == "Succeeded"
+    # Pending with the scheduler's reasons, and the console's answer beside them.
+    assert rows["vision-8gpu"]["phase"] == "Pending"
+    assert rows["vision-8gpu"]["scheduler_reason"]["category"] == "capacity"
+    assert rows["vision-8gpu"]["why_waiting"]["code"] == "no_node_fits"
+    assert rows["search-8gpu"]["scheduler_reason"]["reason"] == "NonPreemptibleOverQuota"
+    assert rows["search-8gpu"]["why_waiting"]["code"] == "non_preemptible_over_quota"
+    # batch-scoring borrowed ML-Ops' idle A100s; serve-vision's in-quota inference took some back.
+    reclaimed = [r for n, r in rows.items() if n.startswith("scoring-") and r["preempted_by"]]
+    assert reclaimed, {n: (r["phase"], r["preempted_by"]) for n, r in rows.items() if n.startswith("scoring-")}
+    by_vision = [r for r in reclaimed if r["preempted_by"]["by"] == "runai-serve-vision/vision-serve"]
+    assert by_vision, [(r["name"], r["phase"], r["preempted_by"]["by"]) for r in reclaimed]
+    assert by_vision[0]["preempted_by"]["action"] == "reclaim" and by_vision[0]["phase"] == "Pending"
+    last = rows["scoring-f"]["queue_position"]  # the newest waits behind the reclaimed ones, in KAI's order
+    assert rows["scoring-f"]["phase"] == "Pending" and last["position"] == last["of"] >= 2
+
+    # The usage the charts and the idle GPUs read follows: the mirrored pods of the story hold GPUs.
+    from nodepools.models import Pod
+
+    held = sum((p.gpus for p in Pod.objects.filter(cluster=demo.cluster, namespace="runai-batch-scoring",
+                                                   phase="Running", labels__has_key="batch.kubernetes.io/job-name")),
+               Decimal(0))
+    running = [n for n, r in rows.items() if n.startswith("scoring-") and r["phase"] == "Running"]
+    assert held == 2 * len(running) >= 6
+
+    # Later the reclaimed job runs again and the first ones are done.
+    demo.run_until(600)
+    rows = demo.rows()
+    assert rows[by_vision[0]["name"]]["phase"] in ("Running", "Succeeded")
+    assert rows["scoring-a"]["phase"] == "Succeeded" and rows["robotics-sim"]["phase"] == "Succeeded"
+    # The story goes on in its next cycle.
+    demo.run_until(615)
+    assert "scoring-a-2" in demo.rows()
