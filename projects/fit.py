@@ -585,10 +585,11 @@ class Verdict:
 
 
 def quota_refusal(shape: Shape, project: Standing, department: Standing | None, *, enforced: bool = True,
-                  gpus: Decimal | None = None) -> tuple[str, str] | None:
+                  gpus: Decimal | None = None, non_preemptible_rule: bool = True) -> tuple[str, str] | None:
     """(cause, words) when the scheduler's quota rules refuse `gpus` more GPUs (default: the whole shape)
     for the project now, else None: a limit of the project or its department (over-quota off: the
-    deserved quota is the limit), then non-preemptible work beyond a deserved quota."""
+    deserved quota is the limit), then non-preemptible work beyond a deserved quota (KAI's rule; Kueue has
+    none: `non_preemptible_rule` False)."""
     if not enforced:
         return None
     asked = shape.total_gpus if gpus is None else gpus
@@ -603,7 +604,7 @@ def quota_refusal(shape: Shape, project: Standing, department: Standing | None, 
                     f"deserved GPUs in this pool, and this asks {n(asked)} more.")
             return "limit", (f"Over its limit: {owner.label()} uses {n(owner.allocated)} of its {n(cap)}-GPU limit in "
                              f"this pool, and this asks {n(asked)} more.")
-    if not shape.preemptible:
+    if not shape.preemptible and non_preemptible_rule:
         for owner in (project, department):
             if owner is not None and owner.non_preemptible + asked > owner.deserved:
                 return "non_preemptible", (
@@ -640,7 +641,8 @@ def _may_reclaim(shape: Shape, project: Standing, department: Standing | None, o
 
 def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequence[Running],
             owners: Mapping[tuple[str, str], Standing], project: Standing, department: Standing | None,
-            enforced: bool = True, karpenter: Karpenter | None = None, domain_key: str = ZONE_LABEL) -> Verdict:
+            enforced: bool = True, karpenter: Karpenter | None = None, domain_key: str = ZONE_LABEL,
+            non_preemptible_rule: bool = True) -> Verdict:
     """The dry run: what the scheduler would do with this workload in this pool now (see the module's
     docstring for the rules). `owners` holds every project's and department's standing in the pool,
     `project`/`department` the submitter's, their fair share computed with this workload's request added.
@@ -671,18 +673,18 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                f"needs {shape.pods} at once")
         return Verdict(NEVER_FITS, f"Never fits: {why}.", [f"No node shape can hold it: {why}."], "too_big", **base)
     # 2. The quota rules (for the whole workload; pods that are no gang are admitted one by one).
-    refusal = quota_refusal(shape, project, department, enforced=enforced)
+    refusal = quota_refusal(shape, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     if refusal is not None:
         cause, words = refusal
         cap = project.deserved if cause == "non_preemptible" else project.cap
         if cap is not None and shape.gang and shape.total_gpus > cap:
             return Verdict(NEVER_FITS, f"Never fits: {project.label()} may hold {n(cap)} GPUs in {pool} and its gang "
                            f"asks {n(shape.total_gpus)} at once.", [words], cause, **base)
-        if shape.gang or shape.pods == 1 or _pods_within_quota(shape, project, department) == 0:
+        if shape.gang or shape.pods == 1 or _pods_within_quota(shape, project, department, non_preemptible_rule) == 0:
             return Verdict(WAITS_FOR_QUOTA, f"Waits for quota. {words}", [words], cause, **base)
     # 3. Room on the nodes now, then room the scheduler makes (reclaim, preempt): all at once for a gang,
     # else pod by pod with the project's use growing.
-    started, room = _place(shape, nodes, running, owners, project, department, enforced)
+    started, room = _place(shape, nodes, running, owners, project, department, enforced, non_preemptible_rule)
     if started >= shape.pods:
         if room is None or not room.victims:
             return Verdict(STARTS_NOW, f"Starts now: {shape.words()} fit on the free GPUs of {pool}.",
@@ -729,7 +731,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
 
 
 def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], owners, project: Standing,
-           department: Standing | None, enforced: bool) -> tuple[int, Room | None]:
+           department: Standing | None, enforced: bool, non_preemptible_rule: bool = True) -> tuple[int, Room | None]:
     """How many of the shape's pods start now, and the victims taken for them. A gang: all or none; else one
     pod at a time, each within the quota rules, on free room or on room the scheduler makes for it."""
     if shape.gang or shape.pods == 1:
@@ -742,7 +744,7 @@ def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], 
     taken: list[Victim] = []
     started = 0
     for _ in range(shape.pods):
-        if enforced and quota_refusal(one, project, department) is not None:
+        if enforced and quota_refusal(one, project, department, non_preemptible_rule=non_preemptible_rule) is not None:
             break
         room = None
         if fits_now(nodes, 1, shape.gpus, shape.cpu, shape.memory) < 1:
@@ -792,9 +794,11 @@ def _with_pod(nodes: Sequence[NodeRoom], pod: Running, sign: int) -> list[NodeRo
     return out
 
 
-def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None) -> int:
+def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None,
+                       non_preemptible_rule: bool = True) -> int:
     for count in range(shape.pods, -1, -1):
-        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus)) is None:
+        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus),
+                         non_preemptible_rule=non_preemptible_rule) is None:
             return count
     return 0
 
@@ -986,7 +990,7 @@ class _World:
                 if not preemptible:
                     self.use[key][1] += sign * gpus
 
-    def quota_ok(self, waiting: Waiting, enforced: bool) -> bool:
+    def quota_ok(self, waiting: Waiting, enforced: bool, non_preemptible_rule: bool = True) -> bool:
         if not enforced:
             return True
         standings = []
@@ -998,11 +1002,12 @@ class _World:
         department = next((s for s in standings if s.kind == "department"), None)
         if project is None:
             return True
-        return quota_refusal(waiting.shape, project, department) is None
+        return quota_refusal(waiting.shape, project, department, non_preemptible_rule=non_preemptible_rule) is None
 
 
 def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
-              scenario: str, enforced: bool) -> tuple[float | None, list[Ending], list[Waiting]]:
+              scenario: str, enforced: bool, non_preemptible_rule: bool = True
+              ) -> tuple[float | None, list[Ending], list[Waiting]]:
     """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
     workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
     for, the workloads ahead that started first). None: not within what is known."""
@@ -1020,7 +1025,7 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
     now = 0.0
     while True:
         for job in list(queue):
-            if not world.quota_ok(job, enforced):
+            if not world.quota_ok(job, enforced, non_preemptible_rule):
                 continue
             placed = world.place(job.shape)
             if placed is None:
@@ -1034,7 +1039,7 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
                 serial += 1
                 heapq.heappush(events, (now + length, serial, Ending(job.name, job.project, job.department, job.klass,
                                                                     pods, None, None, "ahead")))
-        if world.quota_ok(target, enforced) and world.place(target.shape) is not None:
+        if world.quota_ok(target, enforced, non_preemptible_rule) and world.place(target.shape) is not None:
             return now, waited, started
         if not events:
             return None, waited, started
@@ -1055,7 +1060,7 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
 
 def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
              owners: Mapping[tuple[str, str], Standing], verdict_now: Verdict | None = None, enforced: bool = True,
-             unknown: Sequence[Ending] = ()) -> Estimate:
+             unknown: Sequence[Ending] = (), non_preemptible_rule: bool = True) -> Estimate:
     """When `target` may start: the range between the scenario where every running workload ends soon (its
     usual median, or now for a deadline) and the one where each ends late (its 90th percentile, or its
     deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
@@ -1071,9 +1076,9 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
             return Estimate(60.0, 300.0, f"a node Karpenter launches (NodePool {verdict_now.karpenter.nodepool}) is "
                             "usually ready within 1–5 minutes", len(ahead))
     soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                     scenario="soon", enforced=enforced)
+                                     scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                           scenario="late", enforced=enforced)
+                                           scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     if soon is None or late is None:
         blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
         if blockers:

@@ -5,6 +5,7 @@ selectors (restricted to what the user may see: a 404 hides the rest), writes th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,6 +35,8 @@ from workloads.forms import SubmitForm
 from workloads.models import Workload
 from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable
 from workloads.tables import WorkloadTable
+
+logger = logging.getLogger(__name__)
 
 
 def _pool(request, pk: int):
@@ -499,7 +502,7 @@ def workload_submit(request):
     choices" (action=refresh) brings the choices of the project and pools chosen; with it, they follow as
     they change (workload_submit_check)."""
     form = _submit_form(request)
-    preview = None
+    preview = verdict = None
     step = ""
     action = request.POST.get("action", "preview")
     if request.method == "POST" and action == "refresh":
@@ -517,6 +520,8 @@ def workload_submit(request):
                                           f"(pools {', '.join(done.pools)}). It appears below within seconds.")
                 return redirect(reverse("workload-list") + f"?project={req.project.pk}")
             preview, step = _dry_run(form, request.user)
+            if preview is not None:
+                verdict = _verdict(form, request.user, preview)
         except submission.SubmissionRefused as exc:
             step = exc.step
             form_errors_from(form, exc)
@@ -528,7 +533,19 @@ def workload_submit(request):
             from kube.client import api_error_message
 
             form.add_error(None, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was created.")
-    return render(request, "workloads/submit.html", _submit_context(form, preview=preview, step=step))
+    return render(request, "workloads/submit.html", _submit_context(form, preview=preview, step=step, verdict=verdict))
+
+
+def _verdict(form: SubmitForm, actor, preview):
+    """The dry run's verdict of a previewed submission (workloads.forecast): would it start now, wait (for
+    what, until when) or never fit. Its failure never hides the preview: it is said in words instead."""
+    from workloads import forecast
+
+    try:
+        return forecast.submission_verdict(user=actor, request=_request_from(form.cleaned_data), preview=preview)
+    except Exception as exc:  # noqa: BLE001 - the Job preview stands without it
+        logger.exception("dry run of %s failed", preview.name)
+        return {"error": f"Whether it would start now could not be worked out: {exc}"}
 
 
 # A refusal of the resource validation step concerns what is asked per pod: it shows at the field checked

@@ -309,6 +309,58 @@ class SubmitSerializer(serializers.Serializer):
                                                  "it would start now, wait (for what) or never fit (`verdict`).")
 
 
+class EstimateSerializer(serializers.Serializer):
+    earliest_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now; null: no estimate.")
+    latest_seconds = serializers.IntegerField(allow_null=True)
+    ahead_in_queue = serializers.IntegerField()
+    basis = serializers.CharField(help_text="Its basis in words, or why there is no estimate.")
+    text = serializers.CharField(help_text='e.g. "in 40–70 min: 3 workloads ahead in the queue; …".')
+
+
+class BorrowerSerializer(serializers.Serializer):
+    owner = serializers.CharField()
+    gpus_over_deserved = serializers.DecimalField(max_digits=14, decimal_places=3)
+
+
+class KarpenterAnswerSerializer(serializers.Serializer):
+    can_launch = serializers.BooleanField()
+    nodepool = serializers.CharField(allow_null=True)
+    explanation = serializers.CharField()
+
+
+class OtherPoolSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    verdict = serializers.CharField()
+    headline = serializers.CharField()
+
+
+class VerdictSerializer(serializers.Serializer):
+    """The dry run: would it start now, wait (for quota, capacity, a node Karpenter launches) or never fit."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from projects.api.fit import FragmentationSerializer, RoomSerializer
+
+        self.fields["room"] = RoomSerializer(allow_null=True, help_text="What the scheduler would take for it.")
+        self.fields["fragmentation"] = FragmentationSerializer(allow_null=True)
+
+    verdict = serializers.ChoiceField(choices=["starts_now", "waits_for_quota", "waits_for_capacity", "waits_for_node",
+                                               "never_fits"])
+    title = serializers.CharField()
+    headline = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    cause = serializers.CharField(help_text="fits, reclaim, preempt, limit, over_quota_off, non_preemptible, "
+                                            "fair_share, capacity, not_ready, karpenter, too_big")
+    pool = serializers.CharField()
+    pods = serializers.IntegerField()
+    pods_that_start_now = serializers.IntegerField()
+    borrowers = BorrowerSerializer(many=True)
+    karpenter = KarpenterAnswerSerializer(allow_null=True)
+    scheduler = serializers.CharField()
+    start_estimate = EstimateSerializer(allow_null=True)
+    other_pools = OtherPoolSerializer(many=True)
+
+
 class SubmittedSerializer(serializers.Serializer):
     name = serializers.CharField()
     namespace = serializers.CharField()
@@ -317,6 +369,8 @@ class SubmittedSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     yaml = serializers.CharField()
     job = serializers.DictField()
+    verdict = VerdictSerializer(required=False, allow_null=True,
+                                help_text="With dry_run: whether it would start now against the cluster as it is.")
 
 
 class UnreachableSerializer(serializers.Serializer):

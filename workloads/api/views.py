@@ -196,6 +196,11 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
                              "errors": {exc.field_name: [exc.text]}}, status=status.HTTP_400_BAD_REQUEST)
         body = {"name": preview.name, "namespace": preview.namespace, "pools": preview.pools,
                 "platform": preview.platform, "dry_run": dry_run, "yaml": preview.yaml, "job": preview.job}
+        if dry_run:
+            from workloads import forecast
+
+            body["verdict"] = forecast.submission_verdict(user=request.user, request=req, preview=preview).as_dict()
+            body = s.SubmittedSerializer(body).data
         return Response(body, status=status.HTTP_200_OK if dry_run else status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None, 503: OpenApiResponse(

@@ -1,0 +1,333 @@
+"""Will it fit, and when? for workloads (reads; the arithmetic is `projects.fit`, pure):
+
+- `submission_verdict(user, request, preview)`: the dry run of a submission against the cluster as it is
+  now — its pool's nodes that the Job's pods may use (node affinity, node selector, taints), the project's
+  quota standing with this workload added (fair shares computed with its request), the preemptible pods the
+  scheduler may take, and what Karpenter can launch (`provisioning.explain`, on the Job's pod): starts now,
+  waits for quota, waits for capacity, waits for a node Karpenter can launch, or never fits. With KAI
+  Scheduler the Job is scheduled by the shard of its first pool (the pool of its queue), so that pool
+  decides; otherwise the pools are tried in order and the first that starts it wins.
+- `workloads_attach_estimates(workloads, user=...)`: for every pending workload among these, when it may
+  start (`fit.Estimate`): its pool's running workloads and when each ends (`activeDeadlineSeconds` from the
+  Job's start, else the median and 90th percentile run time of the finished workloads of the same project
+  and priority class), the workloads ahead of it in the queue (the scheduler's order: higher priority, then
+  older), and the quota rules. A fixed number of queries per pool involved, whatever the rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Min, Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from kube.labels import pod_matches_node
+from kube.taints import untolerated_taints
+from nodepools import kube
+from nodepools.models import Node, NodePool, Pod
+from projects import fit
+from projects import selectors as project_selectors
+from workloads import render, selectors
+from workloads.models import Workload
+
+KAI, KUEUE = "kai", "kueue"
+PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+# Taints the node lifecycle controller puts on nodes that are not Ready or cordoned: a node's state, which
+# `NodeRoom.ready` carries, not a property of its kind (a not-ready node may hold the workload later).
+STATUS_TAINT_PREFIX = "node.kubernetes.io/"
+JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")
+
+
+def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
+    """The Shape of a rendered Job: its pods (parallelism), what one pod asks (kube's effective requests),
+    its priority (the class's value). A Job's pods form a gang when its pod template names a PodGroup with
+    `minMember` equal to its pods (KAI), else each pod is scheduled on its own."""
+    spec = job.get("spec") or {}
+    template = spec.get("template") or {}
+    requests = kube.pod_resources({"spec": template.get("spec") or {}})
+    pods = spec.get("parallelism") if isinstance(spec.get("parallelism"), int) else 1
+    klass = (template.get("spec") or {}).get("priorityClassName") or "train"
+    if gang is None:
+        gang = bool(((template.get("metadata") or {}).get("annotations") or {}).get("kai.scheduler/gang")) and pods > 1
+    return fit.Shape(pods=max(pods, 1), gpus=int(requests.gpus), cpu=requests.cpu_millis, memory=requests.memory_bytes,
+                     priority=PRIORITY_VALUES.get(klass, 50), gang=gang)
+
+
+def job_pod(job: dict[str, Any]) -> dict[str, Any]:
+    """One pod of the Job, as the Job controller makes it (what node affinity and Karpenter read)."""
+    template = (job.get("spec") or {}).get("template") or {}
+    metadata = template.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{(job.get('metadata') or {}).get('name', 'workload')}-pod",
+                         "namespace": (job.get("metadata") or {}).get("namespace", ""),
+                         "labels": dict(metadata.get("labels") or {}),
+                         "annotations": dict(metadata.get("annotations") or {})},
+            "spec": template.get("spec") or {}, "status": {"phase": "Pending"}}
+
+
+def pool_nodes_for(pool: NodePool, pod: dict[str, Any] | None) -> list[fit.NodeRoom]:
+    """The pool's nodes (`fit.NodeRoom`) a pod of this kind may use: its node selector and required node
+    affinity admit the node's labels, and it tolerates the node's NoSchedule/NoExecute taints (apart from
+    the not-ready and cordon taints: `ready` says that)."""
+    rooms = project_selectors.pools_node_room([pool])[pool.pk]
+    if pod is None:
+        return rooms
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    allowed = set()
+    for name, labels, taints in Node.objects.filter(pool=pool).values_list("name", "labels", "taints"):
+        kinds = [t for t in taints or [] if isinstance(t, dict)
+                 and not str(t.get("key") or "").startswith(STATUS_TAINT_PREFIX)]
+        # The console stamps its pool label on every node from the membership it computes (enforcers): a node
+        # of the pool carries it, or will by the leader's next round.
+        labels = {**(labels or {}), kube.CONSOLE_POOL_LABEL: pool.name}
+        node = {"metadata": {"name": name, "labels": labels}, "spec": {"taints": kinds}}
+        if pod_matches_node(pod, node) and not untolerated_taints(kinds, tolerations):
+            allowed.add(name)
+    return [room for room in rooms if room.name in allowed]
+
+
+def karpenter_for(pool: NodePool, pod: dict[str, Any]) -> fit.Karpenter | None:
+    """What Karpenter can do for the pod in this pool: for a Karpenter-backed pool, whether its NodePool can
+    launch a node for the pod (`provisioning.explain`: requirements, taints, limits, budgets), in its words.
+    None for a pool not backed by a NodePool."""
+    from provisioning.explain import explain
+    from provisioning.karpenter import NODEPOOL_LABEL
+    from provisioning.pending import nodeclaim_objects, nodepool_objects
+
+    if pool.label_key != NODEPOOL_LABEL:
+        return None
+    nodepools = [p for p in nodepool_objects(pool.cluster) if p["metadata"]["name"] == pool.label_value]
+    if not nodepools:
+        return fit.Karpenter(False, f"Karpenter NodePool {pool.label_value} backing {pool.name} is not in the "
+                             "cluster.", pool.label_value)
+    explanation = explain(pod, nodepools, nodeclaim_objects(pool.cluster))
+    verdict = explanation.verdicts[0] if explanation.verdicts else None
+    if explanation.problem:
+        return fit.Karpenter(False, explanation.problem, pool.label_value)
+    if verdict is not None and verdict.can_provision:
+        return fit.Karpenter(True, f"Karpenter NodePool {verdict.nodepool} can launch a node for it.", verdict.nodepool)
+    return fit.Karpenter(False, f"Karpenter NodePool {pool.label_value} cannot launch one: "
+                         f"{verdict.text if verdict else 'it is gone'}", pool.label_value)
+
+
+@dataclass
+class DryRun:
+    """The dry run's answer: the verdict of the pool that decides, and those of the other pools tried."""
+
+    verdict: fit.Verdict
+    scheduler: str  # "KAI Scheduler", "Kueue", "kube-scheduler"
+    others: list[fit.Verdict] = field(default_factory=list)
+    estimate: fit.Estimate | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.verdict.as_dict(), "scheduler": self.scheduler,
+                "start_estimate": self.estimate.as_dict() if self.estimate is not None else None,
+                "other_pools": [{"pool": v.pool, "verdict": v.code, "headline": v.headline} for v in self.others]}
+
+
+SCHEDULER_WORDS = {KAI: "KAI Scheduler", KUEUE: "Kueue", "none": "kube-scheduler"}
+
+
+def submission_verdict(*, user: Any, request: Any, preview: Any) -> DryRun:
+    """The dry run of a submission (`workloads.submission.Request` and its `Preview`): see the module."""
+    project = request.project
+    enforcer = selectors.enforcer_of(project.cluster)
+    shape = job_shape(preview.job)
+    pod = job_pod(preview.job)
+    pools = [p for p in request.pools if p.cluster_id == project.cluster_id]
+    if enforcer == KAI:
+        pools = pools[:1]  # the shard of its queue's pool schedules it
+    verdicts = []
+    for pool in pools:
+        verdicts.append(pool_verdict(user=user, pool=pool, project=project, shape=shape, pod=pod, enforcer=enforcer))
+        if verdicts[-1].code == fit.STARTS_NOW:
+            break
+    order = [fit.STARTS_NOW, fit.WAITS_FOR_NODE, fit.WAITS_FOR_QUOTA, fit.WAITS_FOR_CAPACITY, fit.NEVER_FITS]
+    chosen = verdicts[-1] if verdicts and verdicts[-1].code == fit.STARTS_NOW else min(
+        verdicts, key=lambda v: (order.index(v.code), verdicts.index(v)))
+    result = DryRun(chosen, SCHEDULER_WORDS.get(enforcer, enforcer), [v for v in verdicts if v is not chosen])
+    if chosen.code != fit.STARTS_NOW:
+        pool = next(p for p in pools if p.name == chosen.pool)
+        result.estimate = estimate_for_shape(user=user, pool=pool, project=project, shape=shape, verdict_now=chosen,
+                                             klass=(preview.job["spec"]["template"]["spec"].get("priorityClassName") or ""),
+                                             enforcer=enforcer)
+    return result
+
+
+def pool_verdict(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, pod: dict[str, Any] | None,
+                 enforcer: str) -> fit.Verdict:
+    """The verdict for one pool: its usable nodes, the standings with this workload's request added."""
+    owners = project_selectors.pool_standings(pool, extra=(project, shape.total_gpus))
+    mine = owners.get(("project", project.name)) or fit.Standing("project", project.name)
+    department = owners.get(("department", project.department.name))
+    return fit.verdict(
+        shape=shape, pool=pool.name, nodes=pool_nodes_for(pool, pod),
+        running=project_selectors.pool_running(pool, user=user), owners=owners, project=mine,
+        department=department, enforced=enforcer in (KAI, KUEUE),
+        karpenter=karpenter_for(pool, pod) if pod is not None else None, domain_key=pool.topology_label,
+        non_preemptible_rule=enforcer == KAI)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Start estimates
+
+def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
+    """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
+    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_at__isnull=False).order_by()
+            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
+                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .exclude(job=None).values("namespace", "job").annotate(first=Min("started_at"))
+            .values_list("namespace", "job", "first"))
+    return {(namespace, job): first for namespace, job, first in rows}
+
+
+@dataclass
+class PoolOutlook:
+    """What the estimates of one pool read once: its nodes, owners, running workloads (as `fit.Ending`s),
+    its waiting workloads in queue order, and the usual run lengths per (project, priority class)."""
+
+    pool: NodePool
+    nodes: list[fit.NodeRoom]
+    owners: dict[tuple[str, str], fit.Standing]
+    running: list[fit.Running]
+    endings: list[fit.Ending]
+    waiting: list[tuple[Workload, fit.Waiting]]
+    usual: dict[tuple[str, str], tuple[float, float] | None]
+
+
+def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
+    """{namespace: (project, department)} and {project name: Project} of a cluster."""
+    from projects.models import Project, ProjectNamespace
+
+    namespaces = {ns: (p, d) for ns, p, d in ProjectNamespace.objects.filter(cluster_id=cluster_id).values_list(
+        "name", "project__name", "project__department__name")}
+    projects = {p.name: p for p in Project.objects.filter(cluster_id=cluster_id).select_related("department")}
+    return namespaces, projects
+
+
+def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> PoolOutlook:
+    """Read the facts of the pool's estimates (see PoolOutlook)."""
+    now = now or timezone.now()
+    namespaces, _ = _project_names(pool.cluster_id)
+    nodes = project_selectors.pools_node_room([pool])[pool.pk]
+    owners = project_selectors.pool_standings(pool)
+    running = project_selectors.pool_running(pool, user=user, preemptible_only=False)
+    # The pool's workloads: running ones (their pods are on its nodes) and waiting ones (it is their first pool).
+    jobs = {(r.namespace, r.workload) for r in running if r.workload}
+    workloads = list(Workload.objects.filter(cluster_id=pool.cluster_id).filter(
+        Q(phase__in=("Pending", "Suspended")) | Q(finished_at__isnull=False) |
+        Q(namespace__in={ns for ns, _ in jobs}, name__in={job for _, job in jobs}))
+        .order_by("created_in_cluster", "name"))
+    starts = _first_pod_starts(pool.cluster_id, {w.namespace for w in workloads})
+    by_key = {(w.namespace, w.name): w for w in workloads}
+    runs: dict[tuple[str, str], list[float]] = {}
+    for w in workloads:
+        if w.finished_at is None or w.phase not in ("Succeeded", "Failed"):
+            continue
+        start = starts.get((w.namespace, w.name)) or w.started_at
+        project = namespaces.get(w.namespace, ("", ""))[0]
+        if start is not None and project and w.finished_at >= start:
+            runs.setdefault((project, w.priority_class), []).append((w.finished_at - start).total_seconds())
+    usual = {key: fit.usual_length(values) for key, values in runs.items()}
+    groups: dict[tuple[str, str], list[fit.Running]] = {}
+    for pod in running:
+        groups.setdefault((pod.namespace, pod.workload or pod.name), []).append(pod)
+    endings = []
+    for (namespace, job), pods in groups.items():
+        w = by_key.get((namespace, job))
+        project, department = namespaces.get(namespace, (pods[0].project, pods[0].department))
+        klass = w.priority_class if w is not None else ""
+        start = starts.get((namespace, job)) or (w.started_at if w is not None else None)
+        running_for = (now - start).total_seconds() if start is not None else 0.0
+        deadline = None
+        if w is not None and w.active_deadline_seconds and w.started_at is not None:
+            deadline = w.active_deadline_seconds - (now - w.started_at).total_seconds() + running_for
+        soon, late, basis = fit.expected_end(running_for=running_for, deadline=deadline,
+                                             usual=usual.get((project, klass)) if w is not None else None)
+        endings.append(fit.Ending(f"{namespace}/{job}", project, department, klass, tuple(pods), soon, late, basis))
+    waiting = []
+    for w in workloads:
+        if w.phase not in ("Pending", "Suspended") or (w.pools_tried or [pool.name])[0] != pool.name:
+            continue
+        if (w.namespace, w.name) in groups:  # partly running: its running pods are counted above
+            continue
+        project, department = namespaces.get(w.namespace, ("", ""))
+        pods = max(w.pods or 1, 1)
+        gpus = int(Decimal(w.gpus or 0) / pods)
+        shape = fit.Shape(pods, gpus, priority=w.priority if w.priority is not None else 50)
+        length = usual.get((project, w.priority_class))
+        deadline = float(w.active_deadline_seconds) if w.active_deadline_seconds else None
+        soon, late = (length if length is not None else (None, None))
+        if deadline is not None:
+            soon, late = (min(soon, deadline) if soon is not None else 0.0), min(late, deadline) if late is not None else deadline
+        waiting.append((w, fit.Waiting(f"{w.namespace}/{w.name}", project, department, shape, soon, late,
+                                       w.priority_class)))
+    # The scheduler's order: higher priority first, then older (KAI's order inside a queue).
+    waiting.sort(key=lambda item: (-item[1].shape.priority, item[0].created_in_cluster or now, item[0].name))
+    return PoolOutlook(pool, nodes, owners, running, endings, waiting, usual)
+
+
+def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enforcer: str) -> fit.Estimate:
+    """The estimate of one waiting workload of the pool."""
+    index = next((i for i, (w, _) in enumerate(outlook.waiting) if w.pk == workload.pk), None)
+    if index is None:
+        return fit.Estimate(None, None, "it is not waiting for this pool's nodes")
+    _, target = outlook.waiting[index]
+    ahead = [waiting for _, waiting in outlook.waiting[:index]]
+    project = outlook.owners.get(("project", target.project)) or fit.Standing("project", target.project)
+    department = outlook.owners.get(("department", target.department))
+    victims = [p for p in outlook.running if p.preemptible]
+    verdict_now = fit.verdict(shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=victims,
+                              owners=outlook.owners, project=project, department=department,
+                              enforced=enforcer in (KAI, KUEUE), non_preemptible_rule=enforcer == KAI,
+                              domain_key=outlook.pool.topology_label)
+    if verdict_now.code == fit.STARTS_NOW and ahead:
+        verdict_now = None  # it would fit, but those ahead are served first: simulate
+    return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=outlook.owners,
+                        verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
+                        non_preemptible_rule=enforcer == KAI)
+
+
+def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, verdict_now: fit.Verdict,
+                       klass: str, enforcer: str) -> fit.Estimate:
+    """The estimate of a workload not submitted yet (the dry run's "until when"): behind every workload
+    waiting for the pool at its priority or higher."""
+    outlook = pool_outlook(user=user, pool=pool)
+    ahead = [w for _, w in outlook.waiting if w.shape.priority >= shape.priority]
+    target = fit.Waiting("(this workload)", project.name, project.department.name, shape, klass=klass)
+    owners = project_selectors.pool_standings(pool, extra=(project, shape.total_gpus))
+    return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=owners,
+                        verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
+                        non_preemptible_rule=enforcer == KAI)
+
+
+def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: datetime | None = None) -> list[Workload]:
+    """Set `start_estimate` (a `fit.Estimate`, or None when it does not wait) on each of these workloads: the
+    pending ones get an estimate from their first pool's outlook (read once per pool)."""
+    outlooks: dict[int, PoolOutlook | None] = {}
+    enforcers: dict[int, str] = {}
+    pools: dict[tuple[int, str], NodePool | None] = {}
+    for workload in workloads:
+        workload.start_estimate = None
+        if selectors.display_phase(workload) not in ("Pending", "Suspended"):
+            continue
+        name = (workload.pools_tried or ["default"])[0]
+        key = (workload.cluster_id, name)
+        if key not in pools:
+            pools[key] = NodePool.objects.filter(cluster_id=workload.cluster_id, name=name).select_related(
+                "cluster").first()
+        pool = pools[key]
+        if pool is None:
+            workload.start_estimate = fit.Estimate(None, None, f"its pool {name} is not in the cluster")
+            continue
+        if pool.pk not in outlooks:
+            outlooks[pool.pk] = pool_outlook(user=user, pool=pool, now=now)
+        if workload.cluster_id not in enforcers:
+            enforcers[workload.cluster_id] = selectors.enforcer_of(pool.cluster)
+        workload.start_estimate = outlook_estimate(outlooks[pool.pk], workload, user=user,
+                                                   enforcer=enforcers[workload.cluster_id])
+    return workloads
