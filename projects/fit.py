@@ -1098,7 +1098,8 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         bases = {e.basis for e in waited}
         how = "at their usual length" if bases <= {"usual", "overdue"} else "by their deadline" if bases == {"deadline"} \
             else "at their usual length or deadline"
-        parts.append(f"{n(freed)} GPUs free when {_owners_words(waited)} end {how}")
+        verb = "ends" if len(waited) == 1 else "end"
+        parts.append(f"{n(freed)} GPUs free when {_owners_words(waited)} {verb} {how}")
     elif not parts:
         parts.append("the scheduler's next round")
     return Estimate(earliest, latest, "; ".join(parts), len(ahead))

@@ -13,3 +13,4 @@ class WorkloadsConfig(AppConfig):
 
         register_jobs()
         register_scheduler_resources()
+        from workloads import forecast  # noqa: F401  (the start estimates join what workloads_enrich attaches)

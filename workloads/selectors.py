@@ -487,7 +487,13 @@ def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
     for w in workloads:
         w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
     workloads_attach_gpu_utilization(workloads)
+    for enrich in ENRICHERS:  # e.g. the start estimates of workloads.forecast
+        enrich(workloads, user=user)
     return workloads
+
+
+# More of what `workloads_enrich` attaches, registered by the modules that compute it (they read this one).
+ENRICHERS: list = []
 
 
 @dataclass

@@ -129,6 +129,7 @@ class WorkloadTable(ConsoleTable):
     key = "workloads"
     default_columns = ("name", "project", "pools_tried", "placed_pool", "platform", "phase", "gpus",
                        "gpu_utilization", "priority_class", "preemptible", "age", "pending_reason", "queue_position",
+                       "start_estimate",
                        "preempted_by", "stop")
 
     name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
@@ -149,6 +150,7 @@ class WorkloadTable(ConsoleTable):
     scheduler_reason = tables.Column("Scheduler's reason", empty_values=(), orderable=False)
     waiting_category = tables.Column("Waits for", empty_values=(), orderable=False)
     queue_position = tables.Column("Queue position", empty_values=(), orderable=False)
+    start_estimate = tables.Column("Start estimate", empty_values=(), orderable=False, attrs=WRAP)
     preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False)
     scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
     submitted_by = tables.Column("Submitted by", default="—")
@@ -211,6 +213,18 @@ class WorkloadTable(ConsoleTable):
 
     def render_waiting_category(self, record):
         return selectors.waiting_category_text(self._enriched(record)) or "—"
+
+    def render_start_estimate(self, record):
+        found = getattr(self._enriched(record), "start_estimate", None)
+        if found is None:
+            return "—"
+        # "in 40–70 min" in the cell, its basis beside it (a person reads it, a screen reader too).
+        return format_html('<span class="estimate" title="{}">{}</span><br><span class="hint">{}</span>',
+                           found.text(), found.short(), found.basis)
+
+    def export_start_estimate(self, record):
+        found = getattr(self._enriched(record), "start_estimate", None)
+        return found.text() if found is not None else ""
 
     def render_queue_position(self, record):
         found = self._enriched(record).decision_position

@@ -261,7 +261,7 @@ def test_estimate_by_deadline():
     endings = [ending("a", "team-nlp", "n0", 8, 0.0, 25 * 60, basis="deadline")]
     estimate = fit.estimate(Waiting("mine", "rnd-a", "rnd", Shape(1, 4)), nodes=nodes(0), endings=endings, ahead=[],
                             owners={}, enforced=False)
-    assert estimate.short() == "in 0–25 min" and "end by their deadline" in estimate.basis
+    assert estimate.short() == "in 0–25 min" and "ends by their deadline" in estimate.basis
 
 
 def test_estimate_for_a_workload_over_its_limit_waits_for_its_own_project_to_end_work():
@@ -271,7 +271,7 @@ def test_estimate_for_a_workload_over_its_limit_waits_for_its_own_project_to_end
     estimate = fit.estimate(Waiting("mine-2", "rnd-a", "rnd", Shape(1, 4)), nodes=pool, endings=endings, ahead=[],
                             owners=owners_of(project))
     assert (estimate.earliest, estimate.latest) == (5 * 60, 15 * 60)
-    assert "rnd-a's train job end" in estimate.basis
+    assert "rnd-a's train job ends" in estimate.basis
 
 
 def test_no_estimate_when_what_it_waits_for_has_no_deadline_and_no_history():

@@ -155,6 +155,14 @@ class QueuePositionSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
+class EstimateSerializer(serializers.Serializer):
+    earliest_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now; null: no estimate.")
+    latest_seconds = serializers.IntegerField(allow_null=True)
+    ahead_in_queue = serializers.IntegerField()
+    basis = serializers.CharField(help_text="Its basis in words, or why there is no estimate.")
+    text = serializers.CharField(help_text='e.g. "in 40–70 min: 3 workloads ahead in the queue; …".')
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     project = serializers.CharField(source="project_name", read_only=True, allow_null=True)
@@ -182,6 +190,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "first pending pod (as /api/v1/clusters/{id}/pods/{namespace}/{name}/provisioning/ gives it: "
                   "each NodePool's first reason, the NodeClaim launched for it), with how many of its pods are "
                   "pending; else null.")
+    start_estimate = serializers.SerializerMethodField(
+        help_text="For a waiting workload: when it may start (seconds from now, a range) and the basis in words, or "
+                  "no estimate and why (earliest_seconds null); null when it does not wait.")
     gpus = serializers.DecimalField(max_digits=10, decimal_places=3, read_only=True)
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPUs the workload's running pods hold now (the DCGM exporter's "
@@ -196,13 +207,18 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "phase", "pods", "gpus", "gpu_utilization", "gpu_metrics_unavailable", "priority_class", "priority",
                   "preemptible", "queue", "scheduler_name", "submitted_by", "created_in_cluster", "pending_reason",
                   "scheduler_reason", "why_waiting", "waiting_category", "queue_position", "preempted_by",
-                  "provisioning"]
+                  "provisioning", "start_estimate"]
         read_only_fields = fields
 
     def _enriched(self, obj):
         if not hasattr(obj, "decision_reason"):
             selectors.workloads_enrich([obj], user=self.context["request"].user)
         return obj
+
+    @extend_schema_field(EstimateSerializer(allow_null=True))
+    def get_start_estimate(self, obj):
+        found = getattr(self._enriched(obj), "start_estimate", None)
+        return found.as_dict() if found is not None else None
 
     def get_gpu_utilization(self, obj) -> float | None:
         value = getattr(obj, "gpu_utilization", None)
@@ -307,14 +323,6 @@ class SubmitSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField(required=False, default=False,
                                        help_text="Only run the steps and answer the Job it would create, and whether "
                                                  "it would start now, wait (for what) or never fit (`verdict`).")
-
-
-class EstimateSerializer(serializers.Serializer):
-    earliest_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now; null: no estimate.")
-    latest_seconds = serializers.IntegerField(allow_null=True)
-    ahead_in_queue = serializers.IntegerField()
-    basis = serializers.CharField(help_text="Its basis in words, or why there is no estimate.")
-    text = serializers.CharField(help_text='e.g. "in 40–70 min: 3 workloads ahead in the queue; …".')
 
 
 class BorrowerSerializer(serializers.Serializer):

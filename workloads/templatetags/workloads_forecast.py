@@ -1,0 +1,25 @@
+"""The project page's "When will they start?": the project's waiting workloads with their start estimates
+(workloads.forecast). Loaded by the project page's template, so that the projects app (which renders that
+page) never imports this app."""
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+
+MOST = 50
+
+
+@register.inclusion_tag("workloads/_start_estimates.html", takes_context=True)
+def project_start_estimates(context, project) -> dict:
+    from workloads import forecast, selectors
+
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    namespaces = list(project.namespaces.values_list("name", flat=True))
+    rows = list(selectors.workload_list(user=user).filter(
+        cluster_id=project.cluster_id, namespace__in=namespaces, phase__in=("Pending", "Suspended"))
+        .order_by("created_in_cluster", "name")[:MOST])
+    waiting = [w for w in rows if selectors.display_phase(w) in ("Pending", "Suspended")]
+    forecast.workloads_attach_estimates(waiting, user=user)
+    return {"waiting": waiting, "most": MOST, "project": project}
