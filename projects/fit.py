@@ -186,37 +186,52 @@ class Fragmentation:
 def fragmentation(nodes: Iterable[NodeRoom], *, sizes: Sequence[int] = SHAPES,
                   domain_key: str = ZONE_LABEL) -> Fragmentation:
     """One pass over the pool's nodes: the pods of each size that fit now, the histogram of free GPUs per
-    node, and the same per topology domain. Only Ready, schedulable nodes with GPUs count."""
+    node, and the same per topology domain. Only Ready, schedulable nodes with GPUs count. The pass only
+    counts nodes by (domain, whole free GPUs); the figures come from those counts."""
+    return fragmentation_of(((node.domain, node.free, 1, node.gpus) for node in nodes if node.ready and node.gpus > 0),
+                            sizes=sizes, domain_key=domain_key)
+
+
+def fragmentation_of(groups: Iterable[tuple[str, Decimal, int, int]], *, sizes: Sequence[int] = SHAPES,
+                     domain_key: str = ZONE_LABEL) -> Fragmentation:
+    """`fragmentation` of Ready, schedulable GPU nodes given in groups (domain, free GPUs on each node, how many
+    such nodes, their allocatable GPUs together) — what a selector has the database count, without a row
+    (let alone a NodeRoom) per node."""
+    counts: dict[tuple[str, int], int] = {}
+    room_of: dict[str, Decimal] = {}
+    count = gpus = 0
+    free = largest = ZERO
+    for domain, room, many, allocatable in groups:
+        count += many
+        gpus += allocatable
+        room = room if room > 0 else ZERO
+        free += room * many
+        if room > largest:
+            largest = room
+        key = (domain, int(room))
+        counts[key] = counts.get(key, 0) + many
+        if domain:
+            room_of[domain] = room_of.get(domain, ZERO) + room * many
     slots = {k: 0 for k in sizes}
     histogram: dict[int, int] = {}
     domains: dict[str, dict[str, Any]] = {}
-    count = gpus = unlabelled = 0
-    free = largest = ZERO
-    for node in nodes:
-        if not node.ready or node.gpus <= 0:
-            continue
-        count += 1
-        gpus += node.gpus
-        room = max(node.free, ZERO)
-        free += room
-        largest = max(largest, room)
-        whole = int(math.floor(room))
-        histogram[whole] = histogram.get(whole, 0) + 1
-        if node.domain:
-            domain = domains.setdefault(node.domain, {"nodes": 0, "free": ZERO, "slots": {k: 0 for k in sizes}})
-            domain["nodes"] += 1
-            domain["free"] += room
+    unlabelled = 0
+    for (domain, whole), many in counts.items():
+        histogram[whole] = histogram.get(whole, 0) + many
+        if domain:
+            entry = domains.setdefault(domain, {"nodes": 0, "slots": {k: 0 for k in sizes}})
+            entry["nodes"] += many
         else:
-            unlabelled += 1
+            unlabelled += many
         for k in sizes:
-            fits = whole // k
+            fits = whole // k * many
             slots[k] += fits
-            if node.domain:
-                domains[node.domain]["slots"][k] += fits
+            if domain:
+                domains[domain]["slots"][k] += fits
     return Fragmentation(
         nodes=count, gpus=gpus, free=free, slots=slots, histogram=tuple(sorted(histogram.items())),
         largest_free=largest, domain_key=domain_key, unlabelled=unlabelled,
-        domains=tuple(DomainRoom(name, d["nodes"], d["free"], d["slots"]) for name, d in sorted(domains.items())))
+        domains=tuple(DomainRoom(name, d["nodes"], room_of[name], d["slots"]) for name, d in sorted(domains.items())))
 
 
 def fits_now(nodes: Iterable[NodeRoom], pods: int, gpus: int, cpu: int = 0, memory: int = 0) -> int:
@@ -294,6 +309,7 @@ class Running:
     visible: bool = True  # may the reader see its name (else only its project)
     cpu: int = 0
     memory: int = 0
+    pk: Any = None  # the mirror's row, when read from it
 
     @property
     def preemptible(self) -> bool:

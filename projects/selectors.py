@@ -1,12 +1,12 @@
 """Reads of the organisation for the pages; each takes the user and returns only what it may see."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import models
-from django.db.models import Count, OuterRef, Subquery, Sum, Value
+from django.db.models import Count, F, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from nodepools.models import Cluster, NodePool, Pod
@@ -465,37 +465,100 @@ def pool_pending_requests(pool: NodePool, *, cluster_pools: list[NodePool] | Non
     return out
 
 
+def _rows(queryset) -> list[tuple]:
+    """The rows of a values_list queryset straight from the database cursor, without Django's per-row
+    converters (the 5,000 rows of a large pool convert in more time than the query takes): numbers come as
+    the driver gives them (int, float or Decimal), datetimes as the driver gives them, JSON as text."""
+    from django.db import connection
+
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _decimal(value: Any) -> Decimal:
+    if value is None:
+        return Decimal(0)
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
+    """Per pool id, each node's row with what its active pods use, in one query per topology label (the pods
+    LEFT JOINed and summed per node over their covering index): (name, status, unschedulable, GPUs, CPU,
+    memory, domain, GPUs used, CPU used, memory used)."""
+    from django.db.models import Q
+    from django.db.models.fields.json import KeyTextTransform
+
+    from nodepools.models import Node
+
+    active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
+    keys: dict[str, list[int]] = {}
+    for pool in pools:
+        keys.setdefault(pool.topology_label, []).append(pool.pk)
+    out: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
+    for key, pool_ids in keys.items():
+        nodes = Node.objects.filter(pool_id__in=pool_ids).order_by()  # no join for the default ordering
+        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
+        rows = nodes.values("pk", "domain").annotate(
+            g=Sum("pods__gpus", filter=active), c=Sum("pods__cpu_millis", filter=active),
+            m=Sum("pods__memory_bytes", filter=active)).values_list(
+            "pool_id", "name", "status", "unschedulable", "gpu_allocatable", "cpu_allocatable_millis",
+            "memory_allocatable_bytes", "domain", "g", "c", "m")
+        for row in _rows(rows):
+            out[row[0]].append(row[1:])
+    return out
+
+
 def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
-    label). Two queries, and one more per distinct topology label other than the zone."""
+    label): one query per distinct topology label, rows read straight from the cursor."""
+    from nodepools.models import NodeStatus
+    from projects import fit
+
+    ready = NodeStatus.READY
+    out: dict[int, list[Any]] = {}
+    for pool_id, rows in _pool_node_rows(pools).items():
+        out[pool_id] = [fit.NodeRoom(name, gpus or 0, Decimal(gpus or 0) - _decimal(g), domain or "",
+                                     status == ready and not unschedulable, cpu, memory,
+                                     (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
+                        for name, status, unschedulable, gpus, cpu, memory, domain, g, c, m in rows]
+    return out
+
+
+def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
+    """Per pool id, its `fit.Fragmentation`, from one query per distinct topology label: the database sums
+    each Ready, schedulable GPU node's use (its active pods LEFT JOINed over their covering index) and counts
+    the nodes by (domain, free GPUs) — a few dozen rows whatever the size of the pool."""
+    from django.db import connection
+    from django.db.models import Q
     from django.db.models.fields.json import KeyTextTransform
 
     from nodepools.models import Node, NodeStatus
     from projects import fit
 
-    ids = [p.pk for p in pools]
-    used = {r[0]: r[1:] for r in Pod.objects.active().filter(node__pool_id__in=ids).order_by().values("node_id").annotate(
-        g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes")).values_list("node_id", "g", "c", "m")}
-    columns = ("pk", "pool_id", "name", "status", "unschedulable", "gpu_allocatable", "cpu_allocatable_millis",
-               "memory_allocatable_bytes")
+    active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
     keys: dict[str, list[int]] = {}
     for pool in pools:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
-    out: dict[int, list[Any]] = {pk: [] for pk in ids}
+    groups: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
     for key, pool_ids in keys.items():
-        nodes = Node.objects.filter(pool_id__in=pool_ids).order_by("name")
-        if key == NodePool.ZONE_LABEL:
-            rows = nodes.values_list(*columns, "zone")
-        else:
-            rows = nodes.annotate(domain=KeyTextTransform(key, "labels")).values_list(*columns, "domain")
-        for pk, pool_id, name, status, unschedulable, gpus, cpu, memory, domain in rows:
-            g, c, m = used.get(pk, (None, None, None))
-            out[pool_id].append(fit.NodeRoom(
-                name=name, gpus=gpus or 0, free=Decimal(gpus or 0) - Decimal(g or 0), domain=domain or "",
-                ready=status == NodeStatus.READY and not unschedulable, cpu=cpu, memory=memory,
-                cpu_free=(cpu or 0) - (c or 0), memory_free=(memory or 0) - (m or 0)))
-    return out
+        nodes = Node.objects.filter(pool_id__in=pool_ids, status=NodeStatus.READY, unschedulable=False,
+                                    gpu_allocatable__gt=0).order_by()
+        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
+        per_node = nodes.values("pk", "domain").annotate(used=Sum("pods__gpus", filter=active)).values_list(
+            "pool_id", "domain", "gpu_allocatable", "used")
+        inner, params = per_node.query.sql_with_params()
+        q = connection.ops.quote_name
+        sql = (f"SELECT {q('pool_id')}, {q('domain')}, {q('gpu_allocatable')} - COALESCE({q('used')}, 0), COUNT(*), "
+               f"SUM({q('gpu_allocatable')}) FROM ({inner}) per_node GROUP BY 1, 2, 3")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for pool_id, domain, room, many, allocatable in cursor.fetchall():
+                groups[pool_id].append((domain or "", _decimal(room), many, int(allocatable or 0)))
+    labels = {pool.pk: pool.topology_label for pool in pools}
+    return {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 
 
 def pools_attach_fit(pools: list[NodePool]) -> list[NodePool]:
@@ -503,9 +566,9 @@ def pools_attach_fit(pools: list[NodePool]) -> list[NodePool]:
     on each pool: the overview's compact line."""
     from projects import fit
 
-    rooms = pools_node_room(pools)
+    figures = pools_fragmentation(pools)
     for pool in pools:
-        pool.fit = fit.fragmentation(rooms.get(pool.pk, []), domain_key=pool.topology_label)
+        pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
     return pools
 
 
@@ -551,30 +614,50 @@ def pool_standings(pool: NodePool, *, extra: tuple[Project, Decimal] | None = No
     return out
 
 
-def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True) -> list[Any]:
+def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, projects: set[int] | None = None,
+                 names: bool = True) -> list[Any]:
     """The GPU pods running in the pool as `fit.Running` (by default only the preemptible ones: what the
-    scheduler may take), with their project and department; the pod is named only to those who may see its
-    project, others read its project alone."""
+    scheduler may take; `projects`: only those of these project ids), with their project and department; the
+    pod is named only to those who may see its project, others read its project alone. `names` False leaves
+    the workload (the Job) out: `running_name_workloads` fills it for the few that are shown."""
     from django.db.models.fields.json import KeyTextTransform
     from django.db.models.functions import Coalesce as Co
 
     from projects import fit
 
     visible = set(Project.objects.restrict(user, "view").filter(cluster_id=pool.cluster_id).values_list("pk", flat=True))
-    names = dict(Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "name"))
-    departments = dict(Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "department__name"))
+    owners = {pk: (name, department) for pk, name, department in
+              Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "name", "department__name")}
     pods = Pod.objects.active().filter(node__pool=pool, project__isnull=False, gpus__gt=0).order_by()
     if preemptible_only:
         pods = pods.filter(priority__lt=fit.PREEMPTIBLE_BELOW)
-    rows = pods.annotate(job=Co(KeyTextTransform("batch.kubernetes.io/job-name", "labels"),
-                                KeyTextTransform("job-name", "labels"))).values_list(
-        "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster", "job",
-        "cpu_millis", "memory_bytes")
-    return [fit.Running(namespace, name, node, gpus, priority, names.get(project_id, ""),
-                        departments.get(project_id, ""), workload=job or "",
-                        created=created.isoformat() if created else "", visible=project_id in visible,
-                        cpu=cpu or 0, memory=memory or 0)
-            for namespace, name, node, gpus, priority, project_id, created, job, cpu, memory in rows]
+    if projects is not None:
+        pods = pods.filter(project_id__in=list(projects))
+    columns = ["pk", "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster",
+               "cpu_millis", "memory_bytes"]
+    if names:
+        pods = pods.annotate(job=Co(KeyTextTransform("batch.kubernetes.io/job-name", "labels"),
+                                    KeyTextTransform("job-name", "labels")))
+        columns.append("job")
+    out = []
+    for row in _rows(pods.values_list(*columns)):
+        pk, namespace, name, node, gpus, priority, project_id, created, cpu, memory = row[:10]
+        project, department = owners.get(project_id, ("", ""))
+        out.append(fit.Running(namespace, name, node, _decimal(gpus), priority, project, department,
+                               workload=(row[10] or "") if names else "", created=str(created or ""),
+                               visible=project_id in visible, cpu=cpu or 0, memory=memory or 0, pk=pk))
+    return out
+
+
+def running_name_workloads(pods: list[Any]) -> list[Any]:
+    """The same pods with their workload (the Job named by their job-name label): one query for these few."""
+    from dataclasses import replace
+
+    if not pods:
+        return pods
+    labels = dict(Pod.objects.filter(pk__in=[p.pk for p in pods]).values_list("pk", "labels"))
+    return [replace(p, workload=(labels.get(p.pk) or {}).get("batch.kubernetes.io/job-name")
+                    or (labels.get(p.pk) or {}).get("job-name") or "") for p in pods]
 
 
 @dataclass
@@ -609,9 +692,15 @@ def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | None = None,
     they are. The pool must be one the user may see (the caller restricts)."""
     from projects import fit
 
-    rooms = pools_node_room([pool])[pool.pk]
-    result = PoolFit(pool, fit.fragmentation(rooms, domain_key=pool.topology_label))
+    result = PoolFit(pool, pools_fragmentation([pool])[pool.pk])
     if shape is not None:
-        result.room = fit.make_room(rooms, pool_running(pool, user=user), pool_standings(pool), pods=shape[0],
-                                    gpus=shape[1], domain=domain)
+        rooms = pools_node_room([pool])[pool.pk]
+        owners = pool_standings(pool)
+        # Only owners above their deserved quota give: their preemptible pods, named once chosen.
+        over = {name for (kind, name), owner in owners.items() if kind == "project" and owner.over_quota > 0}
+        ids = set(Project.objects.filter(cluster_id=pool.cluster_id, name__in=over).values_list("pk", flat=True))
+        room = fit.make_room(rooms, pool_running(pool, user=user, projects=ids, names=False), owners,
+                             pods=shape[0], gpus=shape[1], domain=domain)
+        victims = running_name_workloads([v.pod for v in room.victims])
+        result.room = replace(room, victims=tuple(replace(v, pod=pod) for v, pod in zip(room.victims, victims)))
     return result
