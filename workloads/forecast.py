@@ -15,7 +15,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -69,25 +69,54 @@ def job_pod(job: dict[str, Any]) -> dict[str, Any]:
             "spec": template.get("spec") or {}, "status": {"phase": "Pending"}}
 
 
+def _label_keys(pod: dict[str, Any]) -> set[str]:
+    """The node label keys the pod's node selector and required node affinity read."""
+    spec = pod.get("spec") or {}
+    keys = set((spec.get("nodeSelector") or {}).keys())
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in (term or {}).get("matchExpressions") or []:
+            if isinstance(expr, dict) and expr.get("key"):
+                keys.add(str(expr["key"]))
+    return keys
+
+
 def pool_nodes_for(pool: NodePool, pod: dict[str, Any] | None) -> list[fit.NodeRoom]:
     """The pool's nodes (`fit.NodeRoom`) a pod of this kind may use: its node selector and required node
     affinity admit the node's labels, and it tolerates the node's NoSchedule/NoExecute taints (apart from
-    the not-ready and cordon taints: `ready` says that)."""
+    the not-ready and cordon taints: `ready` says that). Only the label keys the pod reads are read (one
+    column each), and taints only of the nodes that have some."""
+    import json
+
+    from django.db.models.fields.json import KeyTextTransform
+
     rooms = project_selectors.pools_node_room([pool])[pool.pk]
     if pod is None:
         return rooms
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    allowed = set()
-    for name, labels, taints in Node.objects.filter(pool=pool).values_list("name", "labels", "taints"):
-        kinds = [t for t in taints or [] if isinstance(t, dict)
-                 and not str(t.get("key") or "").startswith(STATUS_TAINT_PREFIX)]
-        # The console stamps its pool label on every node from the membership it computes (enforcers): a node
-        # of the pool carries it, or will by the leader's next round.
-        labels = {**(labels or {}), kube.CONSOLE_POOL_LABEL: pool.name}
-        node = {"metadata": {"name": name, "labels": labels}, "spec": {"taints": kinds}}
-        if pod_matches_node(pod, node) and not untolerated_taints(kinds, tolerations):
-            allowed.add(name)
-    return [room for room in rooms if room.name in allowed]
+    keys = sorted(_label_keys(pod) - {kube.CONSOLE_POOL_LABEL})
+    nodes = Node.objects.filter(pool=pool).order_by()
+    columns = {f"label_{i}": KeyTextTransform(key, "labels") for i, key in enumerate(keys)}
+    rows = project_selectors._rows(nodes.annotate(**columns).values_list("name", "taints", *columns))
+    refused = set()
+    judged: dict[tuple, bool] = {}  # nodes of one kind (same labels read, same taints) are judged once
+    for name, taints, *values in rows:
+        kind = (tuple(values), taints if isinstance(taints, str) else json.dumps(taints, sort_keys=True))
+        if kind not in judged:
+            # The console stamps its pool label on every node from the membership it computes (enforcers): a
+            # node of the pool carries it, or will by the leader's next round.
+            labels = {key: value for key, value in zip(keys, values) if value is not None}
+            labels[kube.CONSOLE_POOL_LABEL] = pool.name
+            if isinstance(taints, str):
+                taints = json.loads(taints or "[]")
+            kinds = [t for t in taints or [] if isinstance(t, dict)
+                     and not str(t.get("key") or "").startswith(STATUS_TAINT_PREFIX)]
+            node = {"metadata": {"name": name, "labels": labels}, "spec": {"taints": kinds}}
+            judged[kind] = pod_matches_node(pod, node) and not untolerated_taints(kinds, tolerations)
+        if not judged[kind]:
+            refused.add(name)
+    return [room for room in rooms if room.name not in refused]
 
 
 def karpenter_for(pool: NodePool, pod: dict[str, Any]) -> fit.Karpenter | None:
@@ -161,15 +190,27 @@ def submission_verdict(*, user: Any, request: Any, preview: Any) -> DryRun:
 def pool_verdict(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, pod: dict[str, Any] | None,
                  enforcer: str) -> fit.Verdict:
     """The verdict for one pool: its usable nodes, the standings with this workload's request added."""
+    from projects.models import Project
+
     owners = project_selectors.pool_standings(pool, extra=(project, shape.total_gpus))
     mine = owners.get(("project", project.name)) or fit.Standing("project", project.name)
     department = owners.get(("department", project.department.name))
-    return fit.verdict(
+    # The pods the scheduler may take: those of owners above their deserved quota (or of a department above
+    # its own), and lower-priority pods of the project itself; named once chosen.
+    over = {name for (kind, name), owner in owners.items() if owner.over_quota > 0}
+    givers = set(Project.objects.filter(cluster_id=project.cluster_id).filter(
+        Q(name__in=over) | Q(department__name__in=over) | Q(pk=project.pk)).values_list("pk", flat=True))
+    verdict = fit.verdict(
         shape=shape, pool=pool.name, nodes=pool_nodes_for(pool, pod),
-        running=project_selectors.pool_running(pool, user=user), owners=owners, project=mine,
-        department=department, enforced=enforcer in (KAI, KUEUE),
+        running=project_selectors.pool_running(pool, user=user, projects=givers, names=False), owners=owners,
+        project=mine, department=department, enforced=enforcer in (KAI, KUEUE),
         karpenter=karpenter_for(pool, pod) if pod is not None else None, domain_key=pool.topology_label,
         non_preemptible_rule=enforcer == KAI)
+    if verdict.room is not None and verdict.room.victims:
+        named = project_selectors.running_name_workloads([v.pod for v in verdict.room.victims])
+        verdict.room = replace(verdict.room, victims=tuple(replace(v, pod=p) for v, p in zip(verdict.room.victims,
+                                                                                            named)))
+    return verdict
 
 
 # ---------------------------------------------------------------------------------------------------
