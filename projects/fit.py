@@ -572,6 +572,9 @@ class Verdict:
     fragmentation: Fragmentation | None = None
     karpenter: Karpenter | None = None
     pool: str = ""
+    # The quota rule that refuses it too (limit, over_quota_off, non_preemptible), when the verdict is about
+    # nodes (never fits, a node to launch): the scheduler checks quota first and names that rule.
+    quota_cause: str = ""
 
     @property
     def title(self) -> str:
@@ -582,9 +585,10 @@ class Verdict:
         limit), "non_preemptible_quota" (refused beyond the deserved quota) or "capacity" (no room)."""
         if self.code == STARTS_NOW:
             return "running"
-        if self.cause in ("limit", "over_quota_off"):
+        cause = self.quota_cause or self.cause
+        if cause in ("limit", "over_quota_off"):
             return "limit"
-        if self.cause == "non_preemptible":
+        if cause == "non_preemptible":
             return "non_preemptible_quota"
         return "capacity"
 
@@ -663,44 +667,46 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     docstring for the rules). `owners` holds every project's and department's standing in the pool,
     `project`/`department` the submitter's, their fair share computed with this workload's request added.
     `enforced` False (no scheduler enforcing quota): only nodes decide, nothing is reclaimed. A workload
-    that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods."""
+    that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods: the quota rules
+    are checked for each pod as it comes (what the scheduler says of the first waiting pod is its reason)."""
     frag = fragmentation(nodes, sizes=sorted({*SHAPES, shape.gpus} - {0}), domain_key=domain_key)
     base = dict(pods=shape.pods, pool=pool, fragmentation=frag, karpenter=karpenter)
+    unit = shape if shape.gang else replace(shape, pods=1)
+    first = quota_refusal(unit, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     # 1. No node shape of the pool can hold one pod (or, for a gang, all of them), and Karpenter launches none.
     launch = karpenter is not None and karpenter.can_launch
+    never = ""
     if not any(holds(node, shape.gpus, shape.cpu, shape.memory) for node in nodes):
         biggest = max((node.gpus for node in nodes), default=0)
         if launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch: no node of {pool} holds "
                            f"{shape.gpus} GPUs now, and Karpenter NodePool {karpenter.nodepool} can launch one.",
-                           [karpenter.words], "karpenter", **base)
+                           [karpenter.words], "karpenter", quota_cause=first[0] if first else "", **base)
         if not nodes:
-            why = f"{pool} has no node"
+            never = f"{pool} has no node"
         elif shape.gpus > biggest:
-            why = f"the largest node of {pool} has {biggest} GPUs; this asks {shape.gpus} on one node"
+            never = f"the largest node of {pool} has {biggest} GPUs; this asks {shape.gpus} on one node"
         else:
-            why = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
-                   f"{n(Decimal(shape.memory) / 2**30)} GiB)")
-        reasons = [f"No node shape can hold it: {why}."] + ([karpenter.words] if karpenter is not None else [])
-        return Verdict(NEVER_FITS, f"Never fits: {why}.", reasons, "too_big", **base)
-    whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory) for node in nodes)
-    if shape.gang and whole < shape.pods and not launch:
-        why = (f"even empty, the nodes of {pool} hold {plural(whole, 'pod')} of {shape.gpus} GPUs, and its gang "
-               f"needs {shape.pods} at once")
-        return Verdict(NEVER_FITS, f"Never fits: {why}.", [f"No node shape can hold it: {why}."], "too_big", **base)
-    # 2. The quota rules (for the whole workload; pods that are no gang are admitted one by one).
-    refusal = quota_refusal(shape, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
-    if refusal is not None:
-        cause, words = refusal
-        cap = project.deserved if cause == "non_preemptible" else project.cap
-        if cap is not None and shape.gang and shape.total_gpus > cap:
-            return Verdict(NEVER_FITS, f"Never fits: {project.label()} may hold {n(cap)} GPUs in {pool} and its gang "
-                           f"asks {n(shape.total_gpus)} at once.", [words], cause, **base)
-        if shape.gang or shape.pods == 1 or _pods_within_quota(shape, project, department, non_preemptible_rule) == 0:
-            return Verdict(WAITS_FOR_QUOTA, f"Waits for quota. {words}", [words], cause, **base)
-    # 3. Room on the nodes now, then room the scheduler makes (reclaim, preempt): all at once for a gang,
-    # else pod by pod with the project's use growing.
-    started, room = _place(shape, nodes, running, owners, project, department, enforced, non_preemptible_rule)
+            never = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
+                     f"{n(Decimal(shape.memory) / 2**30)} GiB)")
+    else:
+        whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory)
+                    for node in nodes)
+        if shape.gang and whole < shape.pods and not launch:
+            never = (f"even empty, the nodes of {pool} hold {plural(whole, 'pod')} of {shape.gpus} GPUs, and its "
+                     f"gang needs {shape.pods} at once")
+        cap = None if first is None else (project.deserved if first[0] == "non_preemptible" else project.cap)
+        if not never and first is not None and shape.gang and cap is not None and shape.total_gpus > cap:
+            never = f"{project.label()} may hold {n(cap)} GPUs in {pool} and its gang asks {n(shape.total_gpus)} at once"
+    if never:
+        reasons = [f"No node shape can hold it: {never}."] if not never.startswith("project") else []
+        reasons += [first[1]] if first else []
+        reasons += [karpenter.words] if karpenter is not None else []
+        return Verdict(NEVER_FITS, f"Never fits: {never}.", reasons, "too_big", quota_cause=first[0] if first else "",
+                       **base)
+    # 2. Pods as the scheduler takes them: quota rules, then free room, then room it makes (reclaim, preempt).
+    placed = _place(shape, nodes, running, owners, project, department, enforced, non_preemptible_rule)
+    started, room = placed.started, placed.room
     if started >= shape.pods:
         if room is None or not room.victims:
             return Verdict(STARTS_NOW, f"Starts now: {shape.words()} fit on the free GPUs of {pool}.",
@@ -712,15 +718,18 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         return Verdict(STARTS_NOW, f"Starts now by {how}. {room.words()}", [room.words()],
                        "reclaim" if "reclaim" in actions else "preempt", pods_now=shape.pods, room=room, **base)
     partly = "" if started == 0 else f" {plural(started, 'pod')} of {shape.pods} can start now; the others wait."
-    if refusal is not None:  # some pods within quota start, the rest are refused by it
-        cause, words = refusal
+    if placed.refusal is not None:  # the next pod is refused by the quota rules
+        cause, words = placed.refusal
         return Verdict(WAITS_FOR_QUOTA, f"Waits for quota.{partly} {words}", [words], cause, pods_now=started,
-                       room=room, **base)
-    # 4. It waits: what for.
+                       room=room, quota_cause=cause, **base)
+    # 3. It waits for room on the nodes: what for.
     borrowers = sorted(((o.label(), o.over_quota) for key, o in owners.items()
                         if o.kind == "project" and o.over_quota > 0 and o.name != project.name),
                        key=lambda b: (-b[1], b[0]))
     reasons = [capacity_words(frag, shape.pods, shape.gpus)]
+    later = quota_refusal(shape, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+    if later is not None:
+        reasons.append(f"Beyond the pods that fit its quota: {later[1]}")
     if karpenter is not None:
         reasons.append(karpenter.words)
         if karpenter.can_launch:
@@ -731,14 +740,15 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
         return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
                        f"cordoned) can hold it.{partly}", reasons, "not_ready", pods_now=started, **base)
-    asked = shape.total_gpus
-    over_share = enforced and project.fair_share is not None and project.allocated + asked > project.fair_share
+    asked = unit.total_gpus
+    over_share = enforced and placed.project.fair_share is not None and \
+        placed.project.allocated + asked > placed.project.fair_share
     if over_share and borrowers:
         held = sum((g for _, g in borrowers), ZERO)
         who = ", ".join(f"{who} (+{n(g)})" for who, g in borrowers)
-        words = (f"With it, {project.label()} would hold {n(project.allocated + asked)} GPUs, above its fair share of "
-                 f"{n(project.fair_share)}, so the scheduler reclaims nothing for it; {n(held)} GPUs of {pool} are "
-                 f"over-quota use of others: {who}. It starts when they end, or when its share grows.")
+        words = (f"With it, {project.label()} would hold {n(placed.project.allocated + asked)} GPUs, above its fair "
+                 f"share of {n(project.fair_share)}, so the scheduler reclaims nothing for it; {n(held)} GPUs of "
+                 f"{pool} are over-quota use of others: {who}. It starts when they end, or when its share grows.")
         return Verdict(WAITS_FOR_QUOTA, f"Waits for quota: over-quota use of others holds {n(held)} GPUs of {pool}."
                        f"{partly}", [words] + reasons, "fair_share", pods_now=started, borrowers=borrowers, room=room,
                        **base)
@@ -746,27 +756,87 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                    pods_now=started, borrowers=borrowers, room=room, **base)
 
 
+def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None,
+                       non_preemptible_rule: bool = True) -> int:
+    for count in range(shape.pods, -1, -1):
+        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus),
+                         non_preemptible_rule=non_preemptible_rule) is None:
+            return count
+    return 0
+
+
+def _scheduler_room(shape: Shape, nodes, running, owners, project: Standing, department: Standing | None) -> Room | None:
+    """Reclaim (while the project stays within its fair share with the job), then preempt lower priority
+    inside its own project; victims in the scheduler's order until it fits."""
+    candidates: list[Victim] = []
+    if project.fair_share is not None and project.allocated + shape.total_gpus <= project.fair_share:
+        candidates += [Victim(p, "reclaim") for p in reclaim_candidates(
+            running, owners, requester=project, requester_department=department, job_gpus=shape.total_gpus)]
+    candidates += [Victim(p, "preempt") for p in _own_lower(shape, running, project)]
+    if not candidates:
+        return None
+    return _take_victims(shape, nodes, candidates, owners, project=project, department=department)
+
+
+def _own_lower(shape: Shape, running: Iterable[Running], project: Standing) -> list[Running]:
+    """Preemptible pods of the project itself at a lower priority, in the order the scheduler takes them."""
+    return sorted((p for p in running if p.project == project.name and p.preemptible and p.priority < shape.priority),
+                  key=_victim_order)
+
+
+def _preempt_within_quota(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], project: Standing,
+                          department: Standing | None, non_preemptible_rule: bool) -> Room | None:
+    """A job refused by a limit (its project's or department's, over-quota off included) may still start by
+    preempting lower-priority pods of its own project: the scheduler takes them in its order until the job is
+    within the limit and fits (non-preemptible use is not lowered so: that refusal stays)."""
+    room = _Free(nodes, shape.gpus, shape.cpu, shape.memory)
+    chosen: list[Victim] = []
+    for pod in _own_lower(shape, running, project):
+        chosen.append(Victim(pod, "preempt"))
+        room.release(pod)
+        project = _use(project, pod.gpus, True, -1)
+        department = _use(department, pod.gpus, True, -1) if department is not None else None
+        if quota_refusal(shape, project, department, non_preemptible_rule=non_preemptible_rule) is None \
+                and room.total >= shape.pods:
+            return Room(shape.pods, shape.gpus, True, tuple(chosen))
+    return None
+
+
+@dataclass
+class _Placed:
+    started: int
+    room: Room | None
+    refusal: tuple[str, str] | None  # why the next pod was refused by the quota rules, if it was
+    project: Standing
+
+
 def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], owners, project: Standing,
-           department: Standing | None, enforced: bool, non_preemptible_rule: bool = True) -> tuple[int, Room | None]:
-    """How many of the shape's pods start now, and the victims taken for them. A gang: all or none; else one
-    pod at a time, each within the quota rules, on free room or on room the scheduler makes for it."""
-    if shape.gang or shape.pods == 1:
-        if fits_now(nodes, shape.pods, shape.gpus, shape.cpu, shape.memory) >= shape.pods:
-            return shape.pods, None
-        room = _scheduler_room(shape, nodes, running, owners, project, department) if enforced else None
-        return (shape.pods, room) if room is not None and room.fits else (0, room)
-    one = replace(shape, pods=1)
+           department: Standing | None, enforced: bool, non_preemptible_rule: bool = True) -> _Placed:
+    """How many of the shape's pods start now, the victims taken for them, and why the next one does not. A
+    gang: all or none; else one pod at a time, with the project's use growing. Each unit: the quota rules
+    (a limit may be met by preempting the project's own lower-priority pods), then free room, then room the
+    scheduler makes (reclaim, preempt)."""
+    unit = shape if shape.gang or shape.pods == 1 else replace(shape, pods=1)
     nodes, running, owners = list(nodes), list(running), dict(owners)
     taken: list[Victim] = []
     started = 0
-    for _ in range(shape.pods):
-        if enforced and quota_refusal(one, project, department, non_preemptible_rule=non_preemptible_rule) is not None:
-            break
+    refusal = None
+    while started < shape.pods:
         room = None
-        if fits_now(nodes, 1, shape.gpus, shape.cpu, shape.memory) < 1:
-            room = _scheduler_room(one, nodes, running, owners, project, department) if enforced else None
+        refusal = quota_refusal(unit, project, department, enforced=enforced,
+                                non_preemptible_rule=non_preemptible_rule) if enforced else None
+        if refusal is not None:
+            if refusal[0] == "non_preemptible":
+                break
+            room = _preempt_within_quota(unit, nodes, running, project, department, non_preemptible_rule)
+            if room is None:
+                break
+            refusal = None
+        elif fits_now(nodes, unit.pods, unit.gpus, unit.cpu, unit.memory) < unit.pods:
+            room = _scheduler_room(unit, nodes, running, owners, project, department) if enforced else None
             if room is None or not room.fits:
                 break
+        if room is not None:
             gone = {(v.pod.namespace, v.pod.name) for v in room.victims}
             running = [p for p in running if (p.namespace, p.name) not in gone]
             for victim in room.victims:
@@ -775,17 +845,24 @@ def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], 
                 for key in (("project", victim.pod.project), ("department", victim.pod.department)):
                     if key in owners:
                         owners[key] = _use(owners[key], victim.pod.gpus, victim.pod.preemptible, -1)
-        node = _binpack(nodes, one)
-        pod = Running("", f"pod-{started}", node, Decimal(shape.gpus), shape.priority, project.name,
-                      department.name if department else "", cpu=shape.cpu, memory=shape.memory)
-        nodes = _with_pod(nodes, pod, 1)
-        project = _use(project, pod.gpus, shape.preemptible)
-        owners[("project", project.name)] = project
-        if department is not None:
-            department = _use(department, pod.gpus, shape.preemptible)
-            owners[("department", department.name)] = department
-        started += 1
-    return started, Room(shape.pods, shape.gpus, started == shape.pods, tuple(taken)) if taken else None
+                if victim.pod.project == project.name:
+                    project = _use(project, victim.pod.gpus, victim.pod.preemptible, -1)
+                    if department is not None:
+                        department = _use(department, victim.pod.gpus, victim.pod.preemptible, -1)
+        for _ in range(unit.pods):
+            one = replace(unit, pods=1)
+            node = _binpack(nodes, one)
+            pod = Running("", f"pod-{started}", node, Decimal(shape.gpus), shape.priority, project.name,
+                          department.name if department else "", cpu=shape.cpu, memory=shape.memory)
+            nodes = _with_pod(nodes, pod, 1)
+            project = _use(project, pod.gpus, shape.preemptible)
+            owners[("project", project.name)] = project
+            if department is not None:
+                department = _use(department, pod.gpus, shape.preemptible)
+                owners[("department", department.name)] = department
+            started += 1
+    room = Room(shape.pods, shape.gpus, started == shape.pods, tuple(taken)) if taken else None
+    return _Placed(started, room, refusal, project)
 
 
 def _use(owner: Standing, gpus: Decimal, preemptible: bool, sign: int = 1) -> Standing:
@@ -808,30 +885,6 @@ def _with_pod(nodes: Sequence[NodeRoom], pod: Running, sign: int) -> list[NodeRo
                            memory_free=None if node.memory_free is None else node.memory_free - sign * pod.memory)
         out.append(node)
     return out
-
-
-def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None,
-                       non_preemptible_rule: bool = True) -> int:
-    for count in range(shape.pods, -1, -1):
-        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus),
-                         non_preemptible_rule=non_preemptible_rule) is None:
-            return count
-    return 0
-
-
-def _scheduler_room(shape: Shape, nodes, running, owners, project: Standing, department: Standing | None) -> Room | None:
-    """Reclaim (while the project stays within its fair share with the job), then preempt lower priority
-    inside its own project; victims in the scheduler's order until it fits."""
-    candidates: list[Victim] = []
-    if project.fair_share is not None and project.allocated + shape.total_gpus <= project.fair_share:
-        candidates += [Victim(p, "reclaim") for p in reclaim_candidates(
-            running, owners, requester=project, requester_department=department, job_gpus=shape.total_gpus)]
-    candidates += [Victim(p, "preempt") for p in sorted(
-        (p for p in running if p.project == project.name and p.preemptible and p.priority < shape.priority),
-        key=_victim_order)]
-    if not candidates:
-        return None
-    return _take_victims(shape, nodes, candidates, owners, project=project, department=department)
 
 
 # ---------------------------------------------------------------------------------------------------

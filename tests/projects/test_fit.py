@@ -209,6 +209,34 @@ def test_pods_that_are_no_gang_start_one_by_one_up_to_the_limit():
     assert "2 pods of 3 can start now" in verdict.headline
 
 
+def test_a_limit_is_met_by_preempting_the_projects_own_lower_priority_work():
+    # rnd-a runs a 4-GPU train pod at its 4-GPU limit; its build pod (priority 100) preempts it to stay within.
+    running = [Running("runai-rnd-a", "train-1", "n0", D(4), 50, "rnd-a", "rnd")]
+    project = standing(deserved=4, allocated=4, limit=4, fair_share=4)
+    verdict = dry_run(Shape(1, 4, priority=100), nodes(4, gpus=8), running, project=project)
+    assert verdict.code == fit.STARTS_NOW and verdict.cause == "preempt"
+    assert [v.pod.name for v in verdict.room.victims] == ["train-1"]
+
+
+def test_pods_that_are_no_gang_are_judged_one_by_one_by_the_quota_rules():
+    # Two non-preemptible pods of 4: the first is already beyond the deserved quota (the scheduler's reason),
+    # although the whole workload would also pass the limit.
+    verdict = dry_run(Shape(2, 4, priority=100), nodes(8), project=standing(deserved=1, allocated=2, limit=7,
+                                                                            fair_share=8))
+    assert verdict.code == fit.WAITS_FOR_QUOTA and verdict.cause == "non_preemptible"
+    # Within the limit for one pod, not for two: the first waits for room, the quota holds the second.
+    capacity = dry_run(Shape(2, 8), nodes(0, 0), project=standing(deserved=0, limit=11, fair_share=16))
+    assert capacity.code == fit.WAITS_FOR_CAPACITY and capacity.scheduler_outcome() == "capacity"
+    assert any("Beyond the pods that fit its quota" in r for r in capacity.reasons)
+
+
+def test_a_workload_that_never_fits_names_the_quota_rule_the_scheduler_checks_first():
+    verdict = dry_run(Shape(1, 8), nodes(4, gpus=4), project=standing(deserved=2, limit=2, fair_share=2))
+    assert verdict.code == fit.NEVER_FITS and verdict.quota_cause == "limit"
+    assert verdict.scheduler_outcome() == "limit"
+    assert any("Over its limit" in r for r in verdict.reasons)
+
+
 def test_without_a_scheduler_enforcing_quota_only_nodes_decide():
     verdict = dry_run(Shape(1, 4), nodes(8), project=standing(deserved=0, limit=0), enforced=False)
     assert verdict.code == fit.STARTS_NOW
