@@ -1129,11 +1129,15 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
 
 def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
              owners: Mapping[tuple[str, str], Standing], verdict_now: Verdict | None = None, enforced: bool = True,
-             unknown: Sequence[Ending] = (), non_preemptible_rule: bool = True) -> Estimate:
+             unknown: Sequence[Ending] = (), non_preemptible_rule: bool = True,
+             reclaim_delay: float = 0.0) -> Estimate:
     """When `target` may start: the range between the scenario where every running workload ends soon (its
     usual median, or now for a deadline) and the one where each ends late (its 90th percentile, or its
     deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
-    for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once."""
+    for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once.
+    The reclaim rules: a workload that would run over its project's deserved quota borrows, so in-quota work
+    of the pool's other owners may take the GPUs first, or back (DOMAIN §11): the latest bound then grows by
+    `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads)."""
     if verdict_now is not None:
         if verdict_now.code == NEVER_FITS:
             return Estimate(None, None, verdict_now.headline.removeprefix("Never fits: ").rstrip(".") + ": it never fits")
@@ -1159,8 +1163,13 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
                         "rules leave it no room", len(ahead))
     earliest, latest = min(soon, late), max(soon, late)
     parts = []
-    if ahead:
-        parts.append(f"{plural(len(ahead), 'workload')} ahead in the queue")
+    first = len(started)  # those ahead that start before it (a workload ahead that never fits holds nothing)
+    if first:
+        parts.append(f"{plural(first, 'workload')} ahead in the queue")
+    mine = owners.get(("project", target.project))
+    borrows = mine is not None and enforced and mine.allocated + target.shape.total_gpus > mine.deserved
+    if borrows and reclaim_delay > 0:
+        latest += reclaim_delay
     waited = waited_late or waited_soon
     if waited:
         freed = sum((e.gpus for e in waited), ZERO)
@@ -1171,7 +1180,10 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         parts.append(f"{n(freed)} GPUs free when {_owners_words(waited)} {verb} {how}")
     elif not parts:
         parts.append("the scheduler's next round")
-    return Estimate(earliest, latest, "; ".join(parts), len(ahead))
+    if borrows and reclaim_delay > 0:
+        parts.append(f"over its project's deserved quota, so in-quota work of the pool's owners may come first "
+                     f"(up to {minutes(reclaim_delay)} min more)")
+    return Estimate(earliest, latest, "; ".join(parts), first)
 
 
 def _owners_words(endings: Sequence[Ending]) -> str:

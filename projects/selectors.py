@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import models
-from django.db.models import Count, F, OuterRef, Subquery, Sum, Value
+from django.db.models import Case, Count, F, OuterRef, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from nodepools.models import Cluster, NodePool, Pod
@@ -483,9 +483,25 @@ def _decimal(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(str(value))
 
 
+# A node takes new pods, in the scheduler's eyes, when it is Ready and not cordoned — also when the console
+# counts it "not ready" only for what no scheduler reads (an NVIDIA operand missing, an undrained move): the
+# not-ready reasons are sorted with those last, so its main (first) reason says it.
+SCHEDULER_BLIND_REASONS = ("Undrained migrated node", "Missing NVIDIA container toolkit", "Missing NVIDIA DCGM exporter")
+
+
+def takes_pods_q():
+    """Nodes that take new pods (see SCHEDULER_BLIND_REASONS), as a filter."""
+    from django.db.models import Q
+
+    from nodepools.models import NodeStatus
+
+    return Q(unschedulable=False) & (Q(status=NodeStatus.READY) | Q(
+        status=NodeStatus.NOT_READY, status_reasons__0__in=SCHEDULER_BLIND_REASONS))
+
+
 def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     """Per pool id, each node's row with what its active pods use, in one query per topology label (the pods
-    LEFT JOINed and summed per node over their covering index): (name, status, unschedulable, GPUs, CPU,
+    LEFT JOINed and summed per node over their covering index): (name, takes pods (1/0), GPUs, CPU,
     memory, domain, GPUs used, CPU used, memory used)."""
     from django.db.models import Q
     from django.db.models.fields.json import KeyTextTransform
@@ -499,11 +515,12 @@ def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     out: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
     for key, pool_ids in keys.items():
         nodes = Node.objects.filter(pool_id__in=pool_ids).order_by()  # no join for the default ordering
-        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
-        rows = nodes.values("pk", "domain").annotate(
+        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"),
+                               takes=Case(When(takes_pods_q(), then=Value(1)), default=Value(0)))
+        rows = nodes.values("pk", "domain", "takes").annotate(
             g=Sum("pods__gpus", filter=active), c=Sum("pods__cpu_millis", filter=active),
             m=Sum("pods__memory_bytes", filter=active)).values_list(
-            "pool_id", "name", "status", "unschedulable", "gpu_allocatable", "cpu_allocatable_millis",
+            "pool_id", "name", "takes", "gpu_allocatable", "cpu_allocatable_millis",
             "memory_allocatable_bytes", "domain", "g", "c", "m")
         for row in _rows(rows):
             out[row[0]].append(row[1:])
@@ -514,16 +531,13 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
     label): one query per distinct topology label, rows read straight from the cursor."""
-    from nodepools.models import NodeStatus
     from projects import fit
 
-    ready = NodeStatus.READY
     out: dict[int, list[Any]] = {}
     for pool_id, rows in _pool_node_rows(pools).items():
-        out[pool_id] = [fit.NodeRoom(name, gpus or 0, Decimal(gpus or 0) - _decimal(g), domain or "",
-                                     status == ready and not unschedulable, cpu, memory,
-                                     (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
-                        for name, status, unschedulable, gpus, cpu, memory, domain, g, c, m in rows]
+        out[pool_id] = [fit.NodeRoom(name, gpus or 0, Decimal(gpus or 0) - _decimal(g), domain or "", bool(takes),
+                                     cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
+                        for name, takes, gpus, cpu, memory, domain, g, c, m in rows]
     return out
 
 
@@ -535,7 +549,7 @@ def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
     from django.db.models import Q
     from django.db.models.fields.json import KeyTextTransform
 
-    from nodepools.models import Node, NodeStatus
+    from nodepools.models import Node
     from projects import fit
 
     active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
@@ -544,8 +558,7 @@ def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
     groups: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
     for key, pool_ids in keys.items():
-        nodes = Node.objects.filter(pool_id__in=pool_ids, status=NodeStatus.READY, unschedulable=False,
-                                    gpu_allocatable__gt=0).order_by()
+        nodes = Node.objects.filter(takes_pods_q(), pool_id__in=pool_ids, gpu_allocatable__gt=0).order_by()
         nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
         per_node = nodes.values("pk", "domain").annotate(used=Sum("pods__gpus", filter=active)).values_list(
             "pool_id", "domain", "gpu_allocatable", "used")

@@ -10,11 +10,13 @@
 - `workloads_attach_estimates(workloads, user=...)`: for every pending workload among these, when it may
   start (`fit.Estimate`): its pool's running workloads and when each ends (`activeDeadlineSeconds` from the
   Job's start, else the median and 90th percentile run time of the finished workloads of the same project
-  and priority class), the workloads ahead of it in the queue (the scheduler's order: higher priority, then
+  and priority class — of the same workload submitted again, "-<n>" after its name, when it finished at least
+  twice), the workloads ahead of it in the queue (the scheduler's order: higher priority, then
   older), and the quota rules. A fixed number of queries per pool involved, whatever the rows.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
@@ -216,6 +218,14 @@ def pool_verdict(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, p
 # ---------------------------------------------------------------------------------------------------
 # Start estimates
 
+_SUFFIX = re.compile(r"-\d+$")
+
+
+def lineage(name: str) -> str:
+    """A workload's name without a trailing "-<number>": the same workload submitted again."""
+    return _SUFFIX.sub("", name)
+
+
 def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
     """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
     rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_at__isnull=False).order_by()
@@ -238,6 +248,14 @@ class PoolOutlook:
     endings: list[fit.Ending]
     waiting: list[tuple[Workload, fit.Waiting]]
     usual: dict[tuple[str, str], tuple[float, float] | None]
+
+    def reclaim_delay(self, project: str) -> float:
+        """How long in-quota work of the pool's other owners usually runs (the longest 90th percentile of
+        their finished workloads' run times): how much later a borrowing workload may start."""
+        owners = {name for (kind, name), o in self.owners.items() if kind == "project" and o.deserved > 0
+                  and name != project}
+        return max((late for (who, _), length in self.usual.items() if who in owners and length is not None
+                    for _, late in (length,)), default=0.0)
 
 
 def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
@@ -274,6 +292,21 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
         if start is not None and project and w.finished_at >= start:
             runs.setdefault((project, w.priority_class), []).append((w.finished_at - start).total_seconds())
     usual = {key: fit.usual_length(values) for key, values in runs.items()}
+    # The same workload submitted again ("nightly-train-3" after "-1" and "-2"): its own runs, when it has
+    # finished at least twice, say more than its project's and class's.
+    again: dict[tuple[str, str, str], list[float]] = {}
+    for w in workloads:
+        start = starts.get((w.namespace, w.name)) or w.started_at
+        project = namespaces.get(w.namespace, ("", ""))[0]
+        if w.finished_at is not None and w.phase in ("Succeeded", "Failed") and start is not None and project \
+                and w.finished_at >= start:
+            again.setdefault((project, w.priority_class, lineage(w.name)), []).append(
+                (w.finished_at - start).total_seconds())
+
+    def length_of(project: str, klass: str, name: str) -> tuple[float, float] | None:
+        own = again.get((project, klass, lineage(name))) or []
+        return fit.usual_length(own) if len(own) >= 2 else usual.get((project, klass))
+
     groups: dict[tuple[str, str], list[fit.Running]] = {}
     for pod in running:
         groups.setdefault((pod.namespace, pod.workload or pod.name), []).append(pod)
@@ -288,7 +321,7 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
         if w is not None and w.active_deadline_seconds and w.started_at is not None:
             deadline = w.active_deadline_seconds - (now - w.started_at).total_seconds() + running_for
         soon, late, basis = fit.expected_end(running_for=running_for, deadline=deadline,
-                                             usual=usual.get((project, klass)) if w is not None else None)
+                                             usual=length_of(project, klass, job) if w is not None else None)
         endings.append(fit.Ending(f"{namespace}/{job}", project, department, klass, tuple(pods), soon, late, basis))
     waiting = []
     for w in workloads:
@@ -300,7 +333,7 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
         pods = max(w.pods or 1, 1)
         gpus = int(Decimal(w.gpus or 0) / pods)
         shape = fit.Shape(pods, gpus, priority=w.priority if w.priority is not None else 50)
-        length = usual.get((project, w.priority_class))
+        length = length_of(project, w.priority_class, w.name)
         deadline = float(w.active_deadline_seconds) if w.active_deadline_seconds else None
         soon, late = (length if length is not None else (None, None))
         if deadline is not None:
@@ -330,7 +363,7 @@ def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enf
         verdict_now = None  # it would fit, but those ahead are served first: simulate
     return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=outlook.owners,
                         verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
-                        non_preemptible_rule=enforcer == KAI)
+                        non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(target.project))
 
 
 def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, verdict_now: fit.Verdict,
@@ -343,7 +376,7 @@ def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Sh
     owners = project_selectors.pool_standings(pool, extra=(project, shape.total_gpus))
     return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=owners,
                         verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
-                        non_preemptible_rule=enforcer == KAI)
+                        non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(project.name))
 
 
 def estimate_text(workload: Workload) -> str:
