@@ -302,6 +302,21 @@ def test_estimate_for_a_workload_over_its_limit_waits_for_its_own_project_to_end
     assert "rnd-a's train job ends" in estimate.basis
 
 
+def test_a_workload_over_its_projects_deserved_quota_may_wait_for_in_quota_work_of_the_owners():
+    # It borrows (deserved 0): in-quota work of the pool's owners may take the GPUs first, for as long as it runs.
+    endings = [ending("a", "team-nlp", "n0", 8, 10 * 60, 20 * 60)]
+    owners = owners_of(standing("rnd-a", deserved=0, allocated=0))
+    target = Waiting("mine", "rnd-a", "rnd", Shape(1, 8))
+    estimate = fit.estimate(target, nodes=nodes(0), endings=endings, ahead=[], owners=owners, reclaim_delay=15 * 60)
+    assert (estimate.earliest, estimate.latest) == (10 * 60, 35 * 60)
+    assert estimate.basis.endswith("over its project's deserved quota, so in-quota work of the pool's owners may come "
+                                   "first (up to 15 min more)")
+    # Within its deserved quota nothing comes first.
+    within = fit.estimate(target, nodes=nodes(0), endings=endings, ahead=[], reclaim_delay=15 * 60,
+                          owners=owners_of(standing("rnd-a", deserved=8, allocated=0)))
+    assert (within.earliest, within.latest) == (10 * 60, 20 * 60)
+
+
 def test_no_estimate_when_what_it_waits_for_has_no_deadline_and_no_history():
     endings = [ending("a", "team-nlp", "n0", 8, None, None, basis="")]
     estimate = fit.estimate(Waiting("mine", "rnd-a", "rnd", Shape(1, 8)), nodes=nodes(0), endings=endings, ahead=[],

@@ -154,3 +154,57 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     # The choices stay as chosen after Preview.
     expect(page.get_by_label("Node pool 1")).to_have_value("hetero")
     expect(page.get_by_label("Platform")).to_have_value("a100-platform")
+
+
+def test_a_researcher_previews_a_workload_that_will_wait_and_reads_why_and_until_when(page, org, users):
+    """Issue 23: the preview's dry run. a100's two 4-GPU nodes run rnd-b's in-quota training (two jobs, started
+    10 minutes ago; its finished training ran 30, 40 and 60 minutes); rnd-a has no quota there. A researcher of
+    rnd-a previews a 4-GPU workload and reads that it waits for capacity, why, and until when."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from enforcers.services import enforcement_set
+    from projects.services import quota_update
+    from tests.workloads.test_start_estimates import history, job, run_pod
+    from workloads.models import Workload
+    from workloads.sync import jobs_mirror
+
+    enforcement_set(actor=None, cluster=org.cluster, enforcer="kai")
+    for owner, deserved in ((org.rnd, 8), (org.rnd_b, 8)):
+        row = org.quota(owner, org.a100)
+        quota_update(actor=None, quota=row, expected_version=row.version, gpu_deserved=Decimal(deserved))
+    history(org, org.rnd_b, "train", [30, 40, 60])
+    ago = timezone.now() - dt.timedelta(minutes=10)
+    jobs_mirror(cluster=org.cluster, jobs=[job("b-train-1", org.rnd_b, gpus=4, started=ago),
+                                           job("b-train-2", org.rnd_b, gpus=4, started=ago)])
+    run_pod(org, "b-train-1-x", org.rnd_b, "a100-1", gpus=4, job_name="b-train-1", started=ago)
+    run_pod(org, "b-train-2-x", org.rnd_b, "a100-2", gpus=4, job_name="b-train-2", started=ago)
+
+    log_in(page, "researcher", "pw-researcher")
+    page.goto("/workloads/submit/")
+    expect(page.locator("h1")).to_have_text("Submit a workload")
+    page.get_by_label("Project").select_option(label="rnd-a")
+    page.get_by_label("Node pool 1").select_option("a100")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
+    page.get_by_label("GPUs").fill("4")
+    page.get_by_label("Priority class").select_option("train")
+    page.get_by_label("Name", exact=True).fill("wait-for-it")
+    page.get_by_role("button", name="Preview").click()
+
+    expect(page.locator("#verdict-title")).to_contain_text("Will it start?")
+    expect(page.locator("#verdict-code")).to_have_text("Waits for capacity")
+    # Why: the pool's free GPUs and what they hold (none of its nodes has 4 free).
+    expect(page.locator("#verdict-headline")).to_contain_text(
+        "0 GPUs are free on 2 Ready nodes; the most free on one node is 0, so 0 pods of 4 GPUs fit now.")
+    # Until when: rnd-b's jobs end at their usual length (40 to 60 minutes, 10 of them done); rnd-a has no quota
+    # there, so the owners' in-quota work (rnd-b's: up to 60 minutes) may come first.
+    expect(page.locator("#verdict-estimate")).to_have_text(
+        "Until when: in 30–110 min: 8 GPUs free when rnd-b's two train jobs end at their usual length; over its "
+        "project's deserved quota, so in-quota work of the pool's owners may come first (up to 60 min more).")
+    expect(page.locator("#verdict")).to_contain_text("KAI Scheduler's rules")
+    assert not Workload.objects.filter(name="wait-for-it").exists()  # a preview creates nothing
+    shoot(page, "workload-submit-verdict-waits")

@@ -121,6 +121,21 @@ def test_an_estimate_counts_the_workloads_ahead_in_the_queue(busy, users, api):
     assert second["text"].startswith("in 70–110 min: 1 workload ahead in the queue; 8 GPUs free when")
 
 
+def test_the_same_workload_submitted_again_gives_its_own_usual_length(org, users, api):
+    # rnd-b's train jobs run 30 to 60 minutes, but "nightly" (submitted as nightly-1, nightly-2) runs 20.
+    history(org, org.rnd_b, "train", [30, 40, 60])
+    end = timezone.now() - dt.timedelta(hours=1)
+    jobs_mirror(cluster=org.cluster, jobs=[job(f"nightly-{i}", org.rnd_b, gpus=4, started=end - dt.timedelta(minutes=20),
+                                               finished=end) for i in (1, 2)])
+    ago = timezone.now() - dt.timedelta(minutes=5)
+    jobs_mirror(cluster=org.cluster, jobs=[job("nightly-3", org.rnd_b, gpus=4, started=ago),
+                                           job("nightly-4", org.rnd_b, gpus=4, started=ago),
+                                           job("a-wait", org.rnd_a, gpus=4)])
+    run_pod(org, "n3", org.rnd_b, "a100-1", gpus=4, job_name="nightly-3", started=ago)
+    run_pod(org, "n4", org.rnd_b, "a100-2", gpus=4, job_name="nightly-4", started=ago)
+    assert minutes(estimates(api, users["sysadmin"])["a-wait"]) == (15, 15)
+
+
 def test_a_workload_over_its_limit_waits_for_its_own_project_under_kai(busy, users, api):
     from enforcers.services import enforcement_set
     from projects.services import quota_update
