@@ -13,8 +13,10 @@ average of that moment, and the SQL queries):
                      owners above their deserved quota)
   API fit            GET /api/v1/node-pools/{id}/fit/ through Django (authentication, serializers)
   overview lines     `pools_attach_fit` for every pool of the cluster (the overview's compact line)
-  dry run            `workloads.forecast.submission_verdict` of a 2 × 8-GPU workload (nodes filtered by its
-                     affinity and taints, standings with fair shares, victims, Karpenter)
+  dry run, starts    `workloads.forecast.submission_verdict` of a 1-GPU workload that starts now (nodes filtered
+                     by its affinity and taints, standings with fair shares, victims, Karpenter), with KAI's rules
+  dry run, waits     the same for an 8-GPU workload of a project whose limit is 0: it waits, so the dry run also
+                     estimates until when (the pool's outlook below)
   pool outlook       `workloads.forecast.pool_outlook`: what the start estimates of the pool read
 
 The query counts are measured on a fleet 100 times smaller too: they must be the same. Target: the
@@ -37,7 +39,7 @@ from bench.pages import log, prepare_database, setup_django  # noqa: E402
 
 TARGET_MS = 100
 PROJECTS = {"ml-training": ("training", 4000), "research": ("training", 2000), "inference": ("serving", 6000),
-            "batch": ("serving", 0), "data-eng": ("data", 1000)}
+            "batch": ("serving", 0), "data-eng": ("data", 1000), "capped": ("data", 0)}
 
 
 def load(name: str, nodes: int, pods: int):
@@ -63,7 +65,10 @@ def load(name: str, nodes: int, pods: int):
                              gpu_deserved=nodes * 8 // 4)
         made = org.project_create(actor=None, department=departments[department], name=project, namespaces=[project])
         org.quota_update(actor=None, quota=made.quotas.get(pool=pool), expected_version=None,
-                         gpu_deserved=deserved * nodes // 5000)
+                         gpu_deserved=deserved * nodes // 5000, **({"gpu_limit": 0} if project == "capped" else {}))
+    from enforcers.services import enforcement_set
+
+    enforcement_set(actor=None, cluster=cluster, enforcer="kai")  # the dry run reads KAI's rules
     started = time.perf_counter()
     services.cluster_objects_replace(cluster=cluster, nodes=node_objs, pods=pod_objs)
     log(f"loaded {name}: {nodes} nodes, {len(pod_objs)} pods in {time.perf_counter() - started:.1f}s")
@@ -81,10 +86,12 @@ def operations(cluster, pool, admin, client):
     from projects.models import Project
     from workloads import forecast, submission
 
-    project = Project.objects.get(cluster=cluster, name="research")
-    request = submission.Request(project=project, pools=[pool], image="img:1", gpus=8, pods=2, cpu="1", memory="1Gi",
-                                 name="bench-probe")
-    preview = submission.workload_preview(actor=admin, request=request)
+    def dry_run(project_name: str, gpus: int):
+        project = Project.objects.get(cluster=cluster, name=project_name)
+        request = submission.Request(project=project, pools=[pool], image="img:1", gpus=gpus, pods=1, cpu="1",
+                                     memory="1Gi", name="bench-probe")
+        preview = submission.workload_preview(actor=admin, request=request)
+        return lambda: forecast.submission_verdict(user=admin, request=request, preview=preview)
 
     def api():
         response = client.get(f"/api/v1/node-pools/{pool.pk}/fit/")
@@ -95,7 +102,8 @@ def operations(cluster, pool, admin, client):
         "make room 4 × 8": lambda: selectors.pool_fit(user=admin, pool=pool, shape=(4, 8)),
         "API fit": api,
         "overview lines": lambda: selectors.pools_attach_fit(list(NodePool.objects.filter(cluster=cluster))),
-        "dry run 2 × 8": lambda: forecast.submission_verdict(user=admin, request=request, preview=preview),
+        "dry run, starts": dry_run("research", 1),
+        "dry run, waits": dry_run("capped", 8),
         "pool outlook": lambda: forecast.pool_outlook(user=admin, pool=pool),
     }
 
@@ -164,7 +172,7 @@ def main() -> int:
 
     frag = selectors.pool_fit(user=admin, pool=pool).fragmentation
     print(f"\nbench/fit.py on {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}: one pool of {args.nodes} "
-          f"nodes ({frag.nodes} Ready, {frag.gpus} GPUs, {frag.free} free: {frag.line()}), {args.pods} pods; "
+          f"nodes ({frag.nodes} Ready, {frag.gpus} GPUs: {frag.line()}), {args.pods} pods; "
           f"{args.repeat} runs each; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (2 cores)")
     print(f"{'operation':22} {'median ms':>10} {'p95 ms':>8} {'load':>5} {'SQL q':>6} {'at 1/100':>9}")
     ok = True
