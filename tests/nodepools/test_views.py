@@ -33,9 +33,9 @@ def test_login_then_overview_lists_pools_with_gpu_numbers(client, org, users):
     response = client.post(reverse("login"), {"username": "sysadmin", "password": "pw-sysadmin"}, follow=True)
     assert response.status_code == 200
     assert table_rows(response) == [
-        # pool, status, label, nodes, GPUs total, ready, allocated, free
-        ["default", "Ready", "—", "2", "8", "8", "0", "8"],
-        ["a100", "Ready", "gpu-type=A100", "2", "8", "8", "3", "5"],
+        # pool, status, label, nodes, GPUs total, ready, allocated, free, what fits now (pods × GPUs each)
+        ["default", "Ready", "—", "2", "8", "8", "0", "8", "8 GPUs free: 0×8 · 2×4 · 4×2 · 8×1"],
+        ["a100", "Ready", "gpu-type=A100", "2", "8", "8", "3", "5", "5 GPUs free: 0×8 · 1×4 · 2×2 · 5×1"],
     ]
     assert "Cluster lab" in text(response.content.decode())
 

@@ -325,7 +325,7 @@ class SubmitSerializer(serializers.Serializer):
                                                  "it would start now, wait (for what) or never fit (`verdict`).")
 
 
-class BorrowerSerializer(serializers.Serializer):
+class OverQuotaOwnerSerializer(serializers.Serializer):
     owner = serializers.CharField()
     gpus_over_deserved = serializers.DecimalField(max_digits=14, decimal_places=3)
 
@@ -362,7 +362,7 @@ class VerdictSerializer(serializers.Serializer):
     pool = serializers.CharField()
     pods = serializers.IntegerField()
     pods_that_start_now = serializers.IntegerField()
-    borrowers = BorrowerSerializer(many=True)
+    borrowers = OverQuotaOwnerSerializer(many=True)
     karpenter = KarpenterAnswerSerializer(allow_null=True)
     scheduler = serializers.CharField()
     start_estimate = EstimateSerializer(allow_null=True)
