@@ -469,9 +469,13 @@ def _rows(queryset) -> list[tuple]:
     """The rows of a values_list queryset straight from the database cursor, without Django's per-row
     converters (the 5,000 rows of a large pool convert in more time than the query takes): numbers come as
     the driver gives them (int, float or Decimal), datetimes as the driver gives them, JSON as text."""
+    from django.core.exceptions import EmptyResultSet
     from django.db import connection
 
-    sql, params = queryset.query.sql_with_params()
+    try:
+        sql, params = queryset.query.sql_with_params()
+    except EmptyResultSet:  # e.g. `__in` an empty list: no row, no query
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -113,6 +113,12 @@ def test_no_room_when_only_non_preemptible_or_in_quota_work_holds_it(api, users,
     assert "4 asked" in body["room"]["explanation"]
 
 
+def test_no_room_is_asked_of_anyone_when_nobody_is_over_quota(api, users, org):
+    # The a100 pool of the organisation: nothing runs, nobody borrows; two pods of 4 fit on the free GPUs.
+    room = api(users["sysadmin"]).get(f"/api/v1/node-pools/{org.a100.pk}/fit/", {"pods": 3, "gpus": 4}).json()["room"]
+    assert room["fits"] is False and room["victims"] == []
+
+
 def test_a_bad_shape_is_a_clear_error_naming_the_field(api, users, h100, client):
     answer = api(users["sysadmin"]).get(f"/api/v1/node-pools/{h100.pk}/fit/", {"pods": "x", "gpus": 8})
     assert answer.status_code == 400
