@@ -126,7 +126,7 @@ class ClusterFacts:
     default_id: int | None = None
 
     def pool_of(self, pod_selector: dict, pod_labels: dict) -> int | None:
-        return _pool_of(pod_selector, pod_labels, self.by_label, self.by_name, self.default_id)
+        return pool_of_pod(pod_selector, pod_labels, self.by_label, self.by_name, self.default_id)
 
     def explain(self, *, project: Any, pool_id: int, gpus: Decimal, priority: int) -> Reason:
         """Why a request of `gpus` GPUs (on one node) at `priority` of `project` waits in the pool."""
@@ -190,8 +190,8 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     return facts
 
 
-def _pool_of(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
-             default_id: int | None) -> int | None:
+def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
+                default_id: int | None) -> int | None:
     """The pool a pending pod asks for: the console's pool label, KAI's queue `<project>.<pool>`, a pool's
     own label among its node selector, else the default pool. `by_label`/`by_name`: the pools' ids."""
     selector = pod_selector or {}

@@ -420,7 +420,8 @@ def pending_workloads(cluster, namespace: str, local_queue: str) -> tuple[list[d
         found = orjson.loads(cached)
         return found.get("items") or [], found.get("error") or ""
     from nodepools.models import ConnectionState
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     if cluster.connection_state == ConnectionState.UNREACHABLE:
         return [], f"the cluster is unreachable ({cluster.last_error or 'no answer'})"

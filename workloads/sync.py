@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from kube.quantity import parse_quantity
 from nodepools import kube
 from nodepools.sync.resources import Resource, register
 from workloads import render
@@ -140,7 +141,7 @@ def _job_owner(metadata: dict) -> tuple[str, str]:
 
 def _amount(values: dict, name: str) -> Decimal:
     text = values.get(name)
-    return Decimal(0) if text in (None, "") else kube.parse_quantity(text)
+    return Decimal(0) if text in (None, "") else parse_quantity(text)
 
 
 def podgroup_values(obj: dict[str, Any]) -> tuple[list, None]:

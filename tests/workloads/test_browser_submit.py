@@ -71,3 +71,66 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         if sync is not None:
             sync.stop()
         emu.stop()
+
+
+def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page, org, users, tmp_path):
+    """The loop closed in the browser: the emulator's controllers run in their own thread (Job controller,
+    KAI Scheduler on the console's own queues, kubelets), the sync mirrors, the live table follows."""
+    from playwright.sync_api import expect
+
+    from enforcers.services import enforcement_round, enforcement_set
+    from kubesim import KubeEmulator
+    from nodepools import services as pool_services
+    from nodepools.sync import ClusterSync, SyncOptions, api_client_for
+    from workloads.models import Workload
+
+    emu = KubeEmulator(bookmark_interval=0.1, controllers=True, controller_interval=0.2)
+    emu.start()
+    sync = None
+    try:
+        path = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path), kube_context="emulator")
+        emu.load(org.nodes, org.pods)
+        emu.add_namespace("runai-rnd-a")
+        org.cluster.refresh_from_db()
+        sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
+                                                    hint_interval=0.05, unreachable_after=2), run_tasks=False)
+        sync.start()
+        assert sync.run_until(lambda: org.cluster.nodes.count() == 4)
+        enforcement_set(actor=None, cluster=org.cluster, enforcer="kai")
+        with api_client_for(org.cluster) as api_client:  # the queues and pool labels, as the sync's leader writes
+            assert not enforcement_round(org.cluster, api_client).refused
+
+        log_in(page, "researcher", "pw-researcher")
+        page.goto("/workloads/submit/")
+        expect(page.locator("h1")).to_have_text("Submit a workload")
+        page.get_by_label("Project").select_option(label="rnd-a")
+        page.get_by_label("Node pools").fill("a100")
+        page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
+        page.get_by_label("Command").fill("python train.py")
+        page.get_by_label("GPUs").fill("2")
+        page.get_by_label("Priority class").select_option("train")
+        page.get_by_label("Name", exact=True).fill("browser-run")
+        page.get_by_role("button", name="Preview").click()
+        expect(page.locator("#job-yaml")).to_contain_text("schedulerName: kai-scheduler")
+        page.get_by_role("button", name="Submit").click()
+        expect(page.locator("h1")).to_have_text("Workloads")
+        # No reload from here on: the live table follows the Job from the cluster, KAI places its pod, it runs.
+        page.evaluate("window.__sameDocument = true")
+        row = page.locator("#workloads-table tr[data-workload='browser-run']")
+        expect(row).to_be_visible(timeout=20000)
+        expect(row).to_contain_text("Running", timeout=30000)
+        expect(row).to_contain_text("a100")
+        assert page.evaluate("window.__sameDocument") is True
+        shoot(page, "workload-running-live")
+
+        # The researcher stops it: the Job goes with its pods, and the row leaves the table.
+        page.once("dialog", lambda dialog: dialog.accept())
+        row.get_by_role("button", name="Stop browser-run").click()
+        expect(page.locator("#workloads-table tr[data-workload='browser-run']")).to_have_count(0, timeout=20000)
+        assert emu.get("jobs.batch", "browser-run", "runai-rnd-a") is None
+        assert sync.run_until(lambda: not Workload.objects.filter(name="browser-run").exists())
+    finally:
+        if sync is not None:
+            sync.stop()
+        emu.stop()
