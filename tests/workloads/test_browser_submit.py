@@ -3,6 +3,8 @@ tests/test_browser.py): a researcher fills the form, previews the Job, submits i
 in the workloads table once the sync mirrors it from the emulator."""
 from __future__ import annotations
 
+import threading
+
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page, shoot  # noqa: F401
 
@@ -86,7 +88,8 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
 
     emu = KubeEmulator(bookmark_interval=0.1, controllers=True, controller_interval=0.2)
     emu.start()
-    sync = None
+    sync = background = None
+    stop = threading.Event()
     try:
         path = emu.write_kubeconfig(tmp_path / "kubeconfig")
         pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path), kube_context="emulator")
@@ -98,8 +101,21 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
         sync.start()
         assert sync.run_until(lambda: org.cluster.nodes.count() == 4)
         enforcement_set(actor=None, cluster=org.cluster, enforcer="kai")
-        with api_client_for(org.cluster) as api_client:  # the queues and pool labels, as the sync's leader writes
-            assert not enforcement_round(org.cluster, api_client).refused
+
+        def enforce():  # the queues and pool labels, as the sync's leader writes them (in a thread of its own,
+            # as the leader's: the browser's event loop runs in this one)
+            with api_client_for(org.cluster) as api_client:
+                result["round"] = enforcement_round(org.cluster, api_client)
+
+        result: dict = {}
+        worker = threading.Thread(target=enforce)
+        worker.start()
+        worker.join(30)
+        assert result["round"] is not None and not result["round"].refused
+
+        # From here the sync runs on its own, as `sync_clusters` does: the page follows it live.
+        background = threading.Thread(target=sync.run, args=(stop,), name="sync", daemon=True)
+        background.start()
 
         log_in(page, "researcher", "pw-researcher")
         page.goto("/workloads/submit/")
@@ -129,8 +145,11 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
         row.get_by_role("button", name="Stop browser-run").click()
         expect(page.locator("#workloads-table tr[data-workload='browser-run']")).to_have_count(0, timeout=20000)
         assert emu.get("jobs.batch", "browser-run", "runai-rnd-a") is None
-        assert sync.run_until(lambda: not Workload.objects.filter(name="browser-run").exists())
+        assert not Workload.objects.filter(name="browser-run").exists()
     finally:
+        stop.set()
+        if background is not None:
+            background.join(10)
         if sync is not None:
             sync.stop()
         emu.stop()
