@@ -3,7 +3,7 @@
 Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
 for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
 there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
-428 `If-Match` missing on a write that needs it.
+413 a body over CONSOLE_MAX_BODY_BYTES (console/limits.py), 428 `If-Match` missing on a write that needs it.
 """
 from __future__ import annotations
 
@@ -126,6 +126,17 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return super().to_internal_value(data)
 
 
+class DocumentField(serializers.JSONField):
+    """A JSON value, or JSON/YAML text (a form-encoded body sends text): the text is handed as is to the
+    services, which parse documents with bounds (console/parsing.py). DRF's JSONField would json.loads form
+    text itself, without a depth limit."""
+
+    def to_internal_value(self, data):
+        if getattr(data, "is_json_string", False):
+            return str(data)
+        return super().to_internal_value(data)
+
+
 def etag_of(rows: Iterable[tuple[Any, Any]]) -> str:
     """A strong ETag for a set of (id, version) pairs."""
     text = ",".join(f"{pk}:{version}" for pk, version in sorted(rows))
@@ -166,6 +177,7 @@ _ERROR_MEANINGS = {
     "403": "Your role does not allow this (or the CSRF token is missing on a session write).",
     "404": "No such object that you may see (or no such page of a list).",
     "409": "Conflicts with a concurrent change; nothing was saved.",
+    "413": "The request body is larger than CONSOLE_MAX_BODY_BYTES (1 MiB by default); nothing was read or stored.",
 }
 
 
@@ -180,6 +192,8 @@ def document_error_responses(result, generator, request, public):
             codes = ["400", "401", "403", "404"]  # 404 also for a page number past the end of a list
             if method in ("post", "put", "patch", "delete"):
                 codes.append("409")
+            if method in ("post", "put", "patch"):
+                codes.append("413")
             for code in codes + [c for c in ("412", "428") if c in operation["responses"]]:
                 response = operation["responses"].setdefault(code, {"description": _ERROR_MEANINGS.get(code, "")})
                 response.setdefault("content", {"application/json": {"schema": ref}})

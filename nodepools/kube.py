@@ -13,10 +13,10 @@ from typing import Any, Iterable, Mapping
 # ---------------------------------------------------------------------------------------------------
 # Names and labels (messages in the Kubernetes API server's words)
 
-LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 QUALIFIED_NAME_MSG = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
@@ -80,6 +80,16 @@ def label_value_errors(value: str) -> list[str]:
     return errors
 
 
+def dns1123_subdomain_errors(name: str) -> list[str]:
+    """Errors of a DNS-1123 subdomain (the names of most Kubernetes objects), in the API server's words."""
+    errors = []
+    if len(name) > 253:
+        errors.append("must be no more than 253 characters")
+    if not DNS1123_SUBDOMAIN_RE.match(name):
+        errors.append(DNS1123_SUBDOMAIN_MSG)
+    return errors
+
+
 def dns1123_label_errors(name: str) -> list[str]:
     errors = []
     if len(name) > 63:
@@ -96,7 +106,7 @@ class QuantityError(ValueError):
     """A resource quantity that does not follow Kubernetes syntax."""
 
 
-_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
+_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?\Z")
 _SUFFIX = {
     None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
     "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),

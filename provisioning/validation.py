@@ -8,16 +8,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from nodepools import kube
 
-DURATION_RE = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")  # consolidateAfter, expireAfter
-GRACE_RE = re.compile(r"^([0-9]+(s|m|h))+$")  # terminationGracePeriod
-BUDGET_DURATION_RE = re.compile(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
-BUDGET_NODES_RE = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+DURATION_RE = re.compile(r"^(([0-9]+(s|m|h))+|Never)\Z")  # consolidateAfter, expireAfter
+GRACE_RE = re.compile(r"^([0-9]+(s|m|h))+\Z")  # terminationGracePeriod
+BUDGET_DURATION_RE = re.compile(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)\Z")
+BUDGET_NODES_RE = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)\Z")
 SCHEDULE_RE = re.compile(r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$")
-QUANTITY_RE = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
-KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUANTITY_RE = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?\Z")
+KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -26,6 +28,13 @@ REASONS = ("Underutilized", "Empty", "Drifted")
 MAX_REQUIREMENTS = 100
 MAX_BUDGETS = 50
 MAX_LABELS = 100
+# Bounds of the console's own (the CRD has none for them): values of one requirement (AWS offers about 900
+# instance types), taints, and the whole spec as JSON (Kubernetes stores at most 1.5 MiB per object; a
+# NodePool is a few KiB). A spec over MAX_SPEC_BYTES is refused before anything else of it is checked.
+MAX_REQUIREMENT_VALUES = 1000
+MAX_TAINTS = 100
+MAX_SPEC_BYTES = 65536
+KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
 # Label keys Karpenter sets itself (CRD rules "label domain ... is restricted"), apart from its well-known ones.
 WELL_KNOWN = {
     "karpenter.sh/capacity-type", "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type",
@@ -90,6 +99,9 @@ def _taints(errors: Errors, path: str, taints: Any) -> None:
     if not isinstance(taints, list):
         errors.add(path, "Invalid value: must be a list of taints")
         return
+    if len(taints) > MAX_TAINTS:
+        errors.add(path, f"Too many: {len(taints)}: must have at most {MAX_TAINTS} items")
+        return
     for i, taint in enumerate(taints):
         at = f"{path}[{i}]"
         if not isinstance(taint, dict):
@@ -131,6 +143,9 @@ def _requirements(errors: Errors, path: str, requirements: Any) -> None:
             values = []
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             errors.add(f"{at}.values", "Invalid value: must be a list of strings")
+            continue
+        if len(values) > MAX_REQUIREMENT_VALUES:
+            errors.add(f"{at}.values", f"Too many: {len(values)}: must have at most {MAX_REQUIREMENT_VALUES} items")
             continue
         for j, value in enumerate(values):
             if len(value) > 63 or not VALUE_RE.match(value):
@@ -264,15 +279,38 @@ def spec_errors(spec: Any) -> list[tuple[str, str]]:
         for part in ("group", "kind", "name"):
             if not isinstance(ref.get(part), str) or not ref.get(part):
                 errors.add(f"spec.template.spec.nodeClassRef.{part}", f"Required value: nodeClassRef.{part}")
-        if isinstance(ref.get("group"), str) and "/" in ref["group"]:
-            errors.add("spec.template.spec.nodeClassRef.group", f"Invalid value: {ref['group']!r}: a group has no '/'")
+        group, kind, name = ref.get("group"), ref.get("kind"), ref.get("name")
+        if isinstance(group, str) and group and "/" in group:
+            errors.add("spec.template.spec.nodeClassRef.group", f"Invalid value: {group!r}: a group has no '/'")
+        elif isinstance(group, str) and group and kube.dns1123_subdomain_errors(group):
+            errors.add("spec.template.spec.nodeClassRef.group", f"Invalid value: {group!r}: "
+                       + "; ".join(kube.dns1123_subdomain_errors(group)))
+        if isinstance(kind, str) and kind and (len(kind) > 63 or not KIND_RE.match(kind)):
+            errors.add("spec.template.spec.nodeClassRef.kind", f"Invalid value: {kind!r}: a kind is letters and "
+                                                               "digits, starting with a letter (e.g. EC2NodeClass)")
+        # The NodeClass is an object of the cluster: its name follows the object-name rule (DNS-1123 subdomain).
+        if isinstance(name, str) and name and kube.dns1123_subdomain_errors(name):
+            errors.add("spec.template.spec.nodeClassRef.name", f"Invalid value: {name!r}: "
+                       + "; ".join(kube.dns1123_subdomain_errors(name)))
     _requirements(errors, "spec.template.spec.requirements", tspec.get("requirements"))
     _taints(errors, "spec.template.spec.taints", tspec.get("taints"))
     _taints(errors, "spec.template.spec.startupTaints", tspec.get("startupTaints"))
     _duration(errors, "spec.template.spec.expireAfter", tspec.get("expireAfter"), DURATION_RE, "720h or Never")
     _duration(errors, "spec.template.spec.terminationGracePeriod", tspec.get("terminationGracePeriod"), GRACE_RE,
               "30s, 10m or 48h")
+    _size(errors, spec)
     return errors.items
+
+
+def _size(errors: Errors, spec: dict[str, Any]) -> None:
+    try:
+        size = len(orjson.dumps(spec))
+    except (TypeError, orjson.JSONEncodeError):
+        errors.add("spec", "Invalid value: the spec must be JSON (objects, lists, strings, numbers)")
+        return
+    if size > MAX_SPEC_BYTES:
+        errors.add("spec", f"Too long: the NodePool's spec is {size} bytes as JSON: may not be longer than "
+                           f"{MAX_SPEC_BYTES}")
 
 
 def name_errors(name: Any) -> list[str]:

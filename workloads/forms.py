@@ -4,11 +4,12 @@ for the structured fields, names one per line for ordered lists); the services p
 from __future__ import annotations
 
 import json
-import shlex
 
 import yaml
 from django import forms
 
+from workloads import shell
+from workloads.models import PodSecurityLevel
 from workloads.submission import PRIORITY_CLASSES
 
 
@@ -50,6 +51,11 @@ class PlatformForm(forms.Form):
     node_selector = _document("Node selector", "Label key: value (YAML or JSON), e.g. nvidia.com/gpu.product: NVIDIA-A100.")
     tolerations = _document("Tolerations", "A YAML or JSON list of Kubernetes tolerations "
                                            "(key, operator Equal/Exists, value, effect).", rows=6)
+    pod_security_level = forms.ChoiceField(
+        label="Pod security level", required=False,
+        choices=[("", "— the pool's level —")] + list(PodSecurityLevel.choices),
+        help_text="The Pod Security Standards level its pods may reach; every submission's pod is checked against "
+                  "each control of it. The three allowances below exist only at the privileged level.")
     privileged_allowed = forms.BooleanField(label="Privileged containers allowed", required=False)
     host_network_allowed = forms.BooleanField(label="Host network allowed", required=False)
     allowed_mounts = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, **_MONO}),
@@ -68,6 +74,10 @@ class PlatformForm(forms.Form):
 
 class PoolSettingsForm(forms.Form):
     default_platform = forms.ChoiceField(required=False, help_text="Used when a submission names no platform.")
+    pod_security_level = forms.ChoiceField(
+        label="Pod security level", choices=PodSecurityLevel.choices, required=False,
+        help_text="Of submissions to the pool without a platform, and where a new platform starts (Kubernetes' "
+                  "Pod Security Standards: privileged, baseline, restricted).")
     default_variables = _document("Default variables", "USER_CPU, USER_GPU, USER_MEMORY, USER_STORAGE defaults of "
                                                        "the pool (YAML or JSON), e.g. USER_MEMORY: 32Gi.")
     common_templates = _Ordered(label="Common pod templates", help_text="Pod template names, one per line, in merge order.")
@@ -135,11 +145,10 @@ class SubmitForm(forms.Form):
         self.fields["project"].queryset = projects
 
     def clean_command(self):
-        text = self.cleaned_data.get("command") or ""
-        try:
-            return shlex.split(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"The command cannot be read as a shell line: {exc}.") from exc
+        try:  # bounded (at most shell.MAX_COMMAND_CHARS), split in linear time
+            return shell.command_from(self.cleaned_data.get("command") or "")
+        except shell.CommandError as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
     def clean_pools(self):
         return [p.strip() for p in (self.cleaned_data.get("pools") or "").split(",") if p.strip()]

@@ -1,0 +1,1 @@
+"""Kubernetes semantics without Django (`kube.reference`: container image references)."""
