@@ -118,6 +118,11 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return self.restricted_model.objects.restrict(getattr(request, "user", None), "view")
 
     def to_internal_value(self, data):
+        # JSON numbers past 64 bits arrive as floats (orjson): an id is a whole number that fits, or it is unknown.
+        if isinstance(data, float):
+            if not data.is_integer() or not -(2**63) <= data < 2**63:
+                self.fail("does_not_exist", pk_value=data)
+            data = int(data)
         # Beyond 64 bits the database cannot even be asked: the same answer as any unknown id.
         if isinstance(data, int) and not isinstance(data, bool) and not -(2**63) <= data < 2**63:
             self.fail("does_not_exist", pk_value=data)

@@ -47,7 +47,7 @@ def _document(label: str, help_text: str, rows: int = 4) -> forms.CharField:
 
 class PlatformForm(forms.Form):
     name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label), e.g. a100.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     node_selector = _document("Node selector", "Label key: value (YAML or JSON), e.g. nvidia.com/gpu.product: NVIDIA-A100.")
     tolerations = _document("Tolerations", "A YAML or JSON list of Kubernetes tolerations "
                                            "(key, operator Equal/Exists, value, effect).", rows=6)
@@ -91,7 +91,7 @@ class PoolSettingsForm(forms.Form):
 
 class PodTemplateForm(forms.Form):
     name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_user or a100.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     body = _document("Template", "A fragment of a Pod in YAML or JSON: spec (nodeSelector, tolerations, containers, "
                                  "volumes, …) and/or metadata; {{ USER_GPU }}, {{ WF_TASK_NAME }}, … are substituted.",
                      rows=16)
@@ -100,7 +100,7 @@ class PodTemplateForm(forms.Form):
 
 class RuleSetForm(forms.Form):
     name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_gpu.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     rules = _document("Rules", "A YAML or JSON list of {operator: GT|GE|LT|LE|EQ, left_operand, right_operand, "
                                "assert_message}; operands are {{USER_*}}, {{K8_*}} or quantities (8, 500m, 32Gi).",
                       rows=14)

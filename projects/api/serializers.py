@@ -19,11 +19,12 @@ class DepartmentSerializer(serializers.ModelSerializer):
         model = Department
         fields = ["id", "cluster", "name", "description", "created", "updated"]
         read_only_fields = ["created", "updated"]
+        extra_kwargs = {"description": {"max_length": 2000}}
 
 
 class DepartmentUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class NamespacesField(serializers.ListField):
@@ -46,6 +47,7 @@ class ProjectSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "department", "name", "description", "allow_over_quota", "namespaces", "priority",
                   "created", "updated"]
         read_only_fields = ["cluster", "created", "updated"]
+        extra_kwargs = {"description": {"max_length": 2000}}
 
     def get_priority(self, project) -> list[int]:
         return [entry.pool_id for entry in project.priority_entries.all()]
@@ -53,7 +55,7 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 class ProjectUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     allow_over_quota = serializers.BooleanField(required=False)
     namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1)
 
