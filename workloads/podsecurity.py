@@ -193,13 +193,16 @@ def _baseline(spec: Mapping[str, Any], metadata: Mapping[str, Any], prefix: str,
         if _dict(volume).get("hostPath") is not None:
             add("HostPath Volumes", f"{prefix}.volumes[{index}].hostPath",
                 "is set: volumes from the node's file system are not allowed; allowed: undefined")
-    # AppArmor
-    for owner, where in [(pod_context, f"{prefix}.securityContext")] + [
-            (_dict(c.get("securityContext")), f"{w}.securityContext") for c, w in containers]:
-        profile = owner.get("appArmorProfile")
-        if profile is not None and _dict(profile).get("type") not in PROFILE_TYPES:
-            add("AppArmor", f"{where}.appArmorProfile.type",
-                f"is {_show(_dict(profile).get('type'))}: allowed: undefined, RuntimeDefault or Localhost")
+    # The security contexts of the pod and of every container, with their paths.
+    contexts = [(pod_context, f"{prefix}.securityContext")] + [
+        (_dict(c.get("securityContext")), f"{w}.securityContext") for c, w in containers]
+    # AppArmor and Seccomp: a profile's type, if set, is RuntimeDefault or Localhost
+    for control, key in (("AppArmor", "appArmorProfile"), ("Seccomp", "seccompProfile")):
+        for owner, where in contexts:
+            profile = owner.get(key)
+            if profile is not None and _dict(profile).get("type") not in PROFILE_TYPES:
+                add(control, f"{where}.{key}.type",
+                    f"is {_show(_dict(profile).get('type'))}: allowed: undefined, RuntimeDefault or Localhost")
     annotations = _dict(metadata.get("annotations"))
     for key, value in annotations.items():
         if str(key).startswith(APPARMOR_ANNOTATION):
@@ -208,8 +211,7 @@ def _baseline(spec: Mapping[str, Any], metadata: Mapping[str, Any], prefix: str,
                 add("AppArmor", f"{meta_prefix}.annotations[{key}]",
                     f"is {_show(text)}: allowed: undefined, \"\", runtime/default or localhost/*")
     # SELinux
-    for owner, where in [(pod_context, f"{prefix}.securityContext")] + [
-            (_dict(c.get("securityContext")), f"{w}.securityContext") for c, w in containers]:
+    for owner, where in contexts:
         options = _dict(owner.get("seLinuxOptions"))
         if options.get("type") not in (None, *SELINUX_TYPES):
             add("SELinux", f"{where}.seLinuxOptions.type",
@@ -218,13 +220,6 @@ def _baseline(spec: Mapping[str, Any], metadata: Mapping[str, Any], prefix: str,
             if options.get(part) not in (None, ""):
                 add("SELinux", f"{where}.seLinuxOptions.{part}",
                     f"is {_show(options.get(part))}: a custom SELinux {part} is not allowed; allowed: undefined or \"\"")
-    # Seccomp
-    for owner, where in [(pod_context, f"{prefix}.securityContext")] + [
-            (_dict(c.get("securityContext")), f"{w}.securityContext") for c, w in containers]:
-        profile = owner.get("seccompProfile")
-        if profile is not None and _dict(profile).get("type") not in PROFILE_TYPES:
-            add("Seccomp", f"{where}.seccompProfile.type",
-                f"is {_show(_dict(profile).get('type'))}: allowed: undefined, RuntimeDefault or Localhost")
     # Sysctls
     sysctls = pod_context.get("sysctls")
     for index, sysctl in enumerate(sysctls if isinstance(sysctls, list) else []):

@@ -144,3 +144,20 @@ def test_hostile_requests_cost_the_server_little_and_it_answers_the_next_one(ser
         assert requests.get(server.url + "/api/v1/clusters/", headers=server.headers, timeout=5).status_code == 200
     print("\n".join(report))
     assert (server.rows("workloads_podtemplate"), server.rows("audit_auditevent")) == (templates, events)
+
+
+def test_a_200_mb_body_costs_the_server_no_more_memory_than_a_small_one(server):
+    """Daphne would keep all of a body (Twisted's buffer, then a queue of messages); capped, it keeps the limit."""
+    def body():
+        chunk = b"x" * (1 << 20)
+        for _ in range(200):
+            yield chunk
+
+    before = _peak_rss(server.process.pid)
+    response = requests.post(server.url + "/api/v1/pod-templates/", data=body(), timeout=60,
+                             headers={**server.headers, "Content-Type": "application/json"})
+    grown = _peak_rss(server.process.pid) - before
+    print(f"200 MB chunked body: {response.status_code}, server peak RSS +{grown / MIB:.1f} MiB")
+    assert response.status_code == 413
+    assert grown < 50 * MIB
+    assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
