@@ -142,3 +142,21 @@ def test_a_nul_in_a_query_string_is_refused(world, client):
     assert response.status_code == 400 and "The field “q” cannot be accepted" in response.content.decode()
     response = world.api().get("/api/v1/nodes/", {"search": "\x00"})
     assert response.status_code == 400 and list(response.json()["errors"]) == ["search"]
+
+
+def test_the_admins_json_fields_are_bounded(world, client):
+    """The Django admin's editable mirrors (nodes, pods, pools) read JSON with the same bounds: 3,000 levels
+    are an error on the field, not a 500."""
+    from django.contrib.auth import get_user_model
+
+    staff = get_user_model().objects.create_superuser("staff", password="x")
+    client.force_login(staff)
+    node = world.node
+    page = client.get(f"/admin/nodepools/node/{node.pk}/change/")
+    assert page.status_code == 200
+    form = {key: value for key, value in page.context["adminform"].form.initial.items() if value is not None}
+    form.update({"labels": "[" * 3000 + "]" * 3000, "taints": "[]", "conditions": "[]", "pool_conflicts": "[]",
+                 "status_reasons": "[]", "cluster": node.cluster_id, "name": node.name})
+    response = client.post(f"/admin/nodepools/node/{node.pk}/change/", form)
+    assert response.status_code == 200
+    assert "Nested deeper than 64 levels" in response.content.decode()
