@@ -160,3 +160,20 @@ def test_the_admins_json_fields_are_bounded(world, client):
     response = client.post(f"/admin/nodepools/node/{node.pk}/change/", form)
     assert response.status_code == 200
     assert "Nested deeper than 64 levels" in response.content.decode()
+
+
+def test_lists_are_bounded(world):
+    """A project's namespaces (each one a LocalQueue in the cluster under Kueue), the pools a submission
+    tries, a priority list and a quota write: at most a few hundred items, whatever fits in a body."""
+    check = snapshot(world)
+    api = world.api()
+    response = api.patch(f"/api/v1/projects/{world.org.rnd_a.pk}/", {"namespaces": [f"n{i}" for i in range(101)]},
+                         format="json")
+    assert response.status_code == 400 and "namespaces" in response.json()["errors"]
+    response = _submit(world, pools=[f"p{i}" for i in range(101)])
+    assert response.status_code == 400 and response.json()["errors"]["pools"] == [
+        "Ensure this field has no more than 100 elements."]
+    response = api.put(f"/api/v1/projects/{world.org.rnd_a.pk}/priority/", {"pools": list(range(1, 1002))},
+                       format="json")
+    assert response.status_code == 400 and "pools" in response.json()["errors"]
+    check()

@@ -185,7 +185,7 @@ class SubmitSerializer(serializers.Serializer):
         self.fields["project"] = RestrictedPrimaryKeyRelatedField(
             model=Project, help_text="The project's id (you need the researcher or project administrator role).")
 
-    pools = serializers.ListField(child=serializers.CharField(max_length=63), required=False,
+    pools = serializers.ListField(child=serializers.CharField(max_length=63), required=False, max_length=100,
                                   help_text="Pool names in the order to try them; omitted: the project's priority "
                                             "list, then default.")
     platform = serializers.CharField(required=False, allow_blank=True, default="")
