@@ -64,6 +64,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: a body over CONSOLE_MAX_BODY_BYTES is refused before anything reads it (console/limits.py;
+    # under Daphne the ASGI wrapper of console/asgi.py has refused it already).
+    "console.limits.BodyLimitMiddleware",
+    # NUL and control characters in form fields and query strings: refused, naming the field.
+    "console.parsing.ControlCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -79,6 +84,15 @@ MIDDLEWARE = [
     # Last, as django-axes asks: it turns a locked-out log-in into the refusal (console/security.py).
     "axes.middleware.AxesMiddleware",
 ]
+
+# --- Hostile input (console/limits.py, console/parsing.py; README "Limits on what a request may hold") ---
+# The most bytes one request body may hold (pages, API, uploads): larger is a 413 naming the limit.
+CONSOLE_MAX_BODY_BYTES = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(1024 * 1024)))
+# Django's own limits agree with it (form data held in memory; uploads are never spooled to disk).
+DATA_UPLOAD_MAX_MEMORY_SIZE = CONSOLE_MAX_BODY_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = CONSOLE_MAX_BODY_BYTES
+# Nesting of JSON and YAML from users (request bodies, pod templates, rule sets): deeper is a 400.
+CONSOLE_MAX_NESTING = int(os.environ.get("CONSOLE_MAX_NESTING", "64"))
 
 ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "console.asgi.application"
@@ -178,6 +192,12 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "console.api.Pagination",
+    # Bounded parsing: nesting depth, NUL and control characters refused naming the field (console/parsing.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "console.parsing.BoundedJSONParser",
+        "console.parsing.BoundedFormParser",
+        "console.parsing.BoundedMultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "console.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {

@@ -23,13 +23,21 @@ import copy
 import re
 from typing import Any
 
+import orjson
+
 from kube import crd
-from kube.validation import NOT_CHECKED_MESSAGE
-from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors, label_value_errors
 from kube.quantity import QuantityError, parse_quantity
+from kube.validation import NOT_CHECKED_MESSAGE
 
 NODEPOOLS = "nodepools.karpenter.sh"
-VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+# Bounds of the console's own (the CRD has none for them): values of one requirement (AWS offers about 900
+# instance types), taints, and the whole spec as JSON (Kubernetes stores at most 1.5 MiB per object; a
+# NodePool is a few KiB). A spec over MAX_SPEC_BYTES is refused before anything else of it is checked.
+MAX_REQUIREMENT_VALUES = 1000
+MAX_TAINTS = 100
+MAX_SPEC_BYTES = 65536
 
 _SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
 POLICIES = tuple(_SPEC["properties"]["disruption"]["properties"]["consolidationPolicy"]["enum"])
@@ -94,6 +102,9 @@ def _requirements(errors: Errors, path: str, requirements: Any) -> None:
         values = req.get("values") or []
         if not isinstance(values, list):
             continue
+        if len(values) > MAX_REQUIREMENT_VALUES:
+            errors.add(f"{at}.values", f"Too many: {len(values)}: must have at most {MAX_REQUIREMENT_VALUES} items")
+            continue
         for j, value in enumerate(values):
             if isinstance(value, str) and (len(value) > 63 or not VALUE_RE.match(value)):
                 errors.add(f"{at}.values[{j}]", f"Invalid value: {value!r}: " + "; ".join(
@@ -136,6 +147,16 @@ def policy_errors(spec: dict[str, Any]) -> list[tuple[str, str]]:
             _key(errors, f"spec.template.metadata.labels[{key}]", key)
     tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
     _requirements(errors, "spec.template.spec.requirements", tspec.get("requirements"))
+    ref = tspec.get("nodeClassRef")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    # The NodeClass is an object of the cluster: its name follows the object-name rule (DNS-1123 subdomain).
+    if isinstance(name, str) and name and dns1123_subdomain_errors(name):
+        errors.add("spec.template.spec.nodeClassRef.name", f"Invalid value: {name!r}: "
+                   + "; ".join(dns1123_subdomain_errors(name)))
+    for field in ("taints", "startupTaints"):
+        taints = tspec.get(field)
+        if isinstance(taints, list) and len(taints) > MAX_TAINTS:
+            errors.add(f"spec.template.spec.{field}", f"Too many: {len(taints)}: must have at most {MAX_TAINTS} items")
     return errors.items
 
 
@@ -165,12 +186,27 @@ def spec_errors(spec: Any, old_spec: dict[str, Any] | None = None) -> list[tuple
     the console's policy allows it."""
     if not isinstance(spec, dict):
         return [("spec", "Required value: the NodePool's spec is an object")]
+    too_big = Errors()
+    _size(too_big, spec)
+    if too_big:
+        return too_big.items  # nothing else of an oversized spec is looked at
     errors = crd_errors(spec, old_spec)
     found = [path for path, _ in errors]
     for path, message in policy_errors(spec):
         if path not in found:
             errors.append((path, message))
     return errors
+
+
+def _size(errors: Errors, spec: dict[str, Any]) -> None:
+    try:
+        size = len(orjson.dumps(spec))
+    except (TypeError, orjson.JSONEncodeError):
+        errors.add("spec", "Invalid value: the spec must be JSON (objects, lists, strings, numbers)")
+        return
+    if size > MAX_SPEC_BYTES:
+        errors.add("spec", f"Too long: the NodePool's spec is {size} bytes as JSON: may not be longer than "
+                           f"{MAX_SPEC_BYTES}")
 
 
 def name_errors(name: Any) -> list[str]:

@@ -338,6 +338,48 @@ def test_permission_matrix(name, world, client):
     assert not wrong, "\n".join(wrong)
 
 
+# --- What each role sees of the scheduler's queues (issue 19: every department's queues showed) -----------
+
+# Queue owner -> the roles that see it: a queue is its owner's (a department's or a project's), seen by whoever
+# may see that owner (`restrict`); a queue the console does not own only by roles over the whole cluster.
+QUEUE_READERS = {
+    "department.rnd": RND_READERS,
+    "department.ops": OPS_READERS,
+    "project.rnd-a": RND_A_READERS,
+    "project.rnd-b": RND_READERS,
+    "project.ops-a": OPS_READERS,
+    "": OPS_READERS,  # system administrator and the cluster's viewer
+}
+
+
+@pytest.fixture
+def queues(org):
+    from enforcers.models import SchedulerQueue
+
+    for owner in QUEUE_READERS:
+        kind, _, name = owner.partition(".")
+        SchedulerQueue.objects.create(cluster=org.cluster, kind="Queue", name=f"{name or 'foreign'}.a100" if kind != "department"
+                                      else f"department.{name}.a100", pool=org.a100, owner=owner, gpu_allocated=1)
+    return {q.owner: q.name for q in SchedulerQueue.objects.all()}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_scheduler_queues_show_each_role_only_the_queues_of_what_it_may_see(world, queues, client, role):
+    client.force_login(world.users[role])
+    response = client.get(reverse("api:cluster-scheduler-queues", kwargs={"pk": world.cluster.pk}))
+    if role == "nobody":
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    expected = sorted(queues[owner] for owner, readers in QUEUE_READERS.items() if role in readers)
+    assert sorted(q["name"] for q in response.json()) == expected
+    # The enforcement page shows the same queues (those with a quota row the role sees beside them).
+    page = client.get(reverse("cluster-enforcement", kwargs={"pk": world.cluster.pk})).content.decode()
+    for owner, name in queues.items():
+        if owner and role not in QUEUE_READERS[owner]:
+            assert f"Queue {name}<" not in page, (role, name)
+
+
 def test_admin_is_for_staff_only(client, users):
     for role in ROLES:
         client.force_login(users[role])
