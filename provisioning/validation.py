@@ -38,6 +38,7 @@ VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 MAX_REQUIREMENT_VALUES = 1000
 MAX_TAINTS = 100
 MAX_SPEC_BYTES = 65536
+KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
 
 _SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
 POLICIES = tuple(_SPEC["properties"]["disruption"]["properties"]["consolidationPolicy"]["enum"])
@@ -102,9 +103,6 @@ def _requirements(errors: Errors, path: str, requirements: Any) -> None:
         values = req.get("values") or []
         if not isinstance(values, list):
             continue
-        if len(values) > MAX_REQUIREMENT_VALUES:
-            errors.add(f"{at}.values", f"Too many: {len(values)}: must have at most {MAX_REQUIREMENT_VALUES} items")
-            continue
         for j, value in enumerate(values):
             if isinstance(value, str) and (len(value) > 63 or not VALUE_RE.match(value)):
                 errors.add(f"{at}.values[{j}]", f"Invalid value: {value!r}: " + "; ".join(
@@ -153,10 +151,31 @@ def policy_errors(spec: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(name, str) and name and dns1123_subdomain_errors(name):
         errors.add("spec.template.spec.nodeClassRef.name", f"Invalid value: {name!r}: "
                    + "; ".join(dns1123_subdomain_errors(name)))
+    kind = ref.get("kind") if isinstance(ref, dict) else None
+    if isinstance(kind, str) and kind and (len(kind) > 63 or not KIND_RE.match(kind)):
+        errors.add("spec.template.spec.nodeClassRef.kind", f"Invalid value: {kind!r}: a kind is letters and "
+                                                           "digits, starting with a letter (e.g. EC2NodeClass)")
+    return errors.items
+
+
+def _bounds(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The console's bounds on lists and size, checked before anything else of the spec is read: a hostile
+    spec costs a count and a length, never a walk of its schema and rules."""
+    errors = Errors()
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    requirements = tspec.get("requirements")
+    for i, req in enumerate(requirements if isinstance(requirements, list) else []):
+        values = req.get("values") if isinstance(req, dict) else None
+        if isinstance(values, list) and len(values) > MAX_REQUIREMENT_VALUES:
+            errors.add(f"spec.template.spec.requirements[{i}].values",
+                       f"Too many: {len(values)}: must have at most {MAX_REQUIREMENT_VALUES} items")
     for field in ("taints", "startupTaints"):
         taints = tspec.get(field)
         if isinstance(taints, list) and len(taints) > MAX_TAINTS:
             errors.add(f"spec.template.spec.{field}", f"Too many: {len(taints)}: must have at most {MAX_TAINTS} items")
+    if not errors:
+        _size(errors, spec)
     return errors.items
 
 
@@ -186,10 +205,9 @@ def spec_errors(spec: Any, old_spec: dict[str, Any] | None = None) -> list[tuple
     the console's policy allows it."""
     if not isinstance(spec, dict):
         return [("spec", "Required value: the NodePool's spec is an object")]
-    too_big = Errors()
-    _size(too_big, spec)
+    too_big = _bounds(spec)
     if too_big:
-        return too_big.items  # nothing else of an oversized spec is looked at
+        return too_big  # nothing else of an oversized spec is looked at
     errors = crd_errors(spec, old_spec)
     found = [path for path, _ in errors]
     for path, message in policy_errors(spec):
