@@ -1,18 +1,29 @@
 """The Job controller of ``batch/v1``, as the Kubernetes documentation describes it.
 
 Source: "Jobs", https://kubernetes.io/docs/concepts/workloads/controllers/job/ (parallel execution,
-completion modes, the pod backoff failure policy, Job termination and cleanup, terminal Job conditions,
-suspending a Job, pod replacement policy), the JobSpec/JobStatus API reference
+completion modes, the pod backoff failure policy, backoff limit per index, pod failure policy, Job
+termination and cleanup, terminal Job conditions, suspending a Job, pod replacement policy), the task page
+"Handling retriable and non-retriable pod failures with Pod failure policy"
+(https://kubernetes.io/docs/tasks/job/pod-failure-policy/), the JobSpec/JobStatus API reference
 (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/) and, where the pages are
-silent, the behaviour of upstream's controller (pkg/controller/job) as of Kubernetes 1.31/1.32.
+silent, upstream's controller and validation (pkg/controller/job: job_controller.go, pod_failure_policy.go,
+indexed_job_utils.go, backoff_utils.go; pkg/apis/batch/validation/validation.go) as of Kubernetes 1.31-1.33.
 
 What the API server does when a Job is created (:func:`admit_job`): defaults (``parallelism`` and
-``completions`` 1 when both are unset, ``parallelism`` 1, ``backoffLimit`` 6, ``completionMode``
-NonIndexed, ``suspend`` false, ``podReplacementPolicy`` TerminatingOrFailed), the generated selector
-``batch.kubernetes.io/controller-uid=<uid>`` and the pod template labels ``batch.kubernetes.io/job-name``,
-``job-name``, ``batch.kubernetes.io/controller-uid``, ``controller-uid`` (a Job without labels gets its
-template's), and the refusals (``restartPolicy`` other than Never/OnFailure, Indexed without
-``completions``, no containers).
+``completions`` 1 when both are unset, ``parallelism`` 1, ``backoffLimit`` 6 — the int32 maximum with a
+``backoffLimitPerIndex`` —, ``completionMode`` NonIndexed, ``suspend`` false, ``podReplacementPolicy``
+TerminatingOrFailed — Failed with a ``podFailurePolicy`` —, an ``onPodConditions`` pattern's ``status``
+True), the generated selector ``batch.kubernetes.io/controller-uid=<uid>`` and the pod template labels
+``batch.kubernetes.io/job-name``, ``job-name``, ``batch.kubernetes.io/controller-uid``, ``controller-uid`` (a
+Job without labels gets its template's), and the refusals (``restartPolicy`` other than Never/OnFailure,
+and other than Never with a ``podFailurePolicy``; Indexed without ``completions``; no containers;
+``podReplacementPolicy`` other than Failed with a ``podFailurePolicy``; ``backoffLimitPerIndex`` and
+``maxFailedIndexes`` only for Indexed Jobs, ``maxFailedIndexes`` only with ``backoffLimitPerIndex`` and at
+most ``completions``; and every rule of validatePodFailurePolicy: at most 20 rules, an action among
+Count/FailIndex/FailJob/Ignore — FailIndex only with ``backoffLimitPerIndex`` —, exactly one of
+``onExitCodes`` and ``onPodConditions``, an ``In``/``NotIn`` operator, a ``containerName`` of the template,
+1 to 255 exit codes, unique, ordered, no 0 with ``In``, at most 20 condition patterns with a qualified
+``type`` and a status True/False/Unknown), each in the API server's words.
 
 What the controller does, one :meth:`JobControllerMixin.job_controller_step` at a time, for the Jobs that
 changed (or whose pods changed, or whose deadline or backoff delay is due):
@@ -37,6 +48,22 @@ changed (or whose pods changed, or whose deadline or backoff delay is due):
   longer than specified deadline"). Failed pods are replaced after upstream's exponential delay: 10 s
   after the last failure, doubling with every consecutive failure, at most 6 minutes (simplified: the
   delay counts from when the controller saw the failure, not the container's exit);
+- ``podFailurePolicy`` (matchPodFailurePolicy): a Failed pod is held against the rules in order, the first
+  that matches decides — ``onExitCodes`` (the first terminated container, app containers then init
+  containers, named ``containerName`` if given, whose non-zero exit code is ``In``/``NotIn`` the values) or
+  ``onPodConditions`` (a condition of the pod with the pattern's type and status); ``FailJob`` ends the Job
+  at once with reason ``PodFailurePolicy`` and upstream's message ("Container main for pod ns/p failed with
+  exit code 42 matching FailJob rule at index 0", "Pod ns/p has condition DisruptionTarget matching FailJob
+  rule at index 1"), ``Ignore`` lets the pod go uncounted (no backoff limit reached; it is replaced, after
+  the delay, which ignored failures still lengthen), ``Count`` and no match count it, ``FailIndex`` fails
+  its index; an unknown action skips the rule;
+- ``backoffLimitPerIndex`` (Indexed): each index counts its own failures in its pods' annotations
+  ``batch.kubernetes.io/job-index-failure-count`` (and ``...-ignored-failure-count``), carried to the
+  replacement (the failed pod keeps its tracking finalizer until it is replaced); an index whose failures
+  reach the limit, or whose pod matched ``FailIndex``, is failed (``status.failedIndexes``) and not started
+  again; its replacement waits 10 s doubled per earlier failure of the index; past ``maxFailedIndexes`` the
+  Job fails with ``MaxFailedIndexesExceeded``, and once every index succeeded or failed with
+  ``FailedIndexes`` ("Job has failed indexes");
 - the end, as 1.31+ do it: first the interim condition (``FailureTarget`` with the reason, or
   ``SuccessCriteriaMet`` reason ``CompletionsReached`` "Reached expected number of succeeded pods"), the
   remaining active pods deleted (on failure they count as failed); once no pod is terminating, the
@@ -44,8 +71,8 @@ changed (or whose pods changed, or whose deadline or backoff delay is due):
   event ``Completed`` "Job completed" (or a Warning with the failure's reason);
 - pods of a deleted Job (or orphaned from it) lose the tracking finalizer, as upstream's controller does.
 
-Not emulated: ``podFailurePolicy`` rules, ``successPolicy``, ``backoffLimitPerIndex``, ``managedBy``,
-adoption of pods matching the selector without an owner reference, ``ttlSecondsAfterFinished``.
+Not emulated: ``successPolicy``, ``managedBy``, adoption of pods matching the selector without an owner
+reference, ``ttlSecondsAfterFinished``, updates of a Job checked against its old spec.
 """
 
 from __future__ import annotations
