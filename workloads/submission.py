@@ -100,8 +100,8 @@ def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, 
             notes.append(f"Its {pods} pods are scheduled together or not at all: KAI makes the Job one PodGroup "
                          f"with minMember {pods} ({render.KAI_MIN_MEMBER_ANNOTATION}).")
     elif enforcer == "kueue":
-        notes.append(f"Kueue admits it from LocalQueue {queue}, all {pods} pod(s) at once, trying the pools' "
-                     f"flavors in order: {' → '.join(pools)}.")
+        notes.append(f"Kueue admits it from LocalQueue {queue}, all {pods} pod(s) at once, in the first of its "
+                     f"pools ({', '.join(pools)}) with quota, in the project's pool order.")
     if job["spec"].get("podFailurePolicy"):
         notes.append("A pod the scheduler evicts (preemption, reclaim) or a node drain removes is replaced; it is "
                      "not counted as a failure of the workload (podFailurePolicy: Ignore on DisruptionTarget).")
