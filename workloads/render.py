@@ -11,8 +11,18 @@ Scheduling primitives (seed 002) on the pod template:
 - `priorityClassName` (train, build-preemptible, build, inference);
 - topology spread over nodes when a pool of the list places GPUs with `spread`;
 - KAI: `schedulerName: kai-scheduler`, the label `kai.scheduler/queue` and the console's pool label (the
-  pool of the queue: KAI's shard of that pool schedules it); Kueue: the label
-  `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
+  pool of the queue: KAI's shard of that pool schedules it), and for more than one pod the annotation
+  `kai.scheduler/batch-min-member` = the number of pods: KAI's pod grouper then makes the Job's one
+  PodGroup with that `minMember`, so its pods are scheduled all together or not at all (KAI
+  docs/batch/README.md, "Min Member Override"; KAI >= v0.15). KAI has no node-pool priority list: a
+  PodGroup belongs to the one shard its node-pool label names, so the pools after the first are not tried;
+  Kueue: the label `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
+
+Every Job keeps `backoffLimit: 0` (a failing workload fails) with a `podFailurePolicy` that ignores pods
+carrying the `DisruptionTarget` condition: a pod a scheduler evicts (preemption, KAI's reclaim), drains or
+evicts through the Eviction API is replaced, not counted as the Job's failure (Kubernetes "Jobs", Pod
+failure policy; the task "Handling retriable and non-retriable pod failures with Pod failure policy").
+The policy needs `restartPolicy: Never`; a template asking `OnFailure` keeps it and gets no policy.
 """
 from __future__ import annotations
 
@@ -27,6 +37,9 @@ API_VERSION = "batch/v1"
 KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KAI_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+# Pods a scheduler or the Eviction API disrupts carry this condition (kubernetes.io: Pod disruption conditions).
+DISRUPTIONS_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 # The console's own annotations on the Job (read back by the sync into the workloads table).
@@ -228,16 +241,22 @@ def job(spec: JobSpec) -> dict[str, Any]:
     if spec.enforcer == "kueue" and spec.queue:
         labels[KUEUE_QUEUE_LABEL] = spec.queue
     annotations = {POOLS_ANNOTATION: ",".join(p.name for p in spec.pools)}
+    if spec.enforcer == "kai" and spec.pods > 1:
+        # KAI's pod grouper gives a batch/v1 Job one PodGroup whose minMember is this annotation of the Job.
+        annotations[KAI_MIN_MEMBER_ANNOTATION] = str(spec.pods)
     if spec.platform:
         annotations[PLATFORM_ANNOTATION] = spec.platform
     if spec.submitted_by:
         annotations[SUBMITTED_BY_ANNOTATION] = spec.submitted_by
+    template_spec = pod_spec(spec)
     job_spec: dict[str, Any] = {
         "parallelism": spec.pods,
         "completions": spec.pods,
         "backoffLimit": 0,
-        "template": {"metadata": _pod_metadata(spec, labels), "spec": pod_spec(spec)},
+        "template": {"metadata": _pod_metadata(spec, labels), "spec": template_spec},
     }
+    if template_spec.get("restartPolicy") == "Never":
+        job_spec["podFailurePolicy"] = {"rules": [copy.deepcopy(DISRUPTIONS_IGNORED)]}
     if spec.enforcer == "kueue":
         job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
     return {

@@ -14,6 +14,10 @@ and the field they concern (nothing is created on a refusal):
 5. platform: what the pod asks inside the privileged level (privileged, host network, host mounts)
    against the platform's allowances;
 6. render: the Job (workloads.render), at most 1.5 MiB, created by the API server on submit.
+
+The preview also says, in words, how the cluster's scheduler will take the Job (`Preview.scheduling`): with
+KAI Scheduler the one pool it is queued in (KAI has no node-pool priority list) and, for several pods, that
+they run together or not at all; with Kueue the LocalQueue it waits in.
 """
 from __future__ import annotations
 
@@ -88,6 +92,31 @@ class Preview:
     pools: list[str]
     platform: str
     variables: dict[str, str]
+    # The pool the scheduler queues it in (KAI: the first of the list, its queue's pool; else empty), and
+    # sentences saying how the scheduler takes it.
+    queued_in: str = ""
+    scheduling: list[str] = field(default_factory=list)
+
+
+def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, job: dict[str, Any]) -> list[str]:
+    """What the preview says about the scheduler's handling of the Job."""
+    notes: list[str] = []
+    if enforcer == "kai":
+        note = f"KAI Scheduler queues it in pool {pools[0]} (queue {queue})."
+        if len(pools) > 1:
+            note += (f" KAI has no node-pool priority list: a workload waits in its queue's pool, so "
+                     f"{', '.join(pools[1:])} will not be tried.")
+        notes.append(note)
+        if pods > 1:
+            notes.append(f"Its {pods} pods are scheduled together or not at all: KAI makes the Job one PodGroup "
+                         f"with minMember {pods} ({render.KAI_MIN_MEMBER_ANNOTATION}).")
+    elif enforcer == "kueue":
+        notes.append(f"Kueue admits it from LocalQueue {queue}, all {pods} pod(s) at once, in the first of its "
+                     f"pools ({', '.join(pools)}) with quota, in the project's pool order.")
+    if job["spec"].get("podFailurePolicy"):
+        notes.append("A pod the scheduler evicts (preemption, reclaim) or a node drain removes is replaced; it is "
+                     "not counted as a failure of the workload (podFailurePolicy: Ignore on DisruptionTarget).")
+    return notes
 
 
 def _check_form(req: Request) -> None:
@@ -206,8 +235,10 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         raise SubmissionRefused("render", "non_field_errors", f"The Job would be {size} bytes: Kubernetes stores at "
                                 f"most {MAX_OBJECT_BYTES} bytes (1.5 MiB) per object. Shorten the command or the "
                                 "templates.")
-    return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,
-                   pools=[p.name for p in req.pools], platform=plan.name, variables=variables)
+    pools = [p.name for p in req.pools]
+    return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name, pools=pools,
+                   platform=plan.name, variables=variables, queued_in=first.name if enforcer == "kai" else "",
+                   scheduling=scheduling_notes(enforcer=enforcer, pools=pools, queue=queue, pods=req.pods, job=job))
 
 
 def _check_pod_security(job: dict[str, Any], plan: Any) -> None:

@@ -54,6 +54,8 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         expect(yaml_text).to_contain_text("priorityClassName: train")
         expect(yaml_text).to_contain_text("nvidia.com/gpu: '2'")
         expect(yaml_text).to_contain_text("console.gpu-capacity.io/pools: a100,default")
+        expect(yaml_text).to_contain_text("type: DisruptionTarget")
+        expect(page.locator("#scheduling-notes")).to_contain_text("it is not counted as a failure of the workload")
         assert emu.list("jobs.batch") == []  # a preview creates nothing
         shoot(page, "workload-submit-preview")
 

@@ -210,6 +210,10 @@ class SubmittedSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     yaml = serializers.CharField()
     job = serializers.DictField()
+    queued_in = serializers.CharField(help_text="The pool the scheduler queues it in (KAI Scheduler: the first "
+                                                "pool of the list; empty otherwise).")
+    scheduling = serializers.ListField(child=serializers.CharField(),
+                                       help_text="How the cluster's scheduler will take the Job, in words.")
 
 
 class UnreachableSerializer(serializers.Serializer):
