@@ -152,7 +152,7 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     page.get_by_label("Name", exact=True).fill("a100-check")
     page.get_by_role("button", name="Preview").click()
     expect(page.locator("#preview-title")).to_have_text("Preview: Job a100-check in runai-rnd-a")
-    expect(page.locator(".preview .hint")).to_contain_text("Pools in order: hetero → a100 → default; platform a100-platform.")
+    expect(page.locator(".preview p.hint")).to_contain_text("Pools in order: hetero → a100 → default; platform a100-platform.")
     # The choices stay as chosen after Preview.
     expect(page.get_by_label("Node pool 1")).to_have_value("hetero")
     expect(page.get_by_label("Platform")).to_have_value("a100-platform")
