@@ -143,13 +143,15 @@ def _karpenter_intervals(pools: dict, projects: dict, start: int) -> list[comput
 
 @transaction.atomic
 def demo_ledger_seed(*, cluster: Cluster, days: int = DAYS, now: datetime.datetime | None = None) -> int:
-    """Rates, and `days` of closed hours up to the current hour (once per cluster: nothing when its ledger
+    """Rates, and `days` of closed hours through the current hour (once per cluster: nothing when its ledger
     already has a state). Returns the hourly rows written."""
     now = now or timezone.now()
     demo_rates(today=now.astimezone(datetime.timezone.utc).date())
     if LedgerState.objects.filter(cluster_id=cluster.pk).exists():
         return 0
-    end = hour_floor(now)
+    # Through the end of the current hour, so that the current month has closed hours even in the first
+    # minutes of its first day (the sync's leader closes the hours after it).
+    end = hour_floor(now) + HOUR
     start = end - datetime.timedelta(days=days)
     # The demo's quotas were set a moment ago, but its story is that they held all along: its history
     # of deserved quota starts over (later changes are recorded as they come).
