@@ -183,8 +183,8 @@ def ledger_hour_close(*, cluster: Cluster, hour: datetime.datetime, now: datetim
     LedgerEntry.objects.bulk_create(entries, batch_size=1000)
     _add_to_days(entries)
     LedgerState.objects.filter(cluster_id=cluster.pk, closed_until__lt=hour + HOUR).update(closed_until=hour + HOUR)
-    if reason:
-        logger.info("cluster %s: hour %s closed without GPU utilization: %s", cluster.name, hour, reason)
+    if reason and cluster.prometheus_url:
+        logger.warning("cluster %s: hour %s closed without GPU utilization: %s", cluster.name, hour, reason)
     return closed
 
 

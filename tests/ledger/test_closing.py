@@ -38,7 +38,8 @@ def run(org, name, project, node, start, end=None, **kw):
     from kubesim import make_pod
 
     gpus = kw.pop("gpus", 1)
-    pod = make_pod(name, f"runai-{project.name}", node=node, priority=kw.pop("priority", 50),
+    namespace = f"runai-{project.name}" if project is not None else "system-jobs"
+    pod = make_pod(name, namespace, node=node, priority=kw.pop("priority", 50),
                    phase="Running", created=rfc(start - dt.timedelta(seconds=5)),
                    containers=[{"name": "main", "requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": str(gpus)}}])
     pod["metadata"]["uid"] = f"uid-{name}"
