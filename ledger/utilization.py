@@ -4,7 +4,7 @@
 Two queries per cluster and hour, whatever the number of pods:
 
 - an instant query at the hour's end: each pod's average utilization over the hour
-  (`avg by (namespace, pod) (avg_over_time(util[1h] @ end))`);
+  (`avg by (namespace, pod) (avg_over_time(util[3599s] @ end))`);
 - a range query over the hour, one point a minute: per pod, how many of its GPUs were idle — the
   console's one meaning of idle (README "GPU utilization": under CONSOLE_GPU_IDLE_THRESHOLD % for the
   whole CONSOLE_GPU_IDLE_WINDOW_MINUTES, having reported a window ago; `gpumetrics.idle_expr`) — and how
@@ -36,7 +36,8 @@ def hour_utilization(cluster, hour: datetime.datetime) -> tuple[dict[tuple[str, 
         return {}, gpumetrics.NOT_CONFIGURED.reason
     end = hour + datetime.timedelta(hours=1)
     sel = selector(cluster)
-    average = prom.query(cluster, f"avg by (namespace, pod) (avg_over_time({sel}[3600s]{prom.at(end)}))",
+    # 3599 s: a sample at the hour's very start is the previous hour's (Prometheus 2 closes ranges on the left).
+    average = prom.query(cluster, f"avg by (namespace, pod) (avg_over_time({sel}[3599s]{prom.at(end)}))",
                          timeout=_timeout())
     if average.reason:
         return {}, average.reason
