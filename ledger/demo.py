@@ -18,8 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger import compute
-from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerEntry, LedgerState, Rate
-from ledger.services import HOUR, _add_to_days, _deserved, _entry, hour_floor
+from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
+from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor
 from nodepools import kube
 from nodepools.demo_cluster import IDLE_PROJECT, KARPENTER_POOLS, demo_objects
 from nodepools.models import Cluster, NodePool
@@ -172,7 +172,7 @@ def demo_ledger_seed(*, cluster: Cluster, days: int = DAYS, now: datetime.dateti
         closed.append(ClosedHour(cluster_id=cluster.pk, hour=hour, closed_at=recorded,
                                  pods=sum(f.pods for f in rows.values())))
         hour += HOUR
-    LedgerEntry.objects.bulk_create(entries, batch_size=2000)
+    _insert_entries(entries)
     ClosedHour.objects.bulk_create(closed, batch_size=2000)
     _add_to_days(entries)
     LedgerState.objects.create(cluster_id=cluster.pk, started=start, closed_until=end, scanned_until=now)

@@ -126,6 +126,28 @@ def _entry(cluster_id: int, hour: datetime.datetime, kind: int, recorded: dateti
                        department_id=department, project_id=project, **figures.values())
 
 
+_ENTRY_COLUMNS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
+                  *LedgerEntry.AMOUNTS)
+
+
+def _insert_entries(entries: list[LedgerEntry]) -> None:
+    """INSERT the hourly rows in batches of plain parameters (bulk_create prepares every field of every
+    row in Python: an hour of a large cluster, or the demo's month, is thousands of rows)."""
+    from django.db import connection
+
+    if not entries:
+        return
+    q = connection.ops.quote_name
+    adapt = connection.ops.adapt_datetimefield_value if connection.vendor != "postgresql" else (lambda v: v)
+    sql = (f"INSERT INTO {q(LedgerEntry._meta.db_table)} ({', '.join(q(c) for c in _ENTRY_COLUMNS)}) "
+           f"VALUES ({', '.join(['%s'] * len(_ENTRY_COLUMNS))})")
+    rows = [(adapt(e.hour), e.kind, adapt(e.recorded), e.cluster_id, e.pool_id, e.gpu_model, e.department_id,
+             e.project_id, *(getattr(e, f) for f in LedgerEntry.AMOUNTS)) for e in entries]
+    with connection.cursor() as cursor:
+        for i in range(0, len(rows), 2000):
+            cursor.executemany(sql, rows[i:i + 2000])
+
+
 def _add_to_days(entries: list[LedgerEntry]) -> None:
     """Add hourly rows to their days' rows (same kind), creating the rows a day does not have yet."""
     by_day: dict[tuple, dict[tuple, LedgerEntry]] = {}
@@ -180,7 +202,7 @@ def ledger_hour_close(*, cluster: Cluster, hour: datetime.datetime, now: datetim
                if not figures.is_zero()]
     closed = ClosedHour.objects.create(cluster_id=cluster.pk, hour=hour, closed_at=now,
                                        pods=sum(f.pods for f in rows.values()))
-    LedgerEntry.objects.bulk_create(entries, batch_size=1000)
+    _insert_entries(entries)
     _add_to_days(entries)
     LedgerState.objects.filter(cluster_id=cluster.pk, closed_until__lt=hour + HOUR).update(closed_until=hour + HOUR)
     if reason and cluster.prometheus_url:
@@ -228,7 +250,7 @@ def ledger_hour_correct(*, cluster: Cluster, hour: datetime.datetime, groups: se
         if not delta.is_zero():
             corrections.append(_entry(cluster.pk, hour, Kind.CORRECTION, now, key, departments.get(key[2]), delta))
     if corrections:
-        LedgerEntry.objects.bulk_create(corrections)
+        _insert_entries(corrections)
         _add_to_days(corrections)
         ClosedHour.objects.filter(cluster_id=cluster.pk, hour=hour).update(corrected_at=now)
     return corrections
