@@ -10,14 +10,16 @@ statement adds up on paper; the exact integrals (seconds) are in the API beside 
 from __future__ import annotations
 
 import calendar
+from itertools import islice
 import dataclasses
 import datetime
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import Any, Iterable, Iterator
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from typing import Any, AsyncIterator, Iterator
 
 from django.db.models import Sum
 from django.utils import timezone
 
+from console.csv import escape_cell
 from ledger.models import Kind, LedgerDay, LedgerEntry, Rate
 from nodepools.models import Cluster, NodePool
 from projects.models import Department, Project
@@ -29,23 +31,23 @@ AMOUNTS = LedgerDay.AMOUNTS
 
 
 def hours(seconds: Decimal | int | None, step: Decimal = HUNDREDTH) -> Decimal:
-    """Seconds as hours, rounded (half to even) to `step`."""
+    """Seconds as hours, rounded half away from zero (as PostgreSQL's round(), which the CSV uses) to `step`."""
     if not seconds:
         return Decimal(0).quantize(step)
     # (28 significant digits hold any ledger amount's hours; the quotient of a sum that does not end is
     # never a tie, so rounding it twice is rounding it once.)
-    return (Decimal(seconds) / 3600).quantize(step, rounding=ROUND_HALF_EVEN)
+    return (Decimal(seconds) / 3600).quantize(step, rounding=ROUND_HALF_UP)
 
 
 def gib_hours(byte_seconds: Decimal | int | None, step: Decimal = HUNDREDTH) -> Decimal:
     if not byte_seconds:
         return Decimal(0).quantize(step)
     with localcontext(prec=60):
-        return (Decimal(byte_seconds) / GIB / 3600).quantize(step, rounding=ROUND_HALF_EVEN)
+        return (Decimal(byte_seconds) / GIB / 3600).quantize(step, rounding=ROUND_HALF_UP)
 
 
 def money(value: Decimal) -> Decimal:
-    return value.quantize(HUNDREDTH, rounding=ROUND_HALF_EVEN)
+    return value.quantize(HUNDREDTH, rounding=ROUND_HALF_UP)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -370,52 +372,141 @@ LEDGER_CSV = ("Hour (UTC)", "Kind", "Recorded (UTC)", "Cluster", "Node pool", "G
               "GPU utilization (%)", "CPU-core-hours", "Memory-GiB-hours", "GPU-seconds")
 
 
-def ledger_csv_lines(entries) -> Iterator[str]:
-    """The hourly rows as CSV text (header first), streamed from a server-side cursor in chunks: names
-    come from dicts read once, numbers are formatted here (a year of a large cluster is millions of rows).
-    Text cells are escaped against formula injection like every CSV of the console; a negative
-    number (a correction) starts with "-" and is escaped too."""
-    from console.csv import escape_cell
+async def ledger_csv_lines(entries) -> AsyncIterator[str]:
+    """The hourly rows as CSV text (header first), oldest first, read in chunks from a server-side cursor
+    and written a chunk at a time (an async generator: under ASGI the response streams it as it comes,
+    memory flat; a year of a large cluster is millions of rows). Names come from dicts read once. On
+    PostgreSQL the database writes the numbers and times as text (exact numeric arithmetic, rounded half
+    away from zero like `hours()`); elsewhere they are formatted here. Text cells are escaped against
+    formula injection like every CSV of the console; a negative number (a correction) starts with "-"
+    and is escaped too."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
 
-    clusters = dict(Cluster.objects.values_list("pk", "name"))
-    pools = dict(NodePool.objects.values_list("pk", "name"))
-    departments = dict(Department.objects.values_list("pk", "name"))
-    projects = dict(Project.objects.values_list("pk", "name"))
+    format_row = await sync_to_async(_ledger_csv_formatter)()
+    yield ",".join(_quoted(escape_cell(h)) for h in LEDGER_CSV) + "\r\n"
+    # (QuerySet.aiterator() runs a values_list() query in the event loop's thread: the iterator is made and
+    # read, a chunk at a time, in the thread the database connection lives in.)
+    ordered = entries.order_by("hour", "pk")
+    if connection.vendor == "postgresql":
+        rows = ordered.annotate(**_pg_text_columns()).values_list(*_PG_FIELDS).iterator(chunk_size=CSV_CHUNK)
+        format_row = _pg_formatter(format_row.names)
+    else:
+        rows = ordered.values_list(*_LEDGER_CSV_FIELDS).iterator(chunk_size=CSV_CHUNK)
+
+    def chunk() -> str:
+        return "".join(map(format_row, islice(rows, CSV_CHUNK)))
+
+    while True:
+        text = await sync_to_async(chunk)()
+        if not text:
+            return
+        yield text
+
+
+CSV_CHUNK = 5000
+_PG_FIELDS = ("t_hour", "kind", "t_recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
+              "t_gpu", "t_over", "t_nonpre", "t_idle", "t_util", "t_cpu", "t_memory", "t_seconds")
+
+
+def _pg_text_columns() -> dict:
+    """The CSV's figures as PostgreSQL writes them (numeric, exact; round() is half away from zero)."""
+    from django.db.models import TextField
+    from django.db.models.expressions import RawSQL
+
+    t = f'"{LedgerEntry._meta.db_table}"'
+
+    def text(sql: str) -> RawSQL:
+        return RawSQL(sql, [], output_field=TextField())
+
+    def hours_of(column: str, divisor: str = "3600") -> RawSQL:
+        return text(f"round({t}.{column} / {divisor}, 4)::text")
+
+    stamp = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+    return {
+        "t_hour": text(stamp.format(f"{t}.hour")), "t_recorded": text(stamp.format(f"{t}.recorded")),
+        "t_gpu": hours_of("gpu_seconds"), "t_over": hours_of("over_quota_gpu_seconds"),
+        "t_nonpre": hours_of("non_preemptible_gpu_seconds"), "t_idle": hours_of("idle_gpu_seconds"),
+        "t_util": text(f"CASE WHEN {t}.measured_gpu_seconds <> 0 THEN round({t}.busy_gpu_seconds * 100 / "
+                       f"{t}.measured_gpu_seconds, 1)::text ELSE '' END"),
+        "t_cpu": hours_of("cpu_core_seconds"), "t_memory": hours_of("memory_byte_seconds", "1073741824 / 3600"),
+        "t_seconds": text(f"{t}.gpu_seconds::text"),
+    }
+
+
+def _pg_formatter(name):
     kinds = {k.value: k.label for k in Kind}
 
-    def text(names: dict, pk) -> str:
-        if pk is None:
-            return ""
-        return escape_cell(names.get(pk) or f"#{pk} (deleted)")
+    def n(text: str) -> str:
+        return "'" + text if text[:1] == "-" else text
+
+    def line(row) -> str:
+        (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, util, cpu,
+         memory, seconds) = row
+        return ",".join((hour, kinds[kind], recorded, name("cluster", cluster), name("pool", pool),
+                         name("model", gpu_model), name("department", department), name("project", project),
+                         n(gpu), n(over), n(nonpre), n(idle), n(util), n(cpu), n(memory), n(seconds))) + "\r\n"
+
+    return line
+
+
+_LEDGER_CSV_FIELDS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
+                      "gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
+                      "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"' if any(c in value for c in ',"\r\n') else value
+
+
+def _ledger_csv_formatter():
+    """row (the values of _LEDGER_CSV_FIELDS) -> its CSV line; names and labels looked up once."""
+    names = {
+        "cluster": dict(Cluster.objects.values_list("pk", "name")),
+        "pool": dict(NodePool.objects.values_list("pk", "name")),
+        "department": dict(Department.objects.values_list("pk", "name")),
+        "project": dict(Project.objects.values_list("pk", "name")),
+    }
+    cells: dict[tuple, str] = {}  # (kind of name, id) -> its cell, escaped and quoted once
+    kinds = {k.value: k.label for k in Kind}
+    step = TEN_THOUSANDTH
+    utc = datetime.timezone.utc
+    times: dict[datetime.datetime, str] = {}
+    tenth = Decimal("0.1")
+
+    def name(kind: str, pk) -> str:
+        key = (kind, pk)
+        cell = cells.get(key)
+        if cell is None:
+            if kind == "model":
+                cell = _quoted(escape_cell(pk))
+            else:
+                cell = "" if pk is None else _quoted(escape_cell(names[kind].get(pk) or f"#{pk} (deleted)"))
+            cells[key] = cell
+        return cell
+
+    def moment(value: datetime.datetime) -> str:
+        text = times.get(value)
+        if text is None:
+            if len(times) > 100_000:
+                times.clear()
+            text = times[value] = value.astimezone(utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return text
 
     def number(value: Decimal) -> str:
         out = format(value, "f")
-        return "'" + out if out.startswith("-") else out
+        return "'" + out if out[0] == "-" else out
 
-    def quoted(value: str) -> str:
-        return '"' + value.replace('"', '""') + '"' if any(c in value for c in ',"\r\n') else value
-
-    yield ",".join(quoted(escape_cell(h)) for h in LEDGER_CSV) + "\r\n"
-    rows = entries.order_by("hour", "pk").values_list(
-        "hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
-        "gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-        "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
-    step = TEN_THOUSANDTH
-    buffer: list[str] = []
-    utc = datetime.timezone.utc
-    for (hour, kind, recorded, cluster, pool, model, department, project, gpu, over, nonpre, idle, measured, busy,
-         cpu, memory) in rows.iterator(chunk_size=5000):
-        util = "" if not measured else number((busy * 100 / measured).quantize(Decimal("0.1")))
-        buffer.append(",".join((
-            hour.astimezone(utc).strftime("%Y-%m-%dT%H:%M:%SZ"), kinds[kind],
-            recorded.astimezone(utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            quoted(text(clusters, cluster)), quoted(text(pools, pool)), quoted(escape_cell(model)),
-            quoted(text(departments, department)), quoted(text(projects, project)),
+    def line(row) -> str:
+        (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, measured, busy,
+         cpu, memory) = row
+        util = number((busy * 100 / measured).quantize(tenth)) if measured else ""
+        return ",".join((
+            moment(hour), kinds[kind], moment(recorded), name("cluster", cluster), name("pool", pool), name("model", gpu_model),
+            name("department", department), name("project", project),
             number(hours(gpu, step)), number(hours(over, step)), number(hours(nonpre, step)), number(hours(idle, step)),
             util, number(hours(cpu, step)), number(gib_hours(memory, step)), number(gpu),
-        )) + "\r\n")
-        if len(buffer) >= 2000:
-            yield "".join(buffer)
-            buffer = []
-    if buffer:
-        yield "".join(buffer)
+        )) + "\r\n"
+
+    line.names = name
+    return line

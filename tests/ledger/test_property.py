@@ -14,7 +14,7 @@ times) and the ledger's hour closing; then, whatever they were:
 from __future__ import annotations
 
 import datetime as dt
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from django.db import transaction
@@ -221,8 +221,8 @@ def _check(org, users, pods, quotas):
                     r = book.at(e.pool_id, e.gpu_model, e.hour.date())
                     cost += (e.gpu_seconds * r.gpu_hour + e.cpu_core_seconds * r.cpu_core_hour
                              + e.memory_byte_seconds / Decimal(1 << 30) * r.memory_gib_hour) / 3600
-                assert line.cost == cost.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
+                assert line.cost == cost.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
                 assert line.gpu_hours == (sum((e.gpu_seconds for e in hours), Decimal(0)) / 3600).quantize(
-                    Decimal("0.01"), rounding=ROUND_HALF_EVEN)
+                    Decimal("0.01"), rounding=ROUND_HALF_UP)
             for name in ("gpu_hours", "over_quota_hours", "idle_hours", "cost", "idle_cost"):
                 assert statement.totals[name] == sum((getattr(line, name) for line in statement.lines), Decimal(0))

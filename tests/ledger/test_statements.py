@@ -3,9 +3,7 @@ as a page, a CSV and the API with the same rows; priced at the rate of each day;
 its lines; restricted like the quota."""
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from decimal import Decimal
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from ledger import services
 from ledger.models import Kind, LedgerEntry
 from tests.ledger.test_closing import run
+from tests.pages import csv_of
 
 UTC = dt.timezone.utc
 MARCH = dt.datetime(2026, 3, 14, 0, tzinfo=UTC)
@@ -40,7 +39,7 @@ def month(org, users):
 
 
 def csv_rows(response) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    return csv_of(response)
 
 
 def test_a_department_manager_reads_the_statement_of_their_department(month, users, client):
