@@ -56,32 +56,11 @@ def load1() -> float:
 
 
 def prepare_database() -> str:
-    import psycopg
-    from urllib.parse import urlsplit
+    """A fresh BENCH_POSTGRES_URL database (bench/pages.py's way)."""
+    import bench.pages
 
-    parts = urlsplit(PG_URL)
-    name = parts.path.lstrip("/")
-    with psycopg.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username or "postgres",
-                         dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return PG_URL
-
-
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-    os.environ.setdefault("LOG_LEVEL", "ERROR")
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    settings.ALLOWED_HOSTS = ["*"]
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.DEBUG = False
-    call_command("migrate", verbosity=0)
+    bench.pages.PG_URL = PG_URL
+    return bench.pages.prepare_database("postgres")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -264,6 +243,8 @@ def main() -> int:
     args = parser.parse_args()
 
     load_before = os.getloadavg()
+    from bench.pages import setup_django
+
     setup_django(prepare_database())
     from django.conf import settings
     from django.contrib.auth import get_user_model

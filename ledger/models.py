@@ -83,18 +83,26 @@ def _link(model: str) -> models.ForeignKey:
                              related_name="+")
 
 
-class LedgerEntry(Amounts):
-    """One hour × cluster × pool × GPU model × project: a closing, or a correction (the difference a late
-    event made, recorded when it came)."""
+class Row(Amounts):
+    """Whose the amounts are: cluster × pool × GPU model × project (and the project's department)."""
 
-    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
     kind = models.PositiveSmallIntegerField(choices=Kind, default=Kind.CLOSING)
-    recorded = models.DateTimeField()
     cluster_id = models.BigIntegerField()
     pool = _link("nodepools.NodePool")
     gpu_model = models.CharField("GPU model", max_length=128, blank=True)
     department = _link("projects.Department")
     project = _link("projects.Project")
+
+    class Meta:
+        abstract = True
+
+
+class LedgerEntry(Row):
+    """One hour × cluster × pool × GPU model × project: a closing, or a correction (the difference a late
+    event made, recorded when it came)."""
+
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    recorded = models.DateTimeField()
 
     objects = LedgerQuerySet.as_manager()
 
@@ -112,17 +120,11 @@ class LedgerEntry(Amounts):
         return f"{self.hour:%Y-%m-%d %H:00} {self.get_kind_display()} pool={self.pool_id} project={self.project_id}"
 
 
-class LedgerDay(Amounts):
+class LedgerDay(Row):
     """A day's sum of the hourly rows of one cluster × pool × GPU model × project, closings and
     corrections apart; kept beyond the hourly rows' retention."""
 
     day = models.DateField()
-    kind = models.PositiveSmallIntegerField(choices=Kind, default=Kind.CLOSING)
-    cluster_id = models.BigIntegerField()
-    pool = _link("nodepools.NodePool")
-    gpu_model = models.CharField("GPU model", max_length=128, blank=True)
-    department = _link("projects.Department")
-    project = _link("projects.Project")
 
     objects = LedgerQuerySet.as_manager()
 

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import bisect
 import datetime
 import logging
 import time
@@ -267,14 +268,13 @@ def _affected(cluster_id: int, since: datetime.datetime, horizon: datetime.datet
     latest = None
     if not hours:
         return affected, latest
-    first = hours[0][0]
+    starts = [hour for hour, _ in hours]
     for namespace, pool, started, ended, recorded, changed in PodLifetime.objects.filter(
             cluster_id=cluster_id, changed__gt=since).values_list("namespace", "pool_id", "started", "ended",
                                                                   "recorded", "changed").iterator(chunk_size=5000):
         latest = changed if latest is None or changed > latest else latest
         group = (pool, owners.get(namespace, (None, None))[0])
-        index = max(0, int((hour_floor(started) - first) / HOUR))
-        for hour, closed_at in hours[index:]:
+        for hour, closed_at in hours[bisect.bisect_left(starts, hour_floor(started)):]:
             if closed_at >= changed or started >= hour + HOUR:
                 continue
             if recorded > closed_at:  # unknown when the hour closed

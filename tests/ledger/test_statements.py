@@ -162,3 +162,32 @@ def test_the_statements_page_lists_the_departments_one_may_read(month, users, cl
     assert page.context["departments"][0].gpu_hours == Decimal(120)
     client.force_login(users["sysadmin"])
     assert [c.name for c in client.get("/statements/").context["clusters"]] == ["lab"]
+
+
+@pytest.mark.django_db
+def test_the_ledger_csv_writes_each_figure_as_the_page_rounds_it(org, users, client):
+    """Half a ten-thousandth of an hour is 0.18 s: ties round away from zero, on SQLite (Python) as on
+    PostgreSQL (the database writes the numbers)."""
+    from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
+
+    hour = MARCH
+    figures = [Decimal("0.180"), Decimal("-0.180"), Decimal("1.620"), Decimal("12345.678"), Decimal(0)]
+    for i, seconds in enumerate(figures):
+        LedgerEntry.objects.create(hour=hour + dt.timedelta(hours=i), recorded=hour, cluster_id=org.cluster.pk,
+                                   pool=org.a100, gpu_model=A100, department_id=org.rnd.pk, project=org.rnd_a,
+                                   gpu_seconds=seconds, idle_gpu_seconds=seconds, cpu_core_seconds=seconds * 3,
+                                   memory_byte_seconds=Decimal(1 << 30) * 1801, measured_gpu_seconds=Decimal(3),
+                                   busy_gpu_seconds=Decimal(1))
+    client.force_login(users["sysadmin"])
+    rows = csv_rows(client.get("/ledger/export.csv"))
+    header = rows[0]
+    assert [r[header.index("GPU-hours")] for r in rows[1:]] == ["0.0001", "'-0.0001", "0.0005", "3.4294", "0.0000"]
+    for row, seconds in zip(rows[1:], figures):
+        assert row[header.index("Idle GPU-hours")].lstrip("'") == str(hours(seconds, TEN_THOUSANDTH))
+        assert row[header.index("CPU-core-hours")].lstrip("'") == str(hours(seconds * 3, TEN_THOUSANDTH))
+        assert row[header.index("Memory-GiB-hours")] == str(gib_hours(Decimal(1 << 30) * 1801, TEN_THOUSANDTH)) == "0.5003"
+        assert row[header.index("GPU utilization (%)")] == "33.3"
+        assert row[header.index("GPU-seconds")].lstrip("'") == format(seconds.quantize(Decimal("0.001")), "f")
+        assert (row[0], row[1], row[3], row[4], row[6], row[7]) == (
+            row[0], "Hour closed", "lab", "a100", "rnd", "rnd-a")
+    assert rows[1][0] == "2026-03-14T00:00:00Z"
