@@ -191,21 +191,23 @@ def ledger_state(*, cluster: Cluster, now: datetime.datetime | None = None) -> L
     return state
 
 
-@transaction.atomic
 def ledger_hour_close(*, cluster: Cluster, hour: datetime.datetime, now: datetime.datetime | None = None,
                       utilization=None) -> ClosedHour:
-    """Close one hour of a cluster: its rows (closings) and its days'. Raises if it is closed already."""
+    """Close one hour of a cluster: its rows (closings) and its days'. Raises if it is closed already.
+    The hour is computed (Prometheus read) first, outside the short transaction that writes it."""
     hour = hour_floor(hour)
     now = now or timezone.now()
     rows, departments, reason = _compute(cluster, hour, utilization=utilization)
     entries = [_entry(cluster.pk, hour, Kind.CLOSING, now, key, departments.get(key[2]), figures)
                for key, figures in sorted(rows.items(), key=lambda kv: tuple(str(k) for k in kv[0]))
                if not figures.is_zero()]
-    closed = ClosedHour.objects.create(cluster_id=cluster.pk, hour=hour, closed_at=now,
-                                       pods=sum(f.pods for f in rows.values()))
-    _insert_entries(entries)
-    _add_to_days(entries)
-    LedgerState.objects.filter(cluster_id=cluster.pk, closed_until__lt=hour + HOUR).update(closed_until=hour + HOUR)
+    with transaction.atomic():
+        closed = ClosedHour.objects.create(cluster_id=cluster.pk, hour=hour, closed_at=now,
+                                           pods=sum(f.pods for f in rows.values()))
+        _insert_entries(entries)
+        _add_to_days(entries)
+        LedgerState.objects.filter(cluster_id=cluster.pk, closed_until__lt=hour + HOUR).update(
+            closed_until=hour + HOUR)
     if reason and cluster.prometheus_url:
         logger.warning("cluster %s: hour %s closed without GPU utilization: %s", cluster.name, hour, reason)
     return closed
@@ -233,13 +235,17 @@ def _keep_measurements(new: compute.Figures, old: compute.Figures) -> None:
         setattr(new, f, min(new.gpu_seconds, (getattr(old, f) * ratio).quantize(compute.MILLI)))
 
 
-@transaction.atomic
 def ledger_hour_correct(*, cluster: Cluster, hour: datetime.datetime, groups: set[tuple],
                         now: datetime.datetime | None = None, utilization=None) -> list[LedgerEntry]:
     """Compute a closed hour again and write, for the (pool, project) groups named, what changed as
     correction rows (the difference to all rows stored for it). Returns the rows written."""
     now = now or timezone.now()
     rows, departments, reason = _compute(cluster, hour, utilization=utilization)
+    with transaction.atomic():
+        return _correct(cluster, hour, groups, now, rows, departments, reason)
+
+
+def _correct(cluster, hour, groups, now, rows, departments, reason) -> list[LedgerEntry]:
     stored = _stored(cluster.pk, hour, groups)
     corrections = []
     for key in sorted(set(stored) | {k for k in rows if (k[0], k[2]) in groups}, key=lambda k: tuple(map(str, k))):
