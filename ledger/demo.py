@@ -21,7 +21,7 @@ from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
 from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor
 from nodepools import kube
-from nodepools.demo_cluster import IDLE_PROJECT, KARPENTER_POOLS, demo_objects
+from nodepools.demo_cluster import IDLE_PROJECT, demo_objects
 from nodepools.models import Cluster, NodePool
 from projects.models import Project
 
@@ -178,5 +178,3 @@ def demo_ledger_seed(*, cluster: Cluster, days: int = DAYS, now: datetime.dateti
     LedgerState.objects.create(cluster_id=cluster.pk, started=start, closed_until=end, scanned_until=now)
     return len(entries)
 
-
-__all__ = ["demo_ledger_seed", "demo_rates", "KARPENTER_POOLS"]

@@ -10,10 +10,10 @@ statement adds up on paper; the exact integrals (seconds) are in the API beside 
 from __future__ import annotations
 
 import calendar
-from itertools import islice
 import dataclasses
 import datetime
 from decimal import ROUND_HALF_UP, Decimal, localcontext
+from itertools import islice
 from typing import Any, AsyncIterator, Iterator
 
 from django.db.models import Sum

@@ -33,6 +33,7 @@ from audit.services import audit_record, snapshot
 from console.exceptions import ConcurrentUpdate
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerDay, LedgerEntry, LedgerState, Rate
+from ledger.utilization import hour_utilization
 from nodepools.kube import is_preemptible
 from nodepools.models import Cluster, PodLifetime
 from projects.models import ProjectNamespace, Quota
@@ -99,19 +100,13 @@ def _deserved(cluster_id: int) -> compute.Deserved:
     return compute.Deserved(steps, default=lambda pool, project: current.get((pool, project), Decimal(0)))
 
 
-def _utilization(cluster: Cluster, hour: datetime.datetime):
-    from ledger.utilization import hour_utilization
-
-    return hour_utilization(cluster, hour)
-
-
 def _compute(cluster: Cluster, hour: datetime.datetime, *, utilization=None):
     """(rows {(pool, model, project): Figures}, departments {project: department}, utilization reason)."""
     owners = _owners(cluster.pk)
     intervals = _intervals(cluster.pk, hour, hour + HOUR, owners)
     reason = ""
     if utilization is None:
-        utilization, reason = _utilization(cluster, hour)
+        utilization, reason = hour_utilization(cluster, hour)
     rows = compute.hour_rows(_epoch(hour), intervals, _deserved(cluster.pk), utilization)
     departments = {project: department for project, department in owners.values()}
     return rows, departments, reason

@@ -5,7 +5,7 @@ import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ledger.models import Kind, LedgerEntry, Rate
+from ledger.models import Kind
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from ui.tables import ConsoleTable
 from ui.views import register

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Sum
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
@@ -112,8 +112,6 @@ def export(request):
     filterset = _entries(request)
     if filterset.is_bound and not filterset.is_valid():
         return HttpResponse(range_errors(filterset.form), status=400, content_type="text/plain; charset=utf-8")
-    from django.http import StreamingHttpResponse
-
     response = StreamingHttpResponse(selectors.ledger_csv_lines(filterset.qs), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{csv_filename("gpu-hours-ledger")}"'
     response["Cache-Control"] = "no-store"

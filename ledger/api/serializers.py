@@ -7,8 +7,6 @@ from ledger.models import LedgerEntry, Rate
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from nodepools.models import NodePool
 
-_HOURS = dict(max_digits=24, decimal_places=4, read_only=True)
-_EXACT = dict(max_digits=24, decimal_places=3, read_only=True)
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):

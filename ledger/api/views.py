@@ -2,7 +2,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, status, viewsets
+from rest_framework import generics, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
@@ -111,5 +111,3 @@ class RateViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance):
         services.rate_delete(actor=self.request.user, rate=instance)
 
-
-__all__ = ["ClusterStatement", "DepartmentStatement", "LedgerEntryViewSet", "RateViewSet", "status"]

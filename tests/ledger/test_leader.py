@@ -14,7 +14,8 @@ UTC = dt.timezone.utc
 
 
 @pytest.fixture
-def lab(db, emulator, tmp_path):
+def lab(transactional_db, emulator, tmp_path):
+    # (Committed: on PostgreSQL the leader's tasks run in a thread of their own, on their own connection.)
     lab = Lab(emulator, tmp_path, pods_current_every=0.2)
     yield lab
     lab.stop()
