@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "audit",
     "accounts",
     "usage",
+    "ledger",
     "workloads",
     "ui",
 ]
@@ -257,6 +258,19 @@ AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are not recorded (as before
 AXES_VERBOSE = False
 # Usage history (usage/): seconds between snapshots taken by `manage.py snapshot_usage`.
 USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
+# Retention, applied by the snapshot job a batch (RETENTION_BATCH rows) per transaction: usage snapshots
+# for this many days; the GPU-hours ledger's hourly rows for this many days (its daily rows stay).
+USAGE_RETENTION_DAYS = float(os.environ.get("CONSOLE_USAGE_RETENTION_DAYS", "14"))
+LEDGER_HOURLY_RETENTION_DAYS = float(os.environ.get("CONSOLE_LEDGER_HOURLY_RETENTION_DAYS", "730"))
+RETENTION_BATCH = int(os.environ.get("CONSOLE_RETENTION_BATCH", "5000"))
+# The GPU-hours ledger (ledger/): each cluster's sync leader looks every LEDGER_EVERY seconds for hours
+# ended LEDGER_CLOSE_DELAY seconds ago to close, spending at most LEDGER_ROUND_BUDGET seconds a round; a
+# late event corrects closed hours up to LEDGER_CORRECTION_DAYS back (pods' lifetimes are kept that long
+# after they end).
+LEDGER_EVERY = float(os.environ.get("CONSOLE_LEDGER_EVERY", "60"))
+LEDGER_CLOSE_DELAY = float(os.environ.get("CONSOLE_LEDGER_CLOSE_DELAY", "120"))
+LEDGER_ROUND_BUDGET = float(os.environ.get("CONSOLE_LEDGER_ROUND_BUDGET", "20"))
+LEDGER_CORRECTION_DAYS = float(os.environ.get("CONSOLE_LEDGER_CORRECTION_DAYS", "14"))
 # Idle allocated GPUs (gpumetrics, projects/utilization.py, the usage app's Idle GPUs page): a GPU held by a
 # pod whose utilization stayed under the threshold (%) for the whole window (minutes); since-when is
 # looked for over the lookback (hours).

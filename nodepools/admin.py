@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db import models
 
 from console.parsing import JSON_ADMIN_FIELDS
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
 
 
 @admin.register(Cluster)
@@ -60,3 +60,20 @@ class PodAdmin(admin.ModelAdmin):
     search_fields = ["name", "namespace"]
     list_select_related = ["cluster", "node", "project"]
     raw_id_fields = ["node", "project"]
+
+
+@admin.register(PodLifetime)
+class PodLifetimeAdmin(admin.ModelAdmin):
+    """How long each pod held its requests, as the sync recorded it (the GPU-hours ledger's input): looked
+    at, never edited."""
+
+    list_display = ["name", "namespace", "cluster", "gpus", "gpu_model", "started", "ended", "end_reason"]
+    list_filter = ["cluster", "end_reason"]
+    search_fields = ["name", "namespace", "uid"]
+    list_select_related = ["cluster"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
