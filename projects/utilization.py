@@ -22,6 +22,7 @@ from django.utils import timezone
 
 import gpumetrics
 from projects import prometheus as prom
+from ui.charts import figure_table, time_figure
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 # Labels naming one GPU held by one pod (the exporter's own; `Hostname` is the node).
@@ -139,26 +140,27 @@ def utilization_figure(*, cluster, namespaces: list[str], subject: str, period: 
     end = now or timezone.now()
     start = end - span
     step = max(60, math.ceil(span.total_seconds() / MAX_CHART_POINTS))
-    figure = {"type": "time", "unit": "%", "x_label": "Time (UTC)", "x": [], "x_labels": [],
-              "title": f"GPU utilization of {subject}, last {'24 hours' if period == '24h' else '7 days'}",
-              "series": []}
+    title = f"GPU utilization of {subject}, last {'24 hours' if period == '24h' else '7 days'}"
+
+    def figure(points: list[tuple[int, float]], empty: str = "No utilization reported in this period.") -> dict:
+        # The axis spans the whole period asked for, whatever the number of points (one included).
+        return time_figure(title=title, unit="%", start=start, end=end,
+                           times=[datetime.datetime.fromtimestamp(t, datetime.timezone.utc) for t, _ in points],
+                           series=[("utilization", "Average GPU utilization", [round(v, 1) for _, v in points])]
+                           if points else [], empty=empty)
+
     if not namespaces:
-        return figure, "No namespaces: nothing to chart."
+        return figure([], "No namespaces: nothing to chart."), "No namespaces: nothing to chart."
     sel = selector(cluster, namespace_matcher(namespaces))
     answer = prom.query_range(cluster, f"avg(avg_over_time({sel}[{step}s]))", start=start, end=end, step=step,
                               budget=budget)
     if answer.reason:
-        return figure, answer.reason
+        return figure([], answer.reason), answer.reason
     values = answer.result[0]["values"] if answer.result else []
-    if not values:
-        return figure, "No utilization reported in this period."
     points = [(int(float(t)), float(v)) for t, v in values if not math.isnan(float(v))]
-    figure["x"] = [t for t, _ in points]
-    figure["x_labels"] = [datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-                          for t, _ in points]
-    figure["series"] = [{"key": "utilization", "label": "Average GPU utilization",
-                         "values": [round(v, 1) for _, v in points]}]
-    return figure, ""
+    if not points:
+        return figure([]), "No utilization reported in this period."
+    return figure(points), ""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -333,8 +335,6 @@ def owner_panel(*, cluster, project=None, department=None) -> dict[str, Any]:
 
 def owner_chart(*, cluster, project=None, department=None, period: str = "24h") -> dict[str, Any]:
     """The chart of the last 24 h or 7 d of a project's or department's GPU utilization (one range query)."""
-    from ui.charts import figure_table
-
     period = period if period in PERIODS else "24h"
     namespaces = owner_namespaces(project=project, department=department)
     subject = f"project {project.name}" if project is not None else f"department {department.name}"

@@ -37,6 +37,7 @@ from kube.requests import CPU, GPU as GPU_RESOURCE, MEMORY, pod_requests
 from kube.taints import first_untolerated_taint, taint_text
 from provisioning import karpenter
 from provisioning.karpenter import NODEPOOL_LABEL
+from ui.formats import quantity_text
 
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
@@ -222,10 +223,8 @@ def untolerated_taint(nodepool: Mapping[str, Any], pod: Mapping[str, Any]) -> Ma
 # Limits
 
 def _fmt(value: Decimal, resource: str) -> str:
-    if resource == "memory":
-        gib = value / Decimal(2**30)
-        return f"{_n(gib.quantize(Decimal('0.1')))}Gi"
-    return _n(value)
+    """In human units: memory as GiB / TiB, cpu as cores, GPUs and nodes as numbers."""
+    return quantity_text(resource, value)
 
 
 def _n(value: Decimal) -> str:

@@ -9,6 +9,7 @@ from kube.taints import taint_text
 from nodepools.models import NodePool
 from provisioning import karpenter
 from provisioning.models import KarpenterNodePool, NodeClaim, backing_name
+from ui.formats import quantity_text
 
 LIMIT_ORDER = ("cpu", "memory", karpenter.GPU, "nodes")
 PHASE_ORDER = {p: i for i, p in enumerate(
@@ -21,6 +22,8 @@ class LimitRow:
     limit: str  # '' = no limit
     provisioned: str
     full: bool  # provisioned reached the limit: Karpenter launches no more for this pool
+    limit_text: str = ""  # in human units ("8 TiB", "960 cores"); '' = no limit
+    provisioned_text: str = ""
 
 
 @dataclass
@@ -92,9 +95,12 @@ def pool_blueprint(*, user: Any, pool: NodePool) -> Blueprint | None:
         if resource == "nodes" and have is None:
             have = row.node_count
         lim, now = _as_number(limit), _as_number(have if have is not None else 0)
-        blueprint.limits.append(LimitRow(resource, "" if limit is None else str(limit),
-                                         "0" if have is None else str(have),
-                                         lim is not None and now is not None and now >= lim))
+        blueprint.limits.append(LimitRow(
+            resource, "" if limit is None else str(limit), "0" if have is None else str(have),
+            lim is not None and now is not None and now >= lim,
+            # Human units; an unparsable value is shown as the cluster wrote it.
+            limit_text="" if limit is None else quantity_text(resource, lim) if lim is not None else str(limit),
+            provisioned_text=quantity_text(resource, now) if now is not None else str(have)))
     disruption = spec.get("disruption") or {}
     blueprint.disruption = {"policy": disruption.get("consolidationPolicy", "WhenEmptyOrUnderutilized"),
                             "after": disruption.get("consolidateAfter", "0s")}

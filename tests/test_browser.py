@@ -171,6 +171,12 @@ def shoot(page, name):
     page.set_viewport_size({"width": 1280, "height": 900})
 
 
+def menu_link(page, menu, link):
+    """A top bar entry inside one of its menus, as a person reaches it: open the menu, then the link."""
+    page.locator("header.topbar details.menu > summary", has_text=menu).click()
+    return page.locator("header.topbar").get_by_role("link", name=link, exact=True)
+
+
 # --- The scenarios ------------------------------------------------------------------------------------
 
 def test_log_in_and_create_a_pool(page, org, users):
@@ -178,7 +184,7 @@ def test_log_in_and_create_a_pool(page, org, users):
 
     log_in(page, "sysadmin", "pw-sysadmin")
     expect(page.locator("h1")).to_have_text("Cluster lab")
-    page.click("text=Node pools")
+    menu_link(page, "Capacity", "Node pools").click()
     page.click("text=Add node pool")
     page.select_option("#id_cluster", str(org.cluster.pk))
     page.fill("#id_name", "h100")

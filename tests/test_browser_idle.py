@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 
 from tests import test_browser
-from tests.test_browser import chromium, live_asgi, log_in, page, shoot  # noqa: F401
+from tests.test_browser import chromium, live_asgi, log_in, menu_link, page, shoot  # noqa: F401
 from tests.test_browser_charts import console_errors  # noqa: F401
 from tests.usage.test_idle_gpus import fleet, history_prometheus  # noqa: F401
 
@@ -19,7 +19,7 @@ def test_a_department_admin_finds_the_idle_gpus_of_their_department(page, consol
     from playwright.sync_api import expect
 
     log_in(page, "rnd-admin", "pw-rnd-admin")
-    page.get_by_role("link", name="Idle GPUs").click()
+    menu_link(page, "Usage", "Idle GPUs").click()
     expect(page.locator("h1")).to_have_text("Idle GPUs")
     table = page.locator("#idle-gpus-table")
     expect(table.locator("tbody tr")).to_have_count(2)

@@ -1,6 +1,7 @@
 """Charts: drawn in the browser by the vendored uPlot from JSON the server puts in the page
 (`json_script`), with the same figures as a table for screen readers, and no SVG renderer of our own."""
 import datetime
+from decimal import Decimal
 import json
 import re
 from pathlib import Path
@@ -118,8 +119,8 @@ def test_usage_chart_title_says_the_real_range_when_history_is_short(client, org
     html = client.get(f"/departments/{org.rnd.pk}/").content.decode()
     data = figure(html, "usage-chart")
     start, end = history[0], history[-1]
-    assert "last 7 days" not in data["title"]
-    assert data["title"].startswith("GPUs of department rnd, ")
+    # The axis spans the 7 days asked for; the title says how little of them the history covers.
+    assert data["title"].startswith("GPUs of department rnd, last 7 days, history from ")
     assert f"{start:%Y-%m-%d %H:%M} to " in data["title"] and "(only 2 hours of history)" in data["title"]
     assert data["title"] in html  # the visible caption
     # A department has no capacity of its own: no empty series.
@@ -131,6 +132,7 @@ def test_usage_chart_title_says_last_7_days_when_the_history_covers_them():
     points = [{"taken": now - datetime.timedelta(days=7) + datetime.timedelta(minutes=10)}, {"taken": now}]
     assert period_title(points, days=7, now=now) == "last 7 days"
     points[0]["taken"] = now - datetime.timedelta(days=3)
+    assert period_title(points, days=7, now=now).startswith("last 7 days, history from ")
     assert period_title(points, days=7, now=now).endswith("(only 3 days of history)")
 
 
@@ -139,3 +141,83 @@ def test_usage_page_chart_covers_the_pools_the_user_may_see(client, org, users, 
     page = client.get("/usage/").content.decode()
     data = figure(page, "usage-chart")
     assert data["title"].startswith("GPUs of all node pools you may see")
+
+
+# --- The time axis spans the period asked for, whatever the number of points ---------------------------
+
+def test_a_time_figure_spans_its_period_and_names_the_latest_values():
+    from ui.charts import time_figure
+
+    end = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.timezone.utc)
+    start = end - datetime.timedelta(hours=24)
+    one = end - datetime.timedelta(hours=1)
+    fig = time_figure(title="t", unit="%", start=start, end=end, times=[one],
+                      series=[("utilization", "Average GPU utilization", [80]), ("idle", "Idle", [None])])
+    # One point: the axis still spans the 24 hours (uPlot alone would span 1,000 days after it).
+    assert fig["x_range"] == [int(start.timestamp()), int(end.timestamp())]
+    assert fig["x"] == [int(one.timestamp())] and fig["x_labels"] == ["2026-11-26 11:00"]
+    assert [(s["latest"], s["latest_text"]) for s in fig["series"]] == [(80, "80"), (None, "no data in this period")]
+    assert fig["legend_rest"] == "latest, 2026-11-26 11:00"
+    empty = time_figure(title="t", unit="%", start=start, end=end, times=[], series=[], empty="Nothing.")
+    assert empty["x_range"] == fig["x_range"] and empty["x"] == [] and empty["empty"] == "Nothing."
+    assert empty["legend_rest"] == "no data in this period"
+    # The latest value of a series is its last one that is known.
+    fig = time_figure(title="t", unit="GPUs", start=start, end=end, times=[one, end],
+                      series=[("allocated", "Allocated", [Decimal("2.5"), None])])
+    assert fig["series"][0]["latest_text"] == "2.5" and fig["legend_rest"] == "latest, 2026-11-26 11:00"
+
+
+def test_the_pool_usage_chart_spans_the_last_7_days(client, org, users, history):
+    client.force_login(users["rnd_viewer"])
+    before = int(timezone.now().timestamp())
+    data = figure(client.get(f"/pools/{org.a100.pk}/").content.decode(), "usage-chart")
+    start, end = data["x_range"]
+    assert before - 5 <= end <= int(timezone.now().timestamp()) + 5
+    assert end - start == 7 * 86400
+    assert data["series"][-1]["latest_text"] == "3"  # allocated, newest snapshot
+
+
+def test_the_usage_page_chart_spans_the_dates_chosen(client, org, users, history):
+    client.force_login(users["sysadmin"])
+    today = timezone.now().date()
+    first = today - datetime.timedelta(days=1)
+    data = figure(client.get("/usage/", {"date_from": first.isoformat(), "date_to": today.isoformat()}).content.decode(),
+                  "usage-chart")
+    midnight = datetime.datetime.combine(first, datetime.time.min, tzinfo=datetime.timezone.utc)
+    assert data["x_range"] == [int(midnight.timestamp()), int(midnight.timestamp()) + 2 * 86400]
+    assert data["title"] == f"GPUs of all node pools you may see, {first:%Y-%m-%d} to {today:%Y-%m-%d} (UTC)"
+    # Only the days chosen: ten days ago holds none of the history (all taken in the last 2 hours)...
+    old = today - datetime.timedelta(days=10)
+    page = client.get("/usage/", {"date_from": old.isoformat(), "date_to": old.isoformat()}).content.decode()
+    assert 'id="usage-chart-data"' not in page
+    assert f"No usage history in {old:%Y-%m-%d} (UTC): snapshots are taken every 15 minutes" in page
+    # ...and a start alone runs to now.
+    data = figure(client.get("/usage/", {"date_from": first.isoformat()}).content.decode(), "usage-chart")
+    assert data["title"].endswith(f"{first:%Y-%m-%d} to now (UTC)") and len(data["x"]) == 3
+
+
+def test_the_utilization_chart_spans_24_hours_or_7_days_with_a_single_point(org, http_server):
+    import json as json_
+
+    import gpumetrics
+    from projects.utilization import utilization_figure
+
+    now = timezone.now().replace(microsecond=0)
+
+    def answer(request):
+        t = now.timestamp() - 3600
+        body = {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[t, "80"]]}]}}
+        return 200, "application/json", json_.dumps(body).encode()
+
+    gpumetrics.cache_clear()
+    org.cluster.prometheus_url = http_server(answer)
+    org.cluster.save()
+    for period, span in (("24h", 86400), ("7d", 7 * 86400)):
+        fig, empty = utilization_figure(cluster=org.cluster, namespaces=["runai-rnd-a"], subject="project rnd-a",
+                                        period=period, now=now)
+        assert empty == "" and len(fig["x"]) == 1
+        assert fig["x_range"] == [int(now.timestamp()) - span, int(now.timestamp())], period
+        assert fig["series"][0]["latest_text"] == "80"
+    fig, empty = utilization_figure(cluster=org.cluster, namespaces=[], subject="project rnd-a", now=now)
+    assert empty == "No namespaces: nothing to chart." and fig["x_range"][1] - fig["x_range"][0] == 86400
+    gpumetrics.cache_clear()

@@ -46,14 +46,18 @@ def csv_rows(snapshots) -> Iterator[list]:
         ]
 
 
-def gpu_series(*, user: Any, pool: Any = None, department: Any = None, days: int = 7) -> list[dict]:
-    """Points (taken, capacity, deserved, allocated, over_quota) of GPUs over the last `days`, oldest first.
+def gpu_series(*, user: Any, pool: Any = None, department: Any = None, days: int = 7,
+               start: datetime.datetime | None = None, end: datetime.datetime | None = None) -> list[dict]:
+    """Points (taken, capacity, deserved, allocated, over_quota) of GPUs over the last `days` (or from
+    `start` to before `end`), oldest first.
 
     A pool: its own rows. A department: its rows summed over pools. Neither: every pool the user may
     see, summed.
     """
-    since = timezone.now() - datetime.timedelta(days=days)
+    since = start if start is not None else (end or timezone.now()) - datetime.timedelta(days=days)
     rows = UsageSnapshot.objects.restrict(user, "view").filter(taken__gte=since)
+    if end is not None:
+        rows = rows.filter(taken__lt=end)
     if pool is not None:
         rows = rows.filter(kind=UsageSnapshot.Kind.POOL, pool=pool)
     elif department is not None:

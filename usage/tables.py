@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_tables2 as tables
 
+from ui.formats import number
 from ui.tables import ConsoleTable
 from ui.views import register
 from usage.models import UsageSnapshot
@@ -56,6 +57,34 @@ def unlimited(value, record):
     return "unlimited" if value is None and record.kind != UsageSnapshot.Kind.POOL else value
 
 
+def gib(mib):
+    """Snapshots keep memory in MiB (the compliance CSV carries those); the table shows GiB."""
+    return None if mib is None else round(mib / 1024, 1)
+
+
+class GibColumn(tables.Column):
+    """Memory stored in MiB, shown and exported in GiB (one decimal); `unlimited_when_empty` for deserved
+    values, where empty means unlimited on department and project rows."""
+
+    def __init__(self, *args, unlimited_when_empty: bool = False, **kwargs):
+        self.unlimited_when_empty = unlimited_when_empty
+        kwargs.setdefault("attrs", NUM)
+        if unlimited_when_empty:
+            kwargs.setdefault("empty_values", ())
+        else:
+            kwargs.setdefault("default", "—")
+        super().__init__(*args, **kwargs)
+
+    def value_of(self, value, record):
+        if self.unlimited_when_empty and value is None:
+            return unlimited(None, record)
+        return gib(value)
+
+    def render(self, value, record):
+        shown = self.value_of(value, record)
+        return "—" if shown is None else number(shown) if not isinstance(shown, str) else shown
+
+
 @register
 class UsageSnapshotTable(ConsoleTable):
     key = "usage"
@@ -77,10 +106,10 @@ class UsageSnapshotTable(ConsoleTable):
     cpu_deserved = UnlimitedColumn("CPU deserved (cores)")
     cpu_allocated = tables.Column("CPU allocated (cores)", attrs=NUM)
     cpu_over_quota = tables.Column("CPU over-quota (cores)", attrs=NUM)
-    memory_capacity_mib = tables.Column("Memory capacity (MiB)", default="—", attrs=NUM)
-    memory_deserved_mib = UnlimitedColumn("Memory deserved (MiB)")
-    memory_allocated_mib = tables.Column("Memory allocated (MiB)", attrs=NUM)
-    memory_over_quota_mib = tables.Column("Memory over-quota (MiB)", attrs=NUM)
+    memory_capacity_mib = GibColumn("Memory capacity (GiB)")
+    memory_deserved_mib = GibColumn("Memory deserved (GiB)", unlimited_when_empty=True)
+    memory_allocated_mib = GibColumn("Memory allocated (GiB)")
+    memory_over_quota_mib = GibColumn("Memory over-quota (GiB)")
     gpu_utilization = tables.Column("GPU utilization (%)", default="—", attrs=NUM)
     gpu_idle = tables.Column("Idle GPUs", default="—", attrs=NUM)
 
@@ -99,8 +128,18 @@ class UsageSnapshotTable(ConsoleTable):
     def export_cpu_deserved(self, record):
         return unlimited(record.cpu_deserved, record)
 
+    def export_memory_capacity_mib(self, record):
+        return gib(record.memory_capacity_mib)
+
     def export_memory_deserved_mib(self, record):
-        return unlimited(record.memory_deserved_mib, record)
+        value = record.memory_deserved_mib
+        return unlimited(None, record) if value is None else gib(value)
+
+    def export_memory_allocated_mib(self, record):
+        return gib(record.memory_allocated_mib)
+
+    def export_memory_over_quota_mib(self, record):
+        return gib(record.memory_over_quota_mib)
 
 
 class SinceColumn(tables.Column):

@@ -8,6 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, SearchMixin, visible_clusters, visible_pools
+from ui.filters import YesNoFilter
 from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet
 from workloads.models import Workload
 
@@ -65,7 +66,7 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
     pool = ModelMultipleChoiceFilter(queryset=visible_pools, method="filter_pool", label="Node pool")
     phase = django_filters.MultipleChoiceFilter(choices=PHASES, method="filter_phase")
     priority_class = django_filters.MultipleChoiceFilter(choices=PRIORITY_CLASSES)
-    preemptible = django_filters.BooleanFilter(method="filter_preemptible", label="Preemptible")
+    preemptible = YesNoFilter(method="filter_preemptible", label="Preemptible")
 
     class Meta:
         model = Workload

@@ -19,11 +19,24 @@ from django.db.models import Exists, OuterRef
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
 from kube.labels import label_key_errors, label_value_errors
 from nodepools.models import validate_dns1123_label
-from workloads import engine
+from workloads import engine, podsecurity
+
+
+class PodSecurityLevel(models.TextChoices):
+    """The Kubernetes Pod Security Standards' levels (workloads/podsecurity.py): the most a pod may do."""
+
+    PRIVILEGED = podsecurity.PRIVILEGED, "privileged (no restriction)"
+    BASELINE = podsecurity.BASELINE, "baseline (no known privilege escalation)"
+    RESTRICTED = podsecurity.RESTRICTED, "restricted (hardened: non-root, no capabilities, seccomp)"
+
+
+POD_SECURITY_HELP = ("The Pod Security Standards level the pods of its workloads may reach: privileged, baseline or "
+                     "restricted (Kubernetes' definitions). Every submission's pod is checked against each control of "
+                     "the level.")
 
 # Template and rule-set names follow OSMO's (`default_user`, `l40s`, `default_cpu`): letters, digits,
 # '-', '_', '.', starting and ending with a letter or digit, at most 63 characters.
-CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 def validate_config_name(value: str) -> None:
@@ -167,6 +180,9 @@ class Platform(models.Model):
         default=list, blank=True, validators=[validate_tolerations],
         help_text="Kubernetes tolerations of the platform's workloads (for its nodes' NoSchedule/NoExecute taints).",
     )
+    pod_security_level = models.CharField(max_length=16, choices=PodSecurityLevel, default=PodSecurityLevel.BASELINE,
+                                          help_text=POD_SECURITY_HELP)
+    # Finer allowances inside the `privileged` level (the only level that lets a pod have them at all).
     privileged_allowed = models.BooleanField(default=False)
     host_network_allowed = models.BooleanField(default=False)
     allowed_mounts = models.JSONField(default=list, blank=True, validators=[validate_mounts],
@@ -190,6 +206,25 @@ class Platform(models.Model):
     def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
         return self.pool.cluster_id, None
 
+    def clean(self) -> None:
+        """Privileged containers, host networking and host paths exist only at the level `privileged`: a
+        platform of another level that allowed them would allow what its level forbids."""
+        if self.pod_security_level == PodSecurityLevel.PRIVILEGED:
+            return
+        errors = {}
+        level = self.pod_security_level
+        if self.privileged_allowed:
+            errors["privileged_allowed"] = (f"Privileged containers are allowed only at the pod security level "
+                                            f"privileged; this platform's level is {level}.")
+        if self.host_network_allowed:
+            errors["host_network_allowed"] = (f"Host networking is allowed only at the pod security level privileged; "
+                                              f"this platform's level is {level}.")
+        if self.allowed_mounts:
+            errors["allowed_mounts"] = (f"Host paths may be mounted only at the pod security level privileged; this "
+                                        f"platform's level is {level}.")
+        if errors:
+            raise ValidationError(errors)
+
     def ordered_templates(self) -> list[PodTemplate]:
         return [link.template for link in self.template_links.select_related("template").order_by("position")]
 
@@ -203,6 +238,9 @@ class PoolWorkloadSettings(models.Model):
 
     pool = models.OneToOneField("nodepools.NodePool", on_delete=models.CASCADE, related_name="workload_settings")
     default_platform = models.ForeignKey(Platform, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The level of submissions to the pool without a platform, and the level a new platform starts at.
+    pod_security_level = models.CharField(max_length=16, choices=PodSecurityLevel, default=PodSecurityLevel.BASELINE,
+                                          help_text=POD_SECURITY_HELP)
     default_variables = models.JSONField(default=dict, blank=True, validators=[validate_default_variables])
     common_templates = models.ManyToManyField(PodTemplate, through="PoolTemplate", related_name="+", blank=True)
     rule_sets = models.ManyToManyField(ResourceValidationRuleSet, through="PoolRuleSet", related_name="+", blank=True)

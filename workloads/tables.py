@@ -17,6 +17,9 @@ from ui.tables import ConsoleTable
 from ui.views import register
 from workloads import selectors
 
+# Long text (reasons, selectors, descriptions) wraps in its cell rather than widening the page.
+WRAP = {"td": {"class": "wrap"}}
+
 
 def _pairs(mapping) -> str:
     return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items())
@@ -55,9 +58,9 @@ class PlatformTable(ConsoleTable):
                          linkify=lambda record: reverse("pool-platforms", args=[record.pool_id]))
     cluster = tables.Column("Cluster", accessor="pool__cluster__name", order_by=("pool__cluster__name",))
     is_default = tables.BooleanColumn("Pool's default", empty_values=(), orderable=False)
-    description = tables.Column("Description", default="")
-    node_selector = tables.Column("Node selector", orderable=False, default="")
-    tolerations = tables.Column("Tolerations", orderable=False, default="")
+    description = tables.Column("Description", default="", attrs=WRAP)
+    node_selector = tables.Column("Node selector", orderable=False, default="", attrs=WRAP)
+    tolerations = tables.Column("Tolerations", orderable=False, default="", attrs=WRAP)
     node_count = NumberColumn("Nodes", empty_values=(), orderable=False)
     gpus_total = NumberColumn("Total GPUs", empty_values=(), orderable=False)
     gpus_free = NumberColumn("Free GPUs", empty_values=(), orderable=False)
@@ -142,11 +145,11 @@ class WorkloadTable(ConsoleTable):
     priority_class = tables.Column("Priority class", default="—")
     preemptible = tables.Column("Preemptible", accessor="priority", order_by=("priority",))
     age = tables.Column("Age", accessor="created_in_cluster", order_by=("-created_in_cluster",))
-    pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False)
-    scheduler_reason = tables.Column("Scheduler's reason", empty_values=(), orderable=False)
+    pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False, attrs=WRAP)
+    scheduler_reason = tables.Column("Scheduler's reason", empty_values=(), orderable=False, attrs=WRAP)
     waiting_category = tables.Column("Waits for", empty_values=(), orderable=False)
     queue_position = tables.Column("Queue position", empty_values=(), orderable=False)
-    preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False)
+    preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False, attrs=WRAP)
     scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
     submitted_by = tables.Column("Submitted by", default="—")
     stop = tables.Column("", empty_values=(), orderable=False)

@@ -23,6 +23,7 @@ urlpatterns = [
     path("rule-sets/<int:pk>/delete/", views.rule_set_delete, name="ruleset-delete"),
     path("workloads/", views.workload_list, name="workload-list"),
     path("workloads/submit/", views.workload_submit, name="workload-submit"),
+    path("workloads/submit/check/", views.workload_submit_check, name="workload-submit-check"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:pk>/stop/", views.workload_stop, name="workload-stop"),
     path("pools/<int:pk>/access/", views.pool_access, name="pool-access"),

@@ -23,7 +23,7 @@ from nodepools.models import Cluster
 from nodepools.models import NodePool
 from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
-from workloads import engine, selectors, services
+from workloads import engine, podsecurity, selectors, services
 from workloads import selectors, submission
 from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet
 from workloads.filtersets import WorkloadFilterSet
@@ -138,13 +138,23 @@ def platform_detail(request, pk: int):
                                                  privileged_allowed=platform.privileged_allowed,
                                                  host_network_allowed=platform.host_network_allowed,
                                                  allowed_mounts=platform.allowed_mounts),
+        # What its own templates ask beyond its pod security level (every submission would be refused).
+        "security_violations": _template_security(config.templates, platform.pod_security_level)
+        if not preview_error else [],
         "can_change": services.may_configure(request.user, platform.pool.cluster, "platform", "change"),
     })
+
+
+def _template_security(templates, level: str) -> list:
+    merged = engine.merge_templates(templates)
+    return podsecurity.check_pod(merged.get("spec") or {}, merged.get("metadata") or {}, level=level)
 
 
 def _platform_values(form) -> dict:
     data = dict(form.cleaned_data)
     data.pop("version", None)
+    if not data.get("pod_security_level"):
+        data.pop("pod_security_level", None)  # a new platform takes its pool's level; an edit keeps its own
     return data
 
 
@@ -172,7 +182,8 @@ def platform_edit(request, pk: int):
     is_default = selectors.pool_settings(pool=platform.pool).default_platform_id == platform.pk
     initial = {
         "name": platform.name, "description": platform.description, "node_selector": as_yaml(platform.node_selector),
-        "tolerations": as_yaml(platform.tolerations), "privileged_allowed": platform.privileged_allowed,
+        "tolerations": as_yaml(platform.tolerations), "pod_security_level": platform.pod_security_level,
+        "privileged_allowed": platform.privileged_allowed,
         "host_network_allowed": platform.host_network_allowed, "allowed_mounts": as_lines(platform.allowed_mounts),
         "default_variables": as_yaml(platform.default_variables),
         "override_templates": as_lines(t.name for t in platform.ordered_templates()),
@@ -224,6 +235,7 @@ def pool_settings_edit(request, pk: int):
     initial = {
         "default_platform": settings.default_platform.name if settings.default_platform_id else "",
         "default_variables": as_yaml(settings.default_variables),
+        "pod_security_level": settings.pod_security_level,
         "common_templates": as_lines(t.name for t in (settings.ordered_templates() if settings.pk else [])),
         "rule_sets": as_lines(r.name for r in (settings.ordered_rule_sets() if settings.pk else [])),
         "version": settings.version if settings.pk else None,
@@ -232,6 +244,8 @@ def pool_settings_edit(request, pk: int):
     if request.method == "POST" and form.is_valid():
         values = dict(form.cleaned_data)
         version = values.pop("version", None)
+        if not values.get("pod_security_level"):
+            values.pop("pod_security_level", None)  # not sent: the level stays as it is
         if _save(request, form, lambda: services.pool_settings_update(actor=request.user, pool=pool,
                                                                       expected_version=version, **values),
                  f"Workload settings of pool '{pool.name}' saved."):
@@ -426,8 +440,8 @@ def _visible_cluster_ids(user):
     return Cluster.objects.restrict(user, "view").values_list("pk", flat=True)
 
 
-def _request_from(form: SubmitForm, actor) -> submission.Request:
-    data = form.cleaned_data
+def _request_from(data: dict) -> submission.Request:
+    """The submission's request from the form's cleaned data."""
     project = data["project"]
     return submission.Request(
         project=project, pools=submission.pools_from_names(project=project, names=data["pools"]),
@@ -436,32 +450,86 @@ def _request_from(form: SubmitForm, actor) -> submission.Request:
         priority_class=data["priority_class"], pods=data["pods"] or 1, name=data["name"] or "")
 
 
-@login_required
-def workload_submit(request):
-    """Submit a workload: Preview runs every step and shows the Job as YAML (nothing is created);
-    Submit runs them again and creates it."""
+def _submit_form(request) -> SubmitForm:
+    """The submission form of the page and of its field checks. `?project=` chooses the project; when
+    the project changed since its pools were chosen (`pools_for`), they start again from its priority
+    list."""
     projects = selectors.submittable_projects(user=request.user)
     if not projects.exists():
         raise PermissionDenied("Submitting workloads needs the researcher or project administrator role on a project.")
-    initial = {}
     chosen = projects.filter(pk=request.GET.get("project")).first() if request.GET.get("project", "").isdigit() else None
     chosen = chosen or projects.first()
-    initial["project"] = chosen.pk
-    initial["pools"] = ", ".join(p.name for p in selectors.default_pools(chosen))
-    form = SubmitForm(request.POST or None, projects=projects, initial=initial)
+    initial = {"project": chosen.pk, "pools": [p.name for p in selectors.default_pools(chosen)]}
+    data = None
+    if request.method == "POST":
+        data = request.POST.copy()
+        if data.get("pools_for") and data.get("pools_for") != data.get("project") \
+                and request.POST.get("action") in ("refresh", None):
+            project = projects.filter(pk=data.get("project")).first() if str(data.get("project")).isdigit() else None
+            for key in [k for k in data if k == "pools" or k.startswith("pools_") and k != "pools_for"]:
+                del data[key]
+            for index, pool in enumerate(selectors.default_pools(project) if project else []):
+                data[f"pools_{index}"] = pool.name
+            data["platform"] = ""
+    return SubmitForm(data, projects=projects, user=request.user, initial=initial)
+
+
+def _dry_run(form: SubmitForm, actor, *, partial: bool = False):
+    """Preview's steps on the form (nothing is created): (preview, step); a refusal lands on the form's
+    fields. `partial`: the form may still lack fields (a field checked as it is filled): the steps run
+    on what it holds, and the first one says what is missing or wrong."""
+    if not partial and not form.is_valid():
+        return None, ""
+    data = form.cleaned_data
+    if partial:
+        # A field not (validly) filled yet counts as its initial value, as on a new form.
+        defaults = {name: field.initial if field.initial is not None else "" for name, field in form.fields.items()}
+        defaults.update(command=[], pools=[], project=None)
+        data = {**defaults, **{k: v for k, v in data.items() if v is not None}}
+        if data.get("project") is None:
+            return None, ""
+    try:
+        req = _request_from(data)
+        return submission.workload_preview(actor=actor, request=req), ""
+    except submission.SubmissionRefused as exc:
+        form_errors_from(form, exc)
+        return None, exc.step
+    except ValidationError as exc:
+        form_errors_from(form, exc)
+    return None, ""
+
+
+def _submit_context(form, **extra) -> dict:
+    return {"form": form, "steps": submission.STEPS, "check_url": reverse("workload-submit-check"),
+            "placement": SubmitForm.PLACEMENT, "pools_for": form.chosen_project.pk if form.chosen_project else "",
+            **extra}
+
+
+@login_required
+def workload_submit(request):
+    """Submit a workload: Preview runs every step and shows the Job as YAML (nothing is created);
+    Submit runs them again and creates it. Without JavaScript, "Show the pools and platforms of these
+    choices" (action=refresh) brings the choices of the project and pools chosen; with it, they follow as
+    they change (workload_submit_check)."""
+    form = _submit_form(request)
     preview = None
     step = ""
-    if request.method == "POST" and form.is_valid():
-        action = request.POST.get("action", "preview")
+    action = request.POST.get("action", "preview")
+    if request.method == "POST" and action == "refresh":
+        # The choices of the project and pools chosen, nothing checked yet (the page without JavaScript).
+        values = {n: form.data.get(n) for n in form.fields if n != "pools"}
+        form = SubmitForm(projects=form.fields["project"].queryset, user=request.user,
+                          initial={**values, "pools": form.chosen_pool_names()})
+    if request.method == "POST" and action != "refresh" and form.is_valid():
         try:
-            req = _request_from(form, request.user)
             if action == "submit":
+                req = _request_from(form.cleaned_data)
                 with _api_client(req.project.cluster) as api_client:
                     done = submission.workload_submit(actor=request.user, request=req, api_client=api_client)
                 messages.success(request, f"Workload {done.name} submitted to {done.namespace} "
                                           f"(pools {', '.join(done.pools)}). It appears below within seconds.")
                 return redirect(reverse("workload-list") + f"?project={req.project.pk}")
-            preview = submission.workload_preview(actor=request.user, request=req)
+            preview, step = _dry_run(form, request.user)
         except submission.SubmissionRefused as exc:
             step = exc.step
             form_errors_from(form, exc)
@@ -473,10 +541,45 @@ def workload_submit(request):
             from kube.client import api_error_message
 
             form.add_error(None, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was created.")
-    context = {"form": form, "preview": preview, "step": step, "steps": submission.STEPS,
-               "pools": {p.pk: [x.name for x in selectors.submittable_pools(user=request.user, project=p)]
-                         for p in projects[:50]}}
-    return render(request, "workloads/submit.html", context)
+    return render(request, "workloads/submit.html", _submit_context(form, preview=preview, step=step))
+
+
+# A refusal of the resource validation step concerns what is asked per pod: it shows at the field checked
+# when it names the field's variable (a rule of the platform's: at the platform, whatever it names).
+_RESOURCE_VARIABLES = {"cpu": "USER_CPU", "memory": "USER_MEMORY", "gpus": "USER_GPU", "storage": "USER_STORAGE"}
+
+
+def _concerns(field: str, message: str) -> bool:
+    if field == "platform":
+        return True
+    variable = _RESOURCE_VARIABLES.get(field)
+    return variable is not None and (variable in message or not any(v in message for v in _RESOURCE_VARIABLES.values()))
+
+
+@login_required
+@require_POST
+def workload_submit_check(request):
+    """One field of the submission form checked as it is filled (htmx, before Preview): the same form and
+    the same steps as Preview (`_dry_run`), on what the form holds so far; answers that field's part of
+    the page with its errors (`?field=image`), or the project, pools and platform together
+    (`?field=placement`: the pools follow the project, the platforms the pools)."""
+    form = _submit_form(request)
+    name = request.GET.get("field") or "placement"
+    names = SubmitForm.PLACEMENT if name == "placement" else (name,)
+    if any(n not in form.fields for n in names):
+        return HttpResponse(f"No field {name!r} in the submission form.", status=400,
+                            content_type="text/plain; charset=utf-8")
+    form.is_valid()
+    if not any(form.errors.get(n) for n in names):
+        # Only the fields checked keep errors: the others may simply not be filled yet.
+        _dry_run(form, request.user, partial=True)
+        for message in [e.removeprefix("resources: ") for e in form.non_field_errors() if e.startswith("resources: ")]:
+            if _concerns(names[-1], message):
+                form.add_error(names[-1], message)
+    context = _submit_context(form)
+    if name == "placement":
+        return render(request, "workloads/submit.html#placement", context)
+    return render(request, "workloads/submit.html#field", {**context, "field": form[name], "checked": True})
 
 
 @login_required

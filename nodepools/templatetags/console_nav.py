@@ -8,6 +8,23 @@ from nodepools.selectors import cluster_list
 
 register = template.Library()
 
+# Which entry of the top bar a page belongs to (its URL name's start), to mark it as the current one.
+SECTIONS = (
+    ("overview", ("home", "cluster-overview", "cluster-enforcement")),
+    ("capacity", ("pool-", "node-", "platform-", "podtemplate-", "ruleset-", "quota-", "provisioning-")),
+    ("organisation", ("department-", "project-", "my-projects")),
+    ("workloads", ("workload-",)),
+    ("usage", ("usage-",)),
+    ("audit", ("audit-",)),
+)
+
+
+def section_of(url_name: str) -> str:
+    for section, prefixes in SECTIONS:
+        if any(url_name == p or (p.endswith("-") and url_name.startswith(p)) for p in prefixes):
+            return section
+    return ""
+
 
 @register.simple_tag(takes_context=True)
 def console_nav(context):
@@ -18,4 +35,6 @@ def console_nav(context):
     current = request.session.get("console.cluster")
     if current not in [c.pk for c in clusters]:
         current = clusters[0].pk if clusters else None
-    return {"clusters": clusters, "current": current, "audit": user_may_read_audit(request.user)}
+    match = getattr(request, "resolver_match", None)
+    return {"clusters": clusters, "current": current, "audit": user_may_read_audit(request.user),
+            "section": section_of(getattr(match, "url_name", "") or "")}

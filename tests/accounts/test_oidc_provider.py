@@ -232,6 +232,7 @@ def test_a_person_signs_in_with_sso_in_the_browser_and_groups_follow_the_provide
 
         # Groups change at the provider; log out (ends the provider's session too), sign in again.
         provider.user("carol", "carol-at-the-idp", ["gpu-ops-viewers"], email="carol@example.com")
+        page.locator("header .usermenu > summary").click()  # the user's menu in the top bar
         page.get_by_role("button", name="Log out").click()
         page.wait_for_url(f"{live_server.url}/login/")
         page.get_by_role("link", name="Sign in with single sign-on").click()

@@ -119,6 +119,13 @@ def node_gpu_rows(html: str) -> list[list[str]]:
             for row in re.findall(r"<tr data-gpu[^>]*>(.*?)</tr>", table)]
 
 
+def mib_text(value) -> str:
+    """GPU memory as the node page shows it: human units ("40 GiB", "2.5 GiB")."""
+    from ui.formats import mib_text
+
+    return mib_text(value)
+
+
 def num(value):
     from ui.formats import number
 
@@ -259,7 +266,8 @@ def test_node_page_lists_every_gpu_with_the_pod_holding_it(client, gpu_org, expo
     assert "<th class=\"num\" title=\"DCGM_FI_PROF_GR_ENGINE_ACTIVE" in html and "Graphics engine active (%)</th>" in html
     rows = node_gpu_rows(html)
     engine = served_engine_active(emu)
-    expected = [[str(d["gpu"]), d["uuid"], d["model"], num(d["utilization"]), str(d["fb_used"]), str(d["memory_mib"]),
+    expected = [[str(d["gpu"]), d["uuid"], d["model"], num(d["utilization"]), mib_text(d["fb_used"]),
+                 mib_text(d["memory_mib"]),
                  percent(engine[("a100-1", d["gpu"])]), f"{d['namespace']}/{d['pod']}" if d["pod"] else "none"]
                 for d in served(emu)["a100-1"]]
     assert rows == expected

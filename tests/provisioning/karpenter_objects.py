@@ -1,6 +1,8 @@
 """Karpenter objects (karpenter.sh/v1) for the provisioning tests, as the API server returns them."""
 from __future__ import annotations
 
+import contextlib
+
 from kubesim import make_pod
 
 NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
@@ -50,3 +52,38 @@ def gpu_pod(name="train", namespace="ml", *, gpus=1, selector=None, affinity=Non
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [dict(e) for e in term]} for term in affinity]}}}
     return pod
+
+
+@contextlib.contextmanager
+def karpenter_emulator(org, tmp_path, *, nodepools, pods, backed="h100-prod"):
+    """`org`'s cluster in the emulator with Karpenter `nodepools` and `pods` (in rnd-a's namespace), a pool
+    backed by NodePool `backed`, mirrored by the real sync until every NodePool and pod is there.
+    Yields (emulator, sync, pool)."""
+    from kubesim import KubeEmulator
+    from nodepools import services
+    from nodepools.sync import ClusterSync, SyncOptions
+    from provisioning.models import KarpenterNodePool
+
+    emu = KubeEmulator(bookmark_interval=0.1)
+    emu.start()
+    sync = None
+    try:
+        emu.load(nodes=org.nodes, pods=org.pods, objects={"nodepools.karpenter.sh": list(nodepools)})
+        emu.add_namespace("runai-rnd-a")
+        for pod in pods:
+            emu.add_pod(pod)
+        services.cluster_update(actor=None, cluster=org.cluster, kube_context="emulator",
+                                kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
+        pool = services.pool_create(actor=None, cluster=org.cluster, name=backed,
+                                    label_key="karpenter.sh/nodepool", label_value=backed)
+        sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02,
+                                                    tick=0.05, hint_interval=0.05, unreachable_after=2))
+        sync.start()
+        names = [p["metadata"]["name"] for p in pods]
+        assert sync.run_until(lambda: KarpenterNodePool.objects.filter(cluster=org.cluster).count() == len(nodepools)
+                              and org.cluster.pods.filter(name__in=names).count() == len(names))
+        yield emu, sync, pool
+    finally:
+        if sync is not None:
+            sync.stop()
+        emu.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, nodepool, req
+from tests.provisioning.karpenter_objects import GPU_TAINT, gpu_pod, karpenter_emulator, nodepool, req
 from tests.test_browser import (  # noqa: F401  (fixtures shared with the other browser tests)
     _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page, pytestmark, shoot,
 )
@@ -14,37 +14,13 @@ from tests.test_browser import (  # noqa: F401  (fixtures shared with the other 
 
 @pytest.fixture
 def karpenter_cluster(org, tmp_path):
-    from kubesim import KubeEmulator
-    from nodepools import services
-    from nodepools.sync import ClusterSync, SyncOptions
-    from provisioning.models import KarpenterNodePool
-
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
-    sync = None
-    try:
-        emu.load(nodes=org.nodes, pods=org.pods, objects={"nodepools.karpenter.sh": [
-            nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100")],
-                     taints=[GPU_TAINT], limits={"nvidia.com/gpu": "0"}, weight=100),
-            nodepool("a100-standard", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "a100")],
-                     taints=[GPU_TAINT], weight=10),
-        ]})
-        emu.add_namespace("runai-rnd-a")
-        emu.add_pod(gpu_pod("train-8", "runai-rnd-a", gpus=8))
-        services.cluster_update(actor=None, cluster=org.cluster, kube_context="emulator",
-                                kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
-        pool = services.pool_create(actor=None, cluster=org.cluster, name="h100-prod",
-                                    label_key="karpenter.sh/nodepool", label_value="h100-prod")
-        sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02,
-                                                    tick=0.05, hint_interval=0.05, unreachable_after=2))
-        sync.start()
-        assert sync.run_until(lambda: KarpenterNodePool.objects.filter(cluster=org.cluster).count() == 2
-                              and org.cluster.pods.filter(name="train-8").exists())
-        yield emu, sync, pool
-    finally:
-        if sync is not None:
-            sync.stop()
-        emu.stop()
+    with karpenter_emulator(org, tmp_path, nodepools=[
+        nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100")],
+                 taints=[GPU_TAINT], limits={"nvidia.com/gpu": "0"}, weight=100),
+        nodepool("a100-standard", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "a100")],
+                 taints=[GPU_TAINT], weight=10),
+    ], pods=[gpu_pod("train-8", "runai-rnd-a", gpus=8)]) as lab:
+        yield lab
 
 
 def test_why_a_pending_pod_gets_no_node_and_the_nodeclaim_launched_for_it(page, users, karpenter_cluster):

@@ -153,7 +153,7 @@ def test_chart_of_a_department_and_of_everything(users, org, history):
 
 def test_chart_shows_nothing_the_user_may_not_see(users, org, history):
     html = render_chart(users["researcher"], department=org.ops)
-    assert chart_figure(html) is None and "No usage history yet" in html
+    assert chart_figure(html) is None and "No usage history in the last 7 days" in html
 
 
 def test_usage_page(client, users, org, history):
@@ -172,7 +172,7 @@ def test_usage_columns_are_chosen_ordered_and_remembered(client, users, org, his
     login(client, users, "rnd_admin")
     assert headers(client.get("/usage/")) == [
         "Time (UTC)", "Kind", "Node pool", "Department", "Project", "GPU capacity (Ready)", "GPU deserved",
-        "GPU allocated", "GPU over-quota", "CPU allocated (cores)", "Memory allocated (MiB)"]
+        "GPU allocated", "GPU over-quota", "CPU allocated (cores)", "Memory allocated (GiB)"]
     assert reverse("table-columns", args=["usage"]) in client.get("/usage/").content.decode()
     client.post(reverse("table-columns", args=["usage"]),
                 {"order": ["project", "gpu_allocated", "cpu_deserved", "taken"],
@@ -204,13 +204,15 @@ def test_usage_page_csv_holds_the_chosen_columns_in_order_with_filters_and_sort(
     rows = csv_of(client.get("/usage/", {"format": "csv", "columns": "all", "sort": "-taken"}))
     assert rows[0] == ["Time (UTC)", "Cluster", "Node pool", "Kind", "Department", "Project", "GPU capacity (Ready)",
                        "GPU deserved", "GPU allocated", "GPU over-quota", "CPU capacity (cores)", "CPU deserved (cores)",
-                       "CPU allocated (cores)", "CPU over-quota (cores)", "Memory capacity (MiB)",
-                       "Memory deserved (MiB)", "Memory allocated (MiB)", "Memory over-quota (MiB)",
+                       "CPU allocated (cores)", "CPU over-quota (cores)", "Memory capacity (GiB)",
+                       "Memory deserved (GiB)", "Memory allocated (GiB)", "Memory over-quota (GiB)",
                        "GPU utilization (%)", "Idle GPUs"]
     assert {(row[1], row[3], row[4], row[5]) for row in rows[1:]} == {
         ("lab", "Pool", "", ""), ("lab", "Project", "rnd", "rnd-a")}
     newest_a100 = next(row for row in rows[1:] if row[2] == "a100" and row[5] == "rnd-a")
     assert newest_a100[7:10] == ["2", "3", "1"] and newest_a100[11] == "unlimited"
+    # Memory in GiB (the snapshots' MiB / 1024: 6144 MiB allocated to rnd-a there); unlimited deserved memory.
+    assert newest_a100[14:17] == ["", "unlimited", "6"]
 
 
 def test_usage_page_names_deleted_owners(client, users, org, history):

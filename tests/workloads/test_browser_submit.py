@@ -39,7 +39,10 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         page.get_by_role("link", name="Submit a workload").click()
         expect(page.locator("h1")).to_have_text("Submit a workload")
         page.get_by_label("Project").select_option(label="rnd-a")
-        page.get_by_label("Node pools").fill("a100, default")
+        # The pools in order, chosen among those open to rnd-a.
+        for place, pool in (("Node pool 1", "a100"), ("Node pool 2", "default")):
+            page.get_by_label(place).select_option(pool)
+            page.wait_for_function("() => !document.querySelector('.htmx-request')")  # the choices follow
         page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
         page.get_by_label("Command").fill("python train.py --epochs 3")
         page.get_by_label("GPUs").fill("2")
@@ -53,6 +56,8 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         expect(yaml_text).to_contain_text("priorityClassName: train")
         expect(yaml_text).to_contain_text("nvidia.com/gpu: '2'")
         expect(yaml_text).to_contain_text("console.gpu-capacity.io/pools: a100,default")
+        expect(yaml_text).to_contain_text("type: DisruptionTarget")
+        expect(page.locator("#scheduling-notes")).to_contain_text("it is not counted as a failure of the workload")
         assert emu.list("jobs.batch") == []  # a preview creates nothing
         shoot(page, "workload-submit-preview")
 
@@ -73,6 +78,86 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         if sync is not None:
             sync.stop()
         emu.stop()
+
+
+def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hetero, users):
+    """The pools are an ordered choice of those open to the project (its priority list first), the platform
+    a choice of the first pool's platforms that follows the pools, and each field is checked as it is
+    filled: the error appears before Preview, and goes when the value is fixed."""
+    from playwright.sync_api import expect
+
+    from projects import services as project_services
+    from workloads.submission import pool_access_set
+
+    org = hetero.org
+    # rnd-a's priority list: hetero, then a100; a pool only for ops is not offered to rnd-a.
+    project_services.project_priority_set(actor=None, project=org.rnd_a, pools=[hetero.pool, org.a100])
+    from nodepools import services as pool_services
+
+    closed = pool_services.pool_create(actor=None, cluster=org.cluster, name="ops-only", label_key="pool",
+                                       label_value="ops-only")
+    pool_access_set(actor=None, pool=closed, open_to_cluster=False, maintenance=False, departments=[org.ops])
+
+    log_in(page, "researcher", "pw-researcher")
+    page.goto("/workloads/")
+    page.get_by_role("link", name="Submit a workload").click()
+    expect(page.locator("h1")).to_have_text("Submit a workload")
+    page.wait_for_load_state()  # the page's scripts (htmx) are running
+    page.get_by_label("Project").select_option(label="rnd-a")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    first = page.get_by_label("Node pool 1")
+
+    def choose(select, value):
+        """Choose, then see the page follow (a person watches the pools and platforms update)."""
+        select.select_option(value)
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+
+    # Offered in order: the priority list (then default), then the other pools open to rnd-a; never ops-only.
+    expect(first.locator("option")).to_have_text(["— (none)", "hetero", "a100", "default"])
+    expect(first).to_have_value("hetero")
+    expect(page.get_by_label("Node pool 2")).to_have_value("a100")
+    expect(page.get_by_label("Node pool 3")).to_have_value("default")
+    platform = page.get_by_label("Platform")
+    expect(platform.locator("option")).to_have_text(
+        ["l40s-platform: the default platform of hetero", "a100-platform", "l40s-platform"])
+    # The platforms follow the first pool: a100 has none. a100 is now twice in the list: said at once.
+    choose(first, "a100")
+    expect(platform.locator("option")).to_have_text(["none: a100 has no platforms (any of its nodes)"])
+    expect(page.locator("#field-pools .error")).to_have_text("Node pools: A pool appears twice in the list.")
+    choose(page.get_by_label("Node pool 2"), "hetero")
+    expect(page.locator("#field-pools .error")).to_have_count(0)
+    # Back to hetero first (then a100, then default): its platforms again.
+    choose(first, "hetero")
+    choose(page.get_by_label("Node pool 2"), "a100")
+    expect(page.locator("#field-pools .error")).to_have_count(0)
+    expect(platform.locator("option")).to_have_count(3)
+    choose(platform, "a100-platform")
+    page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
+    # 4 GPUs on one node of the A100 platform: no node has 4 free (2 each). Said on leaving the field.
+    page.get_by_label("GPUs").fill("4")
+    page.get_by_label("Storage").click()
+    gpus_error = page.locator("#field-gpus .error")
+    expect(gpus_error).to_contain_text("GPUs: ")
+    expect(gpus_error).to_contain_text("GPU 4 exceeds node capacity")
+    expect(page.locator("#preview-title")).to_have_count(0)  # nothing previewed yet
+    shoot(page, "workload-submit-field-error")
+    # A memory that is no quantity: the same words as Preview's.
+    page.get_by_label("Memory").fill("lots")
+    page.get_by_label("Name", exact=True).click()
+    expect(page.locator("#field-memory .error")).to_have_text(
+        "Memory: 'lots' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi).")
+    page.get_by_label("Memory").fill("8Gi")
+    page.get_by_label("GPUs").fill("2")
+    page.get_by_label("Name", exact=True).click()
+    expect(page.locator("#field-gpus .error")).to_have_count(0)
+    expect(page.locator("#field-memory .error")).to_have_count(0)
+    page.get_by_label("Name", exact=True).fill("a100-check")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#preview-title")).to_have_text("Preview: Job a100-check in runai-rnd-a")
+    expect(page.locator(".preview p.hint")).to_contain_text("Pools in order: hetero → a100 → default; platform a100-platform.")
+    # The choices stay as chosen after Preview.
+    expect(page.get_by_label("Node pool 1")).to_have_value("hetero")
+    expect(page.get_by_label("Platform")).to_have_value("a100-platform")
 
 
 def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page, org, users, tmp_path):
@@ -120,8 +205,14 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
         log_in(page, "researcher", "pw-researcher")
         page.goto("/workloads/submit/")
         expect(page.locator("h1")).to_have_text("Submit a workload")
+        page.wait_for_load_state()
         page.get_by_label("Project").select_option(label="rnd-a")
-        page.get_by_label("Node pools").fill("a100")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        # KAI tries the first pool only: a100 alone.
+        page.get_by_label("Node pool 1").select_option("a100")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        page.get_by_label("Node pool 2").select_option("")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
         page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
         page.get_by_label("Command").fill("python train.py")
         page.get_by_label("GPUs").fill("2")

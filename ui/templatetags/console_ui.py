@@ -5,6 +5,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from ui import formats
 from ui.formats import number
 
 register = template.Library()
@@ -51,3 +52,30 @@ def num(value):
 @register.filter
 def joinlist(value, sep=", "):
     return sep.join(str(v) for v in value or [])
+
+
+# Quantities in human units (ui/formats.py): GiB / TiB for bytes, cores for CPU.
+@register.filter
+def human_bytes(value):
+    return formats.bytes_text(value)
+
+
+@register.filter
+def human_mib(value):
+    return formats.mib_text(value)
+
+
+@register.filter
+def human_cores(value):
+    return formats.cores_text(value)
+
+
+@register.filter
+def human_millicores(value):
+    return formats.millicores_text(value)
+
+
+@register.filter
+def human_quantity(value, resource):
+    """A parsed quantity of a Kubernetes resource (`{{ amount|human_quantity:"memory" }}`)."""
+    return formats.quantity_text(resource, value)
