@@ -17,6 +17,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
+from kube.requests import pod_is_active
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
 from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor
@@ -94,9 +95,9 @@ def _demo_pods(cluster: Cluster) -> list[tuple]:
     out = []
     for pod in pods:
         node = pod["spec"].get("nodeName")
-        if node and kube.pod_is_active(pod):
+        if node and pod_is_active(pod):
             out.append((pod, node_pool.get(node), node_model.get(node, ""), projects.get(pod["metadata"]["namespace"]),
-                        kube.pod_requests(pod)))
+                        kube.pod_resources(pod)))
     return out
 
 
