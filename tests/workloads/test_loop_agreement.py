@@ -201,13 +201,16 @@ def _emulator_key(obj: dict) -> str:
 _IDLE = re.compile(r"^(queue status: .*|(kai|default)-scheduler: \d+ unschedulable)$")
 
 
-def settle(emu, most: int = 30) -> None:
-    """Tick the controllers until a tick changes nothing but the schedulers saying again what waits."""
+def settle(emu, most: int = 120, quiet: int = 12) -> None:
+    """Tick the controllers (one second apart) until `quiet` ticks in a row change nothing but the schedulers
+    saying again what waits: long enough for the Job controller's replacement delay (10 s) to pass."""
+    calm = 0
     for _ in range(most):
         emu.clock.advance(1)
-        if all(_IDLE.match(line) for line in emu.tick()):
+        calm = calm + 1 if all(_IDLE.match(line) for line in emu.tick()) else 0
+        if calm >= quiet:
             return
-    raise AssertionError("the emulator did not settle within 30 ticks")
+    raise AssertionError(f"the emulator did not settle within {most} ticks")
 
 
 def judge(cluster, pool, projects, case: Case) -> Outcome:

@@ -56,7 +56,9 @@ class KaiLab:
         assert response.status_code == 201, response.content
         self.sim.clock.advance(1)  # one second apart: KAI orders a queue's jobs by age
 
-    def settle(self, ticks: int = 4) -> None:
+    def settle(self, ticks: int = 15) -> None:
+        """The controllers, one second apart: long enough for the Job controller to replace a pod a scheduler
+        evicted (10 s after it failed)."""
         for _ in range(ticks):
             self.sim.clock.advance(1)
             self.sim.tick()
