@@ -9,7 +9,8 @@ For the workloads of a page (or a CSV batch, or one workload), in a fixed number
   words). Each reason has a category (`projects.waiting.CATEGORIES`), the same vocabulary as the console's
   own answer;
 - **the console's answer** to "Why is it waiting?" for the workload's request (GPUs per pod, priority, its
-  first pool): `projects.waiting.ClusterFacts.explain`, even when no pod exists yet;
+  first pool; all its pods together when its scheduler takes them so — KAI's one PodGroup per Job, Kueue's
+  Workload): `projects.waiting.ClusterFacts.explain`, even when no pod exists yet;
 - **who preempted it**: KAI's `Evict` Events on the PodGroups of its pods (the annotations name the evicting
   PodGroup, hence its Job), or its Kueue Workload's `Evicted`/`Preempted` conditions (the message names the
   preemptor's UID and JobUID). The preemptor's workload is named to those who may see it; to others its
@@ -179,7 +180,7 @@ def decisions_for(workloads: list[Workload], *, user: Any) -> Decisions:
         reason = _reason(w, groups.get(key_of(w), []), kueue.get(key_of(w)))
         if reason is not None:
             out.reasons[key_of(w)] = reason
-    out.why = _console_answers(pending)
+    out.why = _console_answers(pending, gangs={key_of(w) for w in pending if is_gang(w, key_of(w) in kueue)})
     out.preemptions = _preemptions(workloads, groups, kueue, user=user)
     out.positions = _positions(pending, kueue, user=user)
     return out
@@ -251,7 +252,13 @@ def per_pod_gpus(workload: Workload) -> Decimal:
     return Decimal(workload.gpus or 0) / pods
 
 
-def _console_answers(pending: list[Workload]) -> dict[Key, waiting.Reason]:
+def is_gang(workload: Workload, queued_by_kueue: bool) -> bool:
+    """Whether its scheduler takes the Job's pods together: KAI makes one PodGroup per Job (the console's Jobs
+    of several pods carry the min-member annotation: all of them or none), Kueue admits a Workload whole."""
+    return queued_by_kueue or workload.scheduler_name == KAI
+
+
+def _console_answers(pending: list[Workload], gangs: set[Key] = frozenset()) -> dict[Key, waiting.Reason]:
     from projects.models import Project
 
     gpu_pending = [w for w in pending if getattr(w, "project_id", None) and Decimal(w.gpus or 0) > 0]
@@ -269,7 +276,8 @@ def _console_answers(pending: list[Workload]) -> dict[Key, waiting.Reason]:
             if pool_id is None:
                 continue
             out[key_of(w)] = facts.explain(project=projects[w.project_id], pool_id=pool_id, gpus=per_pod_gpus(w),
-                                           priority=w.priority if w.priority is not None else 0)
+                                           priority=w.priority if w.priority is not None else 0,
+                                           pods=max(int(w.pods or 1), 1) if key_of(w) in gangs else 1)
     return out
 
 

@@ -11,8 +11,8 @@ is mirrored by the sync's own code (`nodepools.sync.mirror.Mirror`, every regist
 - **fair share**: where the pool's demand exceeds its ready GPUs (every GPU asked by a workload KAI does not
   refuse outright: over a limit or non-preemptible beyond the deserved quota never runs, whatever the others
   do), each project's allocated GPUs against the console's fair share (`projects.selectors.cluster_fair_shares`,
-  `projects/fairshare.py`): they agree within one GPU, or within the project's largest pod (a pod is KAI's unit
-  of allocation: a batch Job's pods each get a PodGroup);
+  `projects/fairshare.py`): they agree within one GPU, or within the project's largest gang (KAI's unit of
+  allocation: one PodGroup per Job, its pods all together);
 - **why waiting**: for every waiting workload, the category of the console's answer (`projects.waiting`,
   through `workloads.decisions`) against the category of KAI's own reason (its PodGroup's condition).
 
@@ -247,9 +247,9 @@ def judge(cluster, pool, projects, case: Case) -> Outcome:
     # (fair shares only decide what is reclaimed), the console's fair share leaves them undivided.
     divided = sum((Decimal(lines[("project", p.pk, pool.pk)].fair_share) for p in projects), Decimal(0))
     undivided = capacity - divided
-    largest: Counter = Counter()
+    largest: Counter = Counter()  # KAI's unit of allocation: a Job's pods together (one PodGroup per Job)
     for job in case.jobs:
-        largest[job.project] = max(largest[job.project], job.gpus)
+        largest[job.project] = max(largest[job.project], job.gpus * job.pods)
     for index, project in enumerate(projects):
         line = lines[("project", project.pk, pool.pk)]
         tolerance = Decimal(max(1, largest[index]))
