@@ -445,17 +445,34 @@ class _ScheduledQuerySet(RestrictedQuerySet):
         return self.filter(Exists(owned))
 
 
-class PodGroup(models.Model):
-    """A KAI Scheduler PodGroup (`scheduling.run.ai/v2alpha2`): KAI's pod grouper makes one per pod of a
-    batch Job (`pg-<pod>-<job uid>`), owned by the Job. Its `status.schedulingConditions` say why KAI
-    could not place it (`UnschedulableOnNodePool`, with `reasons` such as OverLimit,
-    NonPreemptibleOverQuota, PodSchedulingErrors, QueueDoesNotExist); `status.resourcesStatus` what it
-    asks and holds."""
+class _Mirrored(models.Model):
+    """A namespaced object of a cluster the sync mirrors for the workloads (key: cluster, namespace, name)."""
 
     cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="%(class)s_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PodGroup(_Mirrored):
+    """A KAI Scheduler PodGroup (`scheduling.run.ai/v2alpha2`): KAI's pod grouper makes one per batch Job
+    (`pg-<job>-<uid>`, its pods together: `minMember`; older KAI one per pod), owned by the Job. Its `status.schedulingConditions` say why KAI
+    could not place it (`UnschedulableOnNodePool`, with `reasons` such as OverLimit,
+    NonPreemptibleOverQuota, PodSchedulingErrors, QueueDoesNotExist); `status.resourcesStatus` what it
+    asks and holds."""
+
     job_name = models.CharField(max_length=253, blank=True)  # its owner, when a batch/v1 Job
     job_uid = models.CharField(max_length=64, blank=True)
     queue = models.CharField(max_length=253, blank=True)
@@ -472,29 +489,16 @@ class PodGroup(models.Model):
     condition_time = models.DateTimeField(null=True, blank=True)
     conditions = models.JSONField(default=list, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="podgroup_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
 
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class KueueWorkload(models.Model):
+class KueueWorkload(_Mirrored):
     """A Kueue Workload (`kueue.x-k8s.io/v1beta2`), one per queued Job: whether its quota is reserved and it
     is admitted (and in which ClusterQueue), why not (`QuotaReserved=False`: its reason and message), and
     whether it was evicted or preempted (the `Evicted` / `Preempted` conditions: by whom, in the message)."""
 
-    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, blank=True)
     job_name = models.CharField(max_length=253, blank=True)
     job_uid = models.CharField(max_length=64, blank=True)
     queue_name = models.CharField(max_length=253, blank=True)  # the LocalQueue
@@ -512,30 +516,16 @@ class KueueWorkload(models.Model):
     evicted_at = models.DateTimeField(null=True, blank=True)
     conditions = models.JSONField(default=list, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
-                                               name="kueueworkload_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
 
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class SchedulerEvent(models.Model):
+class SchedulerEvent(_Mirrored):
     """An Event a scheduler wrote about one of its objects and the console reads back: KAI's `Evict` event
     on a PodGroup, naming the PodGroup that preempted or reclaimed it (annotations
     `evictor-pod-group-name`/`-namespace`, `evictor-action-type`)."""
 
-    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, blank=True)
     involved_kind = models.CharField(max_length=63, blank=True)
     involved_name = models.CharField(max_length=253, blank=True)
     reason = models.CharField(max_length=128, blank=True)
@@ -545,15 +535,8 @@ class SchedulerEvent(models.Model):
     count = models.PositiveIntegerField(default=1)
     annotations = models.JSONField(default=dict, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
-                                               name="schedulerevent_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "involved_name"])]
 
     def __str__(self) -> str:

@@ -43,6 +43,24 @@ def when(value: str | None) -> datetime | None:
     return parse_datetime(value) if value else None
 
 
+def json_object(value: Any, what: str) -> dict:
+    """A field of a raw object that must be an object (absent: empty); raises naming it otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object")
+    return value
+
+
+def json_list(value: Any, what: str) -> list:
+    """A field of a raw object that must be a list (absent: empty); raises naming it otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"{what} must be a list")
+    return value
+
+
 @dataclass(frozen=True)
 class Resource:
     """How one Kubernetes resource is listed, watched, keyed, hashed and stored."""
