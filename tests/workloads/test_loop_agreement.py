@@ -63,9 +63,12 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = int(os.environ.get("CONSOLE_AGREEMENT_EXAMPLES", "500"))
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 CLASSES = ("train", "build-preemptible", "build", "inference")
+# Measured over 500 cases (README "Held against the scheduler"): fair share 99.8 % outright, 100 % with the
+# documented differences; categories 98.9 % outright, 100 % with the emulator's reported issue.
 FAIR_SHARE_THRESHOLD = 0.98  # agreeing or a documented difference
-FAIR_SHARE_RAW_THRESHOLD = 0.90  # agreeing outright
+FAIR_SHARE_RAW_THRESHOLD = 0.97  # agreeing outright
 CATEGORY_THRESHOLD = 0.98  # agreeing, or the emulator's reported issue
+CATEGORY_RAW_THRESHOLD = 0.95  # agreeing outright
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,7 @@ def test_the_consoles_fair_share_and_why_waiting_agree_with_kai(capsys):
     assert fair["disagree"] / max(fair_total, 1) <= 1 - FAIR_SHARE_THRESHOLD, [
         d for d in DISAGREEMENTS if "undocumented" in d][:5]
     assert fair_rate >= FAIR_SHARE_RAW_THRESHOLD
+    assert category_rate >= CATEGORY_RAW_THRESHOLD
     undocumented = [k for k in category if k not in ("agree", "emulator: no verdict")]
     assert sum(category[k] for k in undocumented) / max(category_total, 1) <= 1 - CATEGORY_THRESHOLD, [
         d for d in DISAGREEMENTS if d.startswith("category") and NO_VERDICT not in d][:5]
