@@ -3,7 +3,7 @@
 Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
 for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
 there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
-428 `If-Match` missing on a write that needs it.
+413 a body over CONSOLE_MAX_BODY_BYTES (console/limits.py), 428 `If-Match` missing on a write that needs it.
 """
 from __future__ import annotations
 
@@ -118,11 +118,27 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return self.restricted_model.objects.restrict(getattr(request, "user", None), "view")
 
     def to_internal_value(self, data):
+        # JSON numbers past 64 bits arrive as floats (orjson): an id is a whole number that fits, or it is unknown.
+        if isinstance(data, float):
+            if not data.is_integer() or not -(2**63) <= data < 2**63:
+                self.fail("does_not_exist", pk_value=data)
+            data = int(data)
         # Beyond 64 bits the database cannot even be asked: the same answer as any unknown id.
         if isinstance(data, int) and not isinstance(data, bool) and not -(2**63) <= data < 2**63:
             self.fail("does_not_exist", pk_value=data)
         if isinstance(data, str) and data.strip().lstrip("-").isdigit() and not -(2**63) <= int(data) < 2**63:
             self.fail("does_not_exist", pk_value=data)
+        return super().to_internal_value(data)
+
+
+class DocumentField(serializers.JSONField):
+    """A JSON value, or JSON/YAML text (a form-encoded body sends text): the text is handed as is to the
+    services, which parse documents with bounds (console/parsing.py). DRF's JSONField would json.loads form
+    text itself, without a depth limit."""
+
+    def to_internal_value(self, data):
+        if getattr(data, "is_json_string", False):
+            return str(data)
         return super().to_internal_value(data)
 
 
@@ -166,6 +182,7 @@ _ERROR_MEANINGS = {
     "403": "Your role does not allow this (or the CSRF token is missing on a session write).",
     "404": "No such object that you may see (or no such page of a list).",
     "409": "Conflicts with a concurrent change; nothing was saved.",
+    "413": "The request body is larger than CONSOLE_MAX_BODY_BYTES (1 MiB by default); nothing was read or stored.",
 }
 
 
@@ -180,6 +197,8 @@ def document_error_responses(result, generator, request, public):
             codes = ["400", "401", "403", "404"]  # 404 also for a page number past the end of a list
             if method in ("post", "put", "patch", "delete"):
                 codes.append("409")
+            if method in ("post", "put", "patch"):
+                codes.append("413")
             for code in codes + [c for c in ("412", "428") if c in operation["responses"]]:
                 response = operation["responses"].setdefault(code, {"description": _ERROR_MEANINGS.get(code, "")})
                 response.setdefault("content", {"application/json": {"schema": ref}})

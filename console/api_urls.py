@@ -7,13 +7,15 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from audit.api.urls import urlpatterns as audit_api
 from enforcers.api.urls import urlpatterns as enforcers_api
+from ledger.api.urls import urlpatterns as ledger_api
 from nodepools.api.urls import urlpatterns as nodepools_api
 from projects.api.urls import urlpatterns as projects_api
 from provisioning.api.urls import urlpatterns as provisioning_api
 from usage.api.urls import urlpatterns as usage_api
 from workloads.api.urls import urlpatterns as workloads_api
 
-api_v1 = [*nodepools_api, *projects_api, *audit_api, *usage_api, *enforcers_api, *provisioning_api, *workloads_api]
+api_v1 = [*nodepools_api, *projects_api, *audit_api, *usage_api, *ledger_api, *enforcers_api, *provisioning_api,
+          *workloads_api]
 
 urlpatterns = [
     path("api/v1/", include((api_v1, "api"))),

@@ -59,11 +59,17 @@ INSTALLED_APPS = [
     "audit",
     "accounts",
     "usage",
+    "ledger",
     "workloads",
     "ui",
 ]
 
 MIDDLEWARE = [
+    # First: a body over CONSOLE_MAX_BODY_BYTES is refused before anything reads it (console/limits.py;
+    # under Daphne the ASGI wrapper of console/asgi.py has refused it already).
+    "console.limits.BodyLimitMiddleware",
+    # NUL and control characters in form fields and query strings: refused, naming the field.
+    "console.parsing.ControlCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -79,6 +85,15 @@ MIDDLEWARE = [
     # Last, as django-axes asks: it turns a locked-out log-in into the refusal (console/security.py).
     "axes.middleware.AxesMiddleware",
 ]
+
+# --- Hostile input (console/limits.py, console/parsing.py; README "Limits on what a request may hold") ---
+# The most bytes one request body may hold (pages, API, uploads): larger is a 413 naming the limit.
+CONSOLE_MAX_BODY_BYTES = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(1024 * 1024)))
+# Django's own limits agree with it (form data held in memory; uploads are never spooled to disk).
+DATA_UPLOAD_MAX_MEMORY_SIZE = CONSOLE_MAX_BODY_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = CONSOLE_MAX_BODY_BYTES
+# Nesting of JSON and YAML from users (request bodies, pod templates, rule sets): deeper is a 400.
+CONSOLE_MAX_NESTING = int(os.environ.get("CONSOLE_MAX_NESTING", "64"))
 
 ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "console.asgi.application"
@@ -178,6 +193,12 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "console.api.Pagination",
+    # Bounded parsing: nesting depth, NUL and control characters refused naming the field (console/parsing.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "console.parsing.BoundedJSONParser",
+        "console.parsing.BoundedFormParser",
+        "console.parsing.BoundedMultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "console.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -237,6 +258,19 @@ AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are not recorded (as before
 AXES_VERBOSE = False
 # Usage history (usage/): seconds between snapshots taken by `manage.py snapshot_usage`.
 USAGE_SNAPSHOT_EVERY = int(os.environ.get("USAGE_SNAPSHOT_EVERY", "900"))
+# Retention, applied by the snapshot job a batch (RETENTION_BATCH rows) per transaction: usage snapshots
+# for this many days; the GPU-hours ledger's hourly rows for this many days (its daily rows stay).
+USAGE_RETENTION_DAYS = float(os.environ.get("CONSOLE_USAGE_RETENTION_DAYS", "14"))
+LEDGER_HOURLY_RETENTION_DAYS = float(os.environ.get("CONSOLE_LEDGER_HOURLY_RETENTION_DAYS", "730"))
+RETENTION_BATCH = int(os.environ.get("CONSOLE_RETENTION_BATCH", "5000"))
+# The GPU-hours ledger (ledger/): each cluster's sync leader looks every LEDGER_EVERY seconds for hours
+# ended LEDGER_CLOSE_DELAY seconds ago to close, spending at most LEDGER_ROUND_BUDGET seconds a round; a
+# late event corrects closed hours up to LEDGER_CORRECTION_DAYS back (pods' lifetimes are kept that long
+# after they end).
+LEDGER_EVERY = float(os.environ.get("CONSOLE_LEDGER_EVERY", "60"))
+LEDGER_CLOSE_DELAY = float(os.environ.get("CONSOLE_LEDGER_CLOSE_DELAY", "120"))
+LEDGER_ROUND_BUDGET = float(os.environ.get("CONSOLE_LEDGER_ROUND_BUDGET", "20"))
+LEDGER_CORRECTION_DAYS = float(os.environ.get("CONSOLE_LEDGER_CORRECTION_DAYS", "14"))
 # Idle allocated GPUs (gpumetrics, projects/utilization.py, the usage app's Idle GPUs page): a GPU held by a
 # pod whose utilization stayed under the threshold (%) for the whole window (minutes); since-when is
 # looked for over the lookback (hours).

@@ -22,6 +22,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("accounts.urls")),
     path("", include("usage.urls")),
+    path("", include("ledger.urls")),
     # Pages of each app (the console in the browser).
     path("", include("nodepools.urls")),
     path("", include("projects.urls")),

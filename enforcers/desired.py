@@ -9,7 +9,11 @@ Field names, types and units follow the published CRDs:
   docs/queues/README.md): GPU in devices (fractions allowed), CPU in millicores, memory in megabytes
   (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
   `priority` orders over-quota allocation (default 100). `kai.scheduler/v1` SchedulingShard
-  (pkg/apis/kai/v1/schedulingshard_types.go): `partitionLabelValue`, `placementStrategy.{gpu,cpu}`.
+  (pkg/apis/kai/v1/schedulingshard_types.go): `partitionLabelValue`, `placementStrategy.{gpu,cpu}`, and
+  `args` (scheduler flags the operator passes on): `update-pod-eviction-condition: "true"`, so that a pod
+  KAI evicts (reclaim, preemption) gets the `DisruptionTarget` condition before its deletion (off by
+  default; cmd/scheduler/app/options, cache/evictor/default_evictor.go) and the console's Jobs, whose
+  podFailurePolicy ignores such pods, replace it instead of failing.
 - Kueue `kueue.x-k8s.io/v1beta2` (kubernetes-sigs/kueue apis/kueue/v1beta2): ResourceFlavor
   `nodeLabels`/`nodeTaints`, Cohort, ClusterQueue `cohortName`, `resourceGroups[].coveredResources`,
   `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities), `fairSharing.weight`,
@@ -31,6 +35,7 @@ OWNER_LABEL = "console.gpu-capacity.io/owner"  # "department.<name>" or "project
 
 KAI_QUEUE = ("scheduling.run.ai", "v2", "queues", "Queue")
 KAI_SHARD = ("kai.scheduler", "v1", "schedulingshards", "SchedulingShard")
+KAI_EVICTION_CONDITION_FLAG = "update-pod-eviction-condition"
 PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
 KUEUE_FLAVOR = ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
 KUEUE_COHORT = ("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
@@ -221,6 +226,7 @@ def kai_objects(state: OrgState) -> list[dict]:
         objects.append(_obj(KAI_SHARD, _meta(pool.name, state), spec={
             "partitionLabelValue": pool.name,
             "placementStrategy": {"gpu": pool.gpu_placement, "cpu": pool.cpu_placement},
+            "args": {KAI_EVICTION_CONDITION_FLAG: "true"},
         }))
         for department in state.departments:
             q = department.quotas.get(pool.name, QuotaState())

@@ -2,6 +2,8 @@
 refused, and what the scheduler reports back about its queues."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from access.rules import RestrictedQuerySet
@@ -16,6 +18,37 @@ class Enforcer(models.TextChoices):
 class EnforcementQuerySet(RestrictedQuerySet):
     access_level = "cluster"
     access_paths = {"cluster": ["cluster_id"]}
+
+
+class _ClusterWideScope(RestrictedQuerySet):
+    """Grants over a whole cluster (or the system) only: what no department or project owns."""
+
+    access_level = "project"  # no fallback from narrower scopes to the cluster
+    access_paths = {"cluster": ["cluster_id"]}
+
+
+class OwnedByQuotaQuerySet(EnforcementQuerySet):
+    """Rows of a department's or a project's quota (`owner` "department.<name>" / "project.<name>"): seen by
+    whoever may see that department or project (their `restrict(user, action)`, the one access rule); rows
+    of no owner only by roles over the whole cluster. A researcher sees its projects' queues; a department
+    viewer its department's and its projects'."""
+
+    def restrict(self, user: Any, action: str = "view") -> "OwnedByQuotaQuerySet":
+        from django.db.models import Exists, OuterRef, Q, Value
+        from django.db.models.functions import Concat
+
+        from access.rules import access_q
+        from projects.models import Department, Project
+
+        permission = f"{self.model._meta.model_name}.{action}"
+        cluster_wide = access_q(user, _ClusterWideScope, permission)
+        if cluster_wide == Q():  # a system grant: every row (an empty Q would vanish in the OR below)
+            return self.all()
+        projects = (Project.objects.restrict(user, action).filter(department__cluster_id=OuterRef("cluster_id"))
+                    .annotate(owner_key=Concat(Value("project."), "name")).filter(owner_key=OuterRef("owner")))
+        departments = (Department.objects.restrict(user, action).filter(cluster_id=OuterRef("cluster_id"))
+                       .annotate(owner_key=Concat(Value("department."), "name")).filter(owner_key=OuterRef("owner")))
+        return self.filter(cluster_wide | Exists(projects) | Exists(departments))
 
 
 class Enforcement(models.Model):
@@ -81,7 +114,7 @@ class RefusedWrite(models.Model):
     owner = models.CharField(max_length=80, blank=True)  # "department.<name>" / "project.<name>"
     when = models.DateTimeField(auto_now=True)
 
-    objects = EnforcementQuerySet.as_manager()
+    objects = OwnedByQuotaQuerySet.as_manager()
 
     class Meta:
         ordering = ["-when"]
@@ -109,7 +142,7 @@ class SchedulerQueue(models.Model):
     status = models.JSONField(default=dict, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
-    objects = EnforcementQuerySet.as_manager()
+    objects = OwnedByQuotaQuerySet.as_manager()
 
     class Meta:
         ordering = ["kind", "name"]

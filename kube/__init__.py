@@ -12,4 +12,7 @@ for the emulator (`kubesim/`) alike. It imports the standard library only (`kube
   for missing requests) and whether it still holds them.
 - `kube.client`: the one factory of API clients, the API server's refusals (`ApiRefusal`) and one client to
   custom objects with one error contract.
+- `kube.reference`: container image references by the distribution reference grammar.
+- `kube.crd`, `kube.validation`: the published CRD manifests of `kube/crds/`, and objects checked against
+  their OpenAPI schema and CEL rules as the API server checks them.
 """

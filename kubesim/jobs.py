@@ -1,18 +1,29 @@
 """The Job controller of ``batch/v1``, as the Kubernetes documentation describes it.
 
 Source: "Jobs", https://kubernetes.io/docs/concepts/workloads/controllers/job/ (parallel execution,
-completion modes, the pod backoff failure policy, Job termination and cleanup, terminal Job conditions,
-suspending a Job, pod replacement policy), the JobSpec/JobStatus API reference
+completion modes, the pod backoff failure policy, backoff limit per index, pod failure policy, Job
+termination and cleanup, terminal Job conditions, suspending a Job, pod replacement policy), the task page
+"Handling retriable and non-retriable pod failures with Pod failure policy"
+(https://kubernetes.io/docs/tasks/job/pod-failure-policy/), the JobSpec/JobStatus API reference
 (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/) and, where the pages are
-silent, the behaviour of upstream's controller (pkg/controller/job) as of Kubernetes 1.31/1.32.
+silent, upstream's controller and validation (pkg/controller/job: job_controller.go, pod_failure_policy.go,
+indexed_job_utils.go, backoff_utils.go; pkg/apis/batch/validation/validation.go) as of Kubernetes 1.31-1.33.
 
 What the API server does when a Job is created (:func:`admit_job`): defaults (``parallelism`` and
-``completions`` 1 when both are unset, ``parallelism`` 1, ``backoffLimit`` 6, ``completionMode``
-NonIndexed, ``suspend`` false, ``podReplacementPolicy`` TerminatingOrFailed), the generated selector
-``batch.kubernetes.io/controller-uid=<uid>`` and the pod template labels ``batch.kubernetes.io/job-name``,
-``job-name``, ``batch.kubernetes.io/controller-uid``, ``controller-uid`` (a Job without labels gets its
-template's), and the refusals (``restartPolicy`` other than Never/OnFailure, Indexed without
-``completions``, no containers).
+``completions`` 1 when both are unset, ``parallelism`` 1, ``backoffLimit`` 6 — the int32 maximum with a
+``backoffLimitPerIndex`` —, ``completionMode`` NonIndexed, ``suspend`` false, ``podReplacementPolicy``
+TerminatingOrFailed — Failed with a ``podFailurePolicy`` —, an ``onPodConditions`` pattern's ``status``
+True), the generated selector ``batch.kubernetes.io/controller-uid=<uid>`` and the pod template labels
+``batch.kubernetes.io/job-name``, ``job-name``, ``batch.kubernetes.io/controller-uid``, ``controller-uid`` (a
+Job without labels gets its template's), and the refusals (``restartPolicy`` other than Never/OnFailure,
+and other than Never with a ``podFailurePolicy``; Indexed without ``completions``; no containers;
+``podReplacementPolicy`` other than Failed with a ``podFailurePolicy``; ``backoffLimitPerIndex`` and
+``maxFailedIndexes`` only for Indexed Jobs, ``maxFailedIndexes`` only with ``backoffLimitPerIndex`` and at
+most ``completions``; and every rule of validatePodFailurePolicy: at most 20 rules, an action among
+Count/FailIndex/FailJob/Ignore — FailIndex only with ``backoffLimitPerIndex`` —, exactly one of
+``onExitCodes`` and ``onPodConditions``, an ``In``/``NotIn`` operator, a ``containerName`` of the template,
+1 to 255 exit codes, unique, ordered, no 0 with ``In``, at most 20 condition patterns with a qualified
+``type`` and a status True/False/Unknown), each in the API server's words.
 
 What the controller does, one :meth:`JobControllerMixin.job_controller_step` at a time, for the Jobs that
 changed (or whose pods changed, or whose deadline or backoff delay is due):
@@ -37,6 +48,22 @@ changed (or whose pods changed, or whose deadline or backoff delay is due):
   longer than specified deadline"). Failed pods are replaced after upstream's exponential delay: 10 s
   after the last failure, doubling with every consecutive failure, at most 6 minutes (simplified: the
   delay counts from when the controller saw the failure, not the container's exit);
+- ``podFailurePolicy`` (matchPodFailurePolicy): a Failed pod is held against the rules in order, the first
+  that matches decides — ``onExitCodes`` (the first terminated container, app containers then init
+  containers, named ``containerName`` if given, whose non-zero exit code is ``In``/``NotIn`` the values) or
+  ``onPodConditions`` (a condition of the pod with the pattern's type and status); ``FailJob`` ends the Job
+  at once with reason ``PodFailurePolicy`` and upstream's message ("Container main for pod ns/p failed with
+  exit code 42 matching FailJob rule at index 0", "Pod ns/p has condition DisruptionTarget matching FailJob
+  rule at index 1"), ``Ignore`` lets the pod go uncounted (no backoff limit reached; it is replaced, after
+  the delay, which ignored failures still lengthen), ``Count`` and no match count it, ``FailIndex`` fails
+  its index; an unknown action skips the rule;
+- ``backoffLimitPerIndex`` (Indexed): each index counts its own failures in its pods' annotations
+  ``batch.kubernetes.io/job-index-failure-count`` (and ``...-ignored-failure-count``), carried to the
+  replacement (the failed pod keeps its tracking finalizer until it is replaced); an index whose failures
+  reach the limit, or whose pod matched ``FailIndex``, is failed (``status.failedIndexes``) and not started
+  again; its replacement waits 10 s doubled per earlier failure of the index; past ``maxFailedIndexes`` the
+  Job fails with ``MaxFailedIndexesExceeded``, and once every index succeeded or failed with
+  ``FailedIndexes`` ("Job has failed indexes");
 - the end, as 1.31+ do it: first the interim condition (``FailureTarget`` with the reason, or
   ``SuccessCriteriaMet`` reason ``CompletionsReached`` "Reached expected number of succeeded pods"), the
   remaining active pods deleted (on failure they count as failed); once no pod is terminating, the
@@ -44,25 +71,20 @@ changed (or whose pods changed, or whose deadline or backoff delay is due):
   event ``Completed`` "Job completed" (or a Warning with the failure's reason);
 - pods of a deleted Job (or orphaned from it) lose the tracking finalizer, as upstream's controller does.
 
-- ``podFailurePolicy``: a failed pod matching a rule's ``onPodConditions`` (a condition of that type with that
-  status, ``True`` by default) whose action is ``Ignore`` is replaced without counting towards
-  ``backoffLimit`` nor in ``status.failed`` — the documented way to let pods preempted or reclaimed by a
-  scheduler (condition ``DisruptionTarget``) come back ("Pod failure policy", the Jobs page). Rules are
-  tried in order, the first match decides.
-
-Not emulated: the other ``podFailurePolicy`` actions (``FailJob``, ``FailIndex``; ``Count`` is the default
-anyway) and ``onExitCodes``, ``successPolicy``, ``backoffLimitPerIndex``, ``managedBy``,
-adoption of pods matching the selector without an owner reference, ``ttlSecondsAfterFinished``.
+Not emulated: ``successPolicy``, ``managedBy``, adoption of pods matching the selector without an owner
+reference, ``ttlSecondsAfterFinished``, updates of a Job checked against its old spec.
 """
 
 from __future__ import annotations
 
 import copy
 import heapq
+import json
 from collections.abc import Iterable
 
 import orjson
 
+from kube.labels import label_key_errors
 from kubesim.clock import parse_rfc3339
 from kubesim.errors import ApiError
 from kubesim.resources import PODS
@@ -90,9 +112,148 @@ _FINISHED = ("Complete", "Failed")
 
 # ---------------------------------------------------------------------------------------------- admission
 
+POD_FAILURE_POLICY_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")
+EXIT_CODE_OPERATORS = ("In", "NotIn")
+CONDITION_STATUSES = ("False", "True", "Unknown")
+MAX_POD_FAILURE_POLICY_RULES = 20
+MAX_EXIT_CODE_VALUES = 255
+MAX_CONDITION_PATTERNS = 20
+INT32_MAX = 2147483647
+
 
 def _cause(field: str, reason: str, message: str) -> Obj:
     return {"reason": reason, "message": message, "field": field}
+
+
+def _go(value: object) -> str:
+    """A bad value as the API server's field errors print it (strings quoted, int32 lists as Go writes them)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return "[]int32{" + ", ".join(str(v) for v in value) + "}"
+    return json.dumps(value)
+
+
+def _quoted(values: Iterable[str]) -> str:
+    return ", ".join(json.dumps(v) for v in values)
+
+
+def _go_list(values: Iterable[str]) -> str:
+    """``%q`` of a Go string slice: ["a" "b"]."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
+
+
+def _invalid(field: str, value: object, detail: str) -> Obj:
+    return _cause(field, "FieldValueInvalid", f"Invalid value: {_go(value)}: {detail}")
+
+
+def _policy_causes(spec: Obj, containers: set[str]) -> list[Obj]:
+    """validatePodFailurePolicy (pkg/apis/batch/validation): the rules, their actions and requirements."""
+    causes: list[Obj] = []
+    policy = spec.get("podFailurePolicy")
+    rules = policy.get("rules") or [] if isinstance(policy, dict) else []
+    path = "spec.podFailurePolicy.rules"
+    if len(rules) > MAX_POD_FAILURE_POLICY_RULES:
+        causes.append(_cause(path, "FieldValueTooMany",
+                             f"Too many: {len(rules)}: must have at most {MAX_POD_FAILURE_POLICY_RULES} items"))
+    for i, rule in enumerate(rules):
+        at = f"{path}[{i}]"
+        rule = rule if isinstance(rule, dict) else {}
+        action = rule.get("action") or ""
+        if not action:
+            causes.append(_cause(f"{at}.action", "FieldValueRequired",
+                                 f"Required value: valid values: {_go_list(POD_FAILURE_POLICY_ACTIONS)}"))
+        elif action == "FailIndex":
+            if spec.get("backoffLimitPerIndex") is None:
+                causes.append(_invalid(f"{at}.action", action, "requires the backoffLimitPerIndex to be set"))
+        elif action not in POD_FAILURE_POLICY_ACTIONS:
+            causes.append(_cause(f"{at}.action", "FieldValueNotSupported", f"Unsupported value: {_go(action)}: "
+                                 f"supported values: {_quoted(POD_FAILURE_POLICY_ACTIONS)}"))
+        on_exit, on_conditions = rule.get("onExitCodes"), rule.get("onPodConditions") or []
+        if isinstance(on_exit, dict):
+            causes += _exit_code_causes(on_exit, f"{at}.onExitCodes", containers)
+        if on_conditions:
+            causes += _condition_causes(on_conditions, f"{at}.onPodConditions")
+        if on_exit is not None and on_conditions:
+            causes.append(_cause(at, "FieldValueInvalid",
+                                 "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported"))
+        if on_exit is None and not on_conditions:
+            causes.append(_cause(at, "FieldValueInvalid",
+                                 "Invalid value: specifying one of OnExitCodes and OnPodConditions is required"))
+    return causes
+
+
+def _exit_code_causes(req: Obj, at: str, containers: set[str]) -> list[Obj]:
+    causes: list[Obj] = []
+    operator = req.get("operator") or ""
+    if not operator:
+        causes.append(_cause(f"{at}.operator", "FieldValueRequired",
+                             f"Required value: valid values: {_go_list(EXIT_CODE_OPERATORS)}"))
+    elif operator not in EXIT_CODE_OPERATORS:
+        causes.append(_cause(f"{at}.operator", "FieldValueNotSupported",
+                             f"Unsupported value: {_go(operator)}: supported values: {_quoted(EXIT_CODE_OPERATORS)}"))
+    name = req.get("containerName")
+    if name is not None and name not in containers:
+        causes.append(_invalid(f"{at}.containerName", name,
+                               "must be one of the container or initContainer names in the pod template"))
+    values = [v for v in req.get("values") or [] if isinstance(v, int)]
+    if not values:
+        causes.append(_invalid(f"{at}.values", values, "at least one value is required"))
+    elif len(values) > MAX_EXIT_CODE_VALUES:
+        causes.append(_cause(f"{at}.values", "FieldValueTooMany",
+                             f"Too many: {len(values)}: must have at most {MAX_EXIT_CODE_VALUES} items"))
+    seen: set[int] = set()
+    for j, value in enumerate(values):
+        if operator == "In" and value == 0:
+            causes.append(_invalid(f"{at}.values[{j}]", value, "must not be 0 for the In operator"))
+        if value in seen:
+            causes.append(_cause(f"{at}.values[{j}]", "FieldValueDuplicate", f"Duplicate value: {value}"))
+        seen.add(value)
+    if any(a > b for a, b in zip(values, values[1:])):
+        causes.append(_invalid(f"{at}.values", values, "must be ordered"))
+    return causes
+
+
+def _condition_causes(patterns: list, at: str) -> list[Obj]:
+    causes: list[Obj] = []
+    if len(patterns) > MAX_CONDITION_PATTERNS:
+        causes.append(_cause(at, "FieldValueTooMany",
+                             f"Too many: {len(patterns)}: must have at most {MAX_CONDITION_PATTERNS} items"))
+    for j, pattern in enumerate(patterns):
+        pattern = pattern if isinstance(pattern, dict) else {}
+        kind = str(pattern.get("type") or "")
+        for error in label_key_errors(kind):
+            causes.append(_invalid(f"{at}[{j}].type", kind, error))
+        status = pattern.get("status") or ""
+        if not status:
+            causes.append(_cause(f"{at}[{j}].status", "FieldValueRequired",
+                                 f"Required value: valid values: {_go_list(CONDITION_STATUSES)}"))
+        elif status not in CONDITION_STATUSES:
+            causes.append(_cause(f"{at}[{j}].status", "FieldValueNotSupported",
+                                 f"Unsupported value: {_go(status)}: supported values: {_quoted(CONDITION_STATUSES)}"))
+    return causes
+
+
+def _per_index_causes(spec: Obj) -> list[Obj]:
+    """backoffLimitPerIndex and maxFailedIndexes (validateJobSpec)."""
+    causes: list[Obj] = []
+    per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
+    indexed = spec.get("completionMode") == "Indexed"
+    if max_failed is not None and per_index is None:
+        causes.append(_cause("spec.backoffLimitPerIndex", "FieldValueRequired",
+                             "Required value: when maxFailedIndexes is specified"))
+    if indexed and max_failed is not None and spec.get("completions") is not None and max_failed > spec["completions"]:
+        causes.append(_invalid("spec.maxFailedIndexes", max_failed, "must be less than or equal to completions"))
+    if not indexed:
+        if per_index is not None:
+            causes.append(_invalid("spec.backoffLimitPerIndex", per_index, "requires indexed completion mode"))
+        if max_failed is not None:
+            causes.append(_invalid("spec.maxFailedIndexes", max_failed, "requires indexed completion mode"))
+    return causes
 
 
 def admit_job(job: Obj) -> None:
@@ -105,18 +266,36 @@ def admit_job(job: Obj) -> None:
         spec["completions"] = spec["parallelism"] = 1
     elif spec.get("parallelism") is None:
         spec["parallelism"] = 1
-    spec.setdefault("backoffLimit", 6)
+    # SetDefaults_Job: with a backoff limit per index the global one is out of the way.
+    spec.setdefault("backoffLimit", INT32_MAX if spec.get("backoffLimitPerIndex") is not None else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    policy = spec.get("podFailurePolicy")
+    spec.setdefault("podReplacementPolicy", "Failed" if policy is not None else "TerminatingOrFailed")
+    if isinstance(policy, dict):
+        for rule in policy.get("rules") or []:
+            for pattern in (rule.get("onPodConditions") or []) if isinstance(rule, dict) else []:
+                if isinstance(pattern, dict):
+                    pattern.setdefault("status", "True")
     template = spec.setdefault("template", {})
     tmd = template.setdefault("metadata", {})
     tspec = template.setdefault("spec", {})
     causes = []
+    causes += _per_index_causes(spec)
+    if policy is not None:
+        containers = {str(c.get("name")) for c in [*(tspec.get("containers") or []), *(tspec.get("initContainers") or [])]
+                      if isinstance(c, dict)}
+        causes += _policy_causes(spec, containers)
+        if spec["podReplacementPolicy"] != "Failed":
+            causes.append(_cause("spec.podReplacementPolicy", "FieldValueNotSupported",
+                                 f'Unsupported value: {_go(spec["podReplacementPolicy"])}: supported values: "Failed"'))
     restart = tspec.get("restartPolicy") or "Always"
     if restart not in ("Never", "OnFailure"):
         causes.append(_cause("spec.template.spec.restartPolicy", "FieldValueNotSupported",
                              f'Unsupported value: "{restart}": supported values: "OnFailure", "Never"'))
+    elif policy is not None and restart != "Never":
+        causes.append(_invalid("spec.template.spec.restartPolicy", restart,
+                               'only "Never" is supported when podFailurePolicy is specified'))
     if spec["completionMode"] == "Indexed" and spec.get("completions") is None:
         causes.append(_cause("spec.completions", "FieldValueRequired",
                              "Required value: when completion mode is Indexed"))
@@ -184,24 +363,29 @@ def _restarts(pod: Obj) -> int:
                for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []))
 
 
-def _ignored_failure(spec: Obj, pod: Obj) -> bool:
-    """The first ``podFailurePolicy`` rule matching this failed pod by its conditions says ``Ignore``."""
-    conditions = [c for c in (pod.get("status") or {}).get("conditions") or () if isinstance(c, dict)]
-    for rule in ((spec.get("podFailurePolicy") or {}).get("rules") or ()):
-        wanted = rule.get("onPodConditions") if isinstance(rule, dict) else None
-        if not wanted:
-            continue
-        if any(c.get("type") == w.get("type") and c.get("status") == (w.get("status") or "True")
-               for w in wanted if isinstance(w, dict) for c in conditions):
-            return rule.get("action") == "Ignore"
-    return False
-
-
 def _finished_at(pod: Obj) -> float | None:
     times = [parse_rfc3339(((s.get("state") or {}).get("terminated") or {}).get("finishedAt"))
              for s in (pod.get("status") or {}).get("containerStatuses") or ()]
     times = [t for t in times if t is not None]
     return max(times) if times else None
+
+
+def _finish_time(pod: Obj) -> float:
+    """When a pod finished, as upstream's getFinishedTime reads it: its containers' last finishedAt, else
+    its Ready=False transition, else its deletion time less the grace period, else its creation."""
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    ends = [parse_rfc3339(((s.get("state") or {}).get("terminated") or {}).get("finishedAt")) for s in statuses]
+    if statuses and all(t is not None for t in ends):
+        return max(t for t in ends if t is not None)
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is not None and ready.get("status") == "False" and parse_rfc3339(ready.get("lastTransitionTime")):
+        return parse_rfc3339(ready.get("lastTransitionTime")) or 0.0
+    md = pod["metadata"]
+    deleted = parse_rfc3339(md.get("deletionTimestamp"))
+    if deleted is not None:
+        return deleted - float(md.get("deletionGracePeriodSeconds") or 0)
+    return parse_rfc3339(md.get("creationTimestamp")) or 0.0
 
 
 def parse_indexes(text: str | None, completions: int) -> set[int]:
@@ -267,6 +451,91 @@ def _removal_order(pod: Obj) -> tuple:
     rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(_phase(pod), 3)
     created = parse_rfc3339(pod["metadata"].get("creationTimestamp")) or 0.0
     return (bool((pod.get("spec") or {}).get("nodeName")), rank, _ready(pod), -created, pod["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------------------------------- pod failure policy
+
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+INDEX_IGNORED_FAILURE_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
+
+
+def _matching_container(pod: Obj, requirement: Obj) -> Obj | None:
+    """The first terminated container (app containers first, then init containers) whose non-zero exit code
+    meets ``onExitCodes`` (pod_failure_policy.go matchOnExitCodes)."""
+    status = pod.get("status") or {}
+    name = requirement.get("containerName")
+    values = set(requirement.get("values") or [])
+    operator = requirement.get("operator")
+    for statuses in (status.get("containerStatuses") or [], status.get("initContainerStatuses") or []):
+        for cs in statuses:
+            terminated = (cs.get("state") or {}).get("terminated")
+            if terminated is None or (name is not None and cs.get("name") != name):
+                continue
+            code = int(terminated.get("exitCode") or 0)
+            if code == 0:
+                continue  # a container that succeeded is left out of the requirement
+            if (operator == "In" and code in values) or (operator == "NotIn" and code not in values):
+                return cs
+    return None
+
+
+def _matching_condition(pod: Obj, patterns: list) -> Obj | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        for pattern in patterns:
+            if isinstance(pattern, dict) and condition.get("type") == pattern.get("type") \
+                    and condition.get("status") == (pattern.get("status") or "True"):
+                return condition
+    return None
+
+
+def match_pod_failure_policy(policy: Obj | None, pod: Obj) -> tuple[str | None, bool, str | None]:
+    """Upstream's matchPodFailurePolicy for a failed pod: (the Job's failure message when a FailJob rule
+    matched, whether the failure counts towards the backoff limits, the action of the rule that matched).
+    Rules are tried in order and the first that matches decides; a rule with an action this controller does
+    not know is skipped; none matching: the failure counts."""
+    if not policy:
+        return None, True, None
+    md = pod["metadata"]
+    for index, rule in enumerate(policy.get("rules") or []):
+        if not isinstance(rule, dict):
+            continue
+        action = rule.get("action")
+        if rule.get("onExitCodes") is not None:
+            matched = _matching_container(pod, rule["onExitCodes"])
+            if matched is None:
+                continue
+            code = matched["state"]["terminated"].get("exitCode")
+            message = (f"Container {matched.get('name')} for pod {md.get('namespace')}/{md['name']} failed with exit "
+                       f"code {code} matching {action} rule at index {index}")
+        elif rule.get("onPodConditions") is not None:
+            condition = _matching_condition(pod, rule["onPodConditions"])
+            if condition is None:
+                continue
+            message = (f"Pod {md.get('namespace')}/{md['name']} has condition {condition.get('type')} matching "
+                       f"{action} rule at index {index}")
+        else:
+            continue
+        if action == "Ignore":
+            return None, False, action
+        if action in ("Count", "FailIndex"):
+            return None, True, action
+        if action == "FailJob":
+            return message, True, action
+    return None, True, None
+
+
+def _failure_rank(pod: Obj) -> tuple[int, float]:
+    """The later of two failed pods of one index: more failures of the index, then finished later."""
+    return (_annotation_count(pod, INDEX_FAILURE_COUNT) + _annotation_count(pod, INDEX_IGNORED_FAILURE_COUNT),
+            _finish_time(pod))
+
+
+def _annotation_count(pod: Obj, key: str) -> int:
+    try:
+        value = int((pod["metadata"].get("annotations") or {}).get(key, 0))
+    except (TypeError, ValueError):
+        return 0
+    return value if 0 <= value <= INT32_MAX else 0
 
 
 # ---------------------------------------------------------------------------------------------- the controller
@@ -425,8 +694,20 @@ class JobControllerMixin:
         suspended = spec.get("suspend") is True
         only_failed = spec.get("podReplacementPolicy") == "Failed" or bool(spec.get("podFailurePolicy"))
         deadline = spec.get("activeDeadlineSeconds")
+        policy = spec.get("podFailurePolicy") if isinstance(spec.get("podFailurePolicy"), dict) else None
+        per_index = spec.get("backoffLimitPerIndex") if indexed else None
+        per_index = per_index if isinstance(per_index, int) and not isinstance(per_index, bool) else None
+        max_failed_indexes = spec.get("maxFailedIndexes")
 
         pods = self._job_pods(uid)
+        verdicts: dict[Key, tuple[str | None, bool, str | None]] = {}
+
+        def verdict(pod_key: Key, pod: Obj) -> tuple[str | None, bool, str | None]:
+            """The pod failure policy's answer for a failed pod (message, counts, action)."""
+            found = verdicts.get(pod_key)
+            if found is None:
+                found = verdicts[pod_key] = match_pod_failure_policy(policy, pod)
+            return found
 
         def valid(pod: Obj) -> bool:
             if not indexed:
@@ -435,8 +716,6 @@ class JobControllerMixin:
             return index is not None and 0 <= index < int(completions)
 
         def failed(pod: Obj) -> bool:
-            if _ignored_failure(spec, pod):
-                return False  # the pod failure policy ignores it: replaced, never counted
             if _phase(pod) == "Failed":
                 return True
             return not only_failed and _deleting(pod) and _phase(pod) != "Succeeded"
@@ -453,7 +732,17 @@ class JobControllerMixin:
             succeeded = len(done_indexes)
         else:
             succeeded = int(status.get("succeeded") or 0) + len(new_succeeded)
-        failed_count = int(status.get("failed") or 0) + len(new_failed)
+        # Failures an Ignore rule matched count towards no limit (nonIgnoredFailedPodsCount).
+        failed_count = int(status.get("failed") or 0) + sum(1 for k, p in new_failed if verdict(k, p)[1])
+        failed_indexes: set[int] = set()
+        if per_index is not None:
+            # An index fails when its pod matched a FailIndex rule, or failed (counted) with the index's
+            # earlier failures reaching backoffLimitPerIndex (isIndexFailed).
+            failed_indexes = parse_indexes(status.get("failedIndexes"), int(completions))
+            for pod_key, pod in new_failed:
+                _message, counts, action = verdict(pod_key, pod)
+                if action == "FailIndex" or (counts and _annotation_count(pod, INDEX_FAILURE_COUNT) >= per_index):
+                    failed_indexes.add(_index(pod))  # type: ignore[arg-type]
 
         if not status.get("startTime") and not suspended:
             status["startTime"] = stamp
@@ -474,6 +763,9 @@ class JobControllerMixin:
             finished = ("Complete", met.get("reason") or "", met.get("message") or "")
         elif target is not None:
             finished = ("Failed", target.get("reason") or "", target.get("message") or "")
+        elif policy is not None and (fail_job := next((m for m in (verdict(k, p)[0] for k, p in pods if failed(p))
+                                                       if m is not None), None)):
+            finished = ("Failed", "PodFailurePolicy", fail_job)
         else:
             on_failure_restarts = sum(_restarts(p) for _k, p in pods if _phase(p) in ("Pending", "Running"))
             past_restarts = (spec.get("template") or {}).get("spec", {}).get("restartPolicy") == "OnFailure" and (
@@ -485,6 +777,23 @@ class JobControllerMixin:
                 finished = ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
             elif isinstance(deadline, int) and start is not None and not suspended:
                 self._job_timer(key, start + deadline)
+        if finished is None and per_index is not None:
+            if isinstance(max_failed_indexes, int) and len(failed_indexes) > max_failed_indexes:
+                finished = ("Failed", "MaxFailedIndexesExceeded",
+                            "Job has exceeded the specified maximal number of failed indexes")
+            elif failed_indexes and len(failed_indexes) + len(done_indexes) >= int(completions):
+                finished = ("Failed", "FailedIndexes", "Job has failed indexes")
+        # With a backoff limit per index, the last failed pod of an index waiting for its replacement (its
+        # failure counts pass on to it: getPodsWithDelayedDeletionPerIndex).
+        replaced: dict[int, tuple[Key, Obj]] = {}
+        if per_index is not None:
+            for pod_key, pod in new_failed:
+                index = _index(pod)
+                if index is None or index in done_indexes or index in failed_indexes:
+                    continue
+                known = replaced.get(index)
+                if known is None or _failure_rank(pod) >= _failure_rank(known[1]):
+                    replaced[index] = (pod_key, pod)
 
         finalized: set[Key] = set()  # pods whose tracking finalizer goes without being counted
         created: list[str] = []
@@ -535,7 +844,7 @@ class JobControllerMixin:
                     diff = want - (terminating if only_failed else 0) - len(active)
                     if diff > 0:
                         wait = 0.0
-                        if failures > 0:
+                        if failures > 0 and per_index is None:
                             delay = min(DEFAULT_BACKOFF_SECONDS * 2 ** (failures - 1), MAX_BACKOFF_SECONDS)
                             wait = last_failure + delay - now
                         if wait > 0:
@@ -547,10 +856,14 @@ class JobControllerMixin:
                                 held = {_index(p) for _k, p in active}
                                 if only_failed:
                                     held |= {_index(p) for _k, p in pods if _deleting(p) and not _terminal(p)}
-                                indexes = [i for i in range(int(completions))
-                                           if i not in done_indexes and i not in held][:diff]
+                                indexes = [i for i in range(int(completions)) if i not in done_indexes
+                                           and i not in held and i not in failed_indexes][:diff]
+                                if per_index is not None:
+                                    indexes = self._indexes_due(key, indexes, replaced, now)
                             for index in indexes:
                                 pod = self._job_new_pod(job, index, stamp)
+                                if per_index is not None:
+                                    self._carry_failure_counts(pod, replaced.get(index), verdict)
                                 try:
                                     stored = self._put(PODS, pod, upsert=False)
                                 except ApiError as err:
@@ -580,15 +893,21 @@ class JobControllerMixin:
         failing = finished is not None and finished[0] == "Failed"
         counted_succeeded, counted_failed, released = [], [], []
         active_keys = {k for k, _p in active}
+        held_indexes = {_index(p) for _k, p in active}
+        waiting = {k for k, p in replaced.values() if _index(p) not in held_indexes} \
+            if finished is None and not md.get("deletionTimestamp") else set()
         for pod_key, pod in tracked:
-            if pod_key in finalized:
+            if pod_key in finalized or pod_key in waiting:
                 continue
             if _phase(pod) == "Succeeded":
                 counted_succeeded.append((pod_key, pod))
             elif (failed(pod) or failing) and pod_key not in active_keys:
-                counted_failed.append((pod_key, pod))
-            elif md.get("deletionTimestamp") or (_terminal(pod) and _ignored_failure(spec, pod)):
-                released.append((pod_key, pod))  # the Job goes, or the pod failure policy ignores it
+                if verdict(pod_key, pod)[1]:
+                    counted_failed.append((pod_key, pod))
+                else:
+                    released.append((pod_key, pod))  # an Ignore rule matched: not counted, let go
+            elif md.get("deletionTimestamp"):
+                released.append((pod_key, pod))  # the Job goes: its pods are not held back
         # Pods with the finalizer that are not valid for the Job (an index out of range) are let go too.
         released += [(k, p) for k, p in pods if _tracked(p) and not valid(p)]
         if indexed:
@@ -598,6 +917,8 @@ class JobControllerMixin:
                 status["completedIndexes"] = format_indexes(done_indexes)
             else:
                 status.pop("completedIndexes", None)
+            if per_index is not None:
+                status["failedIndexes"] = format_indexes(failed_indexes)
         else:
             succeeded = int(old_status.get("succeeded") or 0) + len(counted_succeeded)
         failed_total = int(old_status.get("failed") or 0) + len(counted_failed)
@@ -642,6 +963,44 @@ class JobControllerMixin:
 
             self._update(JOBS, key, write, subresource="status")
         return done
+
+    def _indexes_due(self, key: Key, indexes: list[int], replaced: dict[int, tuple[Key, Obj]], now: float) -> list[int]:
+        """Of the indexes to start, those whose own back-off is over: 10 s after the index's last failure,
+        doubled for each earlier failure of the index, at most 6 minutes (getRemainingTimePerIndex); a timer
+        for the soonest of the others."""
+        due: list[int] = []
+        soonest: float | None = None
+        for index in indexes:
+            last = replaced.get(index)
+            if last is not None:
+                pod = last[1]
+                count = _annotation_count(pod, INDEX_FAILURE_COUNT) + _annotation_count(pod, INDEX_IGNORED_FAILURE_COUNT)
+                delay = min(DEFAULT_BACKOFF_SECONDS * 2 ** min(count, 16), MAX_BACKOFF_SECONDS)
+                remaining = _finish_time(pod) + delay - now
+                if remaining > 0:
+                    soonest = remaining if soonest is None else min(soonest, remaining)
+                    continue
+            due.append(index)
+        if soonest is not None:
+            self._job_timer(key, now + soonest)
+        return due
+
+    @staticmethod
+    def _carry_failure_counts(pod: Obj, last: tuple[Key, Obj] | None, verdict) -> None:
+        """The replacement of an index's failed pod carries the index's failures on in its annotations
+        (getNewIndexFailureCounts): one more counted failure, or one more ignored (an Ignore rule matched)."""
+        failures = ignored = 0
+        if last is not None:
+            failures = _annotation_count(last[1], INDEX_FAILURE_COUNT)
+            ignored = _annotation_count(last[1], INDEX_IGNORED_FAILURE_COUNT)
+            if verdict(*last)[1]:
+                failures += 1
+            else:
+                ignored += 1
+        annotations = pod["metadata"].setdefault("annotations", {})
+        annotations[INDEX_FAILURE_COUNT] = str(failures)
+        if ignored:
+            annotations[INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
 
     def _job_new_pod(self, job: Obj, index: int | None, stamp: str) -> Obj:
         """A pod of ``job`` as the controller creates it from the template (index: Indexed mode)."""

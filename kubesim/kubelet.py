@@ -186,11 +186,12 @@ class KubeletMixin:
             previous = next((c for c in old.get("conditions") or () if c.get("type") == cond["type"]), None)
             if previous is not None and previous.get("status") == cond.get("status"):
                 cond["lastTransitionTime"] = previous.get("lastTransitionTime", cond["lastTransitionTime"])
-        # Conditions others own stay (DisruptionTarget from a scheduler's eviction, readiness gates): the Job
-        # controller's pod failure policy reads DisruptionTarget on the pod once it has failed.
-        own = {c.get("type") for c in status.get("conditions") or ()}
-        status.setdefault("conditions", []).extend(
-            c for c in old.get("conditions") or () if isinstance(c, dict) and c.get("type") not in own)
+        # Conditions the kubelet does not own stay (a scheduler's DisruptionTarget on a pod it evicts: the
+        # kubelet's status manager keeps them when it writes its own).
+        owned = {c.get("type") for c in status.get("conditions") or ()}
+        kept = [c for c in old.get("conditions") or () if isinstance(c, dict) and c.get("type") not in owned]
+        if kept:
+            status["conditions"] = [*(status.get("conditions") or []), *kept]
 
         def change(p: Obj) -> None:
             p["status"] = status

@@ -285,15 +285,26 @@ register_resource(Resource(
         "spec": {"type": "object", "required": ["template"], "properties": {
             "parallelism": {"type": "integer", "minimum": 0},
             "completions": {"type": "integer", "minimum": 0},
-            "backoffLimit": {"type": "integer", "minimum": 0, "default": 6},
+            # backoffLimit and podReplacementPolicy are defaulted by kubesim.jobs.admit_job (6, or the int32 maximum
+            # with a backoff limit per index; Failed with a podFailurePolicy).
+            "backoffLimit": {"type": "integer", "minimum": 0},
+            "backoffLimitPerIndex": {"type": "integer", "minimum": 0},
+            "maxFailedIndexes": {"type": "integer", "minimum": 0},
+            "podFailurePolicy": {"type": "object", "properties": {"rules": {"type": "array", "items": {
+                "type": "object", "properties": {
+                    "action": {"type": "string"},
+                    "onExitCodes": {"type": "object", "properties": {
+                        "containerName": {"type": "string"}, "operator": {"type": "string"},
+                        "values": {"type": "array", "items": {"type": "integer", "format": "int32"}}}},
+                    "onPodConditions": {"type": "array", "items": {"type": "object", "properties": {
+                        "type": {"type": "string"}, "status": {"type": "string"}}}}}}}}},
             "activeDeadlineSeconds": {"type": "integer", "minimum": 1},
             "ttlSecondsAfterFinished": {"type": "integer", "minimum": 0},
             "completionMode": {"type": "string", "enum": ["NonIndexed", "Indexed"], "default": "NonIndexed"},
             "suspend": {"type": "boolean", "default": False},
             "manualSelector": {"type": "boolean"},
             "selector": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "podReplacementPolicy": {"type": "string", "enum": ["TerminatingOrFailed", "Failed"],
-                                     "default": "TerminatingOrFailed"},
+            "podReplacementPolicy": {"type": "string", "enum": ["TerminatingOrFailed", "Failed"]},
             "template": _POD_TEMPLATE,
         }, "x-kubernetes-preserve-unknown-fields": True},
         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},

@@ -28,6 +28,10 @@ from kubesim.tables import table_for_list
 from kubesim.util import Key, Obj
 
 DCGM_PATH = "/dcgm/metrics"
+# kube-apiserver's MaxRequestBodyBytes (k8s.io/apiserver/pkg/server/config.go: 3 * 1024 * 1024): a larger
+# body of a write is a 413 Status "Request entity too large: limit is 3145728". Objects are refused above
+# etcd's request limit, 1.5 MiB (kubesim/store.py: MAX_OBJECT_BYTES).
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 
 if TYPE_CHECKING:
     from kubesim.emulator import KubeEmulator
@@ -133,6 +137,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_REQUEST_BODY_BYTES:
+            # The API server reads at most its limit (+1) of a body and answers 413 (limitedReadBody in
+            # k8s.io/apiserver/pkg/endpoints/handlers/rest.go); the rest is never read here either.
+            self.close_connection = True
+            raise ApiError(413, f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}", "RequestEntityTooLarge")
         return self.rfile.read(length) if length > 0 else b""
 
     def _dispatch(self, method: str) -> None:

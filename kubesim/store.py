@@ -52,6 +52,13 @@ from kubesim.util import Key, Labels, Obj, _dumps_compact, _gc_paused, _new_uid,
 # full collection about once per page: walking 150,000 extra objects each time tripled its cost.
 _Entry = tuple[bytes, int, Labels, tuple[str, ...]]
 
+# etcd refuses a request over its --max-request-bytes, 1.5 MiB by default ("If not specified, server-side
+# limit defaults to 1.5 MiB", etcd's dev-guide/limit.md); kube-apiserver passes etcd's words on as a 500
+# Status "etcdserver: request is too large" (kubernetes/kubernetes#74600). An object whose JSON is larger
+# is refused the same way (JSON is larger than the protobuf a real cluster stores: the emulator is a
+# little stricter).
+MAX_OBJECT_BYTES: Final = 3 * 1024 * 1024 // 2
+
 # Who is writing through the HTTP API on this thread (set by the server around a client's write), so
 # that the object records it in `metadata.managedFields` as the real API server does: the manager is
 # the request's `fieldManager`, else the client's User-Agent program name.
@@ -327,6 +334,9 @@ class Store(GarbageCollectorMixin):
             if refs or (kind, key) in self._owners_of:
                 self._index_owners(kind, key, refs)
             data = _dumps_compact(obj)
+            if len(data) > MAX_OBJECT_BYTES:
+                self._rv -= 1  # nothing was stored: the resourceVersion is not spent
+                raise ApiError(500, "etcdserver: request is too large", "InternalError")
             labels = _labels_of(obj)
             fields = _extract_fields(kind, obj)
             entry = (data, rv, labels, fields)

@@ -1,6 +1,8 @@
 from django.contrib import admin
+from django.db import models
 
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod
+from console.parsing import JSON_ADMIN_FIELDS
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
 
 
 @admin.register(Cluster)
@@ -19,6 +21,7 @@ class ClusterAdmin(admin.ModelAdmin):
 
 @admin.register(NodePool)
 class NodePoolAdmin(admin.ModelAdmin):
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
     list_display = ["name", "cluster", "label_key", "label_value", "gpu_placement", "cpu_placement", "gpu_limit"]
     list_filter = ["cluster"]
     search_fields = ["name", "label_key", "label_value"]
@@ -26,6 +29,7 @@ class NodePoolAdmin(admin.ModelAdmin):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
     list_display = ["name", "cluster", "pool", "status", "gpu_product", "gpu_allocatable", "zone"]
     list_filter = ["cluster", "status", "gpu_product"]
     search_fields = ["name"]
@@ -50,8 +54,26 @@ class NodeGpuFiguresAdmin(admin.ModelAdmin):
 
 @admin.register(Pod)
 class PodAdmin(admin.ModelAdmin):
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
     list_display = ["name", "namespace", "cluster", "node", "phase", "priority", "gpus", "project"]
     list_filter = ["cluster", "phase"]
     search_fields = ["name", "namespace"]
     list_select_related = ["cluster", "node", "project"]
     raw_id_fields = ["node", "project"]
+
+
+@admin.register(PodLifetime)
+class PodLifetimeAdmin(admin.ModelAdmin):
+    """How long each pod held its requests, as the sync recorded it (the GPU-hours ledger's input): looked
+    at, never edited."""
+
+    list_display = ["name", "namespace", "cluster", "gpus", "gpu_model", "started", "ended", "end_reason"]
+    list_filter = ["cluster", "end_reason"]
+    search_fields = ["name", "namespace", "uid"]
+    list_select_related = ["cluster"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

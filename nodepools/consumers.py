@@ -21,6 +21,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
+from console import parsing
 from nodepools import hints
 from nodepools.models import Cluster
 
@@ -134,6 +135,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 await poller
         for group in getattr(self, "joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
+
+    @classmethod
+    async def decode_json(cls, text_data):
+        """The browser sends keep-alives only: anything else, deep or large JSON included, is read as
+        nothing (bounded parsing, console/parsing.py; Daphne refuses messages over 1 MiB)."""
+        if len(text_data) > 4096:
+            return None
+        try:
+            return parsing.loads_json(text_data)
+        except parsing.InputError:
+            return None
 
     async def receive_json(self, content, **kwargs):
         # Keep-alive from the browser; nothing else is accepted from it.

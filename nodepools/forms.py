@@ -12,7 +12,7 @@ class PoolForm(forms.Form):
     name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
     label_key = forms.CharField(help_text="Node label key, e.g. gpu-type or karpenter.sh/nodepool.")
     label_value = forms.CharField(required=False, help_text="Node label value, e.g. A100.")
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), required=False)
     gpu_placement = forms.ChoiceField(label="GPU placement strategy", choices=PlacementStrategy.choices,
                                       initial=PlacementStrategy.BINPACK)
     cpu_placement = forms.ChoiceField(label="CPU placement strategy", choices=PlacementStrategy.choices,

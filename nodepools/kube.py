@@ -62,6 +62,37 @@ def pod_resources(pod: Mapping[str, Any]) -> Resources:
     return Resources.from_amounts(kube_requests.pod_requests(pod))
 
 
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def pod_times(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(started, finished) of a pod's allocation as RFC 3339 texts (GPU-hours, DOMAIN §12).
+
+    Started: when it was bound to its node (the PodScheduled=True condition's lastTransitionTime), else
+    status.startTime, else its creation; None while unbound. Finished: for a Succeeded or Failed pod,
+    the latest `finishedAt` of its containers' terminated states; None while it counts (or when the
+    kubelet reported no time: the sync then takes the moment it saw the phase)."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if not spec.get("nodeName"):
+        return None, None
+    started = None
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            if condition.get("status") == "True":
+                started = condition.get("lastTransitionTime") or None
+            break
+    started = started or status.get("startTime") or (pod.get("metadata") or {}).get("creationTimestamp") or None
+    finished = None
+    if status.get("phase") in FINISHED_PHASES:
+        for container in status.get("containerStatuses") or ():
+            terminated = ((container or {}).get("state") or {}).get("terminated") or {}
+            at = terminated.get("finishedAt")
+            if isinstance(at, str) and at and (finished is None or at > finished):  # RFC 3339 UTC sorts as text
+                finished = at
+    return (started if isinstance(started, str) else None), finished
+
+
 PREEMPTIBLE_BELOW = 100
 
 

@@ -101,6 +101,11 @@ class Cluster(models.Model):
     # Left every few seconds by the sync process that leads this cluster (see nodepools/sync): a
     # heartbeat older than STALE_AFTER means nobody keeps the mirror current (a hung or dead leader).
     leader_heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
+    # Until when the mirror of the cluster's pods is known complete: left by the sync's writer (at most
+    # every PODS_CURRENT_EVERY seconds) while its list of pods is done and its watch healthy. The GPU-hours
+    # ledger closes an hour only once this passed its end; a pod found gone at the next list ended, as far
+    # as anyone knows, at this moment (PodLifetime.ended).
+    pods_current_at = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -432,10 +437,10 @@ class Pod(models.Model):
     # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its
     # status is False ("0/30 nodes are available: …"), else empty.
     scheduling_message = models.TextField(blank=True)
-    # status.startTime: when the kubelet started the pod (null while it waits for a node): a workload's run
-    # starts with its first pod's (the start estimates read run times from it).
-    started_at = models.DateTimeField(null=True, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
+    # When its allocation began (bound to the node) and, once Succeeded or Failed, ended (kube.pod_times).
+    started_in_cluster = models.DateTimeField(null=True, blank=True)
+    finished_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -460,3 +465,51 @@ class Pod(models.Model):
     @property
     def preemptible(self) -> bool:
         return kube.is_preemptible(self.priority)
+
+
+class PodLifetime(models.Model):
+    """How long one pod held what it requested (DOMAIN §12): the sync's writer keeps one row per pod uid
+    from the list and the watch (`nodepools.sync.lifetimes`), and keeps it after the pod is gone, so that
+    the GPU-hours ledger counts a pod that ran 7 minutes as 7 minutes even once it is deleted.
+
+    `started`: bound to its node. `ended`: null while it counts; else when it finished (its containers'
+    finishedAt), was deleted (the DELETED event's time) or was found gone by a later list (the last
+    moment the mirror was known complete, `Cluster.pods_current_at`): `end_reason` says which. Pool and GPU
+    model are those of its node when first seen (a pod of a node moved later stays with its pool), so
+    that a row outlives its node. `recorded` (first written) and `changed` (last change of what the
+    ledger counts) tell the ledger which closed hours a late event may have changed. Narrow on purpose:
+    read whole every hour."""
+
+    class EndReason(models.TextChoices):
+        FINISHED = "finished", "Finished"
+        DELETED = "deleted", "Deleted"
+        GONE = "gone", "Gone at a later list"
+        REPLACED = "replaced", "Replaced by a pod of the same name"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pod_lifetimes")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    pool_id = models.BigIntegerField(null=True, blank=True)
+    gpu_model = models.CharField(max_length=128, blank=True)
+    gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    cpu_millis = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    priority = models.IntegerField(default=0)
+    started = models.DateTimeField()
+    ended = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=16, choices=EndReason, blank=True)
+    recorded = models.DateTimeField()
+    changed = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "uid"], name="pod_lifetime_unique_uid")]
+        indexes = [
+            models.Index(fields=["cluster", "started"], name="pod_lifetime_started"),
+            models.Index(fields=["cluster", "ended"], name="pod_lifetime_ended"),
+            models.Index(fields=["cluster", "changed"], name="pod_lifetime_changed"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.uid})"

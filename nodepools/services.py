@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from nodepools import kube, signals
@@ -433,6 +434,8 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
     mirror.sweep(NODES, seen_nodes)
     mirror.sweep(PODS, seen_pods)
     mirror.flush()
+    # A complete list: the pods' mirror (their lifetimes, the GPU-hours ledger's input) is current until now.
+    Cluster.objects.filter(pk=cluster.pk).update(pods_current_at=timezone.now())
     return {"nodes": len(mirror.nodes), "pods": len(mirror.pods), "skipped": mirror.skipped}
 
 
@@ -542,3 +545,20 @@ def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_versio
 def _changed_message(node: Node, failed: str) -> str:
     return (f"{failed}: the node was changed in the cluster after it was read (409 Conflict); nothing was "
             "changed. Review the move again.")
+
+
+def pod_lifetimes_expire(*, ended_before: datetime, batch: int = 5000, max_batches: int | None = None) -> int:
+    """Forget the lifetimes of pods that ended before `ended_before` (retention: the GPU-hours ledger no
+    longer corrects hours that old), a batch per transaction so that the sync's writes never wait long.
+    Returns how many were deleted."""
+    from nodepools.models import PodLifetime
+
+    deleted = done = 0
+    while max_batches is None or done < max_batches:
+        ids = list(PodLifetime.objects.filter(ended__lt=ended_before).order_by().values_list("pk", flat=True)[:batch])
+        if not ids:
+            break
+        with transaction.atomic():
+            deleted += PodLifetime.objects.filter(pk__in=ids).delete()[0]
+        done += 1
+    return deleted

@@ -10,7 +10,7 @@ from projects.models import Rank
 
 class DepartmentForm(forms.Form):
     name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), required=False)
 
 
 class DepartmentCreateForm(DepartmentForm):
@@ -24,7 +24,7 @@ class DepartmentCreateForm(DepartmentForm):
 
 class ProjectForm(forms.Form):
     name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), required=False)
     allow_over_quota = forms.BooleanField(required=False, initial=True, label="Allow over-quota",
                                           help_text="Let workloads use idle GPUs beyond the deserved quota.")
     namespaces = forms.CharField(required=False, help_text="Kubernetes namespaces, separated by commas "

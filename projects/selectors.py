@@ -195,19 +195,52 @@ class PoolSummary:
     projects: list[tuple[Project, QuotaLine]] = field(default_factory=list)
 
 
-def _pending_requests(cluster: Cluster, pools: list[NodePool]) -> dict[tuple[int, int], Decimal]:
-    """GPUs that pending workloads ask for, per (project, pool): a pod's node selector names its pool
-    (the default pool when it names none)."""
+def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quota]) -> dict[tuple[int, int], Decimal]:
+    """GPUs that pending workloads ask for, per (project, pool), which the fair share counts as requested. A
+    pending pod's pool is the one "Why is it waiting?" reads (the console's pool label, KAI's queue
+    `<project>.<pool>`, a pool's own label, else the default pool). Non-preemptible requests (priority ≥ 100)
+    count only up to what is left of the project's (and its department's) deserved quota for non-preemptible
+    work: beyond it the scheduler refuses them (they never run), so they claim no share of the pool."""
+    from nodepools.kube import PREEMPTIBLE_BELOW
+    from projects.waiting import pool_of_pod
+
     by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
+    by_name = {p.name: p.pk for p in pools}
     default = next((p.pk for p in pools if p.is_default), None)
+    # What is left for non-preemptible work, per (project, pool) and per (department, pool): deserved minus the
+    # non-preemptible GPUs running.
+    room: dict[tuple[str, int, int], Decimal] = {}
+    running = (Pod.objects.active().filter(node__pool_id__in=[p.pk for p in pools], project__isnull=False,
+                                           priority__gte=PREEMPTIBLE_BELOW).order_by()
+               .values_list("project_id", "project__department_id", "node__pool_id").annotate(v=Sum("gpus")))
+    held: dict[tuple[str, int, int], Decimal] = {}
+    department_of: dict[int, int] = {}
+    for project, department, pool, v in running:
+        for key in (("project", project, pool), ("department", department, pool)):
+            held[key] = held.get(key, Decimal(0)) + (v or Decimal(0))
+    for q in quotas:
+        key = ("project", q.project_id, q.pool_id) if q.project_id else ("department", q.department_id, q.pool_id)
+        room[key] = max(Decimal(q.gpu_deserved) - held.get(key, Decimal(0)), Decimal(0))
+        if q.project_id:
+            department_of[q.project_id] = q.project.department_id
     pending: dict[tuple[int, int], Decimal] = {}
     # By the projects of the cluster (few), so that the (node, phase, project, ...) index answers it.
     rows = Pod.objects.filter(node__isnull=True, phase="Pending", gpus__gt=0,
                               project__in=Project.objects.filter(cluster=cluster).values("pk"))
-    for project_id, gpus, selector in rows.values_list("project_id", "gpus", "node_selector"):
-        pool_id = next((by_label[(k, v)] for k, v in (selector or {}).items() if (k, v) in by_label), default)
-        if pool_id is not None:
-            pending[(project_id, pool_id)] = pending.get((project_id, pool_id), Decimal(0)) + gpus
+    for project_id, gpus, selector, labels, priority in rows.order_by("created_in_cluster", "name").values_list(
+            "project_id", "gpus", "node_selector", "labels", "priority"):
+        pool_id = pool_of_pod(selector or {}, labels or {}, by_label, by_name, default)
+        if pool_id is None:
+            continue
+        key = (project_id, pool_id)
+        if priority >= PREEMPTIBLE_BELOW:
+            mine = ("project", project_id, pool_id)
+            theirs = ("department", department_of.get(project_id), pool_id)
+            if gpus > room.get(mine, Decimal(0)) or gpus > room.get(theirs, Decimal(0)):
+                continue  # refused by the scheduler: non-preemptible beyond the deserved quota
+            room[mine] -= gpus
+            room[theirs] -= gpus
+        pending[key] = pending.get(key, Decimal(0)) + gpus
     return pending
 
 
@@ -229,7 +262,7 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     for q in rows:
         for name, value in (overrides or {}).get(q.pk, {}).items():
             setattr(q, name, value)
-    pending = _pending_requests(cluster, pools)
+    pending = _pending_requests(cluster, pools, rows)
     lines: dict[tuple[str, int, int], QuotaLine] = {}
     for q in rows:
         kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)

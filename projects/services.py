@@ -170,9 +170,15 @@ def project_namespaces_set(*, actor: Any, project: Project, namespaces: list[str
     return rows
 
 
+MAX_PROJECT_NAMESPACES = 100
+
+
 def _namespaces_replace(project: Project, namespaces: list[str]) -> list[ProjectNamespace]:
     if not namespaces:
         raise ValidationError({"namespaces": "A project owns at least one namespace."})
+    if len(namespaces) > MAX_PROJECT_NAMESPACES:
+        raise ValidationError({"namespaces": f"A project owns at most {MAX_PROJECT_NAMESPACES} namespaces "
+                                             f"(got {len(namespaces)})."})
     rows = []
     for name in dict.fromkeys(namespaces):
         row = ProjectNamespace(cluster_id=project.cluster_id, project=project, name=name)

@@ -59,36 +59,44 @@ def _n(value: Decimal | int | float) -> str:
 
 
 def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, pool: PoolFacts,
-            allow_over_quota: bool = True) -> Reason:
+            allow_over_quota: bool = True, pods: int = 1) -> Reason:
+    """`gpus` per pod; `pods` > 1 for a gang (a Job its scheduler takes whole: KAI's PodGroup with its
+    min-member, Kueue's Workload): the quotas are held against all its GPUs, and all its pods must find room."""
     gpus = Decimal(gpus)
+    pods = max(int(pods or 1), 1)
+    total = gpus * pods
+    asks = f"{_n(total)} more" if pods == 1 else f"{_n(total)} more ({pods} pods of {_n(gpus)}, all together)"
     for kind, owner in (("project", project), ("department", department)):
-        if owner.limit is not None and owner.allocated + gpus > owner.limit:
+        if owner.limit is not None and owner.allocated + total > owner.limit:
             return Reason("over_limit", f"Over its limit: {kind} {owner.name} uses {_n(owner.allocated)} of its "
-                                        f"{_n(owner.limit)} GPU limit in {pool.name}; this asks {_n(gpus)} more.")
+                                        f"{_n(owner.limit)} GPU limit in {pool.name}; this asks {asks}.")
     non_preemptible = priority >= PREEMPTIBLE_BELOW
     # Over-quota off caps every workload of the project at its deserved quota (the scheduler's limit is the
     # quota then), whatever its priority: said before the non-preemptible rule, which it implies.
-    if not allow_over_quota and project.allocated + gpus > project.deserved:
+    if not allow_over_quota and project.allocated + total > project.deserved:
         return Reason("over_quota_off", f"Over-quota is off for project {project.name}: it uses "
                                         f"{_n(project.allocated)} of {_n(project.deserved)} deserved GPUs in "
-                                        f"{pool.name}; this asks {_n(gpus)} more.")
+                                        f"{pool.name}; this asks {asks}.")
     if non_preemptible:
         for kind, owner in (("project", project), ("department", department)):
-            if owner.non_preemptible + gpus > owner.deserved:
+            if owner.non_preemptible + total > owner.deserved:
                 return Reason("non_preemptible_over_quota",
                               f"Non-preemptible work runs within deserved quota only: {kind} {owner.name} runs "
                               f"{_n(owner.non_preemptible)} non-preemptible GPUs of {_n(owner.deserved)} deserved in "
-                              f"{pool.name}; this asks {_n(gpus)} more.")
-    if not any(total >= gpus for total, _ in pool.nodes):
-        biggest = max((total for total, _ in pool.nodes), default=Decimal(0))
+                              f"{pool.name}; this asks {asks}.")
+    if not any(node_total >= gpus for node_total, _ in pool.nodes):
+        biggest = max((node_total for node_total, _ in pool.nodes), default=Decimal(0))
         return Reason("no_node_fits", f"No node can fit it: the largest Ready node of {pool.name} has "
                                       f"{_n(biggest)} GPUs; this asks {_n(gpus)} on one node.")
-    if not any(free >= gpus for _, free in pool.nodes):
+    room = sum(int(free // gpus) if gpus > 0 else pods for _, free in pool.nodes)
+    if room < pods:
         free = sum((f for _, f in pool.nodes), Decimal(0))
         who = tuple(sorted(pool.borrowers, key=lambda b: (-b[2], b[0], b[1])))
         names = ", ".join(f"{kind} {name} (+{_n(over)})" for kind, name, over in who) or "nobody"
-        return Reason("pool_full", f"The pool is full: {pool.name} has {_n(free)} GPUs free, none of its nodes "
-                                   f"{_n(gpus)}. Borrowing over their deserved quota: {names}.", who)
+        where = (f"none of its nodes {_n(gpus)}" if room == 0 else
+                 f"room for {room} of its {pods} pods of {_n(gpus)}")
+        return Reason("pool_full", f"The pool is full: {pool.name} has {_n(free)} GPUs free, {where}. Borrowing "
+                                   f"over their deserved quota: {names}.", who)
     return Reason("schedulable", f"It fits in {pool.name} now and waits for the scheduler's next round.")
 
 
@@ -126,15 +134,16 @@ class ClusterFacts:
     default_id: int | None = None
 
     def pool_of(self, pod_selector: dict, pod_labels: dict) -> int | None:
-        return _pool_of(pod_selector, pod_labels, self.by_label, self.by_name, self.default_id)
+        return pool_of_pod(pod_selector, pod_labels, self.by_label, self.by_name, self.default_id)
 
-    def explain(self, *, project: Any, pool_id: int, gpus: Decimal, priority: int) -> Reason:
-        """Why a request of `gpus` GPUs (on one node) at `priority` of `project` waits in the pool."""
+    def explain(self, *, project: Any, pool_id: int, gpus: Decimal, priority: int, pods: int = 1) -> Reason:
+        """Why a request of `gpus` GPUs (on one node; `pods` of them taken together) at `priority` of
+        `project` waits in the pool."""
         return explain(
             gpus=gpus, priority=priority,
             project=self.owners.get(("project", project.pk, pool_id), Owner(project.name)),
             department=self.owners.get(("department", project.department_id, pool_id), Owner(project.department.name)),
-            pool=self.pools[pool_id], allow_over_quota=project.allow_over_quota)
+            pool=self.pools[pool_id], allow_over_quota=project.allow_over_quota, pods=pods)
 
 
 def cluster_facts(cluster_id: int) -> ClusterFacts:
@@ -190,8 +199,8 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     return facts
 
 
-def _pool_of(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
-             default_id: int | None) -> int | None:
+def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
+                default_id: int | None) -> int | None:
     """The pool a pending pod asks for: the console's pool label, KAI's queue `<project>.<pool>`, a pool's
     own label among its node selector, else the default pool. `by_label`/`by_name`: the pools' ids."""
     selector = pod_selector or {}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepools.sync.resources import json_list as _list
+from nodepools.sync.resources import json_object as _object
 from provisioning import karpenter
 
 NODEPOOLS, NODECLAIMS = "karpenter_nodepools", "karpenter_nodeclaims"
@@ -21,22 +23,6 @@ NODECLAIM_FIELDS = (
     "requirements", "taints", "requests", "capacity", "allocatable", "gpus", "conditions", "created_in_cluster",
     "resource_version",
 )
-
-
-def _object(value: Any, what: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} must be an object")
-    return value
-
-
-def _list(value: Any, what: str) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise TypeError(f"{what} must be a list")
-    return value
 
 
 def nodepool_values(obj: dict[str, Any]) -> tuple[list, None]:

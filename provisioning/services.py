@@ -92,12 +92,18 @@ def writing_cluster_already() -> bool:
     return getattr(_LOCAL, "depth", 0) > 0
 
 
-@transaction.atomic
 def karpenter_nodepool_create(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any],
                               api: NodePools | None = None) -> dict:
-    """Create a NodePool in the cluster (refused with the field named when the spec breaks the CRD's rules)."""
+    """Create a NodePool in the cluster (refused with the field named when the spec breaks the CRD's rules).
+    The spec is checked before the transaction opens."""
     _require_system_admin(actor, "create Karpenter NodePools")
     _check(name, spec)
+    return _karpenter_nodepool_create(actor=actor, cluster=cluster, name=name, spec=spec, api=api)
+
+
+@transaction.atomic
+def _karpenter_nodepool_create(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any],
+                               api: NodePools | None) -> dict:
     obj = {"apiVersion": karpenter.API_VERSION, "kind": "NodePool",
            "metadata": {"name": name, "labels": dict(MANAGED_BY)}, "spec": copy.deepcopy(spec)}
     own = api is None
@@ -117,13 +123,20 @@ def karpenter_nodepool_create(*, actor: Any, cluster: Cluster, name: str, spec: 
     return created
 
 
-@transaction.atomic
 def karpenter_nodepool_update(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any],
                               resource_version: str, api: NodePools | None = None) -> dict:
     """Replace a NodePool's spec, conditional on the resourceVersion it was read at: a change made in the
-    cluster meanwhile raises ConcurrentUpdate and nothing is written. The backed pools take its GPU limit."""
+    cluster meanwhile raises ConcurrentUpdate and nothing is written. The backed pools take its GPU limit.
+    The spec is checked before the transaction opens."""
     _require_system_admin(actor, "change Karpenter NodePools")
     _check(name, spec)
+    return _karpenter_nodepool_update(actor=actor, cluster=cluster, name=name, spec=spec,
+                                      resource_version=resource_version, api=api)
+
+
+@transaction.atomic
+def _karpenter_nodepool_update(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any],
+                               resource_version: str, api: NodePools | None) -> dict:
     if not resource_version:
         raise ValidationError({"resource_version": ["The version the NodePool was read at is missing: reload the form."]})
     own = api is None
@@ -180,18 +193,25 @@ def karpenter_nodepool_delete(*, actor: Any, cluster: Cluster, name: str, resour
     audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=row, before=before, object_id=f"nodepool/{name}")
 
 
-@transaction.atomic
 def provisioned_pool_create(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any], description: str = "",
                             gpu_placement: str = "binpack", cpu_placement: str = "binpack") -> NodePool:
     """A console pool backed by a new Karpenter NodePool of the same name (label karpenter.sh/nodepool=<name>):
-    the pool is saved, then the NodePool created; a refusal by the cluster undoes the pool."""
+    the pool is saved, then the NodePool created; a refusal by the cluster undoes the pool. The spec is
+    checked before the transaction opens."""
     _require_system_admin(actor, "add node pools")
     _check(name, spec)
+    with transaction.atomic():
+        return _provisioned_pool_create(actor=actor, cluster=cluster, name=name, spec=spec, description=description,
+                                        gpu_placement=gpu_placement, cpu_placement=cpu_placement)
+
+
+def _provisioned_pool_create(*, actor: Any, cluster: Cluster, name: str, spec: dict[str, Any], description: str,
+                             gpu_placement: str, cpu_placement: str) -> NodePool:
     pool = pool_services.pool_create(
         actor=actor, cluster=cluster, name=name, label_key=karpenter.NODEPOOL_LABEL, label_value=name,
         description=description, gpu_placement=gpu_placement, cpu_placement=cpu_placement,
         gpu_limit=_gpu_limit(spec))
-    karpenter_nodepool_create(actor=actor, cluster=cluster, name=name, spec=spec)
+    _karpenter_nodepool_create(actor=actor, cluster=cluster, name=name, spec=spec, api=None)
     return pool
 
 

@@ -23,13 +23,22 @@ import copy
 import re
 from typing import Any
 
+import orjson
+
 from kube import crd
-from kube.validation import NOT_CHECKED_MESSAGE
-from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors, label_value_errors
 from kube.quantity import QuantityError, parse_quantity
+from kube.validation import NOT_CHECKED_MESSAGE
 
 NODEPOOLS = "nodepools.karpenter.sh"
-VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+# Bounds of the console's own (the CRD has none for them): values of one requirement (AWS offers about 900
+# instance types), taints, and the whole spec as JSON (Kubernetes stores at most 1.5 MiB per object; a
+# NodePool is a few KiB). A spec over MAX_SPEC_BYTES is refused before anything else of it is checked.
+MAX_REQUIREMENT_VALUES = 1000
+MAX_TAINTS = 100
+MAX_SPEC_BYTES = 65536
+KIND_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
 
 _SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
 POLICIES = tuple(_SPEC["properties"]["disruption"]["properties"]["consolidationPolicy"]["enum"])
@@ -136,6 +145,37 @@ def policy_errors(spec: dict[str, Any]) -> list[tuple[str, str]]:
             _key(errors, f"spec.template.metadata.labels[{key}]", key)
     tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
     _requirements(errors, "spec.template.spec.requirements", tspec.get("requirements"))
+    ref = tspec.get("nodeClassRef")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    # The NodeClass is an object of the cluster: its name follows the object-name rule (DNS-1123 subdomain).
+    if isinstance(name, str) and name and dns1123_subdomain_errors(name):
+        errors.add("spec.template.spec.nodeClassRef.name", f"Invalid value: {name!r}: "
+                   + "; ".join(dns1123_subdomain_errors(name)))
+    kind = ref.get("kind") if isinstance(ref, dict) else None
+    if isinstance(kind, str) and kind and (len(kind) > 63 or not KIND_RE.match(kind)):
+        errors.add("spec.template.spec.nodeClassRef.kind", f"Invalid value: {kind!r}: a kind is letters and "
+                                                           "digits, starting with a letter (e.g. EC2NodeClass)")
+    return errors.items
+
+
+def _bounds(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The console's bounds on lists and size, checked before anything else of the spec is read: a hostile
+    spec costs a count and a length, never a walk of its schema and rules."""
+    errors = Errors()
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    requirements = tspec.get("requirements")
+    for i, req in enumerate(requirements if isinstance(requirements, list) else []):
+        values = req.get("values") if isinstance(req, dict) else None
+        if isinstance(values, list) and len(values) > MAX_REQUIREMENT_VALUES:
+            errors.add(f"spec.template.spec.requirements[{i}].values",
+                       f"Too many: {len(values)}: must have at most {MAX_REQUIREMENT_VALUES} items")
+    for field in ("taints", "startupTaints"):
+        taints = tspec.get(field)
+        if isinstance(taints, list) and len(taints) > MAX_TAINTS:
+            errors.add(f"spec.template.spec.{field}", f"Too many: {len(taints)}: must have at most {MAX_TAINTS} items")
+    if not errors:
+        _size(errors, spec)
     return errors.items
 
 
@@ -165,12 +205,26 @@ def spec_errors(spec: Any, old_spec: dict[str, Any] | None = None) -> list[tuple
     the console's policy allows it."""
     if not isinstance(spec, dict):
         return [("spec", "Required value: the NodePool's spec is an object")]
+    too_big = _bounds(spec)
+    if too_big:
+        return too_big  # nothing else of an oversized spec is looked at
     errors = crd_errors(spec, old_spec)
     found = [path for path, _ in errors]
     for path, message in policy_errors(spec):
         if path not in found:
             errors.append((path, message))
     return errors
+
+
+def _size(errors: Errors, spec: dict[str, Any]) -> None:
+    try:
+        size = len(orjson.dumps(spec))
+    except (TypeError, orjson.JSONEncodeError):
+        errors.add("spec", "Invalid value: the spec must be JSON (objects, lists, strings, numbers)")
+        return
+    if size > MAX_SPEC_BYTES:
+        errors.add("spec", f"Too long: the NodePool's spec is {size} bytes as JSON: may not be longer than "
+                           f"{MAX_SPEC_BYTES}")
 
 
 def name_errors(name: Any) -> list[str]:

@@ -134,10 +134,10 @@ MATRIX: dict[str, list[Case]] = {
     # --- workloads: the table, submitting, stopping, who may submit to a pool ---
     "workload-list": [Case(EVERYONE)],
     "workload-submit": [Case(RND_A_SUBMITTERS)],
-    # A field of the submission form checked as it is filled (the project, pools and platform by default).
-    "workload-submit-check": [Case(RND_A_SUBMITTERS, method="post", data=lambda w: {"project": w.rnd_a.pk})],
     "workload-detail": [Case(RND_A_READERS, pk("rnd_a_workload")),
                         Case(OPS_READERS, pk("ops_a_workload"), label="other department")],
+    # A field of the submission form checked as it is filled (the project, pools and platform by default).
+    "workload-submit-check": [Case(RND_A_SUBMITTERS, method="post", data=lambda w: {"project": w.rnd_a.pk})],
     # Allowed = past the access check (the cluster is unreachable here: the page then says so).
     "workload-stop": [Case(RND_A_SUBMITTERS, pk("rnd_a_workload"), method="post"),
                       Case(SYSADMIN, pk("ops_a_workload"), method="post", label="other department")],
@@ -150,6 +150,18 @@ MATRIX: dict[str, list[Case]] = {
     "usage-history": [Case(EVERYONE)],
     "usage-export": [Case(EVERYONE)],
     "usage-idle-gpus": [Case(EVERYONE)],
+    # --- GPU-hours: statements (restricted like the quota), the hourly ledger, rates (system administrators) ---
+    "statement-list": [Case(EVERYONE)],
+    "department-statement": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department"),
+                             Case(RND_READERS, pk("rnd"), data=lambda w: {"format": "csv"}, label="CSV")],
+    "cluster-statement": [Case(SYSADMIN, pk("cluster")),
+                          Case(SYSADMIN, pk("cluster"), data=lambda w: {"format": "csv"}, label="CSV")],
+    "ledger-entries": [Case(EVERYONE)],
+    "ledger-export": [Case(EVERYONE)],
+    "rates": [Case(EVERYONE)],
+    "rate-create": [Case(SYSADMIN)],
+    "rate-edit": [Case(SYSADMIN, pk("rate"))],
+    "rate-delete": [Case(SYSADMIN, pk("rate"))],
     # --- REST API (lists answer everyone logged in, with only what they may see) ---
     "api-schema": [Case(EVERYONE, public=True)],
     "api-docs": [Case(EVERYONE, public=True)],
@@ -214,6 +226,19 @@ MATRIX: dict[str, list[Case]] = {
     "api:usagesnapshot-export": [Case(EVERYONE)],
     "api:usagesnapshot-detail": [Case(RND_A_READERS, pk("rnd_a_usage")),
                                  Case(OPS_READERS, pk("ops_a_usage"), label="other department")],
+    "api:ledgerentry-list": [Case(EVERYONE)],
+    "api:ledgerentry-export": [Case(EVERYONE)],
+    "api:ledgerentry-detail": [Case(RND_A_READERS, pk("rnd_a_entry")),
+                               Case(OPS_READERS, pk("ops_a_entry"), label="other department")],
+    "api:department-statement": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
+    "api:cluster-statement": [Case(SYSADMIN, pk("cluster"))],
+    "api:rate-list": [Case(EVERYONE),
+                      Case(SYSADMIN, method="post", label="add a rate",
+                           data=lambda w: {"gpu_model": "Tesla-T4", "currency": "EUR", "valid_from": "2026-01-01",
+                                           "gpu_hour": "0.35"})],
+    "api:rate-detail": [Case(IN_CLUSTER, pk("rate")),
+                        Case(SYSADMIN, pk("rate"), method="patch", data=lambda w: {"description": "checked"},
+                             label="change a rate")],
 }
 
 # The Django admin is for staff accounts only (none of the roles above is staff); checked on its index.
@@ -268,6 +293,21 @@ def world(org, users):
     # An ops-a member outside the matrix's roles, so that ops-a has a role assignment to ask for.
     ops_role = services.role_assign(actor=None, role=Role.RESEARCHER, user=make_user("ops-member"), project=org.ops_a)
     usage_snapshot_take()
+    from decimal import Decimal
+
+    from django.utils import timezone
+    from ledger.models import LedgerEntry
+    from ledger.services import rate_create
+
+    def entry(project):
+        return LedgerEntry.objects.create(hour=timezone.now().replace(minute=0, second=0, microsecond=0),
+                                          recorded=timezone.now(), cluster_id=org.cluster.pk, pool=org.default,
+                                          gpu_model="Tesla-V100-SXM2-16GB", department_id=project.department_id,
+                                          project=project, gpu_seconds=Decimal(3600))
+
+    ledger = {"rnd_a_entry": entry(org.rnd_a), "ops_a_entry": entry(org.ops_a),
+              "rate": rate_create(actor=None, gpu_model="Tesla-V100-SXM2-16GB", currency="EUR",
+                                  valid_from=timezone.now().date(), gpu_hour=Decimal("0.9"))}
     # Pending pods of rnd-a and ops-a (what Karpenter can do for them is read per pod).
     org.run("rnd-a-waits", org.rnd_a, None, phase="Pending")
     org.run("ops-a-waits", org.ops_a, None, phase="Pending")
@@ -282,6 +322,7 @@ def world(org, users):
         "rnd_a_usage": UsageSnapshot.objects.filter(project=org.rnd_a).first(),
         "ops_a_usage": UsageSnapshot.objects.filter(project=org.ops_a).first(),
         "sysadmin_token": token_create(actor=users["sysadmin"], name="matrix")[0],
+        **ledger,
     }
     from workloads import services as workload_services
     from workloads.models import ResourceValidationRuleSet
@@ -319,7 +360,7 @@ def call(client, name, case, world):
     response = getattr(client, case.method)(url, case.data(world), **extra)
     if hasattr(response, "streaming_content"):
         # Reading it to the end lets the test client close it (closing it here would close the database).
-        b"".join(response.streaming_content)
+        b"".join(response)  # (an async stream: Django consumes it for the synchronous test client)
     return url, outcome(response)
 
 
@@ -341,6 +382,48 @@ def test_permission_matrix(name, world, client):
             if got != expected:
                 wrong.append(f"{role} {case.method.upper()} {url} {case.label}: expected {expected}, got {got}")
     assert not wrong, "\n".join(wrong)
+
+
+# --- What each role sees of the scheduler's queues (issue 19: every department's queues showed) -----------
+
+# Queue owner -> the roles that see it: a queue is its owner's (a department's or a project's), seen by whoever
+# may see that owner (`restrict`); a queue the console does not own only by roles over the whole cluster.
+QUEUE_READERS = {
+    "department.rnd": RND_READERS,
+    "department.ops": OPS_READERS,
+    "project.rnd-a": RND_A_READERS,
+    "project.rnd-b": RND_READERS,
+    "project.ops-a": OPS_READERS,
+    "": OPS_READERS,  # system administrator and the cluster's viewer
+}
+
+
+@pytest.fixture
+def queues(org):
+    from enforcers.models import SchedulerQueue
+
+    for owner in QUEUE_READERS:
+        kind, _, name = owner.partition(".")
+        SchedulerQueue.objects.create(cluster=org.cluster, kind="Queue", name=f"{name or 'foreign'}.a100" if kind != "department"
+                                      else f"department.{name}.a100", pool=org.a100, owner=owner, gpu_allocated=1)
+    return {q.owner: q.name for q in SchedulerQueue.objects.all()}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_scheduler_queues_show_each_role_only_the_queues_of_what_it_may_see(world, queues, client, role):
+    client.force_login(world.users[role])
+    response = client.get(reverse("api:cluster-scheduler-queues", kwargs={"pk": world.cluster.pk}))
+    if role == "nobody":
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    expected = sorted(queues[owner] for owner, readers in QUEUE_READERS.items() if role in readers)
+    assert sorted(q["name"] for q in response.json()) == expected
+    # The enforcement page shows the same queues (those with a quota row the role sees beside them).
+    page = client.get(reverse("cluster-enforcement", kwargs={"pk": world.cluster.pk})).content.decode()
+    for owner, name in queues.items():
+        if owner and role not in QUEUE_READERS[owner]:
+            assert f"Queue {name}<" not in page, (role, name)
 
 
 def test_admin_is_for_staff_only(client, users):

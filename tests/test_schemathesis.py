@@ -17,6 +17,7 @@ REAL_IDS = {
     "clusters": "cluster", "node-pools": "a100", "nodes": "node", "departments": "rnd", "projects": "rnd_a",
     "quotas": "quota", "role-assignments": "assignment", "audit-events": "event", "usage-snapshots": "snapshot",
     "platforms": "platform", "pod-templates": "pod_template", "rule-sets": "rule_set", "workloads": "workload",
+    "ledger-entries": "ledger_entry", "rates": "rate",
 }
 
 
@@ -50,6 +51,16 @@ def fuzz_world(org, users, no_connection_closing):
     pod_template = workload_services.pod_template_create(actor=None, cluster=org.cluster, name="a100", body={"spec": {}})
     platform = workload_services.platform_create(actor=None, pool=org.a100, name="a100-platform",
                                                  override_templates=["a100"])
+    import datetime
+    from decimal import Decimal
+
+    from django.utils import timezone
+    from ledger.models import LedgerEntry
+    from ledger.services import hour_floor, ledger_hour_close, rate_create
+
+    ledger_hour_close(cluster=org.cluster, hour=hour_floor(timezone.now()))  # (train-1 runs from now on)
+    rate = rate_create(actor=None, gpu_model="NVIDIA-A100-SXM4-40GB", currency="EUR",
+                       valid_from=datetime.date(2026, 1, 1), gpu_hour=Decimal("2.1"))
     _, raw = token_create(actor=users["sysadmin"], name="fuzz")
     ids = {
         "cluster": org.cluster.pk, "a100": org.a100.pk, "node": org.cluster.nodes.first().pk, "rnd": org.rnd.pk,
@@ -60,6 +71,7 @@ def fuzz_world(org, users, no_connection_closing):
         "rule_set": ResourceValidationRuleSet.objects.get(cluster=org.cluster, name="default_gpu").pk,
         # A Job as the sync mirrors it (stopping it meets an unreachable cluster: a documented 503).
         "workload": Workload.objects.create(cluster=org.cluster, namespace="runai-rnd-a", name="job-a").pk,
+        "ledger_entry": LedgerEntry.objects.first().pk, "rate": rate.pk,
     }
     return {"headers": {"Authorization": f"Bearer {raw}"}, "ids": ids}
 

@@ -159,3 +159,25 @@ def _snapshot_store(*, taken: datetime.datetime, gpus: _Gpus) -> int:
         ))
     UsageSnapshot.objects.bulk_create(rows, batch_size=1000)
     return len(rows)
+
+
+def usage_snapshots_expire(*, before: datetime.datetime, batch: int = 5000) -> int:
+    """Delete the snapshots taken before `before`, a batch per transaction (short ones: the pages and the
+    next snapshot never wait on a long delete). Returns how many went."""
+    deleted = 0
+    while True:
+        ids = list(UsageSnapshot.objects.filter(taken__lt=before).order_by().values_list("pk", flat=True)[:batch])
+        if not ids:
+            return deleted
+        with transaction.atomic():
+            deleted += UsageSnapshot.objects.filter(pk__in=ids).delete()[0]
+
+
+def usage_retention_apply(*, now: datetime.datetime | None = None, batch: int | None = None) -> int:
+    """Snapshots older than USAGE_RETENTION_DAYS (default 14) go, RETENTION_BATCH rows per transaction."""
+    from django.conf import settings
+
+    now = now or timezone.now()
+    days = float(getattr(settings, "USAGE_RETENTION_DAYS", 14))
+    return usage_snapshots_expire(before=now - datetime.timedelta(days=days),
+                                  batch=int(batch or getattr(settings, "RETENTION_BATCH", 5000)))

@@ -9,7 +9,8 @@ For the workloads of a page (or a CSV batch, or one workload), in a fixed number
   words). Each reason has a category (`projects.waiting.CATEGORIES`), the same vocabulary as the console's
   own answer;
 - **the console's answer** to "Why is it waiting?" for the workload's request (GPUs per pod, priority, its
-  first pool): `projects.waiting.ClusterFacts.explain`, even when no pod exists yet;
+  first pool; all its pods together when its scheduler takes them so — KAI's one PodGroup per Job, Kueue's
+  Workload): `projects.waiting.ClusterFacts.explain`, even when no pod exists yet;
 - **who preempted it**: KAI's `Evict` Events on the PodGroups of its pods (the annotations name the evicting
   PodGroup, hence its Job), or its Kueue Workload's `Evicted`/`Preempted` conditions (the message names the
   preemptor's UID and JobUID). The preemptor's workload is named to those who may see it; to others its
@@ -179,7 +180,7 @@ def decisions_for(workloads: list[Workload], *, user: Any) -> Decisions:
         reason = _reason(w, groups.get(key_of(w), []), kueue.get(key_of(w)))
         if reason is not None:
             out.reasons[key_of(w)] = reason
-    out.why = _console_answers(pending)
+    out.why = _console_answers(pending, gangs={key_of(w) for w in pending if is_gang(w, key_of(w) in kueue)})
     out.preemptions = _preemptions(workloads, groups, kueue, user=user)
     out.positions = _positions(pending, kueue, user=user)
     return out
@@ -251,7 +252,13 @@ def per_pod_gpus(workload: Workload) -> Decimal:
     return Decimal(workload.gpus or 0) / pods
 
 
-def _console_answers(pending: list[Workload]) -> dict[Key, waiting.Reason]:
+def is_gang(workload: Workload, queued_by_kueue: bool) -> bool:
+    """Whether its scheduler takes the Job's pods together: KAI makes one PodGroup per Job (the console's Jobs
+    of several pods carry the min-member annotation: all of them or none), Kueue admits a Workload whole."""
+    return queued_by_kueue or workload.scheduler_name == KAI
+
+
+def _console_answers(pending: list[Workload], gangs: set[Key] = frozenset()) -> dict[Key, waiting.Reason]:
     from projects.models import Project
 
     gpu_pending = [w for w in pending if getattr(w, "project_id", None) and Decimal(w.gpus or 0) > 0]
@@ -269,7 +276,8 @@ def _console_answers(pending: list[Workload]) -> dict[Key, waiting.Reason]:
             if pool_id is None:
                 continue
             out[key_of(w)] = facts.explain(project=projects[w.project_id], pool_id=pool_id, gpus=per_pod_gpus(w),
-                                           priority=w.priority if w.priority is not None else 0)
+                                           priority=w.priority if w.priority is not None else 0,
+                                           pods=max(int(w.pods or 1), 1) if key_of(w) in gangs else 1)
     return out
 
 
@@ -278,76 +286,79 @@ def _console_answers(pending: list[Workload]) -> dict[Key, waiting.Reason]:
 def _preemptions(workloads: list[Workload], groups: dict[Key, list[PodGroup]],
                  kueue: dict[Key, KueueWorkload], *, user: Any) -> dict[Key, Preemption]:
     out: dict[Key, Preemption] = {}
-    # KAI: the Evict events on the PodGroups of each Job's pods.
-    group_of: dict[tuple[int, str, str], Key] = {}
-    for key, rows in groups.items():
-        for g in rows:
-            group_of[(g.cluster_id, g.namespace, g.name)] = key
-    events: dict[Key, SchedulerEvent] = {}
-    if group_of:
-        q = Q()
-        for cluster_id in {k[0] for k in group_of}:
-            names = {k[2] for k in group_of if k[0] == cluster_id}
-            q |= Q(cluster_id=cluster_id, involved_name__in=names)
-        for event in SchedulerEvent.objects.filter(q, involved_kind="PodGroup", reason="Evict").order_by(
-                "last_seen", "name"):
-            key = group_of.get((event.cluster_id, event.namespace, event.involved_name))
-            if key is not None:
-                events[key] = event  # the latest wins
-    evictors: dict[tuple[int, str, str], str] = {}  # (cluster, namespace, PodGroup) -> its Job
-    wanted = set()
-    for key, event in events.items():
-        ns = event.annotations.get("evictor-pod-group-namespace") or ""
-        name = event.annotations.get("evictor-pod-group-name") or ""
-        if not name:
-            match = _KAI_PREEMPTOR.search(event.message)
-            ns, name = (match.group(1), match.group(2)) if match else ("", "")
-        if name:
-            wanted.add((key[0], ns or event.namespace, name))
-    if wanted:
-        q = Q()
-        for cluster_id, ns, name in wanted:
-            q |= Q(cluster_id=cluster_id, namespace=ns, name=name)
-        for g in PodGroup.objects.filter(q):
-            evictors[(g.cluster_id, g.namespace, g.name)] = g.job_name or g.name
-    by_key = {key_of(w): w for w in workloads}
     preemptors: dict[Key, Key | None] = {}
+    _kai_preemptions(workloads, groups, out, preemptors)
+    _kueue_preemptions(kueue, out, preemptors)
+    _name_preemptors(out, preemptors, user=user)
+    return out
+
+
+def _evictor(event: SchedulerEvent) -> tuple[str, str]:
+    """(namespace, PodGroup) that evicted, from KAI's annotations (else its message)."""
+    name = event.annotations.get("evictor-pod-group-name") or ""
+    namespace = event.annotations.get("evictor-pod-group-namespace") or ""
+    if not name:
+        match = _KAI_PREEMPTOR.search(event.message)
+        namespace, name = (match.group(1), match.group(2)) if match else ("", "")
+    return namespace or event.namespace, name
+
+
+def _kai_preemptions(workloads: list[Workload], groups: dict[Key, list[PodGroup]], out: dict[Key, Preemption],
+                     preemptors: dict[Key, Key | None]) -> None:
+    """KAI: the latest `Evict` event on the PodGroups of each Job; the evicting PodGroup's Job."""
+    group_of = {(g.cluster_id, g.namespace, g.name): key for key, rows in groups.items() for g in rows}
+    if not group_of:
+        return
+    q = Q()
+    for cluster_id in {k[0] for k in group_of}:
+        q |= Q(cluster_id=cluster_id, involved_name__in={k[2] for k in group_of if k[0] == cluster_id})
+    events: dict[Key, SchedulerEvent] = {}
+    for event in SchedulerEvent.objects.filter(q, involved_kind="PodGroup", reason="Evict").order_by("last_seen", "name"):
+        key = group_of.get((event.cluster_id, event.namespace, event.involved_name))
+        if key is not None:
+            events[key] = event  # the latest wins
+    evictors = {key: (key[0], *_evictor(event)) for key, event in events.items()}
+    q = Q()
+    for cluster_id, namespace, name in {e for e in evictors.values() if e[2]}:
+        q |= Q(cluster_id=cluster_id, namespace=namespace, name=name)
+    jobs = {(g.cluster_id, g.namespace, g.name): g.job_name or g.name for g in PodGroup.objects.filter(q)} if q else {}
+    by_key = {key_of(w): w for w in workloads}
     for key, event in events.items():
-        ns = event.annotations.get("evictor-pod-group-namespace") or ""
-        name = event.annotations.get("evictor-pod-group-name") or ""
-        if not name:
-            match = _KAI_PREEMPTOR.search(event.message)
-            ns, name = (match.group(1), match.group(2)) if match else ("", "")
-        ns = ns or event.namespace
-        job = evictors.get((key[0], ns, name), name)
-        preemptors[key] = (key[0], ns, job) if job else None
+        cluster_id, namespace, name = evictors[key]
+        job = jobs.get((cluster_id, namespace, name), name)
+        preemptors[key] = (cluster_id, namespace, job) if job else None
         out[key] = Preemption(KAI, event.annotations.get("evictor-action-type") or "", event.message,
                               at=event.last_seen, still_waiting=is_waiting(by_key[key]))
-    # Kueue: the Evicted / Preempted conditions of each Job's Workload.
-    uids: dict[tuple[int, str], Key] = {}
+
+
+def _kueue_preemptions(kueue: dict[Key, KueueWorkload], out: dict[Key, Preemption],
+                       preemptors: dict[Key, Key | None]) -> None:
+    """Kueue: the `Evicted`/`Preempted` conditions of each Job's Workload, naming the preemptor's JobUID (its
+    Job) and UID (its Workload)."""
+    by_job_uid: dict[tuple[int, str], Key] = {}
+    by_workload_uid: dict[tuple[int, str], Key] = {}
     for key, row in kueue.items():
         if not row.evicted_message:
             continue
-        match = _KUEUE_PREEMPTOR.search(row.evicted_message)
         out[key] = Preemption(KUEUE, row.evicted_reason, row.evicted_message, at=row.evicted_at,
                               still_waiting=row.evicted_now or not row.quota_reserved)
         preemptors[key] = None
+        match = _KUEUE_PREEMPTOR.search(row.evicted_message)
         if match:
-            uids[(key[0], match.group(2).strip())] = key
-            uids[(key[0], "workload:" + match.group(1).strip())] = key
-    if uids:
-        job_uids = {u for (_, u) in uids if not u.startswith("workload:")}
-        for w in Workload.objects.filter(uid__in=job_uids, cluster_id__in={c for c, _ in uids}):
-            key = uids.get((w.cluster_id, w.uid))
+            by_workload_uid[(key[0], match.group(1).strip())] = key
+            by_job_uid[(key[0], match.group(2).strip())] = key
+    if by_job_uid:
+        for w in Workload.objects.filter(uid__in={u for _, u in by_job_uid},
+                                         cluster_id__in={c for c, _ in by_job_uid}):
+            key = by_job_uid.get((w.cluster_id, w.uid))
             if key is not None:
                 preemptors[key] = key_of(w)
-        wl_uids = {u.split(":", 1)[1] for (_, u) in uids if u.startswith("workload:")}
-        for row in KueueWorkload.objects.filter(uid__in=wl_uids, cluster_id__in={c for c, _ in uids}):
-            key = uids.get((row.cluster_id, "workload:" + row.uid))
+    if by_workload_uid:
+        for row in KueueWorkload.objects.filter(uid__in={u for _, u in by_workload_uid},
+                                                cluster_id__in={c for c, _ in by_workload_uid}):
+            key = by_workload_uid.get((row.cluster_id, row.uid))
             if key is not None and preemptors.get(key) is None and row.job_name:
                 preemptors[key] = (row.cluster_id, row.namespace, row.job_name)
-    _name_preemptors(out, preemptors, user=user)
-    return out
 
 
 def _name_preemptors(out: dict[Key, Preemption], preemptors: dict[Key, Key | None], *, user: Any) -> None:
@@ -420,7 +431,8 @@ def pending_workloads(cluster, namespace: str, local_queue: str) -> tuple[list[d
         found = orjson.loads(cached)
         return found.get("items") or [], found.get("error") or ""
     from nodepools.models import ConnectionState
-    from nodepools.sync import api_client_for, api_error_message
+    from kube.client import api_error_message
+    from nodepools.sync import api_client_for
 
     if cluster.connection_state == ConnectionState.UNREACHABLE:
         return [], f"the cluster is unreachable ({cluster.last_error or 'no answer'})"

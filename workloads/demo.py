@@ -130,7 +130,7 @@ STORY = (
     Arrival(50, "team-robotics", "robotics-sim", ("default",), 4, 180),
     Arrival(90, "serve-vision", "vision-serve", ("a100-40gb",), 2, 240, "inference"),
     Arrival(100, "batch-scoring", "scoring-f", ("a100-40gb",), 2, 240, "build-preemptible"),
-    Arrival(200, "serve-chat", "chat-canary", ("a100-40gb",), 1, 150, "inference"),
+    Arrival(200, "serve-chat", "chat-probe", ("a100-40gb",), 1, 150, "inference"),
     Arrival(300, "team-nlp", "nlp-finetune", ("default",), 4, 200),
     Arrival(400, "team-speech", "speech-train", ("default", "a100-80gb"), 2, 150),
 )

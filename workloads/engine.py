@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping
 
-from kube.labels import node_selector_matches
+from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors, node_selector_matches
 from kube.quantity import QuantityError, parse_quantity
 from kube.taints import TAINT_EFFECTS, taint_text, untolerated_taints
+from workloads import podsecurity
 
 # ---------------------------------------------------------------------------------------------------
 # Pod templates
@@ -100,7 +101,7 @@ DEFAULT_VARIABLES: dict[str, str] = {"USER_CPU": "1", "USER_GPU": "0", "USER_MEM
 USER_VARIABLES = tuple(DEFAULT_VARIABLES)
 # OSMO's workflow variables the console knows how to fill (a submission gives the values).
 WF_VARIABLES = ("WF_ID", "WF_UUID", "WF_TASK_NAME", "WF_SUBMITTED_BY", "WF_POOL", "WF_PLATFORM")
-VARIABLE_NAME_RE = re.compile(r"^(USER|WF)_[A-Z0-9_]+$")
+VARIABLE_NAME_RE = re.compile(r"^(USER|WF)_[A-Z0-9_]+\Z")
 _TOKEN_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 
@@ -235,6 +236,8 @@ def pod_template_errors(body: Any) -> list[str]:
             for key in ("labels", "annotations"):
                 if key in metadata and not isinstance(metadata[key], dict):
                     errors.append(f"metadata.{key}: must be a mapping of name to value.")
+                elif key in metadata:
+                    errors.extend(_metadata_errors(key, metadata[key]))
     spec = body.get("spec")
     if spec is not None:
         if not isinstance(spec, dict):
@@ -255,9 +258,41 @@ def pod_template_errors(body: Any) -> list[str]:
             for index, toleration in enumerate(spec.get("tolerations") or []):
                 if isinstance(toleration, dict):
                     errors.extend(f"spec.tolerations[{index}].{message}" for message in toleration_errors(toleration))
+            for key in ("containers", "initContainers", "ephemeralContainers", "volumes"):
+                for index, item in enumerate(spec.get(key) if isinstance(spec.get(key), list) else []):
+                    name = item.get("name") if isinstance(item, dict) else None
+                    if isinstance(name, str) and "{{" not in name and dns1123_label_errors(name):
+                        errors.append(f"spec.{key}[{index}].name: Invalid value: {name!r}: "
+                                      + "; ".join(dns1123_label_errors(name)))
+            # nodeName, schedulerName, priority: the console places and ranks pods itself.
+            errors.extend(podsecurity.scheduling_bypass(spec))
     for name in sorted(template_variables(body)):
         if not VARIABLE_NAME_RE.match(name):
             errors.append(f"'{{{{ {name} }}}}': not a variable; templates use USER_* and WF_* variables, e.g. {{{{ USER_GPU }}}}.")
+    return errors
+
+
+# Kubernetes' limit on all the annotations of one object together (TotalAnnotationSizeLimitB).
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+def _metadata_errors(kind: str, values: dict) -> list[str]:
+    """Label and annotation keys by Kubernetes' rules; label values too (unless a variable fills them)."""
+    errors = []
+    for key, value in values.items():
+        key_text = str(key)
+        problems = label_key_errors(key_text)
+        if problems:
+            errors.append(f"metadata.{kind}[{key_text[:100]}]: Invalid value: " + "; ".join(problems))
+        if kind == "labels":
+            text = "" if value is None else str(value)
+            if "{{" not in text and label_value_errors(text):
+                errors.append(f"metadata.labels[{key_text[:100]}]: Invalid value: {text[:100]!r}: "
+                              + "; ".join(label_value_errors(text)))
+    if kind == "annotations":
+        size = sum(len(str(k)) + len(str(v)) for k, v in values.items())
+        if size > ANNOTATIONS_MAX_BYTES:
+            errors.append(f"metadata.annotations: Too long: must have at most {ANNOTATIONS_MAX_BYTES} bytes (got {size})")
     return errors
 
 

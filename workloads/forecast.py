@@ -228,10 +228,10 @@ def lineage(name: str) -> str:
 
 def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
     """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
-    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_at__isnull=False).order_by()
+    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False).order_by()
             .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
                                    KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
-            .exclude(job=None).values("namespace", "job").annotate(first=Min("started_at"))
+            .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}
 

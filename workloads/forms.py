@@ -4,13 +4,14 @@ for the structured fields, names one per line for ordered lists); the services p
 from __future__ import annotations
 
 import json
-import shlex
 
 import yaml
 from django import forms
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from workloads import shell
+from workloads.models import PodSecurityLevel
 from workloads.submission import PRIORITY_CLASSES
 
 
@@ -48,10 +49,15 @@ def _document(label: str, help_text: str, rows: int = 4) -> forms.CharField:
 
 class PlatformForm(forms.Form):
     name = forms.CharField(help_text="Lowercase letters, digits and '-' (a DNS-1123 label), e.g. a100.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     node_selector = _document("Node selector", "Label key: value (YAML or JSON), e.g. nvidia.com/gpu.product: NVIDIA-A100.")
     tolerations = _document("Tolerations", "A YAML or JSON list of Kubernetes tolerations "
                                            "(key, operator Equal/Exists, value, effect).", rows=6)
+    pod_security_level = forms.ChoiceField(
+        label="Pod security level", required=False,
+        choices=[("", "— the pool's level —")] + list(PodSecurityLevel.choices),
+        help_text="The Pod Security Standards level its pods may reach; every submission's pod is checked against "
+                  "each control of it. The three allowances below exist only at the privileged level.")
     privileged_allowed = forms.BooleanField(label="Privileged containers allowed", required=False)
     host_network_allowed = forms.BooleanField(label="Host network allowed", required=False)
     allowed_mounts = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, **_MONO}),
@@ -70,6 +76,10 @@ class PlatformForm(forms.Form):
 
 class PoolSettingsForm(forms.Form):
     default_platform = forms.ChoiceField(required=False, help_text="Used when a submission names no platform.")
+    pod_security_level = forms.ChoiceField(
+        label="Pod security level", choices=PodSecurityLevel.choices, required=False,
+        help_text="Of submissions to the pool without a platform, and where a new platform starts (Kubernetes' "
+                  "Pod Security Standards: privileged, baseline, restricted).")
     default_variables = _document("Default variables", "USER_CPU, USER_GPU, USER_MEMORY, USER_STORAGE defaults of "
                                                        "the pool (YAML or JSON), e.g. USER_MEMORY: 32Gi.")
     common_templates = _Ordered(label="Common pod templates", help_text="Pod template names, one per line, in merge order.")
@@ -83,7 +93,7 @@ class PoolSettingsForm(forms.Form):
 
 class PodTemplateForm(forms.Form):
     name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_user or a100.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     body = _document("Template", "A fragment of a Pod in YAML or JSON: spec (nodeSelector, tolerations, containers, "
                                  "volumes, …) and/or metadata; {{ USER_GPU }}, {{ WF_TASK_NAME }}, … are substituted.",
                      rows=16)
@@ -92,7 +102,7 @@ class PodTemplateForm(forms.Form):
 
 class RuleSetForm(forms.Form):
     name = forms.CharField(help_text="Letters, digits, '-', '_' or '.', e.g. default_gpu.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
     rules = _document("Rules", "A YAML or JSON list of {operator: GT|GE|LT|LE|EQ, left_operand, right_operand, "
                                "assert_message}; operands are {{USER_*}}, {{K8_*}} or quantities (8, 500m, 32Gi).",
                       rows=14)
@@ -259,9 +269,8 @@ class SubmitForm(forms.Form):
             (n, f"{n} (in {', '.join(owners[n])})" if len(owners[n]) > 1 else n) for n in names]
 
     def clean_command(self):
-        text = self.cleaned_data.get("command") or ""
-        try:
-            return shlex.split(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"The command cannot be read as a shell line: {exc}.") from exc
+        try:  # bounded (at most shell.MAX_COMMAND_CHARS), split in linear time
+            return shell.command_from(self.cleaned_data.get("command") or "")
+        except shell.CommandError as exc:
+            raise forms.ValidationError(str(exc)) from exc
 

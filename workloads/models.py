@@ -19,11 +19,24 @@ from django.db.models import Exists, OuterRef
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
 from kube.labels import label_key_errors, label_value_errors
 from nodepools.models import validate_dns1123_label
-from workloads import engine
+from workloads import engine, podsecurity
+
+
+class PodSecurityLevel(models.TextChoices):
+    """The Kubernetes Pod Security Standards' levels (workloads/podsecurity.py): the most a pod may do."""
+
+    PRIVILEGED = podsecurity.PRIVILEGED, "privileged (no restriction)"
+    BASELINE = podsecurity.BASELINE, "baseline (no known privilege escalation)"
+    RESTRICTED = podsecurity.RESTRICTED, "restricted (hardened: non-root, no capabilities, seccomp)"
+
+
+POD_SECURITY_HELP = ("The Pod Security Standards level the pods of its workloads may reach: privileged, baseline or "
+                     "restricted (Kubernetes' definitions). Every submission's pod is checked against each control of "
+                     "the level.")
 
 # Template and rule-set names follow OSMO's (`default_user`, `l40s`, `default_cpu`): letters, digits,
 # '-', '_', '.', starting and ending with a letter or digit, at most 63 characters.
-CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 def validate_config_name(value: str) -> None:
@@ -167,6 +180,9 @@ class Platform(models.Model):
         default=list, blank=True, validators=[validate_tolerations],
         help_text="Kubernetes tolerations of the platform's workloads (for its nodes' NoSchedule/NoExecute taints).",
     )
+    pod_security_level = models.CharField(max_length=16, choices=PodSecurityLevel, default=PodSecurityLevel.BASELINE,
+                                          help_text=POD_SECURITY_HELP)
+    # Finer allowances inside the `privileged` level (the only level that lets a pod have them at all).
     privileged_allowed = models.BooleanField(default=False)
     host_network_allowed = models.BooleanField(default=False)
     allowed_mounts = models.JSONField(default=list, blank=True, validators=[validate_mounts],
@@ -190,6 +206,25 @@ class Platform(models.Model):
     def audit_scope(self, pk: int) -> tuple[int | None, int | None]:
         return self.pool.cluster_id, None
 
+    def clean(self) -> None:
+        """Privileged containers, host networking and host paths exist only at the level `privileged`: a
+        platform of another level that allowed them would allow what its level forbids."""
+        if self.pod_security_level == PodSecurityLevel.PRIVILEGED:
+            return
+        errors = {}
+        level = self.pod_security_level
+        if self.privileged_allowed:
+            errors["privileged_allowed"] = (f"Privileged containers are allowed only at the pod security level "
+                                            f"privileged; this platform's level is {level}.")
+        if self.host_network_allowed:
+            errors["host_network_allowed"] = (f"Host networking is allowed only at the pod security level privileged; "
+                                              f"this platform's level is {level}.")
+        if self.allowed_mounts:
+            errors["allowed_mounts"] = (f"Host paths may be mounted only at the pod security level privileged; this "
+                                        f"platform's level is {level}.")
+        if errors:
+            raise ValidationError(errors)
+
     def ordered_templates(self) -> list[PodTemplate]:
         return [link.template for link in self.template_links.select_related("template").order_by("position")]
 
@@ -203,6 +238,9 @@ class PoolWorkloadSettings(models.Model):
 
     pool = models.OneToOneField("nodepools.NodePool", on_delete=models.CASCADE, related_name="workload_settings")
     default_platform = models.ForeignKey(Platform, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The level of submissions to the pool without a platform, and the level a new platform starts at.
+    pod_security_level = models.CharField(max_length=16, choices=PodSecurityLevel, default=PodSecurityLevel.BASELINE,
+                                          help_text=POD_SECURITY_HELP)
     default_variables = models.JSONField(default=dict, blank=True, validators=[validate_default_variables])
     common_templates = models.ManyToManyField(PodTemplate, through="PoolTemplate", related_name="+", blank=True)
     rule_sets = models.ManyToManyField(ResourceValidationRuleSet, through="PoolRuleSet", related_name="+", blank=True)
@@ -413,17 +451,34 @@ class _ScheduledQuerySet(RestrictedQuerySet):
         return self.filter(Exists(owned))
 
 
-class PodGroup(models.Model):
-    """A KAI Scheduler PodGroup (`scheduling.run.ai/v2alpha2`): KAI's pod grouper makes one per pod of a
-    batch Job (`pg-<pod>-<job uid>`), owned by the Job. Its `status.schedulingConditions` say why KAI
-    could not place it (`UnschedulableOnNodePool`, with `reasons` such as OverLimit,
-    NonPreemptibleOverQuota, PodSchedulingErrors, QueueDoesNotExist); `status.resourcesStatus` what it
-    asks and holds."""
+class _Mirrored(models.Model):
+    """A namespaced object of a cluster the sync mirrors for the workloads (key: cluster, namespace, name)."""
 
     cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="%(class)s_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PodGroup(_Mirrored):
+    """A KAI Scheduler PodGroup (`scheduling.run.ai/v2alpha2`): KAI's pod grouper makes one per batch Job
+    (`pg-<job>-<uid>`, its pods together: `minMember`; older KAI one per pod), owned by the Job. Its `status.schedulingConditions` say why KAI
+    could not place it (`UnschedulableOnNodePool`, with `reasons` such as OverLimit,
+    NonPreemptibleOverQuota, PodSchedulingErrors, QueueDoesNotExist); `status.resourcesStatus` what it
+    asks and holds."""
+
     job_name = models.CharField(max_length=253, blank=True)  # its owner, when a batch/v1 Job
     job_uid = models.CharField(max_length=64, blank=True)
     queue = models.CharField(max_length=253, blank=True)
@@ -440,29 +495,16 @@ class PodGroup(models.Model):
     condition_time = models.DateTimeField(null=True, blank=True)
     conditions = models.JSONField(default=list, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="podgroup_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
 
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class KueueWorkload(models.Model):
+class KueueWorkload(_Mirrored):
     """A Kueue Workload (`kueue.x-k8s.io/v1beta2`), one per queued Job: whether its quota is reserved and it
     is admitted (and in which ClusterQueue), why not (`QuotaReserved=False`: its reason and message), and
     whether it was evicted or preempted (the `Evicted` / `Preempted` conditions: by whom, in the message)."""
 
-    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, blank=True)
     job_name = models.CharField(max_length=253, blank=True)
     job_uid = models.CharField(max_length=64, blank=True)
     queue_name = models.CharField(max_length=253, blank=True)  # the LocalQueue
@@ -480,30 +522,16 @@ class KueueWorkload(models.Model):
     evicted_at = models.DateTimeField(null=True, blank=True)
     conditions = models.JSONField(default=list, blank=True)
     created_in_cluster = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
-                                               name="kueueworkload_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
 
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class SchedulerEvent(models.Model):
+class SchedulerEvent(_Mirrored):
     """An Event a scheduler wrote about one of its objects and the console reads back: KAI's `Evict` event
     on a PodGroup, naming the PodGroup that preempted or reclaimed it (annotations
     `evictor-pod-group-name`/`-namespace`, `evictor-action-type`)."""
 
-    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, blank=True)
     involved_kind = models.CharField(max_length=63, blank=True)
     involved_name = models.CharField(max_length=253, blank=True)
     reason = models.CharField(max_length=128, blank=True)
@@ -513,15 +541,8 @@ class SchedulerEvent(models.Model):
     count = models.PositiveIntegerField(default=1)
     annotations = models.JSONField(default=dict, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
-    resource_version = models.CharField(max_length=32, blank=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    objects = _ScheduledQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["cluster", "namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
-                                               name="schedulerevent_unique_name")]
+    class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "involved_name"])]
 
     def __str__(self) -> str:

@@ -10,11 +10,19 @@ Scheduling primitives (seed 002) on the pod template:
 - tolerations for the taints of the pools and the platform (what the nodes carry);
 - `priorityClassName` (train, build-preemptible, build, inference);
 - topology spread over nodes when a pool of the list places GPUs with `spread`;
-- a pod failure policy that ignores disruptions (a pod preempted or reclaimed is replaced: the workload
-  waits again rather than failing), while any other failure fails it (`backoffLimit: 0`);
 - KAI: `schedulerName: kai-scheduler`, the label `kai.scheduler/queue` and the console's pool label (the
-  pool of the queue: KAI's shard of that pool schedules it); Kueue: the label
-  `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
+  pool of the queue: KAI's shard of that pool schedules it), and for more than one pod the annotation
+  `kai.scheduler/batch-min-member` = the number of pods: KAI's pod grouper then makes the Job's one
+  PodGroup with that `minMember`, so its pods are scheduled all together or not at all (KAI
+  docs/batch/README.md, "Min Member Override"; KAI >= v0.15). KAI has no node-pool priority list: a
+  PodGroup belongs to the one shard its node-pool label names, so the pools after the first are not tried;
+  Kueue: the label `kueue.x-k8s.io/queue-name` and `suspend: true` (Kueue admits it by unsuspending).
+
+Every Job keeps `backoffLimit: 0` (a failing workload fails) with a `podFailurePolicy` that ignores pods
+carrying the `DisruptionTarget` condition: a pod a scheduler evicts (preemption, KAI's reclaim), drains or
+evicts through the Eviction API is replaced, not counted as the Job's failure (Kubernetes "Jobs", Pod
+failure policy; the task "Handling retriable and non-retriable pod failures with Pod failure policy").
+The policy needs `restartPolicy: Never`; a template asking `OnFailure` keeps it and gets no policy.
 """
 from __future__ import annotations
 
@@ -29,6 +37,9 @@ API_VERSION = "batch/v1"
 KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KAI_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+# Pods a scheduler or the Eviction API disrupts carry this condition (kubernetes.io: Pod disruption conditions).
+DISRUPTIONS_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 # The console's own annotations on the Job (read back by the sync into the workloads table).
@@ -236,6 +247,9 @@ def job(spec: JobSpec) -> dict[str, Any]:
     if spec.enforcer == "kueue" and spec.queue:
         labels[KUEUE_QUEUE_LABEL] = spec.queue
     annotations = {POOLS_ANNOTATION: ",".join(p.name for p in spec.pools)}
+    if spec.enforcer == "kai" and spec.pods > 1:
+        # KAI's pod grouper gives a batch/v1 Job one PodGroup whose minMember is this annotation of the Job.
+        annotations[KAI_MIN_MEMBER_ANNOTATION] = str(spec.pods)
     if spec.platform:
         annotations[PLATFORM_ANNOTATION] = spec.platform
     if spec.submitted_by:
@@ -250,10 +264,7 @@ def job(spec: JobSpec) -> dict[str, Any]:
     if spec.active_deadline_seconds:
         job_spec["activeDeadlineSeconds"] = int(spec.active_deadline_seconds)
     if template_spec.get("restartPolicy") == "Never":
-        # A pod the scheduler preempts or reclaims (condition DisruptionTarget) is replaced, not counted as a
-        # failure: the workload waits again instead of failing (Kubernetes' Job pod failure policy, Ignore).
-        job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore",
-                                                   "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+        job_spec["podFailurePolicy"] = {"rules": [copy.deepcopy(DISRUPTIONS_IGNORED)]}
     if spec.enforcer == "kueue":
         job_spec["suspend"] = True  # Kueue admits the Job by unsuspending it
     return {

@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from kube.taints import common_taints
 from nodepools.models import Node, NodePool, NodeStatus, Pod
 from nodepools.models import Node, NodePool, Pod
-from workloads import engine
+from workloads import engine, podsecurity
 from workloads import render
 from workloads.models import Platform, PodTemplate, PoolWorkloadSettings, ResourceValidationRuleSet
 from workloads.models import Workload
@@ -290,6 +290,10 @@ class PlatformPlan:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     per_pool: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # pool id -> node selector
     pod_metadata: dict[str, Any] = field(default_factory=dict)
+    # The Pod Security Standards level the pod must meet: the strictest of the pools' of the list (each
+    # its platform's, else the pool's own), and which platform or pool sets it.
+    security_level: str = "baseline"
+    security_source: str = ""
 
     def variables(self, user_values: dict[str, str]) -> dict[str, str]:
         from workloads import engine
@@ -359,6 +363,13 @@ class PlatformPlan:
             allowed_mounts=list((platform.allowed_mounts if platform else None) or []))
 
 
+def _security_level(pool: NodePool, platform: Any, settings: Any) -> tuple[str, str]:
+    """The level a pool's submissions meet on a platform (the platform's), or without one (the pool's)."""
+    if platform is not None:
+        return platform.pod_security_level, f"platform {platform.name} of pool {pool.name}"
+    return (settings.pod_security_level if settings is not None else podsecurity.BASELINE), f"pool {pool.name}"
+
+
 def _platform_in(pool: NodePool, name: str):
     from workloads.models import Platform, PoolWorkloadSettings
 
@@ -383,10 +394,15 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
         return PlatformPlan(error=f"Pool {pool.name} has platforms but no default one: choose a platform.")
     plan = PlatformPlan(name=chosen.name if chosen else "", platform=chosen, settings=settings, pool=pool,
                         tolerations=list((chosen.tolerations if chosen else None) or []))
+    plan.security_level, plan.security_source = _security_level(pool, chosen, settings)
     for other in pools:
-        found = chosen if other.pk == pool.pk else _platform_in(other, chosen.name if chosen else "")[1]
+        other_settings, found = ((settings, chosen) if other.pk == pool.pk
+                                 else _platform_in(other, chosen.name if chosen else ""))
         if found is None and chosen is not None:
-            found = _platform_in(other, "")[1]
+            other_settings, found = _platform_in(other, "")
+        level, source = _security_level(other, found, other_settings)
+        if podsecurity.stricter(level, plan.security_level) == level and level != plan.security_level:
+            plan.security_level, plan.security_source = level, source
         if found is not None:
             plan.per_pool[other.pk] = tuple(sorted((str(k), str(v)) for k, v in (found.node_selector or {}).items()))
             for tol in found.tolerations or []:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable
 
-import yaml
+import orjson
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -19,6 +19,7 @@ from django.db.models import F
 from access.rules import RestrictedQuerySet, access_q
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
+from console import parsing
 from console.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
 from workloads import engine
@@ -67,49 +68,34 @@ def _bump(obj: Any) -> None:
 # Text a person typed: JSON or YAML
 
 def parse_document(text: Any, *, field: str, expect: type = dict) -> Any:
-    """A JSON or YAML document from a form or API (already-parsed values pass through).
+    """A JSON or YAML document from a form or API (already-parsed values are checked the same way).
 
-    Raises ValidationError({field: ...}) naming the line of a syntax error, or the type expected."""
-    if not isinstance(text, str):
-        value = text
-    else:
-        stripped = text.strip()
-        if not stripped:
-            value = expect()
+    Bounded (console/parsing.py): at most MAX_DOCUMENT_CHARS characters, 64 levels of nesting, no YAML
+    anchors or aliases (refused before anything is composed), no NUL or other control characters.
+    Raises ValidationError({field: ...}) naming the line of a syntax error, the rule, or the type expected.
+    Call it before opening a transaction: parsing never runs while a write lock is held."""
+    try:
+        if isinstance(text, str):
+            value = parsing.loads_document(text, field=field) if text.strip() else expect()
         else:
-            try:
-                value = json.loads(stripped)
-            except ValueError:
-                try:
-                    value = yaml.safe_load(stripped)
-                except yaml.YAMLError as exc:
-                    mark = getattr(exc, "problem_mark", None)
-                    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-                    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-                    raise ValidationError({field: f"Not valid JSON or YAML{where}: {problem}."}) from exc
+            value = text
+            parsing.check_value(value, field=field)
+            size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)) if value is not None else 0
+            if size > parsing.MAX_DOCUMENT_CHARS:
+                raise parsing.InputError(field, f"At most {parsing.MAX_DOCUMENT_CHARS} characters of JSON "
+                                                f"(got {size}).")
+            # What JSON can hold: NaN and infinities are refused.
+            value = json.loads(json.dumps(value, default=str, allow_nan=False))
+    except parsing.InputError as exc:
+        raise ValidationError({field: exc.message}) from exc
+    except (ValueError, TypeError) as exc:
+        raise ValidationError({field: f"Cannot be stored as JSON: {exc}."}) from exc
     if value is None:
         value = expect()
-    try:
-        # What JSON can hold: YAML dates become text, NaN and infinities are refused.
-        value = json.loads(json.dumps(value, default=str, allow_nan=False))
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise ValidationError({field: f"Cannot be stored as JSON: {exc}."}) from exc
-    if _has_nul(value):
-        raise ValidationError({field: "Must not contain NUL characters (\\u0000)."})
     if not isinstance(value, expect):
         kind = "a mapping (key: value)" if expect is dict else "a list"
         raise ValidationError({field: f"Must be {kind}, not {type(value).__name__}."})
     return value
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -146,15 +132,16 @@ def in_use_by(template_or_set: Any) -> list[str]:
     return users
 
 
-@transaction.atomic
 def pod_template_create(*, actor: Any, cluster: Cluster, name: str, body: Any, description: str = "") -> PodTemplate:
-    """A named Pod-spec fragment (JSON or YAML text, or a dict)."""
+    """A named Pod-spec fragment (JSON or YAML text, or a dict). Parsed and checked before the
+    transaction opens: no write lock is held while a document is read."""
     _require(actor, cluster.pk, "podtemplate", "add", "add pod templates")
     template = PodTemplate(cluster=cluster, name=name, description=description,
                            body=parse_document(body, field="body"))
     template.full_clean()
-    template.save()
-    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=template, after=snapshot(template))
+    with transaction.atomic():
+        template.save()
+        audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=template, after=snapshot(template))
     return template
 
 
@@ -165,22 +152,24 @@ def _library_update(*, actor: Any, obj: Any, expected_version: int | None, chang
                     editable: set[str], normalise: tuple[str, Callable[[Any], Any]], perm: str, what: str,
                     label: str) -> Any:
     """Change a pod template or a rule set (the same steps for both): only `editable` fields, the
-    `normalise`d one parsed first, the version checked under a row lock, audited."""
+    `normalise`d one parsed first — before the transaction, so no write lock is held while it is read —
+    then the version checked under a row lock, audited."""
     _require(actor, obj.cluster_id, perm, "change", f"change {what}")
     unknown = set(changes) - editable
     if unknown:
         raise ValidationError({field: "This field cannot be changed." for field in sorted(unknown)})
-    current = type(obj).objects.select_for_update().get(pk=obj.pk)
-    _check_version(current, expected_version, f"{label} '{current.name}'")
-    before = snapshot(current)
     field, parse = normalise
     if field in changes:
         changes[field] = parse(changes[field])
-    for name, value in changes.items():
-        setattr(current, name, value)
-    current.full_clean()
-    _bump(current)
-    audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=snapshot(current))
+    with transaction.atomic():
+        current = type(obj).objects.select_for_update().get(pk=obj.pk)
+        _check_version(current, expected_version, f"{label} '{current.name}'")
+        before = snapshot(current)
+        for name, value in changes.items():
+            setattr(current, name, value)
+        current.full_clean()
+        _bump(current)
+        audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=snapshot(current))
     return current
 
 
@@ -196,7 +185,6 @@ def _library_delete(*, actor: Any, obj: Any, perm: str, what: str, label: str, f
     audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=obj, before=before, object_id=pk)
 
 
-@transaction.atomic
 def pod_template_update(*, actor: Any, template: PodTemplate, expected_version: int | None = None,
                         **changes: Any) -> PodTemplate:
     return _library_update(actor=actor, obj=template, expected_version=expected_version, changes=changes,
@@ -213,14 +201,14 @@ def pod_template_delete(*, actor: Any, template: PodTemplate) -> None:
 # ---------------------------------------------------------------------------------------------------
 # Resource validation rule sets
 
-@transaction.atomic
 def rule_set_create(*, actor: Any, cluster: Cluster, name: str, rules: Any, description: str = "") -> ResourceValidationRuleSet:
     _require(actor, cluster.pk, "resourcevalidationruleset", "add", "add resource validation rule sets")
     rule_set = ResourceValidationRuleSet(cluster=cluster, name=name, description=description,
                                          rules=_normalised_rules(rules))
     rule_set.full_clean()
-    rule_set.save()
-    audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=rule_set, after=snapshot(rule_set))
+    with transaction.atomic():
+        rule_set.save()
+        audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=rule_set, after=snapshot(rule_set))
     return rule_set
 
 
@@ -236,7 +224,6 @@ def _normalised_rules(rules: Any) -> list[dict]:
 RULE_SET_EDITABLE = {"name", "description", "rules"}
 
 
-@transaction.atomic
 def rule_set_update(*, actor: Any, rule_set: ResourceValidationRuleSet, expected_version: int | None = None,
                     **changes: Any) -> ResourceValidationRuleSet:
     return _library_update(actor=actor, obj=rule_set, expected_version=expected_version, changes=changes,
@@ -279,8 +266,8 @@ def _set_links(link_model: type, owner_field: str, owner: Any, target_field: str
 # ---------------------------------------------------------------------------------------------------
 # Platforms
 
-PLATFORM_FIELDS = {"name", "description", "node_selector", "tolerations", "privileged_allowed", "host_network_allowed",
-                   "allowed_mounts", "default_variables"}
+PLATFORM_FIELDS = {"name", "description", "node_selector", "tolerations", "pod_security_level", "privileged_allowed",
+                   "host_network_allowed", "allowed_mounts", "default_variables"}
 _PLATFORM_JSON = {"node_selector": dict, "tolerations": list, "allowed_mounts": list, "default_variables": dict}
 
 
@@ -291,24 +278,44 @@ def _platform_snapshot(platform: Platform) -> dict:
     return values
 
 
-def _apply_platform_values(platform: Platform, values: dict) -> None:
+def _parsed_platform_values(values: dict) -> dict:
+    """The platform's documents parsed and checked (before any transaction opens)."""
+    parsed = {}
     for field, value in values.items():
         if field in _PLATFORM_JSON:
             value = parse_document(value, field=field, expect=_PLATFORM_JSON[field])
             if field == "allowed_mounts":
                 value = [str(path).strip() for path in value]
+        parsed[field] = value
+    return parsed
+
+
+def _apply_platform_values(platform: Platform, values: dict) -> None:
+    for field, value in values.items():
         setattr(platform, field, value)
 
 
-@transaction.atomic
 def platform_create(*, actor: Any, pool: NodePool, name: str, override_templates: Iterable[Any] = (),
                     rule_sets: Iterable[Any] = (), make_default: bool = False, **values: Any) -> Platform:
-    """A platform inside a pool; the pool's first platform becomes its default."""
+    """A platform inside a pool; the pool's first platform becomes its default. Its documents are parsed
+    before the transaction opens."""
     _require(actor, pool.cluster_id, "platform", "add", "add platforms")
     unknown = set(values) - PLATFORM_FIELDS
     if unknown:
         raise ValidationError({field: "Not a platform field." for field in sorted(unknown)})
+    values = _parsed_platform_values(values)
+    return _platform_create(actor=actor, pool=pool, name=name, override_templates=override_templates,
+                            rule_sets=rule_sets, make_default=make_default, values=values)
+
+
+@transaction.atomic
+def _platform_create(*, actor: Any, pool: NodePool, name: str, override_templates: Iterable[Any],
+                     rule_sets: Iterable[Any], make_default: bool, values: dict) -> Platform:
     platform = Platform(pool=pool, name=name)
+    if "pod_security_level" not in values:
+        # A new platform starts at its pool's level (the pool's workload settings; baseline without them).
+        pool_level = PoolWorkloadSettings.objects.filter(pool=pool).values_list("pod_security_level", flat=True).first()
+        platform.pod_security_level = pool_level or Platform._meta.get_field("pod_security_level").default
     _apply_platform_values(platform, values)
     platform.full_clean()
     templates = _resolve_named(PodTemplate, pool.cluster_id, override_templates, "override_templates", "pod template")
@@ -327,7 +334,6 @@ def platform_create(*, actor: Any, pool: NodePool, name: str, override_templates
     return platform
 
 
-@transaction.atomic
 def platform_update(*, actor: Any, platform: Platform, expected_version: int | None = None,
                     override_templates: Iterable[Any] | None = None, rule_sets: Iterable[Any] | None = None,
                     **values: Any) -> Platform:
@@ -335,6 +341,15 @@ def platform_update(*, actor: Any, platform: Platform, expected_version: int | N
     unknown = set(values) - PLATFORM_FIELDS
     if unknown:
         raise ValidationError({field: "Not a platform field." for field in sorted(unknown)})
+    values = _parsed_platform_values(values)
+    return _platform_update(actor=actor, platform=platform, expected_version=expected_version,
+                            override_templates=override_templates, rule_sets=rule_sets, values=values)
+
+
+@transaction.atomic
+def _platform_update(*, actor: Any, platform: Platform, expected_version: int | None,
+                     override_templates: Iterable[Any] | None, rule_sets: Iterable[Any] | None,
+                     values: dict) -> Platform:
     current = Platform.objects.select_for_update().select_related("pool").get(pk=platform.pk)
     _check_version(current, expected_version, f"Platform '{current.name}'")
     before = _platform_snapshot(current)
@@ -376,7 +391,7 @@ def platform_delete(*, actor: Any, platform: Platform) -> None:
 # ---------------------------------------------------------------------------------------------------
 # A pool's workload settings
 
-POOL_SETTINGS_FIELDS = {"default_platform", "default_variables", "common_templates", "rule_sets"}
+POOL_SETTINGS_FIELDS = {"default_platform", "default_variables", "common_templates", "rule_sets", "pod_security_level"}
 
 
 def _settings_snapshot(settings: PoolWorkloadSettings) -> dict:
@@ -386,15 +401,23 @@ def _settings_snapshot(settings: PoolWorkloadSettings) -> dict:
     return values
 
 
-@transaction.atomic
 def pool_settings_update(*, actor: Any, pool: NodePool, expected_version: int | None = None,
                          **changes: Any) -> PoolWorkloadSettings:
     """Change a pool's default platform (a platform of the pool, by name or object), default
-    variables, common templates and rule sets (ordered lists of names)."""
+    variables, common templates and rule sets (ordered lists of names). The default variables are
+    parsed before the transaction opens."""
     _require(actor, pool.cluster_id, "poolworkloadsettings", "change", "change a pool's workload settings")
     unknown = set(changes) - POOL_SETTINGS_FIELDS
     if unknown:
         raise ValidationError({field: "Not a pool workload setting." for field in sorted(unknown)})
+    if "default_variables" in changes:
+        changes["default_variables"] = parse_document(changes["default_variables"], field="default_variables")
+    return _pool_settings_update(actor=actor, pool=pool, expected_version=expected_version, changes=changes)
+
+
+@transaction.atomic
+def _pool_settings_update(*, actor: Any, pool: NodePool, expected_version: int | None,
+                          changes: dict) -> PoolWorkloadSettings:
     PoolWorkloadSettings.objects.get_or_create(pool=pool)
     current = PoolWorkloadSettings.objects.select_for_update().get(pool=pool)
     _check_version(current, expected_version, f"The workload settings of pool '{pool.name}'")
@@ -412,7 +435,9 @@ def pool_settings_update(*, actor: Any, pool: NodePool, expected_version: int | 
                 raise ValidationError({"default_platform": f"Pool '{pool.name}' has no platform {value!r}."})
             current.default_platform = found
     if "default_variables" in changes:
-        current.default_variables = parse_document(changes["default_variables"], field="default_variables")
+        current.default_variables = changes["default_variables"]
+    if "pod_security_level" in changes:
+        current.pod_security_level = changes["pod_security_level"]
     current.full_clean()
     if "common_templates" in changes:
         templates = _resolve_named(PodTemplate, pool.cluster_id, changes["common_templates"], "common_templates", "pod template")

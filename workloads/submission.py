@@ -7,16 +7,25 @@ and the field they concern (nothing is created on a refusal):
 
 1. access: the project role, and every pool of the list open to the project (workloads.rules);
 2. resource validation: the platform's rule sets against the resources asked for, and its nodes;
-3. templates: the pool's common templates, then the platform's, each substituted and merged in order;
-4. platform: what the merged pod spec asks (privileged, host network, host mounts) against the
-   platform's allowances;
-5. render: the Job (workloads.render), checked by the API server (a server-side dry run on submit).
+3. templates: the pool's common templates, then the platform's, each substituted and merged in order
+   (a template naming a node, a scheduler or a priority is refused: workloads.podsecurity.scheduling_bypass);
+4. pod security: the rendered Job's pod against every control of the Pod Security Standards level of the
+   pools' platforms (workloads.podsecurity; the strictest level when the list has several pools);
+5. platform: what the pod asks inside the privileged level (privileged, host network, host mounts)
+   against the platform's allowances;
+6. render: the Job (workloads.render), at most 1.5 MiB, created by the API server on submit.
+
+The preview also says, in words, how the cluster's scheduler will take the Job (`Preview.scheduling`): with
+KAI Scheduler the one pool it is queued in (KAI has no node-pool priority list) and, for several pods, that
+they run together or not at all; with Kueue the LocalQueue it waits in.
 """
 from __future__ import annotations
 
 import re
 import secrets
 import uuid
+
+import orjson
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,29 +34,35 @@ from django.db import transaction
 
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
+from console import parsing
 from enforcers import desired
+from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
 from kube.quantity import QuantityError, parse_quantity
 from nodepools.models import NodePool
-from workloads import render
+from workloads import podsecurity, render, shell
 from workloads.models import PoolAccess, Workload
 from workloads.rules import may_submit_to_project, submit_refusal
 from workloads import selectors
 
 PRIORITY_CLASSES = tuple(name for name, _, _ in desired.PRIORITY_CLASSES)
 PRIORITY_VALUES = {name: value for name, value, _ in desired.PRIORITY_CLASSES}
-STEPS = ("access", "resource validation", "templates", "platform", "render")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+STEPS = ("access", "resource validation", "templates", "pod security", "platform", "render")
+# What the API server stores of one object at most (etcd's request limit, 1.5 MiB): a Job over it is refused.
+MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 class SubmissionRefused(ValidationError):
-    """A step of the submission refused: `step` (one of STEPS), and the field it concerns."""
+    """A step of the submission refused: `step` (one of STEPS), the field it concerns (for the pod security
+    step, the path in the Job of the first offending field) and, with `errors`, every field refused."""
 
-    def __init__(self, step: str, field_name: str, message: str) -> None:
+    def __init__(self, step: str, field_name: str, message: str, errors: dict[str, list[str]] | None = None) -> None:
         self.step = step
         self.field_name = field_name
         self.text = message
-        super().__init__({field_name: [message]})
+        self.errors = errors or {field_name: [message]}
+        super().__init__(self.errors)
 
 
 @dataclass
@@ -82,14 +97,53 @@ class Preview:
     pools: list[str]
     platform: str
     variables: dict[str, str]
+    # The pool the scheduler queues it in (KAI: the first of the list, its queue's pool; else empty), and
+    # sentences saying how the scheduler takes it.
+    queued_in: str = ""
+    scheduling: list[str] = field(default_factory=list)
+
+
+def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, job: dict[str, Any]) -> list[str]:
+    """What the preview says about the scheduler's handling of the Job."""
+    notes: list[str] = []
+    if enforcer == "kai":
+        note = f"KAI Scheduler queues it in pool {pools[0]} (queue {queue})."
+        if len(pools) > 1:
+            note += (f" KAI has no node-pool priority list: a workload waits in its queue's pool, so "
+                     f"{', '.join(pools[1:])} will not be tried.")
+        notes.append(note)
+        if pods > 1:
+            notes.append(f"Its {pods} pods are scheduled together or not at all: KAI makes the Job one PodGroup "
+                         f"with minMember {pods} ({render.KAI_MIN_MEMBER_ANNOTATION}).")
+    elif enforcer == "kueue":
+        notes.append(f"Kueue admits it from LocalQueue {queue}, all {pods} pod(s) at once, in the first of its "
+                     f"pools ({', '.join(pools)}) with quota, in the project's pool order.")
+    if job["spec"].get("podFailurePolicy"):
+        notes.append("A pod the scheduler evicts (preemption, reclaim) or a node drain removes is replaced; it is "
+                     "not counted as a failure of the workload (podFailurePolicy: Ignore on DisruptionTarget).")
+    return notes
 
 
 def _check_form(req: Request) -> None:
     errors: dict[str, list[str]] = {}
+    for name in ("image", "command", "platform", "cpu", "memory", "storage", "name"):
+        try:  # the same rule as the API's parsers and the pages' middleware (console/parsing.py)
+            value = getattr(req, name)
+            parsing.check_value(list(value) if isinstance(value, tuple) else value, field=name, limit=2)
+        except parsing.InputError as exc:
+            errors[name] = [exc.message]
+    if errors:
+        raise ValidationError(errors)
+    try:
+        req.command = shell.command_from(list(req.command or []))
+    except shell.CommandError as exc:
+        errors["command"] = [str(exc)]
     if not req.image or not req.image.strip():
         errors["image"] = ["Give the container image to run, e.g. nvcr.io/nvidia/pytorch:24.05-py3."]
-    elif any(c.isspace() for c in req.image.strip()):
-        errors["image"] = ["An image reference has no spaces."]
+    elif reference.reference_errors(req.image.strip()):
+        errors["image"] = [f"{req.image.strip()[:200]!r} is not an image reference: "
+                           f"{reference.reference_errors(req.image.strip())[0]} (e.g. nvcr.io/nvidia/pytorch:24.05-py3, "
+                           "busybox:1.36, registry.example.com:5000/team/train@sha256:…)."]
     if req.priority_class not in PRIORITY_CLASSES:
         errors["priority_class"] = [f"Choose one of {', '.join(PRIORITY_CLASSES)}."]
     if not isinstance(req.pods, int) or isinstance(req.pods, bool) or not 1 <= req.pods <= 1000:
@@ -158,11 +212,7 @@ def _steps(*, actor: Any, req: Request) -> Preview:
     pod_spec, error = plan.pod_spec(variables)
     if error:
         raise SubmissionRefused("templates", "platform", error)
-    # 4. platform
-    violations = plan.violations(pod_spec)
-    if violations:
-        raise SubmissionRefused("platform", "platform", "; ".join(violations))
-    # 5. render
+    # The Job (pure): the pod after every template is merged, as the cluster would run it.
     enforcer = selectors.enforcer_of(req.project.cluster)
     queue = ""
     if enforcer == "kai":
@@ -184,8 +234,39 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         pod_annotations=tuple(sorted((str(k), str(v)) for k, v in (req.demo_pod_annotations or {}).items())),
     )
     job = render.job(spec)
-    return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name,
-                   pools=[p.name for p in req.pools], platform=plan.name, variables=variables)
+    # 4. pod security: every control of the level the pools' platforms allow, on the rendered pod
+    _check_pod_security(job, plan)
+    # 5. platform: what the platform allows inside the privileged level (privileged, host network, host paths);
+    # a pool without platforms has no finer allowances: its level alone decides.
+    violations = plan.violations(job["spec"]["template"]["spec"]) if plan.platform is not None else []
+    if violations:
+        raise SubmissionRefused("platform", "platform", "; ".join(violations))
+    # 6. render: a Job the API server can store
+    size = len(orjson.dumps(job))
+    if size > MAX_OBJECT_BYTES:
+        raise SubmissionRefused("render", "non_field_errors", f"The Job would be {size} bytes: Kubernetes stores at "
+                                f"most {MAX_OBJECT_BYTES} bytes (1.5 MiB) per object. Shorten the command or the "
+                                "templates.")
+    pools = [p.name for p in req.pools]
+    return Preview(job=job, yaml=render.to_yaml(job), namespace=namespace, name=name, pools=pools,
+                   platform=plan.name, variables=variables, queued_in=first.name if enforcer == "kai" else "",
+                   scheduling=scheduling_notes(enforcer=enforcer, pools=pools, queue=queue, pods=req.pods, job=job))
+
+
+def _check_pod_security(job: dict[str, Any], plan: Any) -> None:
+    """Refuse, naming each control and field, a pod the level of the pools' platforms does not allow."""
+    level = plan.security_level
+    found = podsecurity.check_job(job, level=level)
+    if not found:
+        return
+    where = f"the {level} level of {plan.security_source}" if plan.security_source else f"the {level} level"
+    errors: dict[str, list[str]] = {}
+    for violation in found:
+        errors.setdefault(violation.path, []).append(f"{violation.control}: {violation.path} {violation.message} "
+                                                     f"(Pod Security Standards, {where}).")
+    first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise SubmissionRefused("pod security", first.path, errors[first.path][0] + more, errors=errors)
 
 
 def workload_preview(*, actor: Any, request: Request) -> Preview:

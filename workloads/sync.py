@@ -9,8 +9,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from kube.quantity import parse_quantity
 from nodepools import kube
-from nodepools.sync.resources import Resource, register
+from nodepools.sync.resources import Resource, json_list, json_object, register
 from workloads import render
 
 JOBS = "jobs"
@@ -130,20 +131,9 @@ EVENT_FIELDS = (
 _RESOURCES_STATUS = ("requested", "allocated")
 
 
-def _mapping(value: Any, what: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} must be an object")
-    return value
-
-
 def _items(value: Any, what: str) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise TypeError(f"{what} must be a list")
-    return [item for item in value if isinstance(item, dict)]
+    """The objects of a list field (other items are skipped)."""
+    return [item for item in json_list(value, what) if isinstance(item, dict)]
 
 
 def _text(value: Any, limit: int = 4000) -> str:
@@ -160,17 +150,17 @@ def _job_owner(metadata: dict) -> tuple[str, str]:
 
 def _amount(values: dict, name: str) -> Decimal:
     text = values.get(name)
-    return Decimal(0) if text in (None, "") else kube.parse_quantity(text)
+    return Decimal(0) if text in (None, "") else parse_quantity(text)
 
 
 def podgroup_values(obj: dict[str, Any]) -> tuple[list, None]:
     """The stored values of a KAI PodGroup (PODGROUP_FIELDS order); raises on a malformed object."""
     metadata = obj["metadata"]
-    labels = _mapping(metadata.get("labels"), "metadata.labels")
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    resources = _mapping(status.get("resourcesStatus"), "status.resourcesStatus")
-    figures = {part: _mapping(resources.get(part), f"status.resourcesStatus.{part}") for part in _RESOURCES_STATUS}
+    labels = json_object(metadata.get("labels"), "metadata.labels")
+    spec = json_object(obj.get("spec"), "spec")
+    status = json_object(obj.get("status"), "status")
+    resources = json_object(status.get("resourcesStatus"), "status.resourcesStatus")
+    figures = {part: json_object(resources.get(part), f"status.resourcesStatus.{part}") for part in _RESOURCES_STATUS}
     conditions = _items(status.get("schedulingConditions"), "status.schedulingConditions")
 
     def order(condition: dict) -> tuple:
@@ -212,10 +202,10 @@ PREVIOUSLY = "Previously: "
 def kueue_workload_values(obj: dict[str, Any]) -> tuple[list, None]:
     """The stored values of a Kueue Workload (KUEUE_WORKLOAD_FIELDS order); raises on a malformed object."""
     metadata = obj["metadata"]
-    labels = _mapping(metadata.get("labels"), "metadata.labels")
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
-    admission = _mapping(status.get("admission"), "status.admission")
+    labels = json_object(metadata.get("labels"), "metadata.labels")
+    spec = json_object(obj.get("spec"), "spec")
+    status = json_object(obj.get("status"), "status")
+    admission = json_object(status.get("admission"), "status.admission")
     conditions = _conditions(status)
 
     def true(kind: str) -> bool:
@@ -249,9 +239,9 @@ def kueue_workload_values(obj: dict[str, Any]) -> tuple[list, None]:
 def event_values(obj: dict[str, Any]) -> tuple[list, None]:
     """The stored values of an Event (EVENT_FIELDS order); raises on a malformed object."""
     metadata = obj["metadata"]
-    involved = _mapping(obj.get("involvedObject"), "involvedObject")
-    source = _mapping(obj.get("source"), "source")
-    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    involved = json_object(obj.get("involvedObject"), "involvedObject")
+    source = json_object(obj.get("source"), "source")
+    annotations = json_object(metadata.get("annotations"), "metadata.annotations")
     count = obj.get("count")
     return [
         metadata.get("uid") or "", _text(involved.get("kind"), 63), _text(involved.get("name"), 253),

@@ -24,7 +24,7 @@ from nodepools.models import Cluster
 from nodepools.models import NodePool
 from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
-from workloads import engine, selectors, services
+from workloads import engine, podsecurity, selectors, services
 from workloads import selectors, submission
 from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet
 from workloads.filtersets import WorkloadFilterSet
@@ -141,13 +141,23 @@ def platform_detail(request, pk: int):
                                                  privileged_allowed=platform.privileged_allowed,
                                                  host_network_allowed=platform.host_network_allowed,
                                                  allowed_mounts=platform.allowed_mounts),
+        # What its own templates ask beyond its pod security level (every submission would be refused).
+        "security_violations": _template_security(config.templates, platform.pod_security_level)
+        if not preview_error else [],
         "can_change": services.may_configure(request.user, platform.pool.cluster, "platform", "change"),
     })
+
+
+def _template_security(templates, level: str) -> list:
+    merged = engine.merge_templates(templates)
+    return podsecurity.check_pod(merged.get("spec") or {}, merged.get("metadata") or {}, level=level)
 
 
 def _platform_values(form) -> dict:
     data = dict(form.cleaned_data)
     data.pop("version", None)
+    if not data.get("pod_security_level"):
+        data.pop("pod_security_level", None)  # a new platform takes its pool's level; an edit keeps its own
     return data
 
 
@@ -175,7 +185,8 @@ def platform_edit(request, pk: int):
     is_default = selectors.pool_settings(pool=platform.pool).default_platform_id == platform.pk
     initial = {
         "name": platform.name, "description": platform.description, "node_selector": as_yaml(platform.node_selector),
-        "tolerations": as_yaml(platform.tolerations), "privileged_allowed": platform.privileged_allowed,
+        "tolerations": as_yaml(platform.tolerations), "pod_security_level": platform.pod_security_level,
+        "privileged_allowed": platform.privileged_allowed,
         "host_network_allowed": platform.host_network_allowed, "allowed_mounts": as_lines(platform.allowed_mounts),
         "default_variables": as_yaml(platform.default_variables),
         "override_templates": as_lines(t.name for t in platform.ordered_templates()),
@@ -227,6 +238,7 @@ def pool_settings_edit(request, pk: int):
     initial = {
         "default_platform": settings.default_platform.name if settings.default_platform_id else "",
         "default_variables": as_yaml(settings.default_variables),
+        "pod_security_level": settings.pod_security_level,
         "common_templates": as_lines(t.name for t in (settings.ordered_templates() if settings.pk else [])),
         "rule_sets": as_lines(r.name for r in (settings.ordered_rule_sets() if settings.pk else [])),
         "version": settings.version if settings.pk else None,
@@ -235,6 +247,8 @@ def pool_settings_edit(request, pk: int):
     if request.method == "POST" and form.is_valid():
         values = dict(form.cleaned_data)
         version = values.pop("version", None)
+        if not values.get("pod_security_level"):
+            values.pop("pod_security_level", None)  # not sent: the level stays as it is
         if _save(request, form, lambda: services.pool_settings_update(actor=request.user, pool=pool,
                                                                       expected_version=version, **values),
                  f"Workload settings of pool '{pool.name}' saved."):

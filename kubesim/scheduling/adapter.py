@@ -305,7 +305,18 @@ class SchedulingMixin:
         }
         if action:
             event["action"] = action
-        stored = self.create(EVENTS, event)
+        while True:
+            try:
+                stored = self.create(EVENTS, event)
+                break
+            except ApiError as err:
+                if err.code != 409:
+                    raise
+                # Another recorder (the Job controller's, for a Job named as this PodGroup) took the name.
+                with state["lock"]:
+                    recorder.serial += 1
+                    serial = recorder.serial
+                event["metadata"]["name"] = event_name = f"{involved.get('name')}.{int(moment * 1e9) + serial:x}"
         with state["lock"]:
             recorder.names[key] = (namespace, event_name)
             while len(recorder.names) > EVENT_CACHE:
@@ -450,19 +461,34 @@ class SchedulingMixin:
             jobs[md["uid"]] = kai_core.Owner("batch/v1", "Job", md["name"], md["uid"], md.get("labels") or {},
                                              md.get("annotations") or {})
         existing = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in self.list(POD_GROUPS)}
+        names: dict[str, set[str]] = {}
+        for namespace, name in existing:
+            names.setdefault(namespace, set()).add(name)
         wanted: dict[tuple[str, str], Obj] = {}
         writes = 0
         pod_uids = set()
         for key in list(informer.kai):
             pod = informer.pods[key][1]
             pod_uids.add(pod.uid)
+            if kai_core.skips_grouper(pod.annotations):
+                continue  # an external PodGroup's pod: left as it is
             if pod.owner is None and pod.annotations.get(kai_core.POD_GROUP_ANNOTATION):
                 continue  # a pod of a PodGroup someone made
             owner = kai_core.owner_of(pod, jobs)
-            if owner is None:
+            if owner is None or kai_core.skips_grouper(owner.annotations):
                 continue
-            group = kai_core.pod_group_for(pod, owner, priority_classes=classes, node_pool_key=self.kai_node_pool_key)
+            try:
+                group = kai_core.pod_group_for(pod, owner, priority_classes=classes,
+                                               node_pool_key=self.kai_node_pool_key,
+                                               existing=names.get(pod.namespace, ()))
+            except kai_core.GrouperError as err:
+                self.record_event({"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+                                   "uid": pod.uid}, type_="Warning", reason=kai_core.POD_GROUPER_WARNING,
+                                  message=str(err), component=kai_core.POD_GROUPER)
+                continue
             key = (group["metadata"]["namespace"], group["metadata"]["name"])
+            if key in existing:
+                group = kai_core.keep_external_fields(group, existing[key], node_pool_key=self.kai_node_pool_key)
             wanted[key] = group
             if pod.annotations.get(kai_core.POD_GROUP_ANNOTATION) != key[1]:
                 try:
@@ -577,8 +603,9 @@ class SchedulingMixin:
                 "unschedulable": len(decisions.unschedulable)}
 
     def _kai_evict(self, eviction: kai_core.Eviction, group: Obj | None, moment: float) -> None:
-        """KAI's evictor: the pod's ``DisruptionTarget`` condition, then its deletion; an ``Evict`` event on
-        its PodGroup saying by whom."""
+        """KAI's evictor (cache/evictor/default_evictor.go): with ``--update-pod-eviction-condition`` the pod's
+        ``DisruptionTarget`` condition first, then its deletion; an ``Evict`` event on its PodGroup saying by
+        whom."""
         stamp = _rfc3339(moment)
 
         def change(pod: Obj) -> None:
@@ -586,7 +613,8 @@ class SchedulingMixin:
                                  "message": eviction.message, "lastProbeTime": None, "lastTransitionTime": stamp})
 
         try:
-            self._update(PODS, (eviction.namespace, eviction.name), change)
+            if eviction.condition:
+                self._update(PODS, (eviction.namespace, eviction.name), change, subresource="status")
             self.delete_pod(eviction.namespace, eviction.name)
         except ApiError:
             return

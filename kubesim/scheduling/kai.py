@@ -3,20 +3,31 @@ nodes, pods, PodGroups, Queues, SchedulingShards and PriorityClasses in, decisio
 create, binds, evictions, unschedulable explanations, queue and PodGroup status).
 
 Written from NVIDIA/KAI-Scheduler's own documentation and the code it describes (pages and files read at
-commit 72de64fc8eca):
+commit 72de64fc8eca, v0.14; the pod grouper at kai-scheduler/KAI-Scheduler d5bc503a1463, v0.17.0-9, the
+version of the CRDs in kube/crds/):
 
-- the pod grouper (docs/developer/pod-grouper.md; pkg/podgrouper/pod_controller.go,
-  podgrouper/plugins/defaultgrouper/default_grouper.go, plugins/job/job_grouper.go): every pod with
-  ``schedulerName: kai-scheduler`` gets a ``scheduling.run.ai/v2alpha2`` PodGroup and the annotation
-  ``pod-group-name``; the PodGroup takes its top owner's labels (and the pod's node-pool label when the
-  owner has none), ``queue`` from the ``kai.scheduler/queue`` label of the owner, else of the pod (else
-  ``default-queue``), ``priorityClassName`` from a ``priorityClassName`` label of the owner or the pod,
-  else ``spec.priorityClassName``, when that PriorityClass exists, else ``train``, and ``minMember: 1``.
-  A ``batch/v1`` Job's pods get one PodGroup **each**, named ``pg-<pod name>-<job uid>`` — "native k8s
-  batch jobs usually do not require gang scheduling" (pod-grouper.md); a pod without owner gets
-  ``pg-<pod name>-<pod uid>``; a pod without owner that already names its PodGroup in ``pod-group-name``
-  keeps it (a PodGroup someone created, with any ``minMember``: the way to gang-schedule plain pods).
-  PodGroups whose owner is gone are deleted, as the garbage collector does through their owner reference;
+- the pod grouper (docs/developer/pod-grouper.md, docs/batch/README.md; pkg/podgrouper/pod_controller.go,
+  podgroup/handler.go, podgrouper/plugins/defaultgrouper/default_grouper.go, plugins/job/job_grouper.go,
+  plugins/constants/constants.go): every pod with ``schedulerName: kai-scheduler`` gets a
+  ``scheduling.run.ai/v2alpha2`` PodGroup and the annotation ``pod-group-name``; the PodGroup takes its top
+  owner's labels (and the pod's node-pool label when the owner has none), ``queue`` from the
+  ``kai.scheduler/queue`` label of the owner, else of the pod (else ``default-queue``),
+  ``priorityClassName`` from a ``priorityClassName`` label of the owner or the pod, else
+  ``spec.priorityClassName``, when that PriorityClass exists, else ``train``, and ``minMember: 1``.
+  A ``batch/v1`` Job's pods share one PodGroup ``pg-<job name>-<job uid>`` (since v0.15; "Sets MinMember
+  to 1 by default - native k8s batch jobs usually do not require gang scheduling", pod-grouper.md) whose
+  ``minMember`` is the Job's annotation ``kai.scheduler/batch-min-member`` when it has one — the documented
+  way to gang-schedule a batch Job (docs/batch/README.md, "Min Member Override"; a value that is no int32
+  gives the pod a Warning ``PodGrouperWarning`` event "invalid min-member annotation value: strconv.ParseInt:
+  ..." and no PodGroup); a PodGroup of the legacy name ``pg-<pod name>-<job uid>`` (v0.14 and before: one
+  per pod) that exists already is kept, with ``minMember: 1`` (the ``search-legacy-pg`` default); a pod
+  without owner gets ``pg-<pod name>-<pod uid>``; a pod without owner that already names its PodGroup in
+  ``pod-group-name``, and a pod or owner annotated ``kai.scheduler/skip-podgrouper: "true"``, are left as
+  they are (an external PodGroup, any ``minMember``: docs/batch/README.md "External PodGroups"). On an
+  existing PodGroup the grouper keeps what "external services are responsible for" (handler.go
+  ignoreFields): ``spec.queue``, the node-pool and queue labels, ``markUnschedulable``,
+  ``schedulingBackoff``. PodGroups whose owner is gone are deleted, as the garbage collector does through
+  their owner reference;
 - shards (docs/operator/scheduling-shards.md; pkg/scheduler/conf/scheduler_conf.go): a SchedulingShard
   schedules the nodes, queues and PodGroups labelled ``<nodePoolLabelKey>=<partitionLabelValue>``; a shard
   without ``partitionLabelValue`` those without the label. With no SchedulingShard at all the
@@ -48,8 +59,9 @@ commit 72de64fc8eca):
   ``status.schedulingConditions`` entry of type ``UnschedulableOnNodePool`` with its ``reasons``
   (``OverLimit``, ``NonPreemptibleOverQuota``, ``PodSchedulingErrors``, ``QueueDoesNotExist``); its
   pending pods a Warning ``Unschedulable`` event and ``PodScheduled=False`` (reason ``Unschedulable``); a
-  bound pod a ``Scheduled`` event; an evicted pod the condition ``DisruptionTarget``
-  (``PreemptionByScheduler``), then deletion, and its PodGroup an ``Evict`` event ("Pod ns/x was
+  bound pod a ``Scheduled`` event; an evicted pod is deleted — with the scheduler flag
+  ``--update-pod-eviction-condition`` (a shard's ``spec.args``; off by default: cmd/scheduler/app/options)
+  after the condition ``DisruptionTarget`` (``PreemptionByScheduler``) —, and its PodGroup an ``Evict`` event ("Pod ns/x was
   preempted by workload ns/y." with the queues' figures for a reclaim, "... by higher priority workload
   ..." for a preemption). Queue status (``allocated``, ``allocatedNonPreemptible``, ``requested``; GPU
   devices, CPU millicpus, memory megabytes) and PodGroup ``status.resourcesStatus`` follow the cycle's
@@ -76,6 +88,10 @@ POD_GROUP_ANNOTATION = "pod-group-name"
 TOP_OWNER_ANNOTATION = "kai.scheduler/top-owner-metadata"
 PRIORITY_LABEL = "priorityClassName"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+SKIP_POD_GROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+POD_GROUPER = "pod-grouper"
+POD_GROUPER_WARNING = "PodGrouperWarning"
 DEFAULT_QUEUE = "default-queue"
 DEFAULT_PRIORITY_CLASS = "train"
 DEFAULT_NODE_POOL = "default"
@@ -109,12 +125,41 @@ def top_owner_metadata(owner: Owner) -> str:
     return f"name: {owner.name}\nuid: {owner.uid}\ngroup: {group or chr(34) * 2}\nversion: {version}\nkind: {owner.kind}\n"
 
 
+class GrouperError(ValueError):
+    """What the pod grouper could not make of a pod (its message goes into a PodGrouperWarning event)."""
+
+
+def parse_int32(text: str) -> int:
+    """Go's strconv.ParseInt(text, 10, 32), with its errors' words."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise GrouperError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
+    value = int(text)
+    if not -2**31 <= value < 2**31:
+        raise GrouperError(f'strconv.ParseInt: parsing "{text}": value out of range')
+    return value
+
+
+def skips_grouper(annotations: Mapping[str, str]) -> bool:
+    return annotations.get(SKIP_POD_GROUPER_ANNOTATION) == "true"
+
+
 def pod_group_for(pod: PodInfo, owner: Owner, *, priority_classes: Mapping[str, int], node_pool_key: str,
-                  queue_label: str = QUEUE_LABEL) -> dict[str, Any]:
+                  queue_label: str = QUEUE_LABEL, existing: Iterable[str] = ()) -> dict[str, Any]:
     """The PodGroup KAI's pod grouper makes for ``pod`` (``owner``: its top owner, the pod itself when it
-    has none)."""
+    has none; ``existing``: the names of the PodGroups of the pod's namespace, for the legacy name).
+    Raises :class:`GrouperError` when the Job's min-member annotation is no int32."""
+    min_member = 1
     if owner.kind == "Job" and owner.api_version == "batch/v1":
-        name = f"pg-{pod.name}-{owner.uid}"
+        name = f"pg-{owner.name}-{owner.uid}"
+        legacy = f"pg-{pod.name}-{owner.uid}"
+        if legacy in existing:
+            name = legacy
+        elif MIN_MEMBER_ANNOTATION in owner.annotations:
+            try:
+                min_member = parse_int32(owner.annotations[MIN_MEMBER_ANNOTATION])
+            except GrouperError as err:
+                raise GrouperError(f"invalid min-member annotation value: {err}") from None
     else:
         name = f"pg-{owner.name}-{owner.uid}"
     labels = dict(owner.labels)
@@ -126,7 +171,7 @@ def pod_group_for(pod: PodInfo, owner: Owner, *, priority_classes: Mapping[str, 
         klass = DEFAULT_PRIORITY_CLASS
     annotations = dict(owner.annotations)
     annotations[TOP_OWNER_ANNOTATION] = top_owner_metadata(owner)
-    spec: dict[str, Any] = {"minMember": 1, "queue": queue, "priorityClassName": klass}
+    spec: dict[str, Any] = {"minMember": min_member, "queue": queue, "priorityClassName": klass}
     preemptibility = owner.labels.get(PREEMPTIBILITY_LABEL) or pod.labels.get(PREEMPTIBILITY_LABEL)
     if preemptibility in ("preemptible", "non-preemptible"):
         spec["preemptibility"] = preemptibility
@@ -137,6 +182,27 @@ def pod_group_for(pod: PodInfo, owner: Owner, *, priority_classes: Mapping[str, 
                                           "uid": owner.uid}]},
         "spec": spec,
     }
+
+
+def keep_external_fields(group: dict[str, Any], current: Mapping[str, Any], *, node_pool_key: str,
+                         queue_label: str = QUEUE_LABEL) -> dict[str, Any]:
+    """The PodGroup the grouper writes over an existing one: what "external services are responsible for"
+    stays as it is (handler.go ignoreFields) — ``spec.queue``, the node-pool label (never added afterwards)
+    and the queue label."""
+    group = copy.deepcopy(group)
+    spec = current.get("spec") or {}
+    if spec.get("queue"):
+        group["spec"]["queue"] = spec["queue"]
+    labels = group["metadata"].setdefault("labels", {})
+    old = (current.get("metadata") or {}).get("labels") or {}
+    if node_pool_key:
+        if node_pool_key in old:
+            labels[node_pool_key] = old[node_pool_key]
+        else:
+            labels.pop(node_pool_key, None)
+    if queue_label in old:
+        labels[queue_label] = old[queue_label]
+    return group
 
 
 def owner_of(pod: PodInfo, jobs: Mapping[str, Owner]) -> Owner | None:
@@ -241,6 +307,8 @@ class Eviction:
     action: str  # "reclaim" / "preempt"
     preemptor: tuple[str, str]
     gang_size: int
+    # The shard's scheduler runs with --update-pod-eviction-condition: DisruptionTarget before the deletion.
+    condition: bool = False
 
 
 @dataclass(frozen=True)
@@ -559,9 +627,16 @@ def _in_partition(labels: Mapping[str, str], key: str, value: str) -> bool:
     return key not in labels
 
 
-def shards_of(snapshot: Snapshot) -> list[tuple[str, str, str, str]]:
-    """(name, partition value, gpu strategy, cpu strategy) of each shard; KAI's default shard if none."""
-    out: list[tuple[str, str, str, str]] = []
+#: strconv.ParseBool's true (how the scheduler reads a boolean flag).
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+EVICTION_CONDITION_FLAG = "update-pod-eviction-condition"
+
+
+def shards_of(snapshot: Snapshot) -> list[tuple[str, str, str, str, bool]]:
+    """(name, partition value, gpu strategy, cpu strategy, eviction condition) of each shard; KAI's default
+    shard if none. The last is the scheduler flag ``--update-pod-eviction-condition`` (default false), which
+    the operator passes from the shard's ``spec.args`` (resources_for_shard.go buildArgsList)."""
+    out: list[tuple[str, str, str, str, bool]] = []
     seen: set[str] = set()
     for shard in sorted(snapshot.shards, key=lambda s: (s.get("metadata") or {}).get("name", "")):
         spec = shard.get("spec") or {}
@@ -570,9 +645,11 @@ def shards_of(snapshot: Snapshot) -> list[tuple[str, str, str, str]]:
             continue
         seen.add(value)
         placement = spec.get("placementStrategy") or {}
+        args = spec.get("args") or {}
+        condition = isinstance(args, dict) and str(args.get(EVICTION_CONDITION_FLAG, "false")) in _TRUE
         out.append(((shard.get("metadata") or {}).get("name", ""), value, placement.get("gpu") or "binpack",
-                    placement.get("cpu") or "binpack"))
-    return out or [("default", "", "binpack", "binpack")]
+                    placement.get("cpu") or "binpack", condition))
+    return out or [("default", "", "binpack", "binpack", False)]
 
 
 def cycle(snapshot: Snapshot) -> Decisions:
@@ -598,7 +675,7 @@ def cycle(snapshot: Snapshot) -> Decisions:
     other_used = {node: kai_amounts(values) for node, values in (
         other if snapshot.other_used is None else snapshot.other_used).items()}
     key = snapshot.node_pool_key
-    for _name, value, gpu_strategy, cpu_strategy in shards_of(snapshot):
+    for _name, value, gpu_strategy, cpu_strategy, condition in shards_of(snapshot):
         members = [i for i, n in enumerate(cluster.nodes) if _in_partition(n.labels, key, value)]
         queues = {}
         for obj in snapshot.queues:
@@ -616,15 +693,17 @@ def cycle(snapshot: Snapshot) -> Decisions:
                                default_priority=snapshot.default_priority, node_pool_key=key)
             group.pods = by_group.get(group.key, [])
             groups.append(group)
-        _Shard(cluster, members, queues, groups, gpu_strategy, cpu_strategy, other_used, decisions).run()
+        _Shard(cluster, members, queues, groups, gpu_strategy, cpu_strategy, other_used, decisions,
+               eviction_condition=condition).run()
     return decisions
 
 
 class _Shard:
     def __init__(self, cluster: Cluster, members: list[int], queues: dict[str, ks.Queue], groups: list[Group],
                  gpu_strategy: str, cpu_strategy: str, other_used: Mapping[str, Mapping[str, float]],
-                 decisions: Decisions) -> None:
+                 decisions: Decisions, *, eviction_condition: bool = False) -> None:
         self.cluster = cluster
+        self.eviction_condition = eviction_condition
         self.queues = queues
         self.groups = groups
         self.decisions = decisions
@@ -742,7 +821,7 @@ class _Shard:
                 else:
                     message = preempt_message(pod, preemptor)
                 self.decisions.evictions.append(Eviction(pod.namespace, pod.name, group.key, message, action,
-                                                         preemptor.key, len(pods)))
+                                                         preemptor.key, len(pods), self.eviction_condition))
                 ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
                              non_preemptible=not group.preemptible, sign=-1.0)
                 pod.phase = "Failed"  # gone: neither counted nor placed again this cycle

@@ -20,6 +20,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "last_full_sync", "created", "updated",
         ]
         read_only_fields = ["connection_state", "last_error", "last_full_sync", "created", "updated"]
+        extra_kwargs = {"description": {"max_length": 2000}}
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -36,7 +37,8 @@ class ClusterSerializer(serializers.ModelSerializer):
 class ClusterUpdateSerializer(ClusterSerializer):
     class Meta(ClusterSerializer.Meta):
         read_only_fields = ClusterSerializer.Meta.read_only_fields + ["name"]
-        extra_kwargs = {f: {"required": False} for f in ClusterSerializer.Meta.fields}
+        extra_kwargs = {f: {"required": False} for f in ClusterSerializer.Meta.fields} | {
+            "description": {"required": False, "max_length": 2000}}
 
 
 def _gpu(obj):
@@ -127,7 +129,7 @@ class NodePoolCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63)
     label_key = serializers.CharField(max_length=317)
     label_value = serializers.CharField(max_length=63, allow_blank=True)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
@@ -139,7 +141,7 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
     label_key = serializers.CharField(max_length=317, required=False)
     label_value = serializers.CharField(max_length=63, allow_blank=True, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)

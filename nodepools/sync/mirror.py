@@ -20,7 +20,8 @@ from django.db import connection
 
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod, project_namespace_model
 from nodepools.sync.derived import DerivedNodes, derive_nodes_sql
-from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource
+from nodepools.sync.lifetimes import lifetime_key, lifetimes_end, lifetimes_upsert
+from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource, when
 from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
 
 logger = logging.getLogger("nodepools.sync")
@@ -66,6 +67,14 @@ class Mirror:
         self.namespaces: dict[str, int] | None = None
         self.skipped = 0
         self.stats: Counter = Counter()
+        # Pods' lifetimes (the GPU-hours ledger, `lifetimes.py`): those ending in this batch {key: (ended,
+        # reason)}; whether every pod's lifetime is to be written (a full list ended, orphans linked); and
+        # the last moment the mirror of the pods was known complete (the worker moves it while its watch
+        # is healthy): a pod a list no longer holds ended then, as far as anyone can tell.
+        self.lifetime_ends: dict[str, tuple] = {}
+        self.lifetime_keys: set = set()
+        self.lifetimes_all = False
+        self.in_view_at = Cluster.objects.filter(pk=self.cid).values_list("pods_current_at", flat=True).first()
         self._load()
 
     # Back-compat views used by callers and tests.
@@ -166,6 +175,11 @@ class Mirror:
             return
         if entry is None:
             entry = index[key] = Entry()
+        elif kind == PODS and entry.pk and entry.uid != uid:
+            # Another pod of the same name (its predecessor's deletion was missed): the old one ended
+            # before this one was created.
+            self._end_lifetime(key, entry.uid, when(metadata.get("creationTimestamp")) or self.in_view_at,
+                               "replaced")
         entry.uid, entry.rv, entry.h = uid, rv, h
         self.up[kind][key] = values
         if kind == NODES:
@@ -183,12 +197,28 @@ class Mirror:
             key = self.resources[kind].key(obj)
         except (KeyError, TypeError, AttributeError):
             return
-        self._delete_key(kind, key)
+        ended = None
+        if kind == PODS:
+            # The pod held its resources until its containers stopped (their finishedAt when the last
+            # state says), else until it was removed: now, or its deletion deadline if that is earlier.
+            now = dj_timezone.now()
+            try:
+                _, finished = kube.pod_times(obj)
+                deadline = when((obj.get("metadata") or {}).get("deletionTimestamp"))
+            except (AttributeError, TypeError, ValueError):
+                finished, deadline = None, None
+            ended = when(finished) or (min(now, deadline) if deadline is not None else now)
+        self._delete_key(kind, key, ended=ended, reason="deleted")
 
-    def _delete_key(self, kind: str, key: Any) -> None:
+    def _end_lifetime(self, key: Any, uid: str, ended, reason: str) -> None:
+        self.lifetime_ends[lifetime_key(uid, key[0], key[1])] = (ended or dj_timezone.now(), reason)
+
+    def _delete_key(self, kind: str, key: Any, ended=None, reason: str = "gone") -> None:
         entry = self.index[kind].pop(key, None)
         if entry is None:
             return
+        if kind == PODS and entry.pk:
+            self._end_lifetime(key, entry.uid, ended or self.in_view_at, reason)
         self.up[kind].pop(key, None)
         if entry.pk:
             self.dels[kind].add(key)
@@ -203,6 +233,8 @@ class Mirror:
         stale = [key for key in index if key not in seen]
         for key in stale:
             self._delete_key(kind, key)
+        if kind == PODS:
+            self.lifetimes_all = True  # every pod's lifetime from the rows of this complete list
         return len(stale)
 
     def set_unreachable(self, unreachable: bool) -> None:
@@ -214,7 +246,8 @@ class Mirror:
 
     @property
     def pending(self) -> bool:
-        return (any(self.up[k] or self.dels[k] for k in self.resources)
+        return (any(self.up[k] or self.dels[k] for k in self.resources) or bool(self.lifetime_ends)
+                or (self.lifetimes_all or bool(self.lifetime_keys)) and not self.derivation_deferred()
                 or bool(self.derived.dirty) and not self.derivation_deferred())
 
     def pending_count(self) -> int:
@@ -241,6 +274,10 @@ class Mirror:
         now = dj_timezone.now()
         in_sql = self.derives_in_sql()
         deferred = in_sql and self.derivation_deferred()
+        if self.lifetime_ends:
+            lifetimes_end(self.cid, self.lifetime_ends, now)
+            self.stats["lifetimes_ended"] += len(self.lifetime_ends)  # (no change hint: no page shows them)
+            self.lifetime_ends = {}
         # Deletions first: an object deleted and created again in one batch gets a new row.
         for kind in self.resources:
             if self.dels[kind]:
@@ -262,6 +299,8 @@ class Mirror:
                 def links(key, values):
                     return ()
             written[kind] += self.writers[kind].upsert([(key, v, links(key, v)) for key, v in items.items()], now)
+            if kind == PODS and not self.lifetimes_all:
+                self.lifetime_keys.update(items)  # (a full list writes them all at its end)
             index = self.index[kind]
             for key in items:
                 entry = index.get(key)
@@ -270,6 +309,17 @@ class Mirror:
             items.clear()
         if in_sql and not deferred:
             written[NODES] += self._derive_in_sql(now)
+        if PODS in self.resources and not deferred:
+            # Once the nodes' pools are derived: the lifetimes of the pods written (every bound pod's at the
+            # end of a full list), set-wise.
+            if self.lifetimes_all:
+                lifetimes_upsert(self.cid, now)
+                self.stats["lifetimes_written"] += 1
+            elif self.lifetime_keys:
+                lifetimes_upsert(self.cid, now, list(self.lifetime_keys))
+                self.stats["lifetimes_written"] += 1
+            self.lifetimes_all = False
+            self.lifetime_keys = set()
         self.stats.update(written)
         return dict(written)
 
@@ -334,4 +384,5 @@ class Mirror:
         orphans = [name for name in new_names if derived.pods_per_node.get(name)]
         if orphans:
             link_orphan_pods(self.cid, orphans)
+            self.lifetimes_all = True  # their lifetimes learn the pool and GPU model of their node
         return written

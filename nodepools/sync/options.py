@@ -29,6 +29,7 @@ class SyncOptions:
     takeover_after: float = 15.0  # PostgreSQL: a standby ends the lock session of a leader silent this long
     rescan: float = 10.0  # sync_clusters looks for added/removed clusters this often
     absent_recheck: float = 60.0  # an optional resource the cluster does not serve (no CRD) is looked for again this often
+    pods_current_every: float = 30.0  # write Cluster.pods_current_at (the pods' mirror complete until then) this often
 
 
 HELP = {
@@ -44,4 +45,6 @@ HELP = {
     "takeover_after": "PostgreSQL: a standby ends the lock session of a leader without heartbeat this long, and leads",
     "rescan": "look for added or removed clusters this often",
     "absent_recheck": "look this often again for an optional resource a cluster does not serve (e.g. Karpenter's CRDs)",
+    "pods_current_every": "write Cluster.pods_current_at (the pods' mirror is complete until then; the GPU-hours ledger "
+                          "closes an hour after it) this often",
 }

@@ -43,6 +43,24 @@ def when(value: str | None) -> datetime | None:
     return parse_datetime(value) if value else None
 
 
+def json_object(value: Any, what: str) -> dict:
+    """A field of a raw object that must be an object (absent: empty); raises naming it otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object")
+    return value
+
+
+def json_list(value: Any, what: str) -> list:
+    """A field of a raw object that must be a list (absent: empty); raises naming it otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"{what} must be a list")
+    return value
+
+
 @dataclass(frozen=True)
 class Resource:
     """How one Kubernetes resource is listed, watched, keyed, hashed and stored."""
@@ -108,8 +126,8 @@ NODE_VALUE_FIELDS = (
 )
 POD_VALUE_FIELDS = (
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
-    "memory_bytes", "gpus", "created_in_cluster", "resource_version", "storage_bytes", "scheduling_message",
-    "started_at",
+    "memory_bytes", "gpus", "created_in_cluster", "started_in_cluster", "finished_in_cluster", "resource_version",
+    "storage_bytes", "scheduling_message",
 )
 
 
@@ -160,12 +178,13 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
     selector = spec.get("nodeSelector") or {}
     if not isinstance(labels, dict) or not isinstance(selector, dict):
         raise TypeError("labels and nodeSelector must be objects")
+    started, finished = kube.pod_times(obj)
     return [
         metadata.get("uid") or "", spec.get("nodeName") or "", status.get("phase") or "",
         int(spec.get("priority") or 0), spec.get("priorityClassName") or "", labels, selector,
         kube.pod_is_ready(obj), requests.cpu_millis, requests.memory_bytes, requests.gpus,
-        metadata.get("creationTimestamp"), str(metadata.get("resourceVersion") or ""),
-        requests.storage_bytes, kube.pod_scheduling_message(obj), status.get("startTime") or None,
+        metadata.get("creationTimestamp"), started, finished, str(metadata.get("resourceVersion") or ""),
+        requests.storage_bytes, kube.pod_scheduling_message(obj),
     ], None
 
 
@@ -180,7 +199,7 @@ def _register_core() -> None:
     register(Resource(
         name=PODS, kind="Pod", group="", version="v1", plural="pods", namespaced=True, model=Pod,
         fields=POD_VALUE_FIELDS, values=pod_values, json_fields=("labels", "node_selector"),
-        datetime_fields=("created_in_cluster", "started_at"),
+        datetime_fields=("created_in_cluster", "started_in_cluster", "finished_in_cluster"),
     ))
 
 

@@ -24,7 +24,7 @@ from nodepools.sync.informer import Informer, api_client_for
 from nodepools.sync.leadership import LeadershipLost, SingleLeadership
 from nodepools.sync.mirror import Mirror
 from nodepools.sync.options import SyncOptions
-from nodepools.sync.resources import REGISTRY
+from nodepools.sync.resources import PODS, REGISTRY
 from nodepools.sync.tasks import TASKS, LeaderTasks
 
 logger = logging.getLogger("nodepools.sync")
@@ -58,6 +58,7 @@ class ClusterSync:
         self.hinter = Hinter(cluster.pk, self.options.hint_interval, self.leadership.fence)
         self.batches = 0
         self.started = time.monotonic()
+        self.pods_current_written = 0.0  # monotonic time Cluster.pods_current_at was last written
 
     def start(self) -> None:
         self.mirror = Mirror(self.cluster, self.resource_names, self.options.copy_min_rows)
@@ -160,6 +161,7 @@ class ClusterSync:
                     self.health[kind] = (False, since, error)
                     self.last_error = error
         cluster_changes = self._state_changes(full_list)
+        self._pods_current(cluster_changes)
         # A full list still arriving from a healthy informer: set-wise derivation waits for its end.
         mirror.list_in_progress = any(self.health.get(kind, (True,))[0] for kind in self.listing)
         written: dict[str, int] = {}
@@ -193,6 +195,19 @@ class ClusterSync:
             self.mirror.set_unreachable(state == ConnectionState.UNREACHABLE)
         return changes
 
+    def _pods_current(self, changes: dict[str, Any]) -> None:
+        """While the pods are listed and their watch is healthy, the mirror holds every pod as of now: the
+        mirror remembers it (a pod a later list misses ended then), and `Cluster.pods_current_at` says it
+        every `pods_current_every` seconds (the GPU-hours ledger closes an hour once it passed its end)."""
+        if PODS not in self.resource_names or PODS not in self.listed or PODS in self.listing:
+            return
+        if not self.health.get(PODS, (False,))[0]:
+            return
+        now = dj_timezone.now()
+        self.mirror.in_view_at = now
+        if time.monotonic() - self.pods_current_written >= self.options.pods_current_every:
+            changes["pods_current_at"] = now
+
     def _write(self, cluster_changes: dict[str, Any]) -> dict[str, int]:
         try:
             with transaction.atomic():
@@ -208,6 +223,8 @@ class ClusterSync:
             raise
         for field, value in cluster_changes.items():
             setattr(self.cluster, field, value)
+        if "pods_current_at" in cluster_changes:
+            self.pods_current_written = time.monotonic()
         if "last_full_sync" in cluster_changes:
             # What the mirror holds now is long-lived: keep it out of the cyclic GC's scans.
             gc.collect(1)
@@ -219,7 +236,7 @@ class ClusterSync:
         for kind, n in written.items():
             metrics.sync_rows_written(self.cluster.name, kind, n)
         kinds = {kind.removesuffix("_deleted") for kind, n in written.items() if n}
-        if cluster_changes:  # connection state, last full sync, last error: the live pages show them
+        if set(cluster_changes) - {"pods_current_at"}:  # connection state, last full sync, last error: shown live
             kinds.add("cluster")
         if kinds:
             logger.info("cluster %s: wrote %s", self.cluster.name,

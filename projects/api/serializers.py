@@ -19,11 +19,12 @@ class DepartmentSerializer(serializers.ModelSerializer):
         model = Department
         fields = ["id", "cluster", "name", "description", "created", "updated"]
         read_only_fields = ["created", "updated"]
+        extra_kwargs = {"description": {"max_length": 2000}}
 
 
 class DepartmentUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class NamespacesField(serializers.ListField):
@@ -36,7 +37,7 @@ class NamespacesField(serializers.ListField):
 class ProjectSerializer(serializers.ModelSerializer):
     department = RestrictedPrimaryKeyRelatedField(model=Department)
     namespaces = NamespacesField(
-        child=serializers.CharField(max_length=63), required=False, min_length=1,
+        child=serializers.CharField(max_length=63), required=False, min_length=1, max_length=100,
         help_text="Kubernetes namespaces the project owns (default: runai-<name>).",
     )
     priority = serializers.SerializerMethodField(help_text="Ids of the node pools in the project's priority order.")
@@ -46,6 +47,7 @@ class ProjectSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "department", "name", "description", "allow_over_quota", "namespaces", "priority",
                   "created", "updated"]
         read_only_fields = ["cluster", "created", "updated"]
+        extra_kwargs = {"description": {"max_length": 2000}}
 
     def get_priority(self, project) -> list[int]:
         return [entry.pool_id for entry in project.priority_entries.all()]
@@ -53,9 +55,10 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 class ProjectUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     allow_over_quota = serializers.BooleanField(required=False)
-    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1)
+    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1,
+                                       max_length=100)
 
 
 _QUOTA_VALUES = ["gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
@@ -101,7 +104,8 @@ class OwnerQuotasSerializer(serializers.Serializer):
 
 
 class OwnerQuotasUpdateSerializer(serializers.Serializer):
-    quotas = QuotaEntrySerializer(many=True, help_text="One entry per pool to change; pools left out are unchanged.")
+    quotas = QuotaEntrySerializer(many=True, max_length=1000,
+                                  help_text="One entry per pool to change; pools left out are unchanged.")
 
     def validate_quotas(self, entries):
         pools = [entry["pool"] for entry in entries]
@@ -112,7 +116,7 @@ class OwnerQuotasUpdateSerializer(serializers.Serializer):
 
 class PrioritySerializer(serializers.Serializer):
     pools = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), max_length=1000,
         help_text="Node pool ids, first choice first (empty: the cluster's order).",
     )
 

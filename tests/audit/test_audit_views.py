@@ -149,6 +149,6 @@ def test_audit_link_in_the_navigation_follows_the_access_rules(client, users, or
 
     client.force_login(users[role])
     page = client.get("/nodes/").content.decode()
-    nav = re.search(r"<nav>.*?</nav>", page, re.S).group(0)
+    nav = re.search(r'<nav class="mainnav"[^>]*>.*?</nav>', page, re.S).group(0)
     assert ('href="/audit/"' in nav) is shown
     assert client.get("/audit/").status_code == (200 if shown else 403)

@@ -38,8 +38,10 @@ def test_kai_objects_follow_pools_departments_and_projects():
         "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
     shards = by_kind(objects, "SchedulingShard")
     assert shards["a100"]["apiVersion"] == "kai.scheduler/v1"
+    # The scheduler flag that puts DisruptionTarget on the pods KAI evicts (the Jobs' podFailurePolicy reads it).
     assert shards["a100"]["spec"] == {"partitionLabelValue": "a100",
-                                      "placementStrategy": {"gpu": "spread", "cpu": "binpack"}}
+                                      "placementStrategy": {"gpu": "spread", "cpu": "binpack"},
+                                      "args": {"update-pod-eviction-condition": "true"}}
     queues = by_kind(objects, "Queue")
     assert set(queues) == {"department.rnd.default", "department.rnd.a100", "vision.default", "vision.a100"}
     project = queues["vision.a100"]

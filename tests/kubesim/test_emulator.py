@@ -940,3 +940,38 @@ def test_chaos_places_gpu_pods_only_where_gpus_are_free():
         emu.chaos_step(rng)
     with emu._lock:
         assert emu._gpus_in_use("gpu-1") <= 4
+
+
+# --------------------------------------------------------------------------- request and object size limits
+
+
+def test_a_body_over_3_mib_is_413_and_an_object_over_1_5_mib_is_refused_as_a_real_cluster_does(
+        emu: KubeEmulator, http: urllib3.PoolManager) -> None:
+    """kube-apiserver reads at most MaxRequestBodyBytes (3 MiB) of a body: "Request entity too large: limit is
+    3145728" (413, RequestEntityTooLarge); etcd refuses a request over 1.5 MiB, which the API server passes
+    on as a 500 Status "etcdserver: request is too large". Nothing is stored either way."""
+    emu.add_namespace("ns")
+    url = f"{emu.url}/api/v1/namespaces/ns/pods"
+    rv = emu._rv
+
+    def pod(size: int) -> bytes:
+        return json.dumps(make_pod("big", "ns", annotations={"x": "y" * size})).encode()
+
+    response = http.request("POST", url, body=pod(3 * 1024 * 1024), headers={"Content-Type": "application/json"})
+    assert response.status == 413
+    assert orjson.loads(response.data) == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Request entity too large: limit is 3145728", "reason": "RequestEntityTooLarge", "code": 413}
+    response = http.request("POST", url, body=pod(3 * 1024 * 1024 // 2), headers={"Content-Type": "application/json"})
+    assert response.status == 500
+    assert orjson.loads(response.data)["message"] == "etcdserver: request is too large"
+    assert emu.list("pods", "ns") == [] and emu._rv == rv
+    # Just under the limit is stored; so is an update that stays under it, and one that grows past it is refused.
+    response = http.request("POST", url, body=pod(1024 * 1024), headers={"Content-Type": "application/json"})
+    assert response.status == 201
+    patch = json.dumps({"metadata": {"annotations": {"z": "w" * (1024 * 1024)}}}).encode()
+    response = http.request("PATCH", f"{url}/big", body=patch, headers={"Content-Type": "application/merge-patch+json"})
+    assert response.status == 500 and b"etcdserver: request is too large" in response.data
+    assert "z" not in emu.get("pods", "big", "ns")["metadata"]["annotations"]
+    # The server still answers.
+    assert http.request("GET", f"{url}/big").status == 200

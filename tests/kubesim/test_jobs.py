@@ -372,35 +372,195 @@ def test_a_deleted_pod_is_counted_failed_and_replaced(lab: Lab) -> None:
     assert [p.status.phase for p in lab.pods("evicted")] == ["Pending"]
 
 
-def evict(lab: Lab, pod: client.V1Pod) -> None:
-    """What a scheduler's evictor does: the condition DisruptionTarget on the pod, then its deletion."""
-    def disrupted(obj: dict) -> None:
-        obj["status"].setdefault("conditions", []).append({
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-            "message": "preempted by a higher priority workload", "lastTransitionTime": START})
+# ---------------------------------------------------------------------------------------------- pod failure policy
+# https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-failure-policy and the task page
+# "Handling retriable and non-retriable pod failures with Pod failure policy".
 
-    lab.emu.update_pod(NS, pod.metadata.name, disrupted)
-    lab.core.delete_namespaced_pod(pod.metadata.name, NS)
+EXIT_42_FAILS_THE_JOB = {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
+                                                             "values": [42]}}
+DISRUPTIONS_ARE_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
 
 
-def test_a_pod_failure_policy_ignoring_disruptions_replaces_a_preempted_pod_without_counting_it(lab: Lab) -> None:
-    ignore = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
-    lab.batch.create_namespaced_job(NS, job_manifest("kept", run=600, backoff_limit=0, pod_failure_policy=ignore))
-    lab.batch.create_namespaced_job(NS, job_manifest("lost", run=600, backoff_limit=0))
+def test_a_fail_job_rule_fails_the_job_at_the_first_matching_exit_code_whatever_the_backoff_limit(lab: Lab) -> None:
+    lab.batch.create_namespaced_job(NS, job_manifest(
+        "bug", completions=4, parallelism=2, run=5, exit_code=42, backoff_limit=6,
+        pod_failure_policy={"rules": [EXIT_42_FAILS_THE_JOB, DISRUPTIONS_ARE_IGNORED]}))
+    job = lab.job("bug")
+    # The API server's defaults: the condition pattern's status True, pods replaced once Failed only.
+    assert job.spec.pod_failure_policy.rules[1].on_pod_conditions[0].status == "True"
+    assert job.spec.pod_replacement_policy == "Failed"
     lab.tick()
     lab.bind_pending()
     lab.tick(1)
-    for name in ("kept", "lost"):
-        [pod] = lab.pods(name)
-        evict(lab, pod)
+    first, second = (p.metadata.name for p in lab.pods("bug"))
+    lab.core.patch_namespaced_pod(second, NS, {"metadata": {"annotations": {RUN_SECONDS_ANNOTATION: "600"}}})
+    lab.tick(5)  # the first exits 42
     lab.tick()
+    job = lab.job("bug")
+    message = f"Container main for pod {NS}/{first} failed with exit code 42 matching FailJob rule at index 0"
+    assert conditions(job) == {"FailureTarget": ("True", "PodFailurePolicy")}
+    assert next(c for c in job.status.conditions if c.type == "FailureTarget").message == message
+    # The other pod is stopped; once it is gone the Job is Failed with the same reason and message.
     lab.tick()
-    # The kubelet stops the pod (Failed) and keeps the scheduler's condition; the policy ignores the failure.
-    kept = lab.job("kept")
-    assert not kept.status.failed and "Failed" not in conditions(kept)
-    assert [p.status.phase for p in lab.pods("kept")] == ["Pending"]  # its replacement, at once
-    # Without the policy the same eviction is a failure past backoffLimit 0.
-    assert conditions(lab.job("lost"))["Failed"] == ("True", "BackoffLimitExceeded")
+    job = lab.job("bug")
+    assert conditions(job) == {"FailureTarget": ("True", "PodFailurePolicy"), "Failed": ("True", "PodFailurePolicy")}
+    assert next(c for c in job.status.conditions if c.type == "Failed").message == message
+    assert job.status.failed == 2 and job.status.active is None
+    assert ("Warning", "PodFailurePolicy", message) in lab.events("bug")
+    lab.tick(600)
+    assert len(lab.pods("bug")) == 1  # no replacement: the failed pod stays, nothing new starts
+
+
+def test_an_ignore_rule_on_disruption_target_replaces_an_evicted_pod_without_counting_it(lab: Lab) -> None:
+    """What a scheduler's eviction (preemption, reclaim) does to a Job with backoffLimit 0: with the rule, the
+    pod is replaced and the Job runs on; it is not a failure."""
+    lab.batch.create_namespaced_job(NS, job_manifest("train", run=600, backoff_limit=0,
+                                                     pod_failure_policy={"rules": [DISRUPTIONS_ARE_IGNORED]}))
+    lab.tick()
+    lab.bind_pending()
+    lab.tick(1)
+    [pod] = lab.pods("train")
+    # A scheduler evicting the pod: the DisruptionTarget condition first, then the deletion.
+    lab.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": "evicted by the scheduler"}]}})
+    lab.core.delete_namespaced_pod(pod.metadata.name, NS)
+    lab.tick()  # terminating: with podReplacementPolicy Failed no replacement yet; the kubelet stops it
+    job = lab.job("train")
+    assert job.status.terminating == 1 and job.status.active is None
+    stopped = lab.core.read_namespaced_pod(pod.metadata.name, NS)  # held by the Job's tracking finalizer
+    assert stopped.status.phase == "Failed"
+    assert {c.type: c.reason for c in stopped.status.conditions}["DisruptionTarget"] == "PreemptionByScheduler"
+    lab.tick()
+    job = lab.job("train")
+    assert job.status.failed is None and conditions(job) == {}  # not counted: backoffLimit 0 is not exceeded
+    assert lab.pods("train") == []
+    lab.tick(10)  # the replacement after the back-off (an ignored failure still delays it)
+    job = lab.job("train")
+    assert job.status.active == 1 and [p.status.phase for p in lab.pods("train")] == ["Pending"]
+    # The same eviction without the rule fails a Job with backoffLimit 0 at once.
+    lab.batch.create_namespaced_job(NS, job_manifest("plain", run=600, backoff_limit=0))
+    lab.tick()
+    lab.bind_pending()
+    lab.tick(1)
+    [plain] = lab.pods("plain")
+    lab.core.delete_namespaced_pod(plain.metadata.name, NS)
+    lab.tick()
+    assert conditions(lab.job("plain"))["FailureTarget"] == ("True", "BackoffLimitExceeded")
+
+
+def test_rules_are_tried_in_order_the_first_match_decides_and_count_is_the_default_handling(lab: Lab) -> None:
+    rules = [
+        {"action": "Ignore", "onExitCodes": {"containerName": "sidecar", "operator": "In", "values": [5]}},
+        {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}},
+        {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [5]}},
+    ]
+    manifest = job_manifest("ordered", run=5, exit_code=5, backoff_limit=1, pod_failure_policy={"rules": rules})
+    manifest["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "proxy:1"})
+    lab.batch.create_namespaced_job(NS, manifest)
+    lab.tick()
+    lab.run_pending(5)
+    # Both containers end with 5: rule 0 (the sidecar's exit code) matches first, so the failure is ignored,
+    # though the FailJob rule would match too.
+    job = lab.job("ordered")
+    assert job.status.failed is None and conditions(job) == {}
+    # Without the sidecar rule, NotIn [1, 2] comes before FailJob In [5]: counted, the backoff limit decides.
+    manifest = job_manifest("counted", run=5, exit_code=5, backoff_limit=1, pod_failure_policy={"rules": rules[1:]})
+    lab.batch.create_namespaced_job(NS, manifest)
+    lab.tick()
+    lab.run_pending(5)
+    job = lab.job("counted")
+    assert job.status.failed == 1 and conditions(job) == {}
+    lab.tick(10)
+    lab.run_pending(5)
+    job = lab.job("counted")
+    assert job.status.failed == 2
+    assert conditions(job) == {"FailureTarget": ("True", "BackoffLimitExceeded"), "Failed": ("True", "BackoffLimitExceeded")}
+
+
+def index_pod(lab: Lab, job: str, index: int, phase: str = "Pending") -> client.V1Pod:
+    return next(p for p in lab.pods(job) if p.metadata.annotations[COMPLETION_INDEX] == str(index)
+                and p.status.phase == phase)
+
+
+def test_fail_index_and_the_backoff_limit_per_index_fail_indexes_not_the_whole_job(lab: Lab) -> None:
+    rules = [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}}]
+    lab.batch.create_namespaced_job(NS, job_manifest(
+        "sweep", completions=3, parallelism=3, run=5, exit_code=1, completion_mode="Indexed",
+        backoff_limit_per_index=1, pod_failure_policy={"rules": rules}))
+    assert lab.job("sweep").spec.backoff_limit == 2147483647  # defaulted out of the way
+    lab.tick()
+    # Index 0 succeeds, index 1 exits 42 (FailIndex), index 2 exits 1 (counted against its own limit of 1).
+    for index, code in ((0, "0"), (1, "42")):
+        lab.core.patch_namespaced_pod(index_pod(lab, "sweep", index).metadata.name, NS,
+                                      {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: code}}})
+    lab.run_pending(5)
+    job = lab.job("sweep")
+    assert (job.status.completed_indexes, job.status.failed_indexes) == ("0", "1")
+    assert conditions(job) == {}  # index 2 has one more try
+    lab.tick(9)
+    assert not [p for p in lab.pods("sweep") if p.status.phase == "Pending"]  # its own back-off: 10 s
+    lab.tick(1)
+    replacement = index_pod(lab, "sweep", 2)
+    assert replacement.metadata.annotations["batch.kubernetes.io/job-index-failure-count"] == "1"
+    assert not [p for p in lab.pods("sweep") if p.status.phase == "Pending" and p is not replacement
+                and p.metadata.annotations[COMPLETION_INDEX] == "1"]  # a failed index is not started again
+    lab.run_pending(5)
+    job = lab.job("sweep")
+    assert (job.status.completed_indexes, job.status.failed_indexes, job.status.failed) == ("0", "1,2", 3)
+    assert conditions(job) == {"FailureTarget": ("True", "FailedIndexes"), "Failed": ("True", "FailedIndexes")}
+    assert next(c for c in job.status.conditions if c.type == "Failed").message == "Job has failed indexes"
+    # maxFailedIndexes: past it, the Job fails at once.
+    lab.batch.create_namespaced_job(NS, job_manifest(
+        "capped", completions=4, parallelism=1, run=5, exit_code=42, completion_mode="Indexed",
+        backoff_limit_per_index=0, max_failed_indexes=0, pod_failure_policy={"rules": rules}))
+    lab.tick()
+    lab.run_pending(5)
+    job = lab.job("capped")
+    assert conditions(job)["Failed"] == ("True", "MaxFailedIndexesExceeded")
+    assert next(c for c in job.status.conditions if c.type == "Failed").message == \
+        "Job has exceeded the specified maximal number of failed indexes"
+
+
+def refusal(lab: Lab, manifest: dict) -> list[tuple[str, str]]:
+    with pytest.raises(client.ApiException) as refused:
+        lab.batch.create_namespaced_job(NS, manifest)
+    assert refused.value.status == 422
+    return [(c["field"], c["message"]) for c in json.loads(refused.value.body)["details"]["causes"]]
+
+
+def test_the_api_server_refuses_a_pod_failure_policy_it_cannot_apply(lab: Lab) -> None:
+    assert refusal(lab, job_manifest("on-failure", restart="OnFailure",
+                                     pod_failure_policy={"rules": [DISRUPTIONS_ARE_IGNORED]})) == [
+        ("spec.template.spec.restartPolicy",
+         'Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is specified')]
+    assert refusal(lab, job_manifest("bad-rules", pod_failure_policy={"rules": [
+        {"action": "FailIndex", "onExitCodes": {"containerName": "nope", "operator": "In", "values": [3, 0, 3]}},
+        {"action": "Retry", "onPodConditions": [{"type": "DisruptionTarget", "status": "Maybe"}]},
+        {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [1]},
+         "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "Count"},
+    ]})) == [
+        ("spec.podFailurePolicy.rules[0].action", 'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set'),
+        ("spec.podFailurePolicy.rules[0].onExitCodes.containerName",
+         'Invalid value: "nope": must be one of the container or initContainer names in the pod template'),
+        ("spec.podFailurePolicy.rules[0].onExitCodes.values[1]", "Invalid value: 0: must not be 0 for the In operator"),
+        ("spec.podFailurePolicy.rules[0].onExitCodes.values[2]", "Duplicate value: 3"),
+        ("spec.podFailurePolicy.rules[0].onExitCodes.values", "Invalid value: []int32{3, 0, 3}: must be ordered"),
+        ("spec.podFailurePolicy.rules[1].action",
+         'Unsupported value: "Retry": supported values: "Count", "FailIndex", "FailJob", "Ignore"'),
+        ("spec.podFailurePolicy.rules[1].onPodConditions[0].status",
+         'Unsupported value: "Maybe": supported values: "False", "True", "Unknown"'),
+        ("spec.podFailurePolicy.rules[2]",
+         "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported"),
+        ("spec.podFailurePolicy.rules[3]", "Invalid value: specifying one of OnExitCodes and OnPodConditions is required"),
+    ]
+    assert refusal(lab, job_manifest("not-indexed", backoff_limit_per_index=1, max_failed_indexes=1)) == [
+        ("spec.backoffLimitPerIndex", "Invalid value: 1: requires indexed completion mode"),
+        ("spec.maxFailedIndexes", "Invalid value: 1: requires indexed completion mode")]
+    assert refusal(lab, job_manifest("replacing", pod_replacement_policy="TerminatingOrFailed",
+                                     pod_failure_policy={"rules": [DISRUPTIONS_ARE_IGNORED]})) == [
+        ("spec.podReplacementPolicy", 'Unsupported value: "TerminatingOrFailed": supported values: "Failed"')]
 
 
 # ---------------------------------------------------------------------------------------------- deletion

@@ -65,14 +65,18 @@ def nodes(emu: KubeEmulator, pool: str, count: int, gpus: int = 8) -> None:
 
 
 def submit(api: client.ApiClient, name: str, project: str, pool: str, *, pods: int, gpus: int = 1,
-           priority_class: str = "train", backoff_limit: int | None = None) -> dict:
-    """The Job the console submits for a project in a pool with KAI enforcement."""
+           priority_class: str = "train", gang: bool = True, run_seconds: int | None = None) -> client.V1Job:
+    """The Job the console submits for a project in a pool with KAI enforcement (its pods a gang when there
+    are several); ``gang=False``: the same Job without the console's min-member annotation, a plain Job as
+    KAI's docs/batch/batch-job.yaml, whose pods KAI schedules one by one."""
     job = render.job(render.JobSpec(
         name=name, namespace=NS, project=project, image="busybox", pods=pods, gpus=gpus,
         priority_class=priority_class, pools=(render.PoolTarget(name=pool),), enforcer="kai",
         queue=desired.kai_project_queue(project, pool)))
-    if backoff_limit is not None:
-        job["spec"]["backoffLimit"] = backoff_limit
+    if not gang:
+        job["metadata"]["annotations"].pop(render.KAI_MIN_MEMBER_ANNOTATION, None)
+    if run_seconds is not None:
+        job["spec"]["template"]["metadata"]["annotations"] = {"emulator.gpu-capacity.io/run-seconds": str(run_seconds)}
     return client.BatchV1Api(api).create_namespaced_job(NS, job)
 
 
@@ -115,37 +119,118 @@ def settle(emu: KubeEmulator, ticks: int = 3) -> None:
 # The pod grouper and gangs
 
 
-def test_a_jobs_pods_each_get_the_podgroup_kais_pod_grouper_makes(emu, api):
-    """KAI's grouper makes one PodGroup per pod of a batch/v1 Job (minMember 1: "native k8s batch jobs
-    usually do not require gang scheduling"), named pg-<pod>-<job uid>, with the Job's labels (queue and
-    pool) and its priority class."""
+def test_a_plain_jobs_pods_share_one_podgroup_and_are_scheduled_one_by_one(emu, api):
+    """KAI's grouper makes one PodGroup per batch/v1 Job, pg-<job>-<job uid> (since v0.15), minMember 1 by
+    default ("native k8s batch jobs usually do not require gang scheduling"), with the Job's labels (queue
+    and pool) and its priority class."""
     nodes(emu, "a100", 1)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
-    job = submit(api, "train", "vision", "a100", pods=3, gpus=3)
+    job = submit(api, "train", "vision", "a100", pods=3, gpus=3, gang=False)
     settle(emu)
-    # 8 GPUs: two of the three 3-GPU pods run, the third waits (no gang: each pod is its own PodGroup).
+    # 8 GPUs: two of the three 3-GPU pods run, the third waits (minMember 1: no gang).
     assert len(running(api, "train")) == 2 and len(pending(api, "train")) == 1
-    for pod in pods_of(api, "train"):
-        name = pod.metadata.annotations["pod-group-name"]
-        assert name == f"pg-{pod.metadata.name}-{job.metadata.uid}"
-        group = pod_group(api, name)
-        assert group["spec"] == {"minMember": 1, "queue": "vision.a100", "priorityClassName": "train"}
-        assert group["metadata"]["labels"][POOL] == "a100"
-        assert group["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    name = f"pg-train-{job.metadata.uid}"
+    assert {p.metadata.annotations["pod-group-name"] for p in pods_of(api, "train")} == {name}
+    group = pod_group(api, name)
+    assert group["spec"] == {"minMember": 1, "queue": "vision.a100", "priorityClassName": "train"}
+    assert group["metadata"]["labels"][POOL] == "a100"
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "Job"
     waiting = pending(api, "train")[0]
     message = ("no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs.")
     assert condition(waiting).reason == "Unschedulable" and condition(waiting).message == message
-    group = pod_group(api, waiting.metadata.annotations["pod-group-name"])
-    [scheduling] = group["status"]["schedulingConditions"]
-    assert (scheduling["type"], scheduling["nodePool"], scheduling["reason"]) == (
-        "UnschedulableOnNodePool", "a100", "Unschedulable")
-    assert scheduling["reasons"] == [{"reason": "PodSchedulingErrors", "message": (
-        f"Resources were not found for pod {NS}/{waiting.metadata.name} due to: {message}")}]
     assert events(api, "Unschedulable", waiting.metadata.name)[0].type == "Warning"
-    # The Job goes: its PodGroups go with it (their owner reference).
+    [event] = events(api, "Unschedulable", name)
+    assert event.involved_object.kind == "PodGroup" and event.message == (
+        f"PodSchedulingErrors: Resources were not found for pod {NS}/{waiting.metadata.name} due to: {message}.")
+    # The Job goes: its PodGroup goes with it (its owner reference).
     client.BatchV1Api(api).delete_namespaced_job("train", NS, propagation_policy="Foreground")
     settle(emu, 4)
     assert client.CustomObjectsApi(api).list_namespaced_custom_object(*KAI[:2], NS, KAI[2])["items"] == []
+
+
+def test_the_consoles_multi_pod_workload_is_one_gang_that_runs_all_together_or_not_at_all(emu, api):
+    """The console marks a KAI Job of several pods as KAI documents for a batch Job (docs/batch/README.md,
+    "Min Member Override"): its PodGroup's minMember is its number of pods."""
+    nodes(emu, "a100", 3, gpus=2)  # room for 3 pods of 2 GPUs
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    job = submit(api, "ddp", "vision", "a100", pods=4, gpus=2)
+    assert job.metadata.annotations["kai.scheduler/batch-min-member"] == "4"
+    settle(emu)
+    group = pod_group(api, f"pg-ddp-{job.metadata.uid}")
+    assert group["spec"]["minMember"] == 4
+    # Three would fit, the gang needs four: all four wait, with KAI's reason on the PodGroup and the pods.
+    assert running(api, "ddp") == [] and len(pending(api, "ddp")) == 4
+    message = ("PodSchedulingErrors: Resources were found for 3 pods while 4 are required for gang scheduling. "
+               "Additional pods cannot be scheduled due to: no nodes with enough resources were found: "
+               "3 node(s) didn't have enough resources: GPUs..")
+    [scheduling] = group["status"]["schedulingConditions"]
+    assert (scheduling["type"], scheduling["nodePool"], scheduling["message"]) == (
+        "UnschedulableOnNodePool", "a100", message)
+    assert {condition(p).reason for p in pending(api, "ddp")} == {"Unschedulable"}
+    assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "0"
+    # Room for the fourth pod: the whole gang starts in one cycle.
+    emu.add_node(make_node("a100-3", gpus=2, labels={POOL: "a100"}))
+    emu.tick()
+    assert len(running(api, "ddp")) == 4
+    assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "8"
+
+
+def test_a_job_that_skips_the_pod_grouper_joins_the_podgroup_made_for_it(emu, api):
+    """docs/batch/README.md "External PodGroups": the PodGroup created explicitly, the pods naming it in
+    pod-group-name, the Job annotated kai.scheduler/skip-podgrouper so that the grouper leaves them be."""
+    nodes(emu, "a100", 1, gpus=4)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    client.CustomObjectsApi(api).create_namespaced_custom_object(*KAI[:2], NS, KAI[2], {
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": {"name": "sweep", "labels": {POOL: "a100"}},
+        "spec": {"minMember": 3, "queue": "vision.a100", "priorityClassName": "train"}})
+    job = render.job(render.JobSpec(name="sweep", namespace=NS, project="vision", image="busybox", pods=3, gpus=2,
+                                    pools=(render.PoolTarget(name="a100"),), enforcer="kai", queue="vision.a100"))
+    job["metadata"]["annotations"]["kai.scheduler/skip-podgrouper"] = "true"
+    job["spec"]["template"]["metadata"]["annotations"] = {"pod-group-name": "sweep"}
+    client.BatchV1Api(api).create_namespaced_job(NS, job)
+    settle(emu)
+    groups = client.CustomObjectsApi(api).list_namespaced_custom_object(*KAI[:2], NS, KAI[2])["items"]
+    assert [g["metadata"]["name"] for g in groups] == ["sweep"]  # no pg-sweep-<uid>: the grouper stayed away
+    assert running(api, "sweep") == []  # 3 x 2 GPUs on 4: the gang of 3 waits
+    assert pod_group(api, "sweep")["status"]["schedulingConditions"][0]["message"].startswith(
+        "PodSchedulingErrors: Resources were found for 2 pods while 3 are required for gang scheduling.")
+
+
+def test_a_min_member_annotation_that_is_no_number_is_a_pod_grouper_warning(emu, api):
+    nodes(emu, "a100", 1)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)}, projects={"vision": {"a100": quota(8)}})
+    job = render.job(render.JobSpec(name="typo", namespace=NS, project="vision", image="busybox", pods=2, gpus=1,
+                                    pools=(render.PoolTarget(name="a100"),), enforcer="kai", queue="vision.a100"))
+    job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "two"
+    client.BatchV1Api(api).create_namespaced_job(NS, job)
+    settle(emu)
+    assert running(api, "typo") == []
+    assert client.CustomObjectsApi(api).list_namespaced_custom_object(*KAI[:2], NS, KAI[2])["items"] == []
+    warnings = events(api, "PodGrouperWarning")
+    assert len(warnings) == 2 and {(e.type, e.source.component, e.message) for e in warnings} == {(
+        "Warning", "pod-grouper",
+        'invalid min-member annotation value: strconv.ParseInt: parsing "two": invalid syntax')}
+
+
+def test_the_pod_grouper_keeps_a_legacy_per_pod_podgroup_and_reads_the_annotation_as_go_does():
+    from kubesim.scheduling import kai
+    from kubesim.scheduling.fit import pod_info
+
+    pod = pod_info({"metadata": {"name": "train-abcde", "namespace": NS, "uid": "p1", "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": True}]},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main"}]}})
+    owner = kai.Owner("batch/v1", "Job", "train", "j1", {}, {kai.MIN_MEMBER_ANNOTATION: "+4"})
+    made = kai.pod_group_for(pod, owner, priority_classes={}, node_pool_key=POOL)
+    assert (made["metadata"]["name"], made["spec"]["minMember"]) == ("pg-train-j1", 4)
+    # Upgraded from v0.14, where each pod had its own PodGroup: that one is kept, with minMember 1.
+    kept = kai.pod_group_for(pod, owner, priority_classes={}, node_pool_key=POOL, existing={"pg-train-abcde-j1"})
+    assert (kept["metadata"]["name"], kept["spec"]["minMember"]) == ("pg-train-abcde-j1", 1)
+    for text, error in (("4.0", "invalid syntax"), ("", "invalid syntax"), ("3000000000", "value out of range")):
+        with pytest.raises(kai.GrouperError) as refused:
+            kai.pod_group_for(pod, kai.Owner("batch/v1", "Job", "train", "j1", {}, {kai.MIN_MEMBER_ANNOTATION: text}),
+                              priority_classes={}, node_pool_key=POOL)
+        assert str(refused.value) == f'invalid min-member annotation value: strconv.ParseInt: parsing "{text}": {error}'
 
 
 def gang(api: client.ApiClient, name: str, *, members: int, min_member: int, gpus: int, queue: str) -> None:
@@ -205,8 +290,9 @@ def test_over_quota_gpus_are_divided_by_weight_after_the_deserved_quota(emu, api
     nodes(emu, "a100", 2)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
               projects={"vision": {"a100": quota(2, weight=1)}, "nlp": {"a100": quota(2, weight=3)}})
-    submit(api, "vision-train", "vision", "a100", pods=16)
-    submit(api, "nlp-train", "nlp", "a100", pods=16)
+    # Plain Jobs (pods scheduled one by one), to see the division pod by pod.
+    submit(api, "vision-train", "vision", "a100", pods=16, gang=False)
+    submit(api, "nlp-train", "nlp", "a100", pods=16, gang=False)
     settle(emu)
     # 16 GPUs: 2 + 2 deserved, the 12 left 1:3.
     assert (len(running(api, "vision-train")), len(running(api, "nlp-train"))) == (5, 11)
@@ -219,8 +305,8 @@ def test_higher_ranked_projects_get_the_over_quota_gpus_first(emu, api):
     nodes(emu, "a100", 2)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
               projects={"vision": {"a100": quota(2, rank=3)}, "nlp": {"a100": quota(2, rank=6)}})
-    submit(api, "vision-train", "vision", "a100", pods=16)
-    submit(api, "nlp-train", "nlp", "a100", pods=10)
+    submit(api, "vision-train", "vision", "a100", pods=16, gang=False)
+    submit(api, "nlp-train", "nlp", "a100", pods=10, gang=False)
     settle(emu)
     # nlp (priority 130) is served to its request before vision (100) gets anything over its quota.
     assert (len(running(api, "vision-train")), len(running(api, "nlp-train"))) == (6, 10)
@@ -229,8 +315,8 @@ def test_higher_ranked_projects_get_the_over_quota_gpus_first(emu, api):
 def test_a_queue_limit_caps_what_it_runs_even_on_an_idle_cluster(emu, api):
     nodes(emu, "a100", 2)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
-              projects={"vision": {"a100": quota(0, limit=4)}})
-    submit(api, "train", "vision", "a100", pods=8)
+              projects={"vision": {"a100": quota(0, limit=4)}, "nlp": {"a100": quota(0, limit=4)}})
+    submit(api, "train", "vision", "a100", pods=8, gang=False)
     settle(emu)
     assert len(running(api, "train")) == 4
     waiting = pending(api, "train")
@@ -238,18 +324,26 @@ def test_a_queue_limit_caps_what_it_runs_even_on_an_idle_cluster(emu, api):
     message = ("OverLimit: vision in a100 quota has reached the allowable limit of GPUs. Limit is 4 GPUs, "
                "currently 4 GPUs allocated and workload requested 1 GPUs.")
     assert {condition(p).message for p in waiting} == {message}
-    [scheduling] = pod_group(api, waiting[0].metadata.annotations["pod-group-name"])["status"]["schedulingConditions"]
+    # The console's gang of 8 pods can never run under a limit of 4: none of its pods starts.
+    submit(api, "ddp", "nlp", "a100", pods=8)
+    settle(emu)
+    assert running(api, "ddp") == [] and len(pending(api, "ddp")) == 8
+    [scheduling] = pod_group(api, pending(api, "ddp")[0].metadata.annotations["pod-group-name"])["status"][
+        "schedulingConditions"]
+    assert scheduling["message"] == (
+        "OverLimit: nlp in a100 quota has reached the allowable limit of GPUs. Limit is 4 GPUs, currently 0 GPUs "
+        "allocated and workload requested 8 GPUs.")
     [reason] = scheduling["reasons"]
     assert reason["reason"] == "OverLimit"
     details = reason["details"]["queueDetails"]
-    assert details["name"] == "vision.a100" and details["queueResourceLimits"]["nvidia.com/gpu"] == "4"
+    assert details["name"] == "nlp.a100" and details["queueResourceLimits"]["nvidia.com/gpu"] == "4"
 
 
 def test_non_preemptible_work_is_refused_past_the_deserved_quota_while_training_may_go_over(emu, api):
     nodes(emu, "a100", 2)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
               projects={"vision": {"a100": quota(2)}})
-    submit(api, "serve", "vision", "a100", pods=3, priority_class="inference")
+    submit(api, "serve", "vision", "a100", pods=3, priority_class="inference", gang=False)
     settle(emu)
     assert len(running(api, "serve")) == 2
     [waiting] = pending(api, "serve")
@@ -268,43 +362,87 @@ def test_non_preemptible_work_is_refused_past_the_deserved_quota_while_training_
 # Taking GPUs back: reclaim between queues, preemption inside one
 
 
-def test_a_project_below_its_fair_share_reclaims_over_quota_gpus_from_another(emu, api):
+def job_of(api: client.ApiClient, name: str) -> client.V1Job:
+    return client.BatchV1Api(api).read_namespaced_job(name, NS)
+
+
+def reclaim_scene(emu: KubeEmulator, api: client.ApiClient, *, eviction_condition: bool = True) -> None:
+    """vision (quota 2) runs two 2 x 4-GPU workloads on the idle 16-GPU pool, over its quota; then nlp (quota
+    2, weight 3) asks 8 GPUs: fair shares are now 8 and 8, so nlp takes 8 back."""
     nodes(emu, "a100", 2)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(16)},
               projects={"vision": {"a100": quota(2, weight=1)}, "nlp": {"a100": quota(2, weight=3)}})
-    # The console's Jobs carry backoffLimit 0, so a reclaimed pod (a failed pod to the Job controller) would
-    # fail the whole Job; this one allows failures, to show the pods coming back.
-    submit(api, "vision-train", "vision", "a100", pods=16, backoff_limit=20)
+    if not eviction_condition:  # the shard without the console's scheduler flag
+        client.CustomObjectsApi(api).patch_cluster_custom_object("kai.scheduler", "v1", "schedulingshards", "a100",
+                                                                 {"spec": {"args": None}})
+    submit(api, "vision-a", "vision", "a100", pods=2, gpus=4, run_seconds=7200)
+    emu.clock.advance(5)
+    submit(api, "vision-b", "vision", "a100", pods=2, gpus=4, run_seconds=1800)
     settle(emu)
-    assert len(running(api, "vision-train")) == 16  # nlp is idle: vision takes the whole pool, over quota
-    submit(api, "nlp-train", "nlp", "a100", pods=8)
-    settle(emu, 4)
-    # nlp asks 8: fair shares are now vision 8, nlp 8; nlp takes its 8 back.
-    assert len(running(api, "nlp-train")) == 8
-    assert len(running(api, "vision-train")) == 8
-    evicted = events(api, "Evict")
-    assert len(evicted) == 8
-    first = evicted[0]
-    assert first.involved_object.kind == "PodGroup" and first.source.component == "kai-scheduler"
-    assert first.message.startswith(f"Pod {NS}/vision-train-") and f"was preempted by workload {NS}/pg-nlp-train-" in (
-        first.message)
-    assert "\nvision in a100 uses <GPU: " in first.message and "and queue priority of <100>." in first.message
-    assert first.metadata.annotations["evictor-action-type"] == "reclaim"
-    # The Job controller replaces the evicted pods (after its back-off, at most 6 minutes): they wait,
-    # Unschedulable, and reclaim nothing back (vision is at its fair share).
-    emu.clock.advance(400)
+    assert len(running(api, "vision-a")) == len(running(api, "vision-b")) == 2
+    submit(api, "nlp-train", "nlp", "a100", pods=2, gpus=4, run_seconds=600)
+    emu.tick()  # its pods are made and grouped, and KAI's cycle reclaims: vision's newest gang goes
+
+
+def test_a_reclaimed_training_workload_goes_back_to_pending_and_runs_again_later_instead_of_failing(emu, api):
+    reclaim_scene(emu, api)
+    assert len(running(api, "nlp-train")) == 2 and len(running(api, "vision-a")) == 2
+    evicted = pods_of(api, "vision-b")  # stopped, held by the Job's tracking finalizer until counted
+    assert len(evicted) == 2 and {p.status.phase for p in evicted} == {"Failed"}
+    for pod in evicted:
+        disruption = condition(pod, "DisruptionTarget")
+        assert (disruption.status, disruption.reason) == ("True", "PreemptionByScheduler")
+        assert disruption.message.startswith(f"Pod {NS}/{pod.metadata.name} was preempted by workload {NS}/pg-nlp-train-")
+    evict_events = events(api, "Evict")
+    assert len(evict_events) == 2 and {e.metadata.annotations["evictor-action-type"] for e in evict_events} == {"reclaim"}
+    assert "\nvision in a100 uses <GPU: " in evict_events[0].message
+    # The Job's podFailurePolicy ignores the disrupted pods: not a failure (backoffLimit 0 is not reached).
+    emu.tick()
+    job = job_of(api, "vision-b")
+    assert job.status.failed is None and not job.status.conditions
+    # Its replacements (after the Job controller's back-off) wait as a gang, with KAI's reason: vision is at its
+    # fair share, so it reclaims nothing back.
+    emu.clock.advance(30)
     settle(emu, 2)
-    replaced = pending(api, "vision-train")
-    assert len(replaced) == 8 and all(condition(p).reason == "Unschedulable" for p in replaced)
+    waiting = pending(api, "vision-b")
+    assert len(waiting) == 2 and {condition(p).reason for p in waiting} == {"Unschedulable"}
+    [scheduling] = pod_group(api, waiting[0].metadata.annotations["pod-group-name"])["status"]["schedulingConditions"]
+    assert scheduling["message"].startswith("PodSchedulingErrors: Resources were found for 0 pods while 2 are "
+                                            "required for gang scheduling.")
     assert queue_status(api, "vision.a100")["allocated"]["nvidia.com/gpu"] == "8"
     assert queue_status(api, "nlp.a100")["allocated"]["nvidia.com/gpu"] == "8"
+    # nlp's work ends (600 s): the freed GPUs go to vision-b's gang, which runs again and completes.
+    emu.clock.advance(600)
+    settle(emu, 3)
+    assert [p.status.phase for p in pods_of(api, "nlp-train")] == ["Succeeded", "Succeeded"]
+    assert len(running(api, "vision-b")) == 2
+    emu.clock.advance(1800)
+    settle(emu, 3)
+    job = job_of(api, "vision-b")
+    assert job.status.succeeded == 2 and job.status.failed is None
+    assert {c.type for c in job.status.conditions if c.status == "True"} == {"SuccessCriteriaMet", "Complete"}
+
+
+def test_without_kais_eviction_condition_a_reclaimed_pod_fails_the_consoles_job(emu, api):
+    """KAI sets DisruptionTarget on the pods it evicts only with --update-pod-eviction-condition, which the
+    console puts in its SchedulingShards' args: without it a reclaim is a failure to the Job."""
+    reclaim_scene(emu, api, eviction_condition=False)
+    assert len(running(api, "nlp-train")) == 2
+    evicted = pods_of(api, "vision-b")
+    assert len(evicted) == 2 and {p.status.phase for p in evicted} == {"Failed"}
+    assert all(condition(p, "DisruptionTarget") is None for p in evicted)
+    emu.tick()
+    job = job_of(api, "vision-b")
+    assert job.status.failed == 2
+    assert {(c.type, c.reason) for c in job.status.conditions} == {
+        ("FailureTarget", "BackoffLimitExceeded"), ("Failed", "BackoffLimitExceeded")}
 
 
 def test_non_preemptible_pods_are_never_reclaimed(emu, api):
     nodes(emu, "a100", 1)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)},
               projects={"vision": {"a100": quota(8)}, "nlp": {"a100": quota(0)}})
-    submit(api, "nlp-train", "nlp", "a100", pods=8, backoff_limit=20)
+    submit(api, "nlp-train", "nlp", "a100", pods=8, gang=False)
     settle(emu)
     assert len(running(api, "nlp-train")) == 8
     # vision (deserved 8) wants its GPUs back from nlp's over-quota training: reclaimed.
@@ -323,7 +461,7 @@ def test_inside_a_queue_a_higher_priority_workload_preempts_a_lower_one(emu, api
     nodes(emu, "a100", 1)
     apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)},
               projects={"vision": {"a100": quota(4)}}, allow_over_quota=False)
-    submit(api, "train", "vision", "a100", pods=4, backoff_limit=6)
+    submit(api, "train", "vision", "a100", pods=4, gang=False)
     settle(emu)
     assert len(running(api, "train")) == 4
     submit(api, "build", "vision", "a100", pods=1, priority_class="build")
@@ -358,7 +496,7 @@ def test_binpack_and_spread_place_as_each_pools_shard_says_and_shards_keep_to_th
     scheduled = events(api, "Scheduled", running(api, "spread")[0].metadata.name)[0]
     assert scheduled.message.endswith("at node-pool l4") and scheduled.source.component == "kai-scheduler"
     # l4 is full: l4 work waits, though a100 has room (another shard, other nodes).
-    submit(api, "more", "vision", "l4", pods=29)
+    submit(api, "more", "vision", "l4", pods=29, gang=False)
     settle(emu)
     assert len(pending(api, "more")) == 1
     assert condition(pending(api, "more")[0]).message == (

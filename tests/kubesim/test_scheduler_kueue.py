@@ -566,7 +566,11 @@ def test_with_the_job_controller_admitted_jobs_get_pods_on_their_flavor_and_pree
             assert cluster.conditions("serving", "vision")["Admitted"][0] == "True"
             sim.tick()
             assert len(pods("serving")) == 1 and pods("serving")[0].spec.node_selector == {POOL_LABEL: "a100"}
-            assert cluster.job("training", "vision").status.active is None
+            # Kueue stops a Job by suspending it: its pods go uncounted, the Job is not failed (no DisruptionTarget
+            # needed), and it waits to be admitted again.
+            training = cluster.job("training", "vision")
+            assert training.status.active is None and training.status.failed is None
+            assert {(c.type, c.status) for c in training.status.conditions} == {("Suspended", "True")}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -293,6 +293,15 @@ RULES = [
     ({"node_class_group": "karpenter.k8s.aws/v1"}, "node_class_group", "spec.template.spec.nodeClassRef.group",
      "spec.template.spec.nodeClassRef.group in body should match '^[^/]*$'"),
     ({"name": "H100_Prod"}, "name", "metadata.name", "RFC 1123"),
+    # Issue 19: a NodeClass is an object of the cluster, named by the DNS-1123 subdomain rule; lists are bounded.
+    ({"node_class_name": "../../etc"}, "node_class_name", "spec.template.spec.nodeClassRef.name",
+     "Invalid value: '../../etc': a lowercase RFC 1123 subdomain"),
+    ({"node_class_kind": "EC2NodeClass; drop"}, "node_class_kind", "spec.template.spec.nodeClassRef.kind",
+     "a kind is letters and digits"),
+    ({"requirements": "node.kubernetes.io/instance-type In " + ",".join(f"t{i}" for i in range(20_000))},
+     "requirements", "spec.template.spec.requirements[0].values", "Too many: 20000: must have at most 1000 items"),
+    ({"taints": "\n".join(f"k{i}=v:NoSchedule" for i in range(101))}, "taints", "spec.template.spec.taints",
+     "Too many: 101: must have at most 100 items"),
 ]
 
 

@@ -113,8 +113,22 @@ def test_a_template_setting_privileged_needs_a_platform_that_allows_it(hetero, u
         "spec": {"containers": [{"name": "main", "securityContext": {"privileged": True}}]}})
     platform = hetero.a100.platforms.get(name="a100-40gb")
     config.platform_update(actor=None, platform=platform, override_templates=[template.name])
+    # The platform's level (baseline, the default) forbids privileged containers: refused at the pod security step.
     response = post(api, users["researcher"], hetero.rnd_a)
+    assert response.status_code == 400 and response.json()["step"] == "pod security"
+    path = "spec.template.spec.containers[0].securityContext.privileged"
+    assert list(response.json()["errors"]) == [path]
+    assert response.json()["errors"][path][0].startswith(f"Privileged Containers: {path} is true")
+    nothing_created(sim)
+    # The flag exists only at the privileged level; there, without it, the platform refuses.
+    response = api(users["sysadmin"]).patch(f"/api/v1/platforms/{platform.pk}/", {"privileged_allowed": True},
+                                            format="json")
     assert response.status_code == 400
+    assert response.json()["errors"]["privileged_allowed"] == [
+        "Privileged containers are allowed only at the pod security level privileged; this platform's level is baseline."]
+    config.platform_update(actor=None, platform=platform, pod_security_level="privileged")
+    response = post(api, users["researcher"], hetero.rnd_a)
+    assert response.status_code == 400 and response.json()["step"] == "platform"
     [message] = response.json()["errors"]["platform"]
     assert message == ("Container 'main' (containers) sets securityContext.privileged, but this platform "
                        "does not allow privileged containers.")

@@ -3,6 +3,8 @@ tests/test_browser.py): a researcher fills the form, previews the Job, submits i
 in the workloads table once the sync mirrors it from the emulator."""
 from __future__ import annotations
 
+import threading
+
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page, shoot  # noqa: F401
 
@@ -54,6 +56,8 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         expect(yaml_text).to_contain_text("priorityClassName: train")
         expect(yaml_text).to_contain_text("nvidia.com/gpu: '2'")
         expect(yaml_text).to_contain_text("console.gpu-capacity.io/pools: a100,default")
+        expect(yaml_text).to_contain_text("type: DisruptionTarget")
+        expect(page.locator("#scheduling-notes")).to_contain_text("it is not counted as a failure of the workload")
         assert emu.list("jobs.batch") == []  # a preview creates nothing
         shoot(page, "workload-submit-preview")
 
@@ -150,7 +154,7 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     page.get_by_label("Name", exact=True).fill("a100-check")
     page.get_by_role("button", name="Preview").click()
     expect(page.locator("#preview-title")).to_have_text("Preview: Job a100-check in runai-rnd-a")
-    expect(page.locator(".preview .hint")).to_contain_text("Pools in order: hetero → a100 → default; platform a100-platform.")
+    expect(page.locator(".preview p.hint")).to_contain_text("Pools in order: hetero → a100 → default; platform a100-platform.")
     # The choices stay as chosen after Preview.
     expect(page.get_by_label("Node pool 1")).to_have_value("hetero")
     expect(page.get_by_label("Platform")).to_have_value("a100-platform")
@@ -208,3 +212,89 @@ def test_a_researcher_previews_a_workload_that_will_wait_and_reads_why_and_until
     expect(page.locator("#verdict")).to_contain_text("KAI Scheduler's rules")
     assert not Workload.objects.filter(name="wait-for-it").exists()  # a preview creates nothing
     shoot(page, "workload-submit-verdict-waits")
+
+
+def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page, org, users, tmp_path):
+    """The loop closed in the browser: the emulator's controllers run in their own thread (Job controller,
+    KAI Scheduler on the console's own queues, kubelets), the sync mirrors, the live table follows."""
+    from playwright.sync_api import expect
+
+    from enforcers.services import enforcement_round, enforcement_set
+    from kubesim import KubeEmulator
+    from nodepools import services as pool_services
+    from nodepools.sync import ClusterSync, SyncOptions, api_client_for
+    from workloads.models import Workload
+
+    emu = KubeEmulator(bookmark_interval=0.1, controllers=True, controller_interval=0.2)
+    emu.start()
+    sync = background = None
+    stop = threading.Event()
+    try:
+        path = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path), kube_context="emulator")
+        emu.load(org.nodes, org.pods)
+        emu.add_namespace("runai-rnd-a")
+        org.cluster.refresh_from_db()
+        sync = ClusterSync(org.cluster, SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
+                                                    hint_interval=0.05, unreachable_after=2), run_tasks=False)
+        sync.start()
+        assert sync.run_until(lambda: org.cluster.nodes.count() == 4)
+        enforcement_set(actor=None, cluster=org.cluster, enforcer="kai")
+
+        def enforce():  # the queues and pool labels, as the sync's leader writes them (in a thread of its own,
+            # as the leader's: the browser's event loop runs in this one)
+            with api_client_for(org.cluster) as api_client:
+                result["round"] = enforcement_round(org.cluster, api_client)
+
+        result: dict = {}
+        worker = threading.Thread(target=enforce)
+        worker.start()
+        worker.join(30)
+        assert result["round"] is not None and not result["round"].refused
+
+        # From here the sync runs on its own, as `sync_clusters` does: the page follows it live.
+        background = threading.Thread(target=sync.run, args=(stop,), name="sync", daemon=True)
+        background.start()
+
+        log_in(page, "researcher", "pw-researcher")
+        page.goto("/workloads/submit/")
+        expect(page.locator("h1")).to_have_text("Submit a workload")
+        page.wait_for_load_state()
+        page.get_by_label("Project").select_option(label="rnd-a")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        # KAI tries the first pool only: a100 alone.
+        page.get_by_label("Node pool 1").select_option("a100")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        page.get_by_label("Node pool 2").select_option("")
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.05-py3")
+        page.get_by_label("Command").fill("python train.py")
+        page.get_by_label("GPUs").fill("2")
+        page.get_by_label("Priority class").select_option("train")
+        page.get_by_label("Name", exact=True).fill("browser-run")
+        page.get_by_role("button", name="Preview").click()
+        expect(page.locator("#job-yaml")).to_contain_text("schedulerName: kai-scheduler")
+        page.get_by_role("button", name="Submit").click()
+        expect(page.locator("h1")).to_have_text("Workloads")
+        # No reload from here on: the live table follows the Job from the cluster, KAI places its pod, it runs.
+        page.evaluate("window.__sameDocument = true")
+        row = page.locator("#workloads-table tr[data-workload='browser-run']")
+        expect(row).to_be_visible(timeout=20000)
+        expect(row).to_contain_text("Running", timeout=30000)
+        expect(row).to_contain_text("a100")
+        assert page.evaluate("window.__sameDocument") is True
+        shoot(page, "workload-running-live")
+
+        # The researcher stops it: the Job goes with its pods, and the row leaves the table.
+        page.once("dialog", lambda dialog: dialog.accept())
+        row.get_by_role("button", name="Stop browser-run").click()
+        expect(page.locator("#workloads-table tr[data-workload='browser-run']")).to_have_count(0, timeout=20000)
+        assert emu.get("jobs.batch", "browser-run", "runai-rnd-a") is None
+        assert not Workload.objects.filter(name="browser-run").exists()
+    finally:
+        stop.set()
+        if background is not None:
+            background.join(10)
+        if sync is not None:
+            sync.stop()
+        emu.stop()

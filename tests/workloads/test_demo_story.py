@@ -129,3 +129,23 @@ def test_within_minutes_the_demo_shows_running_pending_succeeded_and_a_reclaimed
     # The story goes on in its next cycle.
     demo.run_until(615)
     assert "scoring-a-2" in demo.rows()
+
+
+def test_switching_the_demo_cluster_to_kueue_keeps_the_story_going(demo):
+    from enforcers.services import enforcement_set
+
+    demo.run_until(120)
+    # The enforcement page's choice: Kueue from now on (the sync's leader brings the cluster in step).
+    enforcement_set(actor=None, cluster=demo.cluster, enforcer="kueue")
+    demo.enforce()
+    demo.run_until(460)
+    rows = demo.rows()
+    # Submitted before the switch: KAI's; after it: queued by Kueue (a LocalQueue each), admitted and run.
+    assert rows["scoring-a"]["scheduler_name"] == "kai-scheduler"
+    for name in ("chat-probe", "nlp-finetune", "speech-train"):
+        row = rows[name]
+        assert row["scheduler_name"] == "" and row["queue"], row
+        assert row["phase"] in ("Running", "Succeeded"), (name, row["phase"], row["pending_reason"])
+    from workloads.models import KueueWorkload
+
+    assert KueueWorkload.objects.filter(job_name="nlp-finetune", admitted=True).exists()

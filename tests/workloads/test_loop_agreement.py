@@ -8,27 +8,39 @@ its submission service renders it (`workloads.submission.workload_preview`). The
 controller, KAI Scheduler, kubelets) settle on the manual clock after each wave; what the cluster then holds
 is mirrored by the sync's own code (`nodepools.sync.mirror.Mirror`, every registered resource). Then:
 
-- **fair share**: where the pool's demand (every GPU asked, running or waiting) exceeds its ready GPUs, each
-  project's allocated GPUs against the console's fair share (`projects.selectors.cluster_fair_shares`,
-  `projects/fairshare.py`): they agree within one GPU, or within the project's largest pod (a pod is KAI's
-  unit of allocation: a batch Job's pods each get a PodGroup);
+- **fair share**: where the pool's demand exceeds its ready GPUs (every GPU asked by a workload KAI does not
+  refuse outright: over a limit or non-preemptible beyond the deserved quota never runs, whatever the others
+  do), each project's allocated GPUs against the console's fair share (`projects.selectors.cluster_fair_shares`,
+  `projects/fairshare.py`): they agree within one GPU, or within the project's largest gang (KAI's unit of
+  allocation: one PodGroup per Job, its pods all together);
 - **why waiting**: for every waiting workload, the category of the console's answer (`projects.waiting`,
   through `workloads.decisions`) against the category of KAI's own reason (its PodGroup's condition).
 
-Documented differences (the real KAI Scheduler behaves so too; README "Held against the scheduler"):
+Documented differences (the real KAI Scheduler decides so too; README "Held against the scheduler"):
 
-- `reclaim-granularity`: KAI reclaims only what keeps the reclaiming queue within its fair share *with the
-  whole pod* and every victim's queue above its own; a project short of its fair share by less than its
-  pending pod stays there — outside the GPU tolerance when its pods are larger than the shortfall's rounding;
-- `refused-demand`: a project whose waiting work KAI refuses outright (over its limit, non-preemptible beyond
-  its deserved quota) counts that work in its request, so its fair share (console and KAI alike) is more than
-  it can ever hold; the rest of the pool runs others' work over their share. Such pools are not compared;
-- `fits-elsewhere`: the console says a workload "fits now" from the free GPUs of Ready nodes, while KAI keeps
-  it waiting in the same cycle for a reason about nodes (free GPUs that a non-KAI pod or a pod of the same
-  cycle holds): counted, not excused.
+- `over-subscribed`: where the deserved quotas (each capped by what its owner asks) add up to more than there
+  is to divide — the departments' to more than the pool, or a department's projects' to more than its fair
+  share — KAI gives every queue its whole deserved quota (its fair shares then add up to more than the pool),
+  so a queue within its deserved quota is never reclaimed and whoever came first keeps its GPUs; the console
+  divides by rank, then in proportion to the deserved quotas, as Run:ai documents;
+- `undivided`: GPUs that no fair share covers (over-quota weights of 0, limits, over-quota off) go, in KAI, to
+  whoever asks (fair shares only decide what is reclaimed): a project then holds more than its fair share;
+- `fragmented`: a project below its fair share whose smallest waiting pod fits on no node even with every pod
+  KAI could reclaim for it gone: the fair share counts GPUs, KAI places whole pods on nodes (and moves no
+  running pod to make room).
 
-The test prints the agreement over all generated cases and asserts the thresholds below; every example
-whose disagreement is not a documented difference fails it with the case.
+And two issues of the emulator, reported to the lead with their smallest failing examples (xfail below): KAI
+at times writes no reason for a waiting pod (`no verdict`, counted apart), and does not reclaim from a queue
+whose fair share is 0 for a sibling below its fair share (`test_kai_reclaims_from_a_queue_with_no_fair_share`).
+
+Found and fixed on the console's side on the way: over-quota off caps every priority at the deserved quota
+(KAI's limit is the quota then: the console said "non-preemptible" where KAI said OverLimit); a pending pod's
+pool for the fair share is the one "Why is it waiting?" reads (the console's pool label, KAI's queue), not only
+its node selector (the fair share counted no demand of the console's own KAI Jobs); non-preemptible requests
+beyond what is left of the project's or department's deserved quota claim no fair share (KAI refuses them).
+
+The test prints the agreement over all generated cases and asserts the thresholds below; the undocumented
+disagreements are listed with their cases.
 """
 from __future__ import annotations
 
@@ -51,8 +63,12 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = int(os.environ.get("CONSOLE_AGREEMENT_EXAMPLES", "500"))
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 CLASSES = ("train", "build-preemptible", "build", "inference")
-FAIR_SHARE_THRESHOLD = 0.95
-CATEGORY_THRESHOLD = 0.95
+# Measured over 500 cases (README "Held against the scheduler"): fair share 99.8 % outright, 100 % with the
+# documented differences; categories 98.9 % outright, 100 % with the emulator's reported issue.
+FAIR_SHARE_THRESHOLD = 0.98  # agreeing or a documented difference
+FAIR_SHARE_RAW_THRESHOLD = 0.97  # agreeing outright
+CATEGORY_THRESHOLD = 0.98  # agreeing, or the emulator's reported issue (outright: printed, not asserted, since
+# the emulator's missing verdicts come in families of similar cases)
 
 
 @dataclass(frozen=True)
@@ -95,9 +111,10 @@ def cases(draw) -> Case:
     for index, (deserved, _weight, _rank) in enumerate(departments):
         for _ in range(draw(st.integers(1, 3))):
             own = draw(st.integers(0, max(deserved, 1)))
-            limit = draw(st.one_of(st.none(), st.integers(own, own + capacity)))
+            limit = draw(st.one_of(st.none(), st.none(), st.none(), st.integers(own, own + capacity)))
             projects.append(Project(index, own, limit, draw(st.sampled_from((0, 1, 2, 2, 3))),
-                                    draw(st.sampled_from((3, 3, 3, 1, 6))), draw(st.sampled_from((True, True, True, False)))))
+                                    draw(st.sampled_from((3, 3, 3, 1, 6))),
+                                    draw(st.sampled_from((True,) * 6 + (False,)))))
     jobs = tuple(Job(draw(st.integers(0, len(projects) - 1)), draw(st.sampled_from((1, 1, 2, 4))),
                      draw(st.sampled_from((1, 1, 2))), draw(st.sampled_from(CLASSES + ("train", "train"))),
                      draw(st.integers(1, 2)))
@@ -109,6 +126,7 @@ def cases(draw) -> Case:
 # One generated case, end to end
 
 _serial = itertools.count()
+NO_VERDICT = "no verdict"  # KAI wrote no reason for a waiting pod (reported: tests below, xfail)
 
 
 @dataclass
@@ -186,13 +204,16 @@ def _emulator_key(obj: dict) -> str:
 _IDLE = re.compile(r"^(queue status: .*|(kai|default)-scheduler: \d+ unschedulable)$")
 
 
-def settle(emu, most: int = 30) -> None:
-    """Tick the controllers until a tick changes nothing but the schedulers saying again what waits."""
+def settle(emu, most: int = 120, quiet: int = 12) -> None:
+    """Tick the controllers (one second apart) until `quiet` ticks in a row change nothing but the schedulers
+    saying again what waits: long enough for the Job controller's replacement delay (10 s) to pass."""
+    calm = 0
     for _ in range(most):
         emu.clock.advance(1)
-        if all(_IDLE.match(line) for line in emu.tick()):
+        calm = calm + 1 if all(_IDLE.match(line) for line in emu.tick()) else 0
+        if calm >= quiet:
             return
-    raise AssertionError("the emulator did not settle within 30 ticks")
+    raise AssertionError(f"the emulator did not settle within {most} ticks")
 
 
 def judge(cluster, pool, projects, case: Case) -> Outcome:
@@ -205,26 +226,89 @@ def judge(cluster, pool, projects, case: Case) -> Outcome:
     decisions.decisions_attach(rows, user=_admin())
     waiting_rows = [w for w in rows if selectors.display_phase(w) == "Pending"]
     for w in waiting_rows:
-        sched = w.decision_reason.category if w.decision_reason is not None else "none"
+        sched = w.decision_reason.category if w.decision_reason is not None else NO_VERDICT
         console = waiting.console_category(w.decision_why.code) if w.decision_why is not None else "none"
         out.categories.append((w.name, sched, console, (w.decision_reason.message if w.decision_reason else ""),
                                (w.decision_why.text if w.decision_why else "")))
     pools, lines = cluster_fair_shares(cluster=cluster)
     gpu_pool = next(p for p in pools if p.pk == pool.pk)
-    demand = sum((Decimal(w.gpus or 0) for w in rows), Decimal(0))
-    refused = {w.namespace for w in waiting_rows if w.decision_reason is not None
+    capacity = Decimal(gpu_pool.gpu_ready)
+    # Demand that competes: every GPU asked by a workload KAI does not refuse outright (over a limit,
+    # non-preemptible beyond the deserved quota: those never run, whatever the others do).
+    refused = {w.name for w in waiting_rows if w.decision_reason is not None
                and w.decision_reason.category in (waiting.LIMIT, waiting.NON_PREEMPTIBLE)}
-    if demand > Decimal(gpu_pool.gpu_ready):
-        out.pool_state = "refused demand" if refused else "pools compared"
-    if demand > Decimal(gpu_pool.gpu_ready) and not refused:
-        largest: Counter = Counter()
-        for job in case.jobs:
-            largest[job.project] = max(largest[job.project], job.gpus)
-        for index, project in enumerate(projects):
-            line = lines[("project", project.pk, pool.pk)]
-            tolerance = Decimal(max(1, largest[index]))
-            allocated, fair = Decimal(line.allocated), Decimal(line.fair_share)
-            out.fair.append((project.name, allocated, fair, tolerance, abs(allocated - fair) <= tolerance, ""))
+    demand_of: Counter = Counter()
+    for w in rows:
+        if w.name not in refused:
+            demand_of[w.namespace] += Decimal(w.gpus or 0)
+    demand = sum(demand_of.values(), Decimal(0))
+    if demand <= capacity:
+        return out
+    out.pool_state = "pools compared"
+    oversubscribed = _oversubscribed(case, projects, lines, pool, demand_of, capacity)
+    # GPUs no fair share covers (over-quota weights 0, limits, over-quota off): KAI hands them to whoever asks
+    # (fair shares only decide what is reclaimed), the console's fair share leaves them undivided.
+    divided = sum((Decimal(lines[("project", p.pk, pool.pk)].fair_share) for p in projects), Decimal(0))
+    undivided = capacity - divided
+    largest: Counter = Counter()  # KAI's unit of allocation: a Job's pods together (one PodGroup per Job)
+    for job in case.jobs:
+        largest[job.project] = max(largest[job.project], job.gpus * job.pods)
+    for index, project in enumerate(projects):
+        line = lines[("project", project.pk, pool.pk)]
+        tolerance = Decimal(max(1, largest[index]))
+        allocated, fair = Decimal(line.allocated), Decimal(line.fair_share)
+        agree = abs(allocated - fair) <= tolerance
+        documented = ""
+        if not agree:
+            if project.department_id in oversubscribed:
+                documented = "over-subscribed"
+            elif allocated > fair and undivided >= min(allocated - fair, undivided) > 0:
+                documented = "undivided"
+            elif allocated < fair and _fragmented(cluster, project, lines, pool):
+                documented = "fragmented"
+        out.fair.append((project.name, allocated, fair, tolerance, agree, documented))
+    return out
+
+
+def _fragmented(cluster, project, lines, pool) -> bool:
+    """No node could hold the project's smallest waiting pod even with every pod KAI could reclaim for it gone
+    (the preemptible pods of the other projects above their fair share): GPUs scattered over nodes. KAI moves
+    no running pod to make room (its consolidation is not what the fair share promises)."""
+    from django.db.models import Sum
+
+    from nodepools.models import Node, Pod
+
+    waiting = Pod.objects.filter(cluster=cluster, project=project, node__isnull=True, phase="Pending", gpus__gt=0)
+    smallest = waiting.order_by("gpus").values_list("gpus", flat=True).first()
+    if smallest is None:
+        return False
+    over = {key[1] for key, line in lines.items() if key[0] == "project" and key[2] == pool.pk
+            and Decimal(line.allocated) > Decimal(line.fair_share) and key[1] != project.pk}
+    for node in Node.objects.filter(cluster=cluster, pool=pool):
+        running = Pod.objects.active().filter(node=node)
+        used = running.aggregate(v=Sum("gpus"))["v"] or Decimal(0)
+        reclaimable = running.filter(project_id__in=over, priority__lt=100).aggregate(v=Sum("gpus"))["v"] or Decimal(0)
+        if Decimal(node.gpu_allocatable) - used + reclaimable >= smallest:
+            return False
+    return True
+
+
+def _oversubscribed(case, projects, lines, pool, demand_of, capacity) -> set[int]:
+    """Departments (ids) where the deserved quotas, each capped by what its owner asks, add up to more than
+    there is to divide (departments: the pool's GPUs; projects: their department's fair share). There KAI
+    gives every queue its whole deserved quota (its fair shares add up to more than the pool, so nobody
+    within its deserved quota is reclaimed), where the console divides by rank as Run:ai documents."""
+    by_department: dict[int, list] = {}
+    for project in projects:
+        by_department.setdefault(project.department_id, []).append(project)
+    asked = {d: sum((demand_of[f"runai-{p.name}"] for p in members), Decimal(0)) for d, members in by_department.items()}
+    top = sum((min(Decimal(lines[("department", d, pool.pk)].deserved), asked[d]) for d in by_department), Decimal(0))
+    out = set(by_department) if top > capacity else set()
+    for d, members in by_department.items():
+        inside = sum((min(Decimal(lines[("project", p.pk, pool.pk)].deserved), demand_of[f"runai-{p.name}"])
+                      for p in members), Decimal(0))
+        if inside > Decimal(lines[("department", d, pool.pk)].fair_share):
+            out.add(d)
     return out
 
 
@@ -255,13 +339,16 @@ def _check_case(case: Case) -> None:
         transaction.set_rollback(True)
     TALLY["cases"]["generated"] += 1
     TALLY["cases"][outcome.pool_state] += 1
-    for name, allocated, fair, tolerance, agree, _ in outcome.fair:
-        TALLY["fair"]["agree" if agree else "disagree"] += 1
+    for name, allocated, fair, tolerance, agree, documented in outcome.fair:
+        key = "agree" if agree else (f"documented: {documented}" if documented else "disagree")
+        TALLY["fair"][key] += 1
         if not agree:
-            DISAGREEMENTS.append(f"fair share {name}: allocated {allocated}, console {fair} (±{tolerance}) in {case}")
+            DISAGREEMENTS.append(f"fair share {name} ({documented or 'undocumented'}): allocated {allocated}, console "
+                                 f"{fair} (±{tolerance}) in {case}")
     for name, sched, console, sched_text, console_text in outcome.categories:
         agree = sched == console
-        TALLY["category"]["agree" if agree else f"{sched} vs {console}"] += 1
+        key = "agree" if agree else ("emulator: no verdict" if sched == NO_VERDICT else f"{sched} vs {console}")
+        TALLY["category"][key] += 1
         TALLY["kinds"][sched] += 1
         if not agree:
             DISAGREEMENTS.append(f"category {name}: KAI {sched} ({sched_text!r}) vs console {console} "
@@ -272,16 +359,59 @@ def test_the_consoles_fair_share_and_why_waiting_agree_with_kai(capsys):
     _check_case()
     fair, category = TALLY["fair"], TALLY["category"]
     fair_total, category_total = sum(fair.values()), sum(category.values())
+    fair_documented = sum(v for k, v in fair.items() if k.startswith("documented"))
+    category_reported = category["emulator: no verdict"]
     fair_rate = fair["agree"] / fair_total if fair_total else 1.0
+    fair_explained = (fair["agree"] + fair_documented) / fair_total if fair_total else 1.0
     category_rate = category["agree"] / category_total if category_total else 1.0
+    category_explained = (category["agree"] + category_reported) / category_total if category_total else 1.0
     with capsys.disabled():
-        print(f"\nagreement over {TALLY['cases']['generated']} generated cases: fair share {fair['agree']}/{fair_total}"
-              f" ({fair_rate:.1%}), why-waiting category {category['agree']}/{category_total} ({category_rate:.1%}); "
-              f"category disagreements: {dict((k, v) for k, v in category.items() if k != 'agree')}; "
-              f"KAI's categories of the waiting workloads: {dict(TALLY['kinds'])}; pools compared for fair share: "
-              f"{TALLY['cases']['pools compared']}, not compared (refused demand): {TALLY['cases']['refused demand']}")
+        print(f"\nagreement over {TALLY['cases']['generated']} generated cases ({TALLY['cases']['pools compared']} "
+              f"pools where the demand exceeds the supply): fair share {fair['agree']}/{fair_total} projects "
+              f"({fair_rate:.1%}; {fair_explained:.1%} with the documented differences: "
+              f"{dict((k, v) for k, v in fair.items() if k != 'agree')}); why-waiting category "
+              f"{category['agree']}/{category_total} ({category_rate:.1%}; {category_explained:.1%} with the "
+              f"emulator's reported issue: {dict((k, v) for k, v in category.items() if k != 'agree')}); KAI's "
+              f"categories of the waiting workloads: {dict(TALLY['kinds'])}")
         for line in DISAGREEMENTS[:int(os.environ.get("CONSOLE_AGREEMENT_SHOW", "15"))]:
             print("  ", line[:int(os.environ.get("CONSOLE_AGREEMENT_WIDTH", "600"))])
     assert TALLY["cases"]["generated"] >= min(EXAMPLES, 500)
-    assert fair_rate >= FAIR_SHARE_THRESHOLD, DISAGREEMENTS[:5]
-    assert category_rate >= CATEGORY_THRESHOLD, DISAGREEMENTS[:5]
+    assert fair["disagree"] / max(fair_total, 1) <= 1 - FAIR_SHARE_THRESHOLD, [
+        d for d in DISAGREEMENTS if "undocumented" in d][:5]
+    assert fair_rate >= FAIR_SHARE_RAW_THRESHOLD
+    undocumented = [k for k in category if k not in ("agree", "emulator: no verdict")]
+    assert sum(category[k] for k in undocumented) / max(category_total, 1) <= 1 - CATEGORY_THRESHOLD, [
+        d for d in DISAGREEMENTS if d.startswith("category") and NO_VERDICT not in d][:5]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "emulator, reported to the lead: after build-preemptible w2 preempts w5 (train) inside p0's queue, KAI's "
+    "cycle writes no reason for the waiting w0 (train, 1 GPU: over p0's limit of 6, OverLimit expected) — no "
+    "PodGroup condition, no PodScheduled=False — and later cycles, with nothing changed, write none either"))
+def test_kai_says_why_every_pod_waits():
+    """A waiting pod always has KAI's reason (what the console shows first): the smallest failing example the
+    agreement test found."""
+    case = Case(nodes=1, gpus_per_node=8, departments=((6, 3, 3),),
+                projects=(Project(department=0, deserved=6, limit=None, weight=2, rank=3, over_quota=False),),
+                jobs=(Job(0, 1, 1, "train", 2), Job(0, 2, 1, "train", 1), Job(0, 2, 1, "build-preemptible", 2),
+                      Job(0, 4, 1, "train", 2), Job(0, 1, 1, "train", 1), Job(0, 1, 1, "train", 1),
+                      Job(0, 1, 1, "inference", 1)))
+    outcome = run_case(case)
+    assert [(name, sched) for name, sched, *_ in outcome.categories if sched == NO_VERDICT] == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "emulator, reported to the lead: p3 (department d1, deserved 1, rank Medium low) is below its fair share of "
+    "2 while p2 (same department, deserved 0, rank Lowest) holds 2 preemptible GPUs with a fair share of 0, yet KAI "
+    "reclaims nothing for p3's 2-GPU pod (both of p2's 1-GPU pods are on one node: freeing them makes room)"))
+def test_kai_reclaims_from_a_queue_with_no_fair_share():
+    case = Case(nodes=2, gpus_per_node=4, departments=((8, 2, 3), (0, 1, 3), (2, 2, 3)),
+                projects=(Project(0, 3, None, 2, 6, True), Project(0, 2, 5, 2, 6, False), Project(1, 0, 6, 1, 1, True),
+                          Project(1, 1, 9, 2, 3, True), Project(1, 0, None, 2, 3, False), Project(2, 2, 6, 2, 3, False),
+                          Project(2, 0, None, 2, 3, True), Project(2, 0, None, 2, 3, False)),
+                jobs=(Job(3, 2, 2, "build-preemptible", 2), Job(0, 1, 2, "inference", 2), Job(1, 1, 2, "inference", 1),
+                      Job(2, 1, 2, "build-preemptible", 1), Job(7, 4, 2, "train", 1), Job(7, 1, 2, "train", 1),
+                      Job(5, 1, 2, "inference", 2)))
+    outcome = run_case(case)
+    assert {name: (allocated, fair) for name, allocated, fair, *_ in outcome.fair if name == "p3"} == {
+        "p3": (Decimal(2), Decimal("2.000"))}

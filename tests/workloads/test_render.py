@@ -79,11 +79,20 @@ def test_two_pool_submission_without_an_enforcer(spread_org, users):
     assert container["resources"]["requests"]["memory"] == "16Gi"
     labels = job["metadata"]["labels"]
     assert render.KAI_QUEUE_LABEL not in labels and render.KUEUE_QUEUE_LABEL not in labels
+    # A failing workload fails (backoffLimit 0), but a pod a scheduler or a drain disrupts is replaced.
+    assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    assert job["spec"]["podFailurePolicy"] == {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    assert render.KAI_MIN_MEMBER_ANNOTATION not in job["metadata"]["annotations"]
+    assert result.queued_in == "" and result.scheduling == [
+        "A pod the scheduler evicts (preemption, reclaim) or a node drain removes is replaced; it is not counted as "
+        "a failure of the workload (podFailurePolicy: Ignore on DisruptionTarget)."]
 
 
 def test_with_kai_the_pools_are_selected_by_the_console_label_and_the_queue_is_named(spread_org, users):
     enforcement.enforcement_set(actor=None, cluster=spread_org.cluster, enforcer="kai")
-    job = preview(spread_org, users["researcher"], priority_class="inference").job
+    result = preview(spread_org, users["researcher"], priority_class="inference")
+    job = result.job
     pod = job["spec"]["template"]["spec"]
     affinity = pod["affinity"]["nodeAffinity"]
     assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
@@ -98,11 +107,29 @@ def test_with_kai_the_pools_are_selected_by_the_console_label_and_the_queue_is_n
     # KAI's shard of the queue's pool schedules only PodGroups with its partition label (from the Job's).
     assert job["metadata"]["labels"][CONSOLE_POOL_LABEL] == "a100"
     assert "suspend" not in job["spec"]
+    # Its two pods are one gang: KAI's pod grouper reads the Job's min-member annotation (docs/batch/README.md).
+    assert job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] == "2"
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"] == "DisruptionTarget"
+    # The preview says where KAI queues it (KAI has no node-pool priority list) and that the pods go together.
+    assert result.queued_in == "a100"
+    assert result.scheduling[:2] == [
+        "KAI Scheduler queues it in pool a100 (queue rnd-a.a100). KAI has no node-pool priority list: a workload "
+        "waits in its queue's pool, so default will not be tried.",
+        "Its 2 pods are scheduled together or not at all: KAI makes the Job one PodGroup with minMember 2 "
+        "(kai.scheduler/batch-min-member)."]
+    # A single pod needs no annotation (minMember 1 is KAI's default).
+    single = preview(spread_org, users["researcher"], pods=1)
+    assert render.KAI_MIN_MEMBER_ANNOTATION not in single.job["metadata"]["annotations"]
+    assert not any("together" in note for note in single.scheduling)
 
 
 def test_with_kueue_the_job_names_its_local_queue_and_starts_suspended(spread_org, users):
     enforcement.enforcement_set(actor=None, cluster=spread_org.cluster, enforcer="kueue")
-    job = preview(spread_org, users["researcher"], priority_class="build").job
+    result = preview(spread_org, users["researcher"], priority_class="build")
+    job = result.job
+    assert result.scheduling[0] == ("Kueue admits it from LocalQueue rnd-a, all 2 pod(s) at once, in the first of "
+                                    "its pools (a100, default) with quota, in the project's pool order.")
+    assert render.KAI_MIN_MEMBER_ANNOTATION not in job["metadata"]["annotations"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "rnd-a"
     assert job["spec"]["suspend"] is True
     pod = job["spec"]["template"]["spec"]
@@ -126,3 +153,27 @@ def test_weights_fall_evenly_with_list_order():
     assert render.weights(1) == [100]
     assert render.weights(2) == [100, 1]
     assert render.weights(3) == [100, 51, 1]
+
+
+def test_a_template_restarting_on_failure_keeps_its_policy_and_gets_no_pod_failure_policy():
+    """The API server refuses a podFailurePolicy unless restartPolicy is Never (pkg/apis/batch/validation)."""
+    spec = render.JobSpec(name="retry", namespace="ns", project="p", image="busybox", pods=2,
+                          pod_spec={"restartPolicy": "OnFailure"})
+    job = render.job(spec)
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert "podFailurePolicy" not in job["spec"]
+
+
+def test_the_preview_page_says_which_pool_kai_queues_it_in_and_that_its_pods_go_together(spread_org, users, client):
+    from django.urls import reverse
+
+    enforcement.enforcement_set(actor=None, cluster=spread_org.cluster, enforcer="kai")
+    client.force_login(users["researcher"])
+    page = client.post(reverse("workload-submit"), {
+        "project": spread_org.rnd_a.pk, "pools": "a100, default", "image": "busybox", "gpus": 1,
+        "priority_class": "train", "pods": 3, "name": "ddp", "action": "preview"}).content.decode()
+    notes = page.split('id="scheduling-notes"', 1)[1].split("</ul>", 1)[0]
+    assert "KAI Scheduler queues it in pool a100 (queue rnd-a.a100)." in notes
+    assert "so default will not be tried." in notes
+    assert "Its 3 pods are scheduled together or not at all" in notes
+    assert "kai.scheduler/batch-min-member: &#x27;3&#x27;" in page  # and the YAML shows the annotation

@@ -56,7 +56,9 @@ class KaiLab:
         assert response.status_code == 201, response.content
         self.sim.clock.advance(1)  # one second apart: KAI orders a queue's jobs by age
 
-    def settle(self, ticks: int = 4) -> None:
+    def settle(self, ticks: int = 15) -> None:
+        """The controllers, one second apart: long enough for the Job controller to replace a pod a scheduler
+        evicted (10 s after it failed)."""
         for _ in range(ticks):
             self.sim.clock.advance(1)
             self.sim.tick()
@@ -67,8 +69,7 @@ class KaiLab:
         return {row["name"]: row for row in answer.json()["results"]}
 
 
-@pytest.fixture
-def kai_lab(org, users, api, tmp_path):
+def _lab(org, users, api, tmp_path, enforcer: str):
     from enforcers.services import enforcement_set
     from nodepools import services as pool_services
 
@@ -89,7 +90,7 @@ def kai_lab(org, users, api, tmp_path):
         lab.quota(org.ops, org.a100, gpu_deserved=Decimal(4))
         lab.quota(org.ops_a, org.a100, gpu_deserved=Decimal(4))
         lab.quota(org.rnd_a, org.default, gpu_limit=Decimal(2))
-        enforcement_set(actor=None, cluster=org.cluster, enforcer="kai")
+        enforcement_set(actor=None, cluster=org.cluster, enforcer=enforcer)
         lab.enforce()
         lab.sync = ClusterSync(org.cluster, SyncOptions(**FAST), run_tasks=False)
         lab.sync.start()
@@ -98,6 +99,16 @@ def kai_lab(org, users, api, tmp_path):
         if lab.sync is not None:
             lab.sync.stop()
         sim.stop()
+
+
+@pytest.fixture
+def kai_lab(org, users, api, tmp_path):
+    yield from _lab(org, users, api, tmp_path, "kai")
+
+
+@pytest.fixture
+def kueue_lab(org, users, api, tmp_path):
+    yield from _lab(org, users, api, tmp_path, "kueue")
 
 
 def mirrored(lab: KaiLab, condition) -> None:
@@ -224,3 +235,46 @@ def _client_for(lab: KaiLab):
     client = Client()
     client.force_login(lab.users["researcher"])
     return client
+
+
+def test_with_kueue_a_reclaimed_workload_says_by_whom_and_waiting_ones_their_position_and_reason(kueue_lab):
+    from workloads.models import KueueWorkload
+
+    lab, org = kueue_lab, kueue_lab.org
+    lab.quota(org.rnd_b, org.a100, gpu_limit=Decimal(4))
+    lab.enforce()
+    # rnd-b borrows rnd-a's unused nominal quota in the cohort of rnd (a100: nominal 2 each, rnd-b up to 4).
+    lab.submit("sysadmin", org.rnd_b, "b-1", gpus=2)
+    lab.submit("sysadmin", org.rnd_b, "b-2", gpus=2)
+    lab.settle()
+    # Beyond rnd-b's maximum (nominal 2 + borrowing limit 2): a limit; one more in line behind it. (A request
+    # within the maximum but beyond what is left of it, Kueue words as the cohort's lack of quota: "insufficient
+    # unused quota"; the console says over its limit. README: a documented difference.)
+    lab.submit("sysadmin", org.rnd_b, "b-big", gpus=3, pods=2)
+    lab.submit("sysadmin", org.rnd_b, "b-3", gpus=2)
+    lab.settle()
+    # rnd-a's in-quota work arrives: Kueue reclaims what rnd-b borrowed.
+    lab.submit("researcher", org.rnd_a, "a-1", gpus=2)
+    lab.settle(6)
+    mirrored(lab, lambda: KueueWorkload.objects.filter(job_name="b-2", evicted_message__contains="Preempted").exists()
+             or KueueWorkload.objects.filter(job_name="b-1", evicted_message__contains="Preempted").exists())
+    mirrored(lab, lambda: KueueWorkload.objects.filter(job_name="a-1", admitted=True).exists()
+             and KueueWorkload.objects.filter(job_name="b-big").exclude(pending_message="").exists())
+
+    rows = lab.rows("sysadmin")
+    evicted = [rows[n] for n in ("b-1", "b-2") if rows[n]["preempted_by"]]
+    assert len(evicted) == 1, {n: rows[n]["preempted_by"] for n in ("b-1", "b-2")}
+    victim = evicted[0]
+    assert victim["preempted_by"]["scheduler"] == "kueue" and victim["preempted_by"]["by"] == "runai-rnd-a/a-1"
+    assert victim["preempted_by"]["action"] == "InCohortReclamation"
+    assert victim["preempted_by"]["text"].startswith("Preempted by runai-rnd-a/a-1 (Kueue: reclaimed by its cohort")
+    assert victim["phase"] == "Suspended" and victim["scheduler_reason"]["scheduler"] == "kueue"
+    # Over its maximum: Kueue's reason and the console's (rnd-b's limit in a100) agree on the category.
+    big = rows["b-big"]
+    assert big["phase"] == "Suspended" and big["scheduler_reason"]["category"] == "limit", big["scheduler_reason"]
+    assert "maximum capacity" in big["scheduler_reason"]["message"] and big["why_waiting"]["code"] == "over_limit"
+    # The visibility API's positions, for the waiting ones of rnd-b's queue.
+    positions = {n: rows[n]["queue_position"] for n in ("b-big", "b-3", victim["name"])}
+    assert all(p is not None and p["source"] == "kueue" for p in positions.values()), positions
+    assert sorted(p["position"] for p in positions.values()) == [1, 2, 3]
+    assert positions["b-3"]["text"].endswith("in LocalQueue rnd-b")

@@ -50,7 +50,11 @@ def job(name, project, *, gpus, pods=1, klass="train", pools=("a100",), started=
 def run_pod(org, name, project, node, *, gpus, job_name, started, priority=50, phase="Running"):
     org.run(name, project, node, gpus=gpus, priority=priority, phase=phase,
             labels={render.JOB_NAME_LABEL: job_name, "job-name": job_name})
-    org.pods[-1]["status"]["startTime"] = stamp(started)
+    status = org.pods[-1]["status"]
+    status["startTime"] = stamp(started)
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled":  # bound then: when its run began (kube.pod_times)
+            condition["lastTransitionTime"] = stamp(started)
     org.load()
 
 

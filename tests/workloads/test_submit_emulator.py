@@ -42,6 +42,8 @@ def test_submission_is_created_in_the_cluster_mirrored_and_listed(lab, users, ap
     response = submit(api, users["researcher"], lab.rnd_a, dry_run=True)
     assert response.status_code == 200, response.content
     assert response.json()["job"]["metadata"]["name"] == "train-1"
+    assert response.json()["job"]["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+    assert response.json()["queued_in"] == "" and len(response.json()["scheduling"]) == 1
     assert sim.list("jobs.batch") == []
 
     response = submit(api, users["researcher"], lab.rnd_a)

@@ -85,7 +85,8 @@ def test_a_field_is_checked_with_previews_rules_as_it_is_filled(client, hetero, 
     html = check(client, "memory", {**form_data, "memory": "lots", "image": ""}).content.decode()
     assert errors(html) == ["Memory: 'lots' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi)."]
     html = check(client, "image", {**form_data, "image": "has spaces in it"}).content.decode()
-    assert errors(html) == ["Image: An image reference has no spaces."]
+    assert errors(html) == ["Image: 'has spaces in it' is not an image reference: invalid reference format (e.g. "
+                            "nvcr.io/nvidia/pytorch:24.05-py3, busybox:1.36, registry.example.com:5000/team/train@sha256:…)."]
     # The pools: twice the same pool, or one that is not open to the project.
     html = check(client, "placement", {**form_data, "pools_1": "hetero"}).content.decode()
     assert errors(html) == ["Node pools: A pool appears twice in the list."]

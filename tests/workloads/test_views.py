@@ -107,7 +107,7 @@ def test_add_platform_through_the_form(client, hetero, users):
         "node_selector": "nvidia.com/gpu.product: NVIDIA-A100\nkubernetes.io/hostname: a100-big\n",
         "tolerations": "- key: nvidia.com/gpu.product\n  operator: Exists\n  effect: NoSchedule\n",
         "allowed_mounts": "/data\n/scratch\n", "override_templates": "a100", "rule_sets": "default_gpu",
-        "default_variables": "USER_GPU: 1", "host_network_allowed": "on",
+        "default_variables": "USER_GPU: 1", "host_network_allowed": "on", "pod_security_level": "privileged",
     })
     platform = Platform.objects.get(name="a100-big-only")
     assert response.status_code == 302 and response.url == reverse("platform-detail", args=[platform.pk])

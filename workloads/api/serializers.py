@@ -3,15 +3,13 @@ it (a bad value: 400 naming the field); `version` on a change is the version rea
 
 from __future__ import annotations
 
-import shlex
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.api import RestrictedPrimaryKeyRelatedField
+from console.api import DocumentField, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, NodePool
-from workloads import selectors
-from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet
+from workloads import selectors, shell
+from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet
 from workloads.models import Workload
 from workloads.submission import PRIORITY_CLASSES
 
@@ -30,7 +28,7 @@ class PlatformSerializer(serializers.ModelSerializer):
     class Meta:
         model = Platform
         fields = ["id", "pool", "pool_name", "cluster", "name", "description", "node_selector", "tolerations",
-                  "privileged_allowed", "host_network_allowed", "allowed_mounts", "default_variables",
+                  "pod_security_level", "privileged_allowed", "host_network_allowed", "allowed_mounts", "default_variables",
                   "override_templates", "rule_sets", "is_default", "version", "created", "updated"]
         read_only_fields = fields
 
@@ -48,12 +46,16 @@ class PlatformSerializer(serializers.ModelSerializer):
 class _PlatformInput(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
-    node_selector = serializers.JSONField(required=False, help_text="Label key -> value.")
-    tolerations = serializers.JSONField(required=False, help_text="Kubernetes tolerations.")
+    node_selector = DocumentField(required=False, help_text="Label key -> value.")
+    tolerations = DocumentField(required=False, help_text="Kubernetes tolerations.")
+    pod_security_level = serializers.ChoiceField(
+        choices=PodSecurityLevel.choices, required=False,
+        help_text="The Pod Security Standards level its pods may reach (default on create: the pool's level); the "
+                  "allowances below exist only at privileged.")
     privileged_allowed = serializers.BooleanField(required=False)
     host_network_allowed = serializers.BooleanField(required=False)
-    allowed_mounts = serializers.JSONField(required=False, help_text="Host paths.")
-    default_variables = serializers.JSONField(required=False, help_text="USER_* / WF_* -> value.")
+    allowed_mounts = DocumentField(required=False, help_text="Host paths.")
+    default_variables = DocumentField(required=False, help_text="USER_* / WF_* -> value.")
     override_templates = _names()
     rule_sets = _names()
 
@@ -71,7 +73,8 @@ class PlatformUpdateSerializer(_PlatformInput):
 
 class PodTemplateSerializer(serializers.ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
-    body = serializers.JSONField(help_text="A fragment of a Pod (spec and/or metadata); YAML text is accepted too.")
+    body = DocumentField(help_text="A fragment of a Pod (spec and/or metadata); YAML text is accepted too (no anchors "
+                                   "or aliases, at most 64 levels and 65536 characters).")
 
     class Meta:
         model = PodTemplate
@@ -83,13 +86,13 @@ class PodTemplateSerializer(serializers.ModelSerializer):
 class PodTemplateUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
-    body = serializers.JSONField(required=False)
+    body = DocumentField(required=False)
     version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class RuleSetSerializer(serializers.ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
-    rules = serializers.JSONField(help_text="[{operator: GT|GE|LT|LE|EQ, left_operand, right_operand, assert_message}]")
+    rules = DocumentField(help_text="[{operator: GT|GE|LT|LE|EQ, left_operand, right_operand, assert_message}]")
 
     class Meta:
         model = ResourceValidationRuleSet
@@ -101,7 +104,7 @@ class RuleSetSerializer(serializers.ModelSerializer):
 class RuleSetUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
-    rules = serializers.JSONField(required=False)
+    rules = DocumentField(required=False)
     version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
@@ -278,19 +281,16 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 
 @extend_schema_field({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
-                      "description": "The command as a list of strings, or one line split as a shell would."})
+                      "description": "The command as a list of strings, or one line split as a shell would; at most "
+                                     "65536 characters and 4096 words."})
 class CommandField(serializers.Field):
     """A list of strings, or one shell-like line split as a shell would."""
 
     def to_internal_value(self, data):
-        if isinstance(data, str):
-            try:
-                return shlex.split(data)
-            except ValueError as exc:
-                raise serializers.ValidationError(f"The command cannot be read as a shell line: {exc}.") from exc
-        if isinstance(data, list) and all(isinstance(x, str) for x in data):
-            return data
-        raise serializers.ValidationError("Give the command as a list of strings or one line of text.")
+        try:  # bounded (at most shell.MAX_COMMAND_CHARS), split in linear time
+            return shell.command_from(data)
+        except shell.CommandError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
 
     def to_representation(self, value):
         return value
@@ -304,7 +304,7 @@ class SubmitSerializer(serializers.Serializer):
         self.fields["project"] = RestrictedPrimaryKeyRelatedField(
             model=Project, help_text="The project's id (you need the researcher or project administrator role).")
 
-    pools = serializers.ListField(child=serializers.CharField(max_length=63), required=False,
+    pools = serializers.ListField(child=serializers.CharField(max_length=63), required=False, max_length=100,
                                   help_text="Pool names in the order to try them; omitted: the project's priority "
                                             "list, then default.")
     platform = serializers.CharField(required=False, allow_blank=True, default="")
@@ -377,6 +377,10 @@ class SubmittedSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     yaml = serializers.CharField()
     job = serializers.DictField()
+    queued_in = serializers.CharField(help_text="The pool the scheduler queues it in (KAI Scheduler: the first "
+                                                "pool of the list; empty otherwise).")
+    scheduling = serializers.ListField(child=serializers.CharField(),
+                                       help_text="How the cluster's scheduler will take the Job, in words.")
     verdict = VerdictSerializer(required=False, allow_null=True,
                                 help_text="With dry_run: whether it would start now against the cluster as it is.")
 

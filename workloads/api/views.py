@@ -193,9 +193,10 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
         except submission.SubmissionRefused as exc:
             # The first step that failed, in words, with the field it concerns (nothing was created).
             return Response({"detail": f"Refused at the {exc.step} step: {exc.text}", "step": exc.step,
-                             "errors": {exc.field_name: [exc.text]}}, status=status.HTTP_400_BAD_REQUEST)
+                             "errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
         body = {"name": preview.name, "namespace": preview.namespace, "pools": preview.pools,
-                "platform": preview.platform, "dry_run": dry_run, "yaml": preview.yaml, "job": preview.job}
+                "platform": preview.platform, "dry_run": dry_run, "yaml": preview.yaml, "job": preview.job,
+                "queued_in": preview.queued_in, "scheduling": preview.scheduling}
         if dry_run:
             from workloads import forecast
 

@@ -228,7 +228,8 @@ class Command(BaseCommand):
         submits what is due through the console's submission service, as the demo's researchers."""
         from django.db import connection
 
-        from nodepools.sync import api_client_for, api_error_message
+        from kube.client import api_error_message
+        from nodepools.sync import api_client_for
         from workloads.demo import DemoStory
 
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)

@@ -89,6 +89,13 @@ class Command(BaseCommand):
             nodes, pods = demo_objects()
             pool_services.cluster_objects_replace(cluster=cluster, nodes=nodes, pods=pods)
         self._logins(cluster)
+        # GPU-hours: rates for the demo's GPU models and thirty days of the ledger, so that the current
+        # month's statement shows from the start (ledger/demo.py).
+        from ledger.demo import demo_ledger_seed
+
+        rows = demo_ledger_seed(cluster=cluster)
+        if rows:
+            self.stdout.write(f"GPU-hours ledger: thirty days of history ({rows} hourly rows) and rates.")
         # Workloads through pools: the default pool's two platforms; without a cluster to submit to, the
         # demo's workloads as the sync would mirror them (run_demo submits them to the emulator).
         from workloads.demo import demo_platforms, demo_submissions

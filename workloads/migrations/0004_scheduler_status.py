@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('nodepools', '0009_node_gpu_figures'),
-        ('workloads', '0002_pool_access_workload'),
+        ('workloads', '0003_pod_security_level'),
     ]
 
     operations = [

@@ -1,0 +1,45 @@
+"""The ledger in the Django admin: looked at, never edited there (the sync's leader writes it; rates are
+changed on the console's pages or API, which audit every change)."""
+from django.contrib import admin
+
+from ledger.models import ClosedHour, LedgerDay, LedgerEntry, LedgerState, Rate
+
+
+class ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnly):
+    list_display = ["hour", "kind", "cluster_id", "pool", "gpu_model", "project", "gpu_seconds", "recorded"]
+    list_filter = ["kind", "cluster_id"]
+    list_select_related = ["pool", "project"]
+
+
+@admin.register(LedgerDay)
+class LedgerDayAdmin(ReadOnly):
+    list_display = ["day", "kind", "cluster_id", "pool", "gpu_model", "project", "gpu_seconds"]
+    list_filter = ["kind", "cluster_id"]
+    list_select_related = ["pool", "project"]
+
+
+@admin.register(ClosedHour)
+class ClosedHourAdmin(ReadOnly):
+    list_display = ["hour", "cluster_id", "closed_at", "corrected_at", "pods"]
+
+
+@admin.register(LedgerState)
+class LedgerStateAdmin(ReadOnly):
+    list_display = ["cluster_id", "started", "closed_until", "scanned_until"]
+
+
+@admin.register(Rate)
+class RateAdmin(ReadOnly):
+    list_display = ["gpu_model", "pool", "valid_from", "gpu_hour", "currency", "updated"]

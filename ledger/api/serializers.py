@@ -1,0 +1,135 @@
+from decimal import Decimal
+
+from rest_framework import serializers
+
+from console.api import RestrictedPrimaryKeyRelatedField
+from ledger.models import LedgerEntry, Rate
+from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
+from nodepools.models import NodePool
+
+
+
+class LedgerEntrySerializer(serializers.ModelSerializer):
+    kind = serializers.CharField(source="get_kind_display", read_only=True, help_text="Hour closed, or Correction "
+                                 "(the difference a late event made to a closed hour, recorded when it came).")
+    gpu_hours = serializers.SerializerMethodField(help_text="GPU-hours held (to 1/10,000 of an hour; exact: gpu_seconds).")
+    over_quota_gpu_hours = serializers.SerializerMethodField()
+    non_preemptible_gpu_hours = serializers.SerializerMethodField()
+    idle_gpu_hours = serializers.SerializerMethodField()
+    gpu_utilization = serializers.DecimalField(max_digits=5, decimal_places=1, read_only=True, allow_null=True,
+                                               help_text="Average utilization (%) of the GPUs held; null: not reported.")
+    cpu_core_hours = serializers.SerializerMethodField()
+    memory_gib_hours = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LedgerEntry
+        fields = ["id", "hour", "kind", "recorded", "cluster_id", "pool", "gpu_model", "department", "project",
+                  "gpu_hours", "over_quota_gpu_hours", "non_preemptible_gpu_hours", "idle_gpu_hours",
+                  "gpu_utilization", "cpu_core_hours", "memory_gib_hours", "gpu_seconds", "over_quota_gpu_seconds",
+                  "non_preemptible_gpu_seconds", "idle_gpu_seconds", "measured_gpu_seconds", "busy_gpu_seconds",
+                  "cpu_core_seconds", "memory_byte_seconds"]
+        read_only_fields = fields
+
+    def _hours(self, value) -> Decimal:
+        return hours(value, TEN_THOUSANDTH)
+
+    def get_gpu_hours(self, obj) -> Decimal:
+        return self._hours(obj.gpu_seconds)
+
+    def get_over_quota_gpu_hours(self, obj) -> Decimal:
+        return self._hours(obj.over_quota_gpu_seconds)
+
+    def get_non_preemptible_gpu_hours(self, obj) -> Decimal:
+        return self._hours(obj.non_preemptible_gpu_seconds)
+
+    def get_idle_gpu_hours(self, obj) -> Decimal:
+        return self._hours(obj.idle_gpu_seconds)
+
+    def get_cpu_core_hours(self, obj) -> Decimal:
+        return self._hours(obj.cpu_core_seconds)
+
+    def get_memory_gib_hours(self, obj) -> Decimal:
+        return gib_hours(obj.memory_byte_seconds, TEN_THOUSANDTH)
+
+
+class StatementFiguresSerializer(serializers.Serializer):
+    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    over_quota_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    non_preemptible_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    idle_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    correction_hours = serializers.DecimalField(max_digits=20, decimal_places=2,
+                                                help_text="Included in gpu_hours: late events that changed closed hours.")
+    gpu_utilization = serializers.DecimalField(max_digits=5, decimal_places=1, allow_null=True)
+    cpu_core_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    memory_gib_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    idle_cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    unpriced_hours = serializers.DecimalField(max_digits=20, decimal_places=2,
+                                              help_text="GPU-hours of GPU models without a rate for their day (not in cost).")
+
+
+class StatementLineSerializer(StatementFiguresSerializer):
+    department = serializers.CharField(source="labels.department", required=False)
+    department_id = serializers.IntegerField(source="ids.department", required=False, allow_null=True)
+    project = serializers.CharField(source="labels.project", required=False)
+    project_id = serializers.IntegerField(source="ids.project", required=False, allow_null=True)
+    pool = serializers.CharField(source="labels.pool", required=False)
+    pool_id = serializers.IntegerField(source="ids.pool", required=False, allow_null=True)
+    gpu_model = serializers.CharField(source="labels.gpu_model", required=False)
+    gpu_seconds = serializers.DecimalField(source="exact.gpu_seconds", max_digits=24, decimal_places=3,
+                                           help_text="Exact: Σ GPUs × seconds.")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for name in ("department", "department_id", "project", "project_id", "pool", "pool_id", "gpu_model"):
+            if name.removesuffix("_id") not in instance.labels:
+                data.pop(name, None)
+        return data
+
+
+class DayFigureSerializer(serializers.Serializer):
+    day = serializers.DateField()
+    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    over_quota_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    idle_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+
+
+class StatementSerializer(serializers.Serializer):
+    title = serializers.CharField()
+    month = serializers.CharField()
+    cluster = serializers.CharField(source="cluster.name")
+    department = serializers.CharField(source="department.name", allow_null=True, default=None)
+    currency = serializers.CharField(help_text="Of every cost (all rates are in one currency).")
+    closed_until = serializers.DateTimeField(allow_null=True, help_text="The ledger's hours are closed until then.")
+    lines = StatementLineSerializer(many=True, help_text="Department: projects × pools × GPU models; cluster: "
+                                                        "departments ranked by GPU-hours.")
+    totals = StatementFiguresSerializer(help_text="Each total is the sum of the lines' figures.")
+    days = DayFigureSerializer(many=True)
+
+
+class RateSerializer(serializers.ModelSerializer):
+    pool = RestrictedPrimaryKeyRelatedField(model=NodePool, required=False, allow_null=True,
+                                            help_text="Only this pool (null: every pool).")
+
+    class Meta:
+        model = Rate
+        fields = ["id", "gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
+                  "description", "version", "updated"]
+        read_only_fields = ["version", "updated"]
+        extra_kwargs = {"gpu_hour": {"min_value": 0}, "cpu_core_hour": {"min_value": 0},
+                        "memory_gib_hour": {"min_value": 0}, "description": {"max_length": 200}}
+        validators = []  # the service checks the rules (one rate per model, pool and date; one currency)
+
+
+class RateUpdateSerializer(serializers.Serializer):
+    gpu_model = serializers.CharField(max_length=128, required=False)
+    pool = RestrictedPrimaryKeyRelatedField(model=NodePool, required=False, allow_null=True)
+    currency = serializers.CharField(max_length=3, required=False)
+    valid_from = serializers.DateField(required=False)
+    gpu_hour = serializers.DecimalField(max_digits=12, decimal_places=4, min_value=0, required=False)
+    cpu_core_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, required=False, allow_null=True)
+    memory_gib_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, required=False,
+                                               allow_null=True)
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1,
+                                       help_text="The version read: a change made meanwhile is refused (409).")

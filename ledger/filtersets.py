@@ -1,0 +1,60 @@
+"""The one FilterSet of each ledger model: the page, its CSV and the API filter through it."""
+from __future__ import annotations
+
+import datetime
+
+import django_filters
+from django import forms
+
+from ledger.models import Kind, LedgerEntry, Rate
+from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
+from projects.filtersets import visible_departments, visible_projects
+from usage.forms import UsageFilterForm
+
+UTC = datetime.timezone.utc
+
+
+def _day_start(day: datetime.date) -> datetime.datetime:
+    return datetime.datetime.combine(day, datetime.time.min, tzinfo=UTC)
+
+
+class LedgerEntryFilterSet(django_filters.FilterSet):
+    date_from = django_filters.DateFilter(method="filter_from", label="From (date, UTC)",
+                                          widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
+    date_to = django_filters.DateFilter(method="filter_to", label="To (date, UTC, inclusive)",
+                                        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
+    kind = django_filters.MultipleChoiceFilter(choices=[("closing", "Hour closed"), ("correction", "Correction")],
+                                               method="filter_kind", label="Kind")
+    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster", label="Cluster")
+    pool = ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
+    gpu_model = django_filters.CharFilter(label="GPU model")
+    department = ModelMultipleChoiceFilter(queryset=visible_departments, label="Department")
+    project = ModelMultipleChoiceFilter(queryset=visible_projects)
+
+    class Meta:
+        model = LedgerEntry
+        form = UsageFilterForm  # its rule: a date range runs forwards
+        fields = ["date_from", "date_to", "kind", "cluster", "pool", "gpu_model", "department", "project"]
+
+    # Ranges on the indexed hour (not on its date), so that a year of rows stays fast.
+    def filter_from(self, queryset, name, value):
+        return queryset.filter(hour__gte=_day_start(value))
+
+    def filter_to(self, queryset, name, value):
+        return queryset.filter(hour__lt=_day_start(value) + datetime.timedelta(days=1))
+
+    def filter_kind(self, queryset, name, value):
+        kinds = {"closing": Kind.CLOSING, "correction": Kind.CORRECTION}
+        return queryset.filter(kind__in=[kinds[v] for v in value]) if value else queryset
+
+    def filter_cluster(self, queryset, name, value: int):  # (the hint types the API parameter)
+        return queryset.filter(cluster_id__in=[c.pk for c in value]) if value else queryset
+
+
+class RateFilterSet(django_filters.FilterSet):
+    gpu_model = django_filters.CharFilter(label="GPU model", lookup_expr="icontains")
+    pool = ModelMultipleChoiceFilter(queryset=visible_pools, label="Node pool")
+
+    class Meta:
+        model = Rate
+        fields = ["gpu_model", "pool"]
