@@ -46,15 +46,17 @@ JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")
 
 def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
     """The Shape of a rendered Job: its pods (parallelism), what one pod asks (kube's effective requests),
-    its priority (the class's value). A Job's pods form a gang when its pod template names a PodGroup with
-    `minMember` equal to its pods (KAI), else each pod is scheduled on its own."""
+    its priority (the class's value). A Job's pods form a gang when KAI's pod grouper gives its PodGroup a
+    `minMember` of all of them (the Job's `kai.scheduler/batch-min-member` annotation, which the console sets
+    with KAI Scheduler), else each pod is scheduled on its own."""
     spec = job.get("spec") or {}
     template = spec.get("template") or {}
     requests = kube.pod_resources({"spec": template.get("spec") or {}})
     pods = spec.get("parallelism") if isinstance(spec.get("parallelism"), int) else 1
     klass = (template.get("spec") or {}).get("priorityClassName") or "train"
     if gang is None:
-        gang = bool(((template.get("metadata") or {}).get("annotations") or {}).get("kai.scheduler/gang")) and pods > 1
+        members = str(((job.get("metadata") or {}).get("annotations") or {}).get(render.KAI_MIN_MEMBER_ANNOTATION) or "")
+        gang = pods > 1 and members.isdigit() and int(members) >= pods
     return fit.Shape(pods=max(pods, 1), gpus=int(requests.gpus), cpu=requests.cpu_millis, memory=requests.memory_bytes,
                      priority=PRIORITY_VALUES.get(klass, 50), gang=gang)
 
@@ -228,7 +230,8 @@ def lineage(name: str) -> str:
 
 def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
     """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
-    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False).order_by()
+    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
+            .order_by()
             .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
                                    KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
             .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))

@@ -42,7 +42,8 @@ def dry_run(api, user, project, *, gpus, pods=1, pools=("a100",), priority_class
 def test_starts_now_on_free_gpus(kai, users, api):
     verdict = dry_run(api, users["researcher"], kai.rnd_a, gpus=2, pods=2)
     assert verdict["verdict"] == "starts_now" and verdict["pods_that_start_now"] == 2
-    assert verdict["headline"] == "Starts now: 2 pods of 2 GPUs fit on the free GPUs of a100."
+    # With KAI the Job's pods are one PodGroup of minMember 2: a gang.
+    assert verdict["headline"] == "Starts now: 2 pods of 2 GPUs (all at once) fit on the free GPUs of a100."
     assert verdict["scheduler"] == "KAI Scheduler" and verdict["start_estimate"] is None
 
 
