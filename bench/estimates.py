@@ -34,6 +34,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench.pages import log, prepare_database, setup_django  # noqa: E402
+from tests.workloads.mirroring import mirror  # noqa: E402  (what the sync writes after a full list)
 
 TARGET = 0.70
 
@@ -46,35 +47,6 @@ class Seen:
     latest: float | None
     text: str
     started: float | None = None
-
-
-def mirror(cluster, emu) -> None:
-    """What the sync writes after a full list of every registered resource (the sync's own Mirror)."""
-    from django.db import transaction
-
-    from kubesim.resources import find_resource
-    from nodepools.sync.mirror import Mirror
-
-    mirrored = Mirror(cluster)
-    for name, resource in mirrored.resources.items():
-        found = find_resource(resource.group, resource.version, resource.plural)
-        seen: set = set()
-        for obj in emu.list(found.key) if found is not None else []:
-            if resource.field_selector and not all(
-                    _field(obj, term) for term in resource.field_selector.split(",") if term):
-                continue
-            mirrored.apply(name, obj, seen)
-        mirrored.sweep(name, seen)
-    with transaction.atomic():
-        mirrored.flush()
-
-
-def _field(obj: dict, term: str) -> bool:
-    path, _, value = term.partition("=")
-    found = obj
-    for part in path.split("."):
-        found = found.get(part) if isinstance(found, dict) else None
-    return found == value
 
 
 def first_starts(emu, start: float, out: dict[str, float]) -> dict[str, float]:

@@ -1112,19 +1112,14 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
             return now, waited, started
         if not events:
             return None, waited, started
-        now, _, ending = heapq.heappop(events)
-        for pod in ending.pods:
-            world.release(pod)
-        world.account(ending.project, ending.department, ending.gpus, all(p.preemptible for p in ending.pods), -1)
-        if ending.basis != "ahead":
-            waited.append(ending)
-        while events and events[0][0] <= now:
-            _, _, other = heapq.heappop(events)
-            for pod in other.pods:
+        now = events[0][0]
+        while events and events[0][0] <= now:  # every workload ending at this moment
+            _, _, ending = heapq.heappop(events)
+            for pod in ending.pods:
                 world.release(pod)
-            world.account(other.project, other.department, other.gpus, all(p.preemptible for p in other.pods), -1)
-            if other.basis != "ahead":
-                waited.append(other)
+            world.account(ending.project, ending.department, ending.gpus, all(p.preemptible for p in ending.pods), -1)
+            if ending.basis != "ahead":
+                waited.append(ending)
 
 
 def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
