@@ -33,7 +33,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.pages import log, prepare_database, setup_django  # noqa: E402
+from bench.pages import prepare_database, setup_django  # noqa: E402
 from tests.workloads.mirroring import mirror  # noqa: E402  (what the sync writes after a full list)
 
 TARGET = 0.70

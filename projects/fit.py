@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -756,15 +756,6 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                    pods_now=started, borrowers=borrowers, room=room, **base)
 
 
-def _pods_within_quota(shape: Shape, project: Standing, department: Standing | None,
-                       non_preemptible_rule: bool = True) -> int:
-    for count in range(shape.pods, -1, -1):
-        if quota_refusal(shape, project, department, gpus=Decimal(count * shape.gpus),
-                         non_preemptible_rule=non_preemptible_rule) is None:
-            return count
-    return 0
-
-
 def _scheduler_room(shape: Shape, nodes, running, owners, project: Standing, department: Standing | None) -> Room | None:
     """Reclaim (while the project stays within its fair share with the job), then preempt lower priority
     inside its own project; victims in the scheduler's order until it fits."""
@@ -1190,10 +1181,3 @@ def _owners_words(endings: Sequence[Ending]) -> str:
     parts = [f"{project}'s {words.get(count, f'{count} ')}{klass + ' ' if klass else ''}job{'s' if count > 1 else ''}"
              for (project, klass), count in sorted(groups.items(), key=lambda item: (-item[1], item[0]))]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def standings_with(owners: Mapping[tuple[str, str], Standing], *, fair: Callable[[], Mapping[tuple[str, str], Decimal]]
-                   ) -> dict[tuple[str, str], Standing]:
-    """The owners with the fair shares `fair()` gives (e.g. computed with a new workload's request)."""
-    shares = fair()
-    return {key: replace(owner, fair_share=shares.get(key, owner.fair_share)) for key, owner in owners.items()}
