@@ -2,6 +2,9 @@
 of every kind an endpoint names, and the measures every case takes (rows stored, objects in the cluster)."""
 from __future__ import annotations
 
+import datetime
+from decimal import Decimal
+
 import pytest
 from django.apps import apps
 
@@ -28,6 +31,7 @@ def row_counts() -> dict[str, int]:
 class World:
     def __init__(self, org, users, sim):
         from accounts.services import token_create
+        from ledger.services import rate_create
         from workloads import services as config
         from workloads.models import ResourceValidationRuleSet, Workload
 
@@ -41,6 +45,8 @@ class World:
         self.node = org.cluster.nodes.get(name="a100-1")
         self.workload = Workload.objects.create(cluster=org.cluster, namespace="runai-rnd-a", name="job-a")
         self.token = token_create(actor=users["sysadmin"], name="hostile")[1]
+        self.rate = rate_create(actor=None, gpu_model="NVIDIA-A100-SXM4-80GB", currency="EUR",
+                                valid_from=datetime.date(2026, 1, 1), gpu_hour=Decimal("2.5"))
 
     def api(self):
         from rest_framework.test import APIClient

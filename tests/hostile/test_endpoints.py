@@ -74,6 +74,10 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
                                                          lambda w: {"pools": [w.org.a100.pk]}),
     ("PUT", "/api/v1/projects/{id}/quotas/"): Endpoint(lambda w: f"/api/v1/projects/{w.org.rnd_a.pk}/quotas/",
                                                        _quotas, if_match=True),
+    ("POST", "/api/v1/rates/"): Endpoint(lambda w: "/api/v1/rates/", lambda w: {
+        "gpu_model": "NVIDIA-H100-80GB-HBM3", "currency": "EUR", "valid_from": "2026-02-01", "gpu_hour": "4.20"}),
+    ("PATCH", "/api/v1/rates/{id}/"): Endpoint(lambda w: f"/api/v1/rates/{w.rate.pk}/",
+                                               lambda w: {"description": "list price", "version": w.rate.version}),
     ("POST", "/api/v1/role-assignments/"): Endpoint(lambda w: "/api/v1/role-assignments/", lambda w: {
         "user": "nobody", "role": "viewer", "project": w.org.rnd_a.pk}),
     ("POST", "/api/v1/rule-sets/"): Endpoint(lambda w: "/api/v1/rule-sets/", lambda w: {
