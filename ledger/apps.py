@@ -12,4 +12,5 @@ class LedgerConfig(AppConfig):
         from ledger.services import ledger_round
         from nodepools.sync.tasks import register_leader_task
 
-        register_leader_task("ledger", ledger_round, every=float(getattr(settings, "LEDGER_EVERY", 60)))
+        # The period is read at each run, so that a changed setting holds without a restart.
+        register_leader_task("ledger", ledger_round, every=lambda: float(getattr(settings, "LEDGER_EVERY", 60)))

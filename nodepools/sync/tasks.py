@@ -22,13 +22,17 @@ logger = logging.getLogger("nodepools.sync")
 class LeaderTask:
     name: str
     fn: Callable[[Any, Any], Any]  # (cluster, api_client) -> anything
-    every: float = 5.0
+    every: float | Callable[[], float] = 5.0  # seconds, or a function read at each run (a setting)
+
+    def period(self) -> float:
+        return float(self.every()) if callable(self.every) else float(self.every)
 
 
 TASKS: dict[str, LeaderTask] = {}
 
 
-def register_leader_task(name: str, fn: Callable[[Any, Any], Any], every: float = 5.0) -> LeaderTask:
+def register_leader_task(name: str, fn: Callable[[Any, Any], Any],
+                         every: float | Callable[[], float] = 5.0) -> LeaderTask:
     TASKS[name] = task = LeaderTask(name, fn, every)
     return task
 
@@ -76,7 +80,7 @@ class LeaderTasks(threading.Thread):
                 break
             if now >= self.due.get(name, 0.0):
                 self.run_once(task)
-                self.due[name] = time.monotonic() + task.every
+                self.due[name] = time.monotonic() + task.period()
         return min((self.due[n] for n in TASKS), default=now + 1.0) - time.monotonic()
 
     def run(self) -> None:
