@@ -53,6 +53,11 @@ version of the CRDs in kube/crds/):
   one, its ``minMember`` core as one piece;
 - preempt (actions/preempt/preempt.go): inside one queue, a pending job takes from preemptible jobs of
   lower priority;
+- one session (docs/developer/action-framework.md, "Statement"): the actions allocate and evict virtually on
+  one snapshot; a pod Allocate placed that a later action of the same cycle takes as a victim is not bound
+  and deleted but stays pending (its bind never sent), and every ready job still pending when the actions
+  are done has its reason — those no action left one for are tried once more against the cycle's final
+  state (limit and non-preemptible quota, then the nodes) — so a waiting PodGroup says why in every cycle;
 - what KAI writes (pkg/scheduler/cache/status_updater/default_status_updater.go,
   cache/evictor/default_evictor.go, api/unschedule_info.go, api/common_info/{job_errors,pod_errors}.go):
   a PodGroup that cannot be scheduled gets an ``Unschedulable`` event and a
@@ -717,6 +722,7 @@ class _Shard:
                 self.total[r] += v
             for r, v in (other_used.get(node.name) or {}).items():
                 self.total[r] -= v
+        self.bound_now: dict[tuple[str, str], Bind] = {}  # pods this cycle allocated, by key
         self.valid: list[Group] = []
         for group in groups:
             if group.queue not in queues:
@@ -748,6 +754,7 @@ class _Shard:
         self.reclaim(waiting)
         waiting = [g for g in waiting if g.pending()]
         self.preempt(waiting)
+        self.explain(ready)
         self.report()
 
     def allocate(self, groups: list[Group]) -> None:
@@ -801,7 +808,9 @@ class _Shard:
             pod.node = self.cluster.nodes[i].name
             ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
                          non_preemptible=not group.preemptible, request=False)
-            self.decisions.binds.append(Bind(pod.namespace, pod.name, pod.node, group.node_pool))
+            bind = Bind(pod.namespace, pod.name, pod.node, group.node_pool)
+            self.decisions.binds.append(bind)
+            self.bound_now[pod.key] = bind
         group.fit_errors.clear()
         group.task_errors.clear()
 
@@ -809,6 +818,16 @@ class _Shard:
         reclaimer_queue = self.queues[preemptor.queue]
         for group, pods in victims:
             for pod in pods:
+                bind = self.bound_now.pop(pod.key, None)
+                if bind is not None:
+                    # Allocated earlier in this cycle, not bound yet: the session's allocation is taken back
+                    # (Statement.Evict of a pod the session allocated), the pod stays pending and its bind is
+                    # never sent; explain() then gives its PodGroup the reason it waits.
+                    self.decisions.binds.remove(bind)
+                    ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
+                                 non_preemptible=not group.preemptible, request=False, sign=-1.0)
+                    pod.node = ""
+                    continue
                 if action == "reclaim":
                     # The two queues' figures: siblings' own, else their parents' (actions/utils/action.go).
                     reclaimee_queue = self.queues[group.queue]
@@ -933,6 +952,37 @@ class _Shard:
 
         self._take_back(groups, "preempt", lambda group, requested: ks.non_preemptible_over_quota(
             self.queues, group.queue, requested, group.preemptible) is None, candidates)
+
+    def explain(self, groups: list[Group]) -> None:
+        """Every ready job still pending at the end of the cycle has KAI's reason: one that no action tried
+        (or whose allocation a later action of the cycle took back, e.g. an in-queue preemption of a job
+        allocated by this cycle's Allocate) is tried once more against the cycle's final state, as the next
+        cycle's Allocate would (the queue's limit and non-preemptible quota first, then the nodes), so its
+        PodGroup's condition and its pods' ``PodScheduled=False`` say why it waits in every cycle
+        (docs/developer/action-framework.md: the actions run one after another on one session; a statement
+        evicts or allocates only virtually until committed)."""
+        for group in groups:
+            if not group.pending() or group.fit_errors or group.task_errors:
+                continue
+            batch = group.batch()
+            if not batch:
+                continue
+            verdict = ks.capacity_verdict(self.queues, group.queue, _sum(batch), group.preemptible)
+            if verdict is not None:
+                group.fit_errors.append((verdict.reason, verdict.message, verdict.details))
+                continue
+            running = len(group.running())
+            placed: list[tuple[PodInfo, int]] = []
+            for index, pod in enumerate(batch):
+                i = None if pod.error else self.placement.place(pod)
+                if i is None:
+                    group.task_errors[pod.key] = pod.error or self.placement.fit_error(pod)
+                    self._task_failed(group, pod, index, running)
+                    break
+                self.placement.take(i, pod)
+                placed.append((pod, i))
+            for pod, i in placed:
+                self.placement.take(i, pod, -1)
 
     # -- status
 

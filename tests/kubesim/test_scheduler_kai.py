@@ -479,6 +479,82 @@ def test_inside_a_queue_a_higher_priority_workload_preempts_a_lower_one(emu, api
     assert condition(pending(api, "train")[0]).message.startswith("OverLimit: vision in a100 quota has reached")
 
 
+def zero_fair_share_scene(emu: KubeEmulator, api: client.ApiClient) -> None:
+    """8 GPUs on two nodes, one department (quota 8): big serves on 6 of them (its quota); p2 (quota 0, the
+    lowest rank: no over-quota share while p3 asks) runs two 1-GPU build-preemptible pods on a100-1, over
+    its fair share of 0; p3 (quota 1, weight 2) has a fair share of 2 as soon as it asks (its quota, then the
+    GPUs left over, ahead of p2's lower queue priority)."""
+    nodes(emu, "a100", 2, gpus=4)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(8)},
+              projects={"big": {"a100": quota(6)}, "p2": {"a100": quota(0, weight=1, rank=1)},
+                        "p3": {"a100": quota(1, weight=2)}})
+    submit(api, "big-serve", "big", "a100", pods=6, priority_class="inference", gang=False)
+    settle(emu)
+    submit(api, "p2-build", "p2", "a100", pods=2, priority_class="build-preemptible", gang=False)
+    settle(emu)
+    assert {p.spec.node_name for p in running(api, "p2-build")} == {"a100-1"}
+
+
+def test_a_queue_below_its_fair_share_reclaims_from_a_queue_whose_fair_share_is_0(emu, api):
+    """docs/fairness/README.md, "Reclaim Strategies": workloads of a queue below its fair share evict those of
+    queues over theirs — a fair share of 0 included."""
+    zero_fair_share_scene(emu, api)
+    submit(api, "p3-build", "p3", "a100", pods=1, gpus=2, priority_class="build-preemptible")
+    settle(emu, 4)
+    assert [p.spec.node_name for p in running(api, "p3-build")] == ["a100-1"]
+    assert running(api, "p2-build") == [] and len(running(api, "big-serve")) == 6
+    assert {e.metadata.annotations["evictor-action-type"] for e in events(api, "Evict")} == {"reclaim"}
+    assert queue_status(api, "p3.a100")["allocated"]["nvidia.com/gpu"] == "2"
+
+
+def test_a_gang_that_would_pass_its_queues_fair_share_reclaims_nothing(emu, api):
+    """The loop-agreement case once reported as a missing reclaim: p3's workload is a gang of two 2-GPU pods
+    (4 GPUs at once, minMember 2) for a fair share of 2. A queue may reclaim only if it stays within its fair
+    share with the job, and its saturation after the transfer stays below its siblings' (docs/fairness/
+    README.md, "Fair Share" and "Reclaim Strategies"); nor does it pass its quota (1), the other strategy. And
+    freeing p2's two GPUs would make room for one of the two pods only. Nothing is reclaimed; the gang says
+    why it waits."""
+    zero_fair_share_scene(emu, api)
+    submit(api, "p3-ddp", "p3", "a100", pods=2, gpus=2, priority_class="build-preemptible")
+    settle(emu, 4)
+    assert running(api, "p3-ddp") == [] and len(running(api, "p2-build")) == 2
+    assert events(api, "Evict") == []
+    waiting = pending(api, "p3-ddp")
+    assert len(waiting) == 2 and all(condition(p).status == "False" for p in waiting)
+    [scheduling] = pod_group(api, waiting[0].metadata.annotations["pod-group-name"])["status"]["schedulingConditions"]
+    assert scheduling["message"].startswith("PodSchedulingErrors: Resources were found for 0 pods while 2 are "
+                                            "required for gang scheduling.")
+
+
+def test_a_job_allocated_then_taken_back_by_an_in_queue_preemption_still_says_why_it_waits(emu, api):
+    """The smallest case the loop-agreement test found: in one cycle Allocate gives the queue's last GPU under
+    its limit to a new train job, then Preempt lets a build-preemptible job take it (and another train pod)
+    back. The train job waits: its PodGroup and pod say why (OverLimit), in that cycle and in every later one."""
+    nodes(emu, "a100", 1)
+    apply_org(api, pools={"a100": "binpack"}, department={"a100": quota(6)},
+              projects={"vision": {"a100": quota(6)}}, allow_over_quota=False)  # limit = deserved = 6
+    for name, gpus, klass in (("w1", 2, "train"), ("w4", 1, "train"), ("w5", 1, "train"), ("w6", 1, "inference")):
+        submit(api, name, "vision", "a100", pods=1, gpus=gpus, priority_class=klass)
+        emu.clock.advance(1)
+    settle(emu)
+    assert all(len(running(api, name)) == 1 for name in ("w1", "w4", "w5", "w6"))  # 5 of 6 GPUs
+    for name, gpus, klass in (("w0", 1, "train"), ("w2", 2, "build-preemptible"), ("w3", 4, "train")):
+        submit(api, name, "vision", "a100", pods=1, gpus=gpus, priority_class=klass)
+        emu.clock.advance(1)
+    over_limit = "OverLimit: vision in a100 quota has reached the allowable limit of GPUs. Limit is 6 GPUs"
+    for ticks in (1, 3, 15):  # the preempting cycle, the quiet ones after, the Job controller's replacement
+        settle(emu, ticks)
+        assert len(running(api, "w2")) == 1
+        [waiting] = pending(api, "w0")
+        scheduled = condition(waiting)
+        assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
+        assert scheduled.message.startswith(over_limit)
+        [scheduling] = pod_group(api, waiting.metadata.annotations["pod-group-name"])["status"]["schedulingConditions"]
+        assert scheduling["message"].startswith(over_limit) and scheduling["reasons"][0]["reason"] == "OverLimit"
+        assert events(api, "Unschedulable", waiting.metadata.name)
+    assert not [e for e in events(api, "Evict") if e.message.startswith(f"Pod {NS}/w0-")]
+
+
 # ---------------------------------------------------------------------------------------------------
 # Placement and shards
 
