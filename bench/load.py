@@ -188,7 +188,7 @@ def delivery(stack: Stack, sent, out_dir: Path, settle: float) -> dict:
             "write_median": mid(write_lags), "hint_median": mid(hint_lags)}
 
 
-def run_locust(stack: Stack, rate: float, args, pages: list[str], cookie: str, out: Path) -> dict:
+def run_locust(stack: Stack, rate: float, args, pages: dict[str, list[str]], cookie: str, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "BENCH_HOSTS": ",".join(stack.urls), "BENCH_COOKIE": cookie,
            "BENCH_PAGES": json.dumps(pages), "BENCH_CLUSTER": str(stack.cluster.pk), "BENCH_RATE": str(rate),
@@ -227,11 +227,15 @@ def main() -> int:
         stack.start()
         cookie = stack.session_cookie()
         cluster = stack.cluster
-        pages = [
-            "/nodes/", "/nodes/?sort=name&page=40", f"/nodes/?cluster={cluster.pk}&pool={stack.pools[1].pk}&status=ready",
-            "/nodes/?sort=-gpu_allocated", "/pools/", f"/clusters/{cluster.pk}/quota/", "/workloads/",
-            *[f"/departments/{d.pk}/" for d in stack.departments],
-        ]
+        # The five kinds of page in equal shares, each kind's variants in turn.
+        pages = {
+            "nodes": ["/nodes/", "/nodes/?sort=name&page=40", "/nodes/?sort=-gpu_allocated",
+                      f"/nodes/?cluster={cluster.pk}&pool={stack.pools[1].pk}&status=ready"],
+            "pools": ["/pools/"],
+            "quota": [f"/clusters/{cluster.pk}/quota/"],
+            "workloads": ["/workloads/"],
+            "department": [f"/departments/{d.pk}/" for d in stack.departments],
+        }
         from nodepools.models import Node
 
         names = list(Node.objects.filter(cluster=cluster).order_by("?").values_list("name", flat=True))
@@ -242,7 +246,7 @@ def main() -> int:
         import urllib.request
 
         for base in stack.urls:
-            for path in pages:
+            for path in (p for variants in pages.values() for p in variants):
                 request = urllib.request.Request(base + path, headers={"Cookie": f"sessionid={cookie}"})
                 assert urllib.request.urlopen(request, timeout=120).status == 200, path
         for rate in rates:

@@ -4,7 +4,7 @@ Run by bench/load.py, which starts the console and hands over, in the environmen
 
   BENCH_HOSTS       the Daphne base URLs, comma-separated (users take them in turn)
   BENCH_COOKIE      a logged-in session (`sessionid`)
-  BENCH_PAGES       JSON list of page paths the readers request, in turn with random picks
+  BENCH_PAGES       JSON {kind: [paths]}: the readers request the kinds in turn, each kind's paths in turn
   BENCH_CLUSTER     the cluster's id (the live pages' `?clusters=`)
   BENCH_RATE        page requests per second, all readers together
   BENCH_READERS     number of page readers
@@ -31,7 +31,7 @@ from locust import HttpUser, User, constant, constant_throughput, events, task
 
 HOSTS = [h for h in os.environ.get("BENCH_HOSTS", "http://127.0.0.1:18400").split(",") if h]
 COOKIE = os.environ.get("BENCH_COOKIE", "")
-PAGES = json.loads(os.environ.get("BENCH_PAGES", '["/nodes/"]'))
+PAGES = json.loads(os.environ.get("BENCH_PAGES", '{"nodes": ["/nodes/"]}'))  # kind -> its pages
 CLUSTER = os.environ.get("BENCH_CLUSTER", "1")
 RATE = float(os.environ.get("BENCH_RATE", "20"))
 READERS = int(os.environ.get("BENCH_READERS", "20"))
@@ -49,13 +49,15 @@ class PageReader(HttpUser):
         i = next(_turn)
         self.base = HOSTS[i % len(HOSTS)]
         self.client.cookies.set("sessionid", COOKIE)
-        self.pages = itertools.cycle(random.Random(i).sample(PAGES, len(PAGES)))
+        kinds = random.Random(i).sample(sorted(PAGES), len(PAGES))
+        self.kinds = itertools.cycle(kinds)
+        self.variants = {kind: itertools.cycle(random.Random(i).sample(paths, len(paths))) for kind, paths in PAGES.items()}
 
     @task
     def page(self):
-        path = next(self.pages)
-        name = path.split("?")[0].rstrip("/").split("/")[1] if path != "/" else "/"
-        with self.client.get(self.base + path, name=name, catch_response=True) as response:
+        kind = next(self.kinds)
+        path = next(self.variants[kind])
+        with self.client.get(self.base + path, name=kind, catch_response=True) as response:
             if response.status_code != 200:
                 response.failure(f"status {response.status_code}")
             elif "<table" not in response.text:

@@ -127,6 +127,8 @@ class ClusterSync:
         if due is not None:  # a coalesced hint is waiting: wake up when it may leave, not at the next tick
             wait = min(wait, due)
         messages = self._gather(wait)
+        # A hint due for batches already committed leaves now, not after this batch is written too.
+        self.hinter.flush()
         mirror = self.mirror
         full_list = False
         received: dict[str, float] = {}  # per kind, when its oldest change in this batch came off the wire
