@@ -77,7 +77,8 @@ class LivePage(User):
         self.hints: list[list[float]] = []  # [arrival, written]
         self.connected = None
         self.closed = False
-        url = base.replace("http://", "ws://") + f"/ws/live/?clusters={CLUSTER}"
+        # As static/js/live.js opens it: hints and the clusters' state (re-read every few seconds).
+        url = base.replace("http://", "ws://") + f"/ws/live/?state=1&clusters={CLUSTER}"
         started = time.perf_counter()
         try:
             self.ws = websocket.create_connection(url, timeout=30, header=[f"Cookie: sessionid={COOKIE}"],
