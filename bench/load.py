@@ -1,6 +1,6 @@
 """Many users at once (issue 24, point 8), measured with Locust (bench/load/locustfile.py).
 
-    .venv/bin/python bench/load.py [--rates 20,30,40] [--duration 60] [--live 200] [--events 50]
+    .venv/bin/python bench/load.py [--rates 5,10,20] [--duration 60] [--live 200] [--events 50]
                                    [--nodes 5000] [--pods 50000] [--port 18400]
 
 (Locust is in pyproject's `bench` extra: `.venv/bin/pip install locust==2.47.0`.)
@@ -209,7 +209,7 @@ def run_locust(stack: Stack, rate: float, args, pages: dict[str, list[str]], coo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", default="20,30,40", help="page requests per second, one step each")
+    parser.add_argument("--rates", default="5,10,20", help="page requests per second, one step each")
     parser.add_argument("--duration", type=int, default=60, help="seconds per step")
     parser.add_argument("--live", type=int, default=200, help="open live pages")
     parser.add_argument("--events", type=float, default=50, help="changes in the cluster per second")
