@@ -7,8 +7,14 @@ Websockets are origin-checked against ALLOWED_HOSTS and carry the Django session
 the consumer refuses anonymous connections and joins only the clusters the user may view.
 """
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
+
+# The event loop (websockets, the hints to open pages) shares the interpreter with the thread running the
+# views: at Python's default 5 ms switch interval each of the loop's many short steps waits for a view
+# that holds the GIL, and a hint to 100 open pages took most of a second (bench/load.py).
+sys.setswitchinterval(float(os.environ.get("CONSOLE_GIL_SWITCH_INTERVAL", "0.001")))
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 django_asgi_app = get_asgi_application()

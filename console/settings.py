@@ -140,9 +140,14 @@ if REDIS_URL:
     # idle websocket's receive would time out as Redis answers and end the consumer. Reads wait longer
     # than the blocking receive; a Redis that truly stops answering still fails.
     REDIS_CHANNEL_HOSTS = [{"address": REDIS_URL, "socket_timeout": 15}]
+    # Redis pub/sub: a hint is published once and each web process, subscribed once per cluster, hands it
+    # to its own open pages in memory. (The list-based layer queued one Redis message per open page, popped
+    # one round trip each: with 200 open pages a hint took seconds to reach them, bench/load.py.) The
+    # only messages are hints, which may be lost as a dropped connection loses them anyway: a page
+    # compares its marks when its socket (re)connects.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": REDIS_CHANNEL_HOSTS},
         }
     }

@@ -155,7 +155,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def cluster_changed(self, event):
         if event.get("cluster") in self.cluster_ids:
             kinds = event.get("kinds", [])
-            await self.send_json({"type": "changed", "cluster": event["cluster"], "kinds": kinds})
+            body = {"type": "changed", "cluster": event["cluster"], "kinds": kinds}
+            if isinstance(event.get("written"), (int, float)):
+                body["written"] = event["written"]
+            await self.send_json(body)
             if "cluster" in kinds and self.follow_state:
                 try:
                     await self._send_state()

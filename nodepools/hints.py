@@ -23,16 +23,21 @@ def group_name(cluster_id: int) -> str:
     return f"cluster.{cluster_id}"
 
 
-def message(cluster_id: int, kinds: Iterable[str]) -> dict:
+def message(cluster_id: int, kinds: Iterable[str], written: float | None = None) -> dict:
+    """`written`: the sync's hints say until when (Unix time) its writes are committed and covered, so
+    that a watcher can tell which change a hint announces (bench/load.py checks each within a second)."""
     kinds = sorted(set(kinds) & KINDS)
-    return {"type": MESSAGE_TYPE, "cluster": cluster_id, "kinds": kinds}
+    body = {"type": MESSAGE_TYPE, "cluster": cluster_id, "kinds": kinds}
+    if written is not None:
+        body["written"] = round(written, 6)
+    return body
 
 
-async def publish_async(cluster_id: int, kinds: Iterable[str]) -> None:
+async def publish_async(cluster_id: int, kinds: Iterable[str], written: float | None = None) -> None:
     layer = get_channel_layer()
     if layer is not None:
         kinds = list(kinds)
-        await layer.group_send(group_name(cluster_id), message(cluster_id, kinds))
+        await layer.group_send(group_name(cluster_id), message(cluster_id, kinds, written))
         metrics.hint_sent(kinds)
 
 

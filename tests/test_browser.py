@@ -104,8 +104,8 @@ def _hints_reach_the_in_process_server(live_asgi, settings, monkeypatch):
 
     original = hints.publish_async
 
-    async def publish_async(cluster_id, kinds):
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(original(cluster_id, kinds), live_asgi.loop))
+    async def publish_async(cluster_id, kinds, written=None):
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(original(cluster_id, kinds, written), live_asgi.loop))
 
     monkeypatch.setattr(hints, "publish_async", publish_async)
 

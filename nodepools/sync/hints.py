@@ -44,11 +44,22 @@ class Hinter:
     def __init__(self, cluster_id: int, interval: float, fence: Callable[[], None] | None = None) -> None:
         self.cluster_id, self.interval, self.fence = cluster_id, interval, fence
         self.kinds: set[str] = set()
+        self.written: float | None = None  # the newest committed write's stamp (Unix time) not yet announced
         self.last = 0.0
         self.sent = 0
 
-    def add(self, kinds: Iterable[str]) -> None:
+    def add(self, kinds: Iterable[str], written: float | None = None) -> None:
         self.kinds.update(kinds)
+        if written is not None:
+            self.written = max(self.written or written, written)
+
+    def due_in(self) -> float | None:
+        """Seconds until the kinds gathered so far may be sent (0: now); None when there is nothing to send.
+        The writer waits no longer than this for new events, so that a coalesced hint leaves on time
+        rather than at the writer's next tick."""
+        if not self.kinds:
+            return None
+        return max(0.0, self.interval - (time.monotonic() - self.last))
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -57,11 +68,12 @@ class Hinter:
         import asyncio
 
         kinds, self.kinds, self.last = self.kinds, set(), now
+        written, self.written = self.written, None
         with transaction.atomic():  # the mark pages compare (and, without Redis, poll)
             if self.fence is not None:
                 self.fence()
             hints.record(self.cluster_id)
-        future = asyncio.run_coroutine_threadsafe(hints.publish_async(self.cluster_id, kinds), _hints_loop())
+        future = asyncio.run_coroutine_threadsafe(hints.publish_async(self.cluster_id, kinds, written), _hints_loop())
         future.add_done_callback(self._published)
         self.sent += 1
 

@@ -272,6 +272,7 @@ class Mirror:
         written: Counter = Counter()
         self._refresh_context()
         now = dj_timezone.now()
+        self.flushed_at = now  # the rows' `updated` stamp (the change hints say until when they are written)
         in_sql = self.derives_in_sql()
         deferred = in_sql and self.derivation_deferred()
         if self.lifetime_ends:

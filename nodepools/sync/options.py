@@ -17,13 +17,16 @@ class SyncOptions:
     watch_timeout_min: int = 300
     watch_timeout_max: int = 600
     unreachable_after: float = 20.0  # every watch failing this long: the cluster is unreachable
-    batch_delay: float = 0.1  # gather events this long after the first one into one transaction
+    # Gather events this long after the first one into one transaction. Short: what queued while the
+    # previous transaction was written is taken at once anyway (a busy writer batches by itself), so a
+    # longer wait only delays a lone change on its way to the open pages (bench/live.py).
+    batch_delay: float = 0.01
     batch_max: int = 2000  # objects per transaction during watches (SQLite: keep write transactions short)
     list_batch_max: int = 20000  # objects per transaction while a full list arrives (bulk path)
     copy_min_rows: int = 1000  # PostgreSQL: upsert through COPY into a staging table from this many rows
     queue_pages: int = 8  # list pages buffered between an informer and the writer (bounds memory)
     tick: float = 0.5  # the writer wakes at least this often (state, hints, leadership)
-    hint_interval: float = 0.3  # at most one change hint per cluster this often
+    hint_interval: float = 0.3  # at most one change hint per cluster this often (a due hint wakes the writer)
     lock_poll: float = 5.0  # standby retries the lock / leader re-checks it this often
     heartbeat_interval: float = 5.0  # the leader writes Cluster.leader_heartbeat this often
     takeover_after: float = 15.0  # PostgreSQL: a standby ends the lock session of a leader silent this long

@@ -122,7 +122,13 @@ class ClusterSync:
 
     def step(self, timeout: float | None = None) -> dict[str, int]:
         """Take what the informers sent (waiting up to `timeout`), write it in one transaction."""
-        messages = self._gather(self.options.tick if timeout is None else timeout)
+        wait = self.options.tick if timeout is None else timeout
+        due = self.hinter.due_in()
+        if due is not None:  # a coalesced hint is waiting: wake up when it may leave, not at the next tick
+            wait = min(wait, due)
+        messages = self._gather(wait)
+        # A hint due for batches already committed leaves now, not after this batch is written too.
+        self.hinter.flush()
         mirror = self.mirror
         full_list = False
         received: dict[str, float] = {}  # per kind, when its oldest change in this batch came off the wire
@@ -241,7 +247,8 @@ class ClusterSync:
         if kinds:
             logger.info("cluster %s: wrote %s", self.cluster.name,
                         ", ".join(f"{n} {k}" for k, n in sorted(written.items()) if n) or "cluster state")
-            self.hinter.add(kinds)
+            flushed_at = getattr(self.mirror, "flushed_at", None)
+            self.hinter.add(kinds, flushed_at.timestamp() if flushed_at is not None else None)
         return written
 
     def run_until(self, condition: Callable[[], bool], timeout: float = 20.0) -> bool:

@@ -46,11 +46,9 @@
   function hinted(kinds) {
     regions().forEach(function (el) {
       var wanted = (el.getAttribute("data-live") || "").split(/\s+/);
-      if (kinds.some(function (k) { return wanted.indexOf(k) >= 0; })) {
-        clearTimeout(timers[el.id]);
-        // Coalesce bursts of hints into one refetch, well within a second.
-        timers[el.id] = setTimeout(function () { var cur = document.getElementById(el.id); if (cur) refetch(cur); }, 80);
-      }
+      // At once: a burst of hints is coalesced by `refetch` itself (one refetch in flight per region, and
+      // at most one more after it), so waiting first would only delay the change on its way to the page.
+      if (kinds.some(function (k) { return wanted.indexOf(k) >= 0; })) refetch(el);
     });
   }
 

@@ -130,6 +130,29 @@ async def test_hints_travel_through_redis(org, users, settings):
 
 
 @pytest.mark.redis
+async def test_hints_travel_through_redis_pubsub_as_configured_to_every_open_page_of_the_cluster_only(
+        org, users, settings, other):
+    # The settings' layer (Redis pub/sub: published once, handed to each process's open pages in memory).
+    from django.conf import settings as live_settings
+
+    assert live_settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    settings.CHANNEL_LAYERS = {"default": {**live_settings.CHANNEL_LAYERS["default"],
+                                           "CONFIG": {"hosts": settings.REDIS_CHANNEL_HOSTS,
+                                                      "prefix": f"test-{uuid.uuid4().hex[:8]}"}}}
+    pages = [communicator(users["cluster_viewer"]) for _ in range(3)]
+    for comm in pages:
+        await comm.connect()
+        await comm.receive_json_from()
+    await hints.publish_async(other.pk, ["nodes"])  # a cluster none of them may view
+    await hints.publish_async(org.cluster.pk, ["nodes"], 1700000000.5)
+    for comm in pages:
+        assert await comm.receive_json_from(timeout=3) == {"type": "changed", "cluster": org.cluster.pk,
+                                                            "kinds": ["nodes"], "written": 1700000000.5}
+        assert await comm.receive_nothing(timeout=0.2)
+        await comm.disconnect()
+
+
+@pytest.mark.redis
 async def test_a_page_idle_longer_than_redis_blocking_receive_still_gets_hints(org, users, settings):
     """The consumer waits on Redis in blocking receives of 5 s: a page nobody touches for longer must
     keep its connection and still get the next hint (the hosts as the settings give them)."""

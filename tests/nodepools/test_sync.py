@@ -460,6 +460,49 @@ def test_a_committed_batch_publishes_a_coalesced_change_hint(lab):
     assert 1 <= lab.sync.hinter.sent - sent <= 10
 
 
+def test_a_change_just_after_a_hint_reaches_the_pages_when_the_interval_ends_not_at_the_writers_next_tick(
+        db, emulator, tmp_path):
+    # Production's coalescing (one hint per 0.3 s) with a writer that would otherwise sleep 2 s between
+    # ticks: the change coming right after a hint is still announced about 0.3 s later.
+    import time
+
+    lab = Lab(emulator, tmp_path, tick=2.0, hint_interval=0.3)
+    try:
+        load_small_cluster(lab.emu)
+        lab.start().synced()
+        lab.sync.hinter.flush(force=True)
+        lab.sync.hinter.last = time.monotonic()  # a hint has just left
+        sent = lab.sync.hinter.sent
+        changed = time.monotonic()
+        lab.emu.cordon("a100-1")
+        while lab.sync.hinter.sent == sent and time.monotonic() - changed < 5:
+            lab.sync.step()  # as `run` does: waits up to a tick, or until a waiting hint is due
+        took = time.monotonic() - changed
+        assert lab.node("a100-1").unschedulable
+        assert lab.sync.hinter.sent == sent + 1 and took < 1.0, took
+    finally:
+        lab.stop()
+
+
+def test_the_syncs_hint_says_until_when_its_writes_are_committed(lab):
+    # A watcher (bench/load.py's open pages) tells by it which change a hint announces.
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from nodepools import hints
+
+    load_small_cluster(lab.emu)
+    lab.start().synced()
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(hints.group_name(lab.cluster.pk), channel)
+    lab.emu.cordon("a100-2")
+    lab.until(lambda: lab.node("a100-2").unschedulable)
+    message = async_to_sync(layer.receive)(channel)
+    assert "nodes" in message["kinds"]
+    assert message["written"] >= lab.node("a100-2").updated.timestamp() - 1e-6
+
+
 def test_a_deleted_node_leaves_its_pods_unbound_not_an_error(lab):
     load_small_cluster(lab.emu)
     lab.start().synced()
