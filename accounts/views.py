@@ -65,7 +65,7 @@ ID_TOKEN_KEY = "oidc_id_token"
 class LoginView(auth_views.LoginView):
     """The log-in page: the password form unless LOCAL_LOGIN=0, and a single sign-on button when
     OIDC is configured. With local log-in off, passwords POSTed anyway are refused. Repeated failures
-    lock out through django-axes (console/security.py)."""
+    lock out through django-axes (common/security.py)."""
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

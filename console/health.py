@@ -17,7 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from console import metrics
+from common import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Iterator
 from django.db.models import Sum
 from django.utils import timezone
 
-from console.csv import escape_cell
+from common.csv import escape_cell
 from ledger.models import Kind, LedgerDay, LedgerEntry, Rate
 from nodepools.models import Cluster, NodePool
 from projects.models import Department, Project

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerDay, LedgerEntry, LedgerState, Rate
 from ledger.utilization import hour_utilization

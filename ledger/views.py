@@ -11,8 +11,8 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from console.csv import csv_response
-from console.exceptions import ConcurrentUpdate
+from common.csv import csv_response
+from common.exceptions import ConcurrentUpdate
 from ledger import selectors, services
 from ledger.charts import trend_figure
 from ledger.filtersets import LedgerEntryFilterSet, RateFilterSet

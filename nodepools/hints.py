@@ -10,7 +10,7 @@ from typing import Iterable
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from console import metrics
+from common import metrics
 
 MESSAGE_TYPE = "cluster.changed"  # handled by a consumer method `cluster_changed`
 # Beyond this floor's own: the names of resources apps above register with the sync (provisioning's Karpenter

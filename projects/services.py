@@ -17,7 +17,7 @@ from django.db.models import F, Sum
 
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
 from access.rules import ScopeType, forget_grants, user_can
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from access.rules import Role, ScopeType, is_system_admin, user_can
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster, NodePool
 from nodepools.selectors import cluster_list

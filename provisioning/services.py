@@ -18,7 +18,7 @@ from django.db import transaction
 from access.rules import is_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from kube.client import ApiRefusal
 from nodepools import services as pool_services
 from nodepools.models import Cluster, NodePool

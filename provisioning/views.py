@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 
 from access.rules import is_system_admin
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster, NodePool
 from provisioning import examples, services

@@ -27,7 +27,7 @@ from django.utils import timezone as django_timezone
 from django_tables2 import RequestConfig
 from django_tables2.utils import Accessor
 
-from console.csv import FORMULA_STARTS, escape_cell
+from common.csv import FORMULA_STARTS, escape_cell
 from ui.selectors import table_columns
 
 PER_PAGE = 50
@@ -186,7 +186,7 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
 
 def csv_cell(value: Any) -> str:
     """The text of a cell; a text starting like a spreadsheet formula gets a leading `'` (the rule and
-    its characters are console.csv's). The common types come first: an export writes many cells."""
+    its characters are common.csv's). The common types come first: an export writes many cells."""
     cls = value.__class__
     if cls is str:
         text = value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 
-from console.csv import csv_response
+from common.csv import csv_response
 from ui.pages import table_page
 from usage import selectors
 from usage.filtersets import IdleGpuFilterSet, UsageSnapshotFilterSet

@@ -34,7 +34,7 @@ from django.db import transaction
 
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console import parsing
+from common import parsing
 from enforcers import desired
 from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
@@ -127,7 +127,7 @@ def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, 
 def _check_form(req: Request) -> None:
     errors: dict[str, list[str]] = {}
     for name in ("image", "command", "platform", "cpu", "memory", "storage", "name"):
-        try:  # the same rule as the API's parsers and the pages' middleware (console/parsing.py)
+        try:  # the same rule as the API's parsers and the pages' middleware (common/parsing.py)
             value = getattr(req, name)
             parsing.check_value(list(value) if isinstance(value, tuple) else value, field=name, limit=2)
         except parsing.InputError as exc:

@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster
 from nodepools.models import NodePool

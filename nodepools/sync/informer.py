@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
-from console import metrics
+from common import metrics
 from kube.client import api_client, api_error_message
 from nodepools.sync.options import SyncOptions
 

@@ -6,7 +6,7 @@ import threading
 
 from django.db import connections, transaction
 
-from console import metrics
+from common import metrics
 from nodepools.models import Cluster, ConnectionState, Node, NodeStatus
 from nodepools.sync.informer import Backoff
 from nodepools.sync.leadership import LeadershipLost, PgLeadership, leadership_for

@@ -14,8 +14,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from console.api import PreconditionFailed, RestrictedQuerysetMixin, etag_of, if_match_required
-from console.exceptions import ConcurrentUpdate
+from common.api import PreconditionFailed, RestrictedQuerysetMixin, etag_of, if_match_required
+from common.exceptions import ConcurrentUpdate
 from nodepools.models import NodePool
 from projects import services
 from projects.api import serializers as s

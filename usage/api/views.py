@@ -4,8 +4,8 @@ from rest_framework import generics, viewsets
 from rest_framework.response import Response
 from rest_framework.decorators import action
 
-from console.api import RestrictedQuerysetMixin
-from console.csv import csv_response
+from common.api import RestrictedQuerysetMixin
+from common.csv import csv_response
 from usage import selectors
 from nodepools.models import Pod
 from usage.api.serializers import IdleGpusSerializer, UsageSnapshotSerializer

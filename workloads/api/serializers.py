@@ -6,7 +6,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.api import DocumentField, RestrictedPrimaryKeyRelatedField
+from common.api import DocumentField, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, NodePool
 from workloads import selectors, shell
 from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet

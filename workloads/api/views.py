@@ -9,7 +9,7 @@ from rest_framework import status, viewsets
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.response import Response
 
-from console.api import RestrictedQuerysetMixin
+from common.api import RestrictedQuerysetMixin
 from workloads import services
 from workloads import selectors, submission
 from workloads.api import serializers as s

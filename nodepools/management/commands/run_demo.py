@@ -136,7 +136,7 @@ class Command(BaseCommand):
             sync_started = timezone.now()
             start("sync", [python, "manage.py", "sync_clusters"])
             # No access log (-v 0): every live refetch would be a line; Django's own log says what matters,
-            # a refused request in one line (console/log.py).
+            # a refused request in one line (common/log.py).
             start("web", [python, "-m", "daphne", "-v", "0", "-b", host, "-p", str(port), "console.asgi:application"])
             # The first usage snapshot after the first full sync: the charts then start at the real figures.
             if self._wait_first_full_sync(sync_started, dead, stopping):

@@ -14,7 +14,7 @@ strings, pod templates and rule sets typed as JSON or YAML), each refusal naming
 - NUL and the other control characters (C0 except tab, line feed and carriage return, and DEL) are
   refused in every string, keys included, of JSON and YAML, form fields and query strings.
 
-Sizes are bounded before any of this: the request body (console/limits.py) and each document field
+Sizes are bounded before any of this: the request body (common/limits.py) and each document field
 (MAX_DOCUMENT_CHARS, checked by the services that store documents).
 """
 from __future__ import annotations
