@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Q
 
@@ -173,3 +174,10 @@ def user_can(user: Any, obj: models.Model, action: str = "view") -> bool:
 
 def is_system_admin(user: Any) -> bool:
     return any(g.role == Role.SYSTEM_ADMIN for g in user_grants(user))
+
+
+def require_system_admin(actor: Any, what: str) -> None:
+    """A service's check for writes only system administrators make: `actor=None` is the system itself
+    (the sync, management commands) and passes; anyone else is refused naming what they may not do."""
+    if actor is not None and not is_system_admin(actor):
+        raise PermissionDenied(f"Only system administrators may {what}.")

@@ -15,11 +15,10 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from access.rules import is_system_admin
+from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired as d
@@ -34,11 +33,6 @@ log = logging.getLogger(__name__)
 ALL_KINDS = tuple(dict.fromkeys(d.KAI_KINDS + d.KUEUE_KINDS))  # PriorityClasses are in both
 _KIND_BY_NAME = {(f"{g}/{v}", k): (g, v, p, k) for g, v, p, k in ALL_KINDS}
 OWNED_SELECTOR = f"{d.MANAGED_BY_LABEL}={d.MANAGED_BY}"
-
-
-def require_system_admin(actor: Any, what: str) -> None:
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 def enforcement_get(*, cluster: Cluster) -> Enforcement:

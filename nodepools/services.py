@@ -9,7 +9,7 @@ import logging
 from datetime import datetime
 from typing import Any, Iterable
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -18,14 +18,9 @@ from nodepools import kube, signals
 from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from access.rules import is_system_admin
+from access.rules import require_system_admin
 
 logger = logging.getLogger(__name__)
-
-
-def _require_system_admin(actor: Any, what: str) -> None:
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -47,7 +42,7 @@ def cluster_create(
     prometheus_label_matchers: str = "",
 ) -> Cluster:
     """Create a cluster together with its undeletable `default` pool."""
-    _require_system_admin(actor, "add clusters")
+    require_system_admin(actor, "add clusters")
     cluster = Cluster(
         name=name,
         description=description,
@@ -77,7 +72,7 @@ CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluste
 
 @transaction.atomic
 def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
-    _require_system_admin(actor, "change clusters")
+    require_system_admin(actor, "change clusters")
     unknown = set(changes) - CLUSTER_EDITABLE
     if unknown:
         raise ValidationError({field: "This field cannot be changed." for field in unknown})
@@ -92,7 +87,7 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
 
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
-    _require_system_admin(actor, "delete clusters")
+    require_system_admin(actor, "delete clusters")
     # A cluster takes its whole organisation with it (the projects app removes its part).
     signals.cluster_deleting.send(sender=Cluster, cluster=cluster)
     before, pk = snapshot(cluster), cluster.pk
@@ -131,7 +126,7 @@ def pool_create(
     topology_key: str = "",
 ) -> NodePool:
     """Create a pool; every department and project of the cluster gets a zero quota row in it."""
-    _require_system_admin(actor, "add node pools")
+    require_system_admin(actor, "add node pools")
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit, topology_key=topology_key,
@@ -160,7 +155,7 @@ def pool_create_preview(
 ):
     """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
     quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
-    _require_system_admin(actor, "add node pools")
+    require_system_admin(actor, "add node pools")
     from nodepools.selectors import capacity_preview
 
     pool = NodePool(
@@ -176,7 +171,7 @@ def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
     The same checks as `pool_update`, nothing written."""
     import copy
 
-    _require_system_admin(actor, "change node pools")
+    require_system_admin(actor, "change node pools")
     from nodepools.selectors import capacity_preview
 
     _pool_changes_check(pool, changes)
@@ -203,7 +198,7 @@ POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placeme
 
 @transaction.atomic
 def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
-    _require_system_admin(actor, "change node pools")
+    require_system_admin(actor, "change node pools")
     _pool_changes_check(pool, changes)
     relabel = any(field in changes for field in ("label_key", "label_value"))
     before = snapshot(pool)
@@ -222,7 +217,7 @@ def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
 @transaction.atomic
 def pool_delete(*, actor: Any, pool: NodePool) -> None:
     """Delete a pool: its nodes return to the default pool; its quota rows go with it."""
-    _require_system_admin(actor, "delete node pools")
+    require_system_admin(actor, "delete node pools")
     if pool.is_default:
         raise ValidationError({"pool": "The default pool cannot be deleted: it holds every unmatched node."})
     cluster = pool.cluster
@@ -501,7 +496,7 @@ def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_versio
     refusal raises ValidationError naming the node and the API's message. The database is not written
     here: the sync's watch brings the change back.
     """
-    _require_system_admin(actor, "move nodes between pools")
+    require_system_admin(actor, "move nodes between pools")
     if pool.cluster_id != node.cluster_id:
         raise ValidationError({"pool": f"Pool '{pool.name}' belongs to another cluster than node '{node.name}'."})
     from kubernetes import client

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
+from access.rules import require_system_admin
 from enforcers import services
 from enforcers.api import serializers as s
 from enforcers.models import SchedulerQueue
@@ -36,7 +37,7 @@ class EnforcementView(generics.GenericAPIView):
     @extend_schema(responses={200: s.EnforcementSerializer, 202: s.PlanSerializer})
     def put(self, request, pk: int):
         cluster = self._cluster(pk)
-        services.require_system_admin(request.user, "choose a cluster's enforcer")
+        require_system_admin(request.user, "choose a cluster's enforcer")
         serializer = s.EnforcementSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         enforcer = serializer.validated_data["enforcer"]
