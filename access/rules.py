@@ -95,7 +95,7 @@ def user_grants(user: Any) -> tuple[Grant, ...]:
     cached = getattr(user, "_console_grants", None)
     if cached is not None:
         return cached
-    from access.models import RoleAssignment
+    from access.models import RoleAssignment  # late: access.models imports access.rules
 
     rows = RoleAssignment.objects.filter(Q(user=user) | Q(group__in=user.groups.all())).values_list(
         "role", "scope_type", "cluster_id", "department_id", "department__cluster_id", "project_id",

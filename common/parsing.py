@@ -29,6 +29,7 @@ from django import forms
 from django.conf import settings
 from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from rest_framework import exceptions, parsers
 
 DEFAULT_MAX_NESTING = 64
@@ -311,7 +312,6 @@ def refusal_response(request, exc: InputError):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": f"Invalid input: {field + ': ' if field else ''}{exc.message}",
                              "errors": exc.as_errors()}, status=400)
-    from django.template import loader
 
     body = loader.render_to_string("400.html", {"field": field, "message": exc.message})
     return HttpResponse(body, status=400)

@@ -12,8 +12,10 @@ import logging
 import time
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
@@ -42,7 +44,6 @@ def _check_migrations() -> str | None:
     global _migrations_applied
     if _migrations_applied:
         return None
-    from django.db.migrations.executor import MigrationExecutor
 
     try:
         executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
@@ -61,7 +62,6 @@ def _check_redis() -> str | None:
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         return None
-    import redis
 
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)

@@ -20,7 +20,7 @@ DEFAULT_CACHE_SECONDS = 5.0
 
 def _setting(name: str, default: float) -> float:
     try:
-        from django.conf import settings
+        from django.conf import settings  # late: guarded, gpumetrics also serves Django-free callers
 
         return float(getattr(settings, name, default)) if settings.configured else default
     except Exception:  # settings not importable (a Django-free caller)

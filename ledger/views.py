@@ -11,6 +11,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from access.rules import is_system_admin
 from common.csv import csv_response
 from common.exceptions import ConcurrentUpdate
 from ledger import selectors, services
@@ -122,8 +123,6 @@ def export(request):
 # Rates
 
 def _can_change_rates(user) -> bool:
-    from access.rules import is_system_admin
-
     return is_system_admin(user)
 
 

@@ -5,20 +5,30 @@ management command). Only system administrators create, change or delete cluster
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any, Iterable
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from nodepools import kube, signals
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod
+from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from access.rules import require_system_admin
+from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
+from kube.client import api_error_message
+from nodepools import hints, kube, selectors, signals
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod, PodLifetime
+from nodepools.selectors import capacity_preview, node_live_object, pool_label_selectors, pool_labels_of
+from nodepools.sync import NODES, PODS, Mirror, api_client_for
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +166,6 @@ def pool_create_preview(
     """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
     quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
     require_system_admin(actor, "add node pools")
-    from nodepools.selectors import capacity_preview
 
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
@@ -169,10 +178,7 @@ def pool_create_preview(
 def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
     """What this change of the pool would move, or None when it keeps the pool's label (nothing moves).
     The same checks as `pool_update`, nothing written."""
-    import copy
-
     require_system_admin(actor, "change node pools")
-    from nodepools.selectors import capacity_preview
 
     _pool_changes_check(pool, changes)
     if not any(changes.get(f, getattr(pool, f)) != getattr(pool, f) for f in ("label_key", "label_value")):
@@ -237,14 +243,6 @@ def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) 
     GPUMETRICS_POOLS_EVERY seconds: the idle count reads a window of every allocated GPU, and a whole
     fleet's figures take Prometheus seconds, too dear for a page view or a download. Returns the number
     of pools whose figures or reason changed."""
-    import dataclasses
-
-    from django.conf import settings
-    from django.utils import timezone
-
-    from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
-    from nodepools import selectors
-
     pools = list(NodePool.objects.filter(cluster=cluster).only("pk", "gpu_figures", "gpu_figures_reason"))
     config = cluster.prometheus
     if config is None:  # the pages say "no Prometheus configured" from the cluster itself
@@ -280,8 +278,6 @@ def _node_gpu_figures_store(*, cluster: Cluster, result: Any, names: set[str], n
     """Keep the figures read now of the cluster's GPU nodes (an upsert in batches) and drop every other
     row of the cluster: nodes Prometheus no longer reports, or all of them when it answered no figures
     (the pools then hold the reason)."""
-    from gpumetrics import Unavailable
-
     rows = [] if isinstance(result, Unavailable) else [
         NodeGpuFigures(cluster=cluster, node_name=name, read_at=now,
                        **{f: getattr(figures, f) for f in NodeGpuFigures.FIGURES})
@@ -294,8 +290,6 @@ def _node_gpu_figures_store(*, cluster: Cluster, result: Any, names: set[str], n
 
 
 def _pools_changed_hint(cluster_id: int) -> None:
-    from nodepools import hints
-
     hints.record(cluster_id)  # web processes without Redis poll this mark
     hints.publish(cluster_id, ["pools"])
 
@@ -312,8 +306,6 @@ def pool_gpu_figures_round(cluster: Cluster, api_client: Any) -> int | None:
 
 def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None) -> int:
     """Recompute which pool each node belongs to (and label conflicts); writes only changed rows."""
-    from nodepools.selectors import pool_label_selectors
-
     default, selectors = pool_label_selectors(cluster.pools.all())
     changed = []
     for node in nodes if nodes is not None else cluster.nodes.only("pk", "labels", "pool_id", "pool_conflicts"):
@@ -417,8 +409,6 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
     membership and node status are derived for the nodes concerned. Returns counts of rows kept and
     objects skipped.
     """
-    from nodepools.sync import NODES, PODS, Mirror
-
     mirror = Mirror(cluster)
     seen_nodes: set = set()
     seen_pods: set = set()
@@ -436,8 +426,6 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
 
 def pods_link(*, cluster: Cluster) -> None:
     """Resolve each pod's node (by spec.nodeName) and project (by namespace) in two UPDATEs."""
-    from django.db.models import OuterRef, Subquery
-
     Pod.objects.filter(cluster=cluster).update(
         node=Subquery(Node.objects.filter(cluster=cluster, name=OuterRef("node_name")).values("pk")[:1]),
         # The namespaces the projects app declared for this cluster (its relation to Cluster).
@@ -499,12 +487,6 @@ def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_versio
     require_system_admin(actor, "move nodes between pools")
     if pool.cluster_id != node.cluster_id:
         raise ValidationError({"pool": f"Pool '{pool.name}' belongs to another cluster than node '{node.name}'."})
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from nodepools.selectors import node_live_object, pool_labels_of
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
 
     failed = f"Could not move node '{node.name}' to pool '{pool.name}'"
     try:
@@ -546,8 +528,6 @@ def pod_lifetimes_expire(*, ended_before: datetime, batch: int = 5000, max_batch
     """Forget the lifetimes of pods that ended before `ended_before` (retention: the GPU-hours ledger no
     longer corrects hours that old), a batch per transaction so that the sync's writes never wait long.
     Returns how many were deleted."""
-    from nodepools.models import PodLifetime
-
     deleted = done = 0
     while max_batches is None or done < max_batches:
         ids = list(PodLifetime.objects.filter(ended__lt=ended_before).order_by().values_list("pk", flat=True)[:batch])

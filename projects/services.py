@@ -15,13 +15,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Sum
 
+from access.models import RoleAssignment
+from access.rules import ScopeType, forget_grants, require_system_admin, user_can
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
-from access.rules import ScopeType, forget_grants, require_system_admin, user_can
+from nodepools.services import pods_link
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
-from access.models import RoleAssignment
 
 
 def _require(actor: Any, obj: Any, action: str, message: str) -> None:
@@ -186,7 +187,6 @@ def _namespaces_replace(project: Project, namespaces: list[str]) -> list[Project
         rows.append(row)
     project.namespaces.all().delete()
     ProjectNamespace.objects.bulk_create(rows)
-    from nodepools.services import pods_link
 
     pods_link(cluster=project.cluster)
     return rows

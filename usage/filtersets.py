@@ -5,6 +5,7 @@ import datetime
 
 import django_filters
 from django import forms
+from django.db.models import Q
 from django.utils import timezone
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
@@ -71,8 +72,6 @@ class IdleGpuFilterSet(django_filters.FilterSet):
         fields = ["q", "cluster", "pool", "department", "project"]
 
     def filter_q(self, queryset, name, value):
-        from django.db.models import Q
-
         value = (value or "").strip()
         return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value)) if value else queryset
 

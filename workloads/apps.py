@@ -6,6 +6,7 @@ class WorkloadsConfig(AppConfig):
     verbose_name = "Workloads through pools"
 
     def ready(self) -> None:
+        # late: apps' models and services load only once Django's app registry is ready (AppConfig.ready)
         from workloads import receivers  # noqa: F401  (a new cluster gets OSMO's shipped rule sets)
         # The sync mirrors Jobs into Workload rows, and the schedulers' PodGroups, Workloads and eviction
         # Events: registered from this (upper) app.

@@ -12,8 +12,8 @@ from django.utils.safestring import mark_safe
 
 from workloads import shell
 from workloads.models import PodSecurityLevel
+from workloads.selectors import submit_platform_choices, submit_pool_choices
 from workloads.submission import PRIORITY_CLASSES
-
 
 _MONO = {"class": "mono", "spellcheck": "false"}
 
@@ -225,8 +225,6 @@ class SubmitForm(forms.Form):
         self.chosen_project = self._chosen_project(projects)
         self.pool_choices: list = []
         if self.chosen_project is not None and user is not None:
-            from workloads.selectors import submit_pool_choices
-
             self.pool_choices = submit_pool_choices(user=user, project=self.chosen_project)
         names = [p.name for p in self.pool_choices]
         self.fields["pools"].widget = OrderedSelects(
@@ -253,8 +251,6 @@ class SubmitForm(forms.Form):
         return field.to_python(value)
 
     def _platform_choices(self) -> None:
-        from workloads.selectors import submit_platform_choices
-
         if self.chosen_project is None:
             return
         by_name = {p.name: p for p in self.pool_choices}

@@ -11,9 +11,11 @@ from access.rules import require_system_admin
 from enforcers import services
 from enforcers.api import serializers as s
 from enforcers.models import SchedulerQueue
-from projects.waiting import waiting_requests
+from kube.client import api_error_message
 from nodepools.models import Cluster
+from nodepools.sync import api_client_for
 from projects.models import Department, Project
+from projects.waiting import waiting_requests
 
 
 def _labels(objects) -> list[str]:
@@ -42,9 +44,6 @@ class EnforcementView(generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         enforcer = serializer.validated_data["enforcer"]
         if serializer.validated_data.get("dry_run"):
-            from kube.client import api_error_message
-            from nodepools.sync import api_client_for
-
             try:
                 with api_client_for(cluster) as api_client:
                     plan = services.enforcement_preview(cluster=cluster, enforcer=enforcer, api_client=api_client)

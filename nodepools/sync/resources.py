@@ -17,6 +17,7 @@ import orjson
 from django.utils.dateparse import parse_datetime
 
 from nodepools import kube
+from nodepools.models import Node, Pod
 
 
 def name_key(obj: dict[str, Any]) -> str:
@@ -189,8 +190,6 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
 
 
 def _register_core() -> None:
-    from nodepools.models import Node, Pod
-
     register(Resource(
         name=NODES, kind="Node", group="", version="v1", plural="nodes", namespaced=False, model=Node,
         fields=NODE_VALUE_FIELDS, values=node_values, json_fields=("labels", "taints", "conditions"),

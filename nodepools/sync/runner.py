@@ -6,6 +6,7 @@ import threading
 
 from django.db import connections, transaction
 
+from audit.context import via
 from common import metrics
 from nodepools.models import Cluster, ConnectionState, Node, NodeStatus
 from nodepools.sync.informer import Backoff
@@ -28,8 +29,6 @@ class ClusterRunner(threading.Thread):
         self.stop_event.set()
 
     def run(self) -> None:
-        from audit.context import via
-
         with via("sync"):
             try:
                 self._run()

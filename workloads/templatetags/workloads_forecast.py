@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django import template
 
+from workloads import forecast, selectors
+
 register = template.Library()
 
 MOST = 50
@@ -12,8 +14,6 @@ MOST = 50
 
 @register.inclusion_tag("workloads/_start_estimates.html", takes_context=True)
 def project_start_estimates(context, project) -> dict:
-    from workloads import forecast, selectors
-
     request = context.get("request")
     user = getattr(request, "user", None)
     namespaces = list(project.namespaces.values_list("name", flat=True))

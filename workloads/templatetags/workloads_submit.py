@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django import template
 
+from workloads.submission import may_change_access
+
 register = template.Library()
 
 
 @register.inclusion_tag("workloads/_pool_submit_line.html", takes_context=True)
 def pool_submit_line(context, pool) -> dict:
-    from workloads.submission import may_change_access
-
     request = context.get("request")
     user = getattr(request, "user", None)
     return {"pool": pool, "access": getattr(pool, "access", None),
