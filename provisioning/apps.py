@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from ui import slots
+
 
 class ProvisioningConfig(AppConfig):
     name = "provisioning"
@@ -14,5 +16,11 @@ class ProvisioningConfig(AppConfig):
         from provisioning.services import pool_limits_from_cluster
 
         mirror.register_resources()
+        # Its sections on the pages of nodepools, which never names this app (ui/slots.py).
+        slots.register("pool-detail.blueprint", library="provisioning", tag="pool_blueprint")
+        slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_pending_pods")
+        slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_best_practice")
+        slots.register("pool-form.notice", library="provisioning", tag="pool_form_notice")
+        slots.register("pool-delete.notice", library="provisioning", tag="pool_delete_notice")
         # A NodePool's limits["nvidia.com/gpu"] changed in the cluster: its pools take the value.
         register_leader_task("karpenter-limits", pool_limits_from_cluster, every=5.0)

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from ui import slots
+
 
 class WorkloadsConfig(AppConfig):
     name = "workloads"
@@ -13,5 +15,8 @@ class WorkloadsConfig(AppConfig):
         from workloads.sync import register_jobs, register_scheduler_resources
 
         register_jobs()
+        # Its sections on the pool page of nodepools, which never names this app (ui/slots.py).
+        slots.register("pool-detail.workloads", library="workloads_ui", tag="pool_platforms_section")
+        slots.register("pool-detail.workloads", library="workloads_submit", tag="pool_submit_line")
         register_scheduler_resources()
         from workloads import forecast  # noqa: F401  (the start estimates join what workloads_enrich attaches)

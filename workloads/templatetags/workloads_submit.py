@@ -1,5 +1,6 @@
-"""The pool page's line about submitting: who may submit to the pool, and its workloads. Loaded by the
-pool page's template, so that the projects app (which renders that page) never imports this app."""
+"""The pool page's line about submitting: who may submit to the pool, and its workloads. It fills a place
+the pool page's template names (registered in WorkloadsConfig.ready(), ui/slots.py), so that neither
+nodepools nor projects (which renders that page) names this app."""
 from __future__ import annotations
 
 from django import template
