@@ -69,11 +69,6 @@ def control_character_message(text: str, match: re.Match) -> str:
     return (f"Contains the control character U+{code:04X} ({name}) at position {match.start() + 1}: text may "
             "hold tab, line feed and carriage return, but no NUL or other control characters.")
 
-
-def first_control_character(text: str) -> re.Match | None:
-    return CONTROL_RE.search(text)
-
-
 def check_value(value: Any, *, field: str = "", limit: int | None = None) -> None:
     """Walk a parsed value without recursion: nesting at most `limit` levels, no control character in
     any string (keys too). Raises InputError naming the top-level field and the path inside it."""

@@ -346,7 +346,3 @@ def desired_objects(enforcer: str, state: OrgState) -> list[dict]:
     if enforcer == "kueue":
         return kueue_objects(state)
     return []
-
-
-def kinds_of(enforcer: str) -> tuple[tuple[str, str, str, str], ...]:
-    return {"kai": KAI_KINDS, "kueue": KUEUE_KINDS}.get(enforcer, ())

@@ -124,9 +124,3 @@ def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
 
 def refused_writes(*, user: Any, cluster: Cluster) -> list[RefusedWrite]:
     return list(RefusedWrite.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
-
-
-def refused_for_quota(*, quota: Quota) -> RefusedWrite | None:
-    """The cluster's refusal of the object a quota row becomes (shown in its cell of the grid)."""
-    owner = f"project.{quota.project.name}" if quota.project_id else f"department.{quota.department.name}"
-    return RefusedWrite.objects.filter(pool_id=quota.pool_id, owner=owner).first()

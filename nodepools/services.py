@@ -26,7 +26,7 @@ from audit.services import audit_record, snapshot
 from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
 from kube.client import api_error_message
 from nodepools import hints, kube, selectors, signals
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod, PodLifetime
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, PlacementStrategy, Pod, PodLifetime
 from nodepools.selectors import capacity_preview, node_live_object, pool_label_selectors, pool_labels_of
 from nodepools.sync import NODES, PODS, Mirror, api_client_for
 
@@ -323,70 +323,6 @@ def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None)
 def _when(value: str | None) -> datetime | None:
     return parse_datetime(value) if value else None
 
-
-def node_from_object(cluster: Cluster, obj: dict[str, Any]) -> Node:
-    """A Node row (unsaved) from a Node object; raises on a malformed object."""
-    facts = kube.node_facts(obj)
-    return Node(
-        cluster=cluster,
-        name=facts.name,
-        uid=facts.uid,
-        labels=facts.labels,
-        taints=facts.taints,
-        conditions=facts.conditions,
-        unschedulable=facts.unschedulable,
-        status_reasons=facts.condition_reasons,
-        status=NodeStatus.NOT_READY if facts.condition_reasons else NodeStatus.READY,
-        cpu_capacity_millis=facts.capacity.cpu_millis,
-        cpu_allocatable_millis=facts.allocatable.cpu_millis,
-        memory_capacity_bytes=facts.capacity.memory_bytes,
-        memory_allocatable_bytes=facts.allocatable.memory_bytes,
-        storage_capacity_bytes=facts.capacity.storage_bytes,
-        storage_allocatable_bytes=facts.allocatable.storage_bytes,
-        gpu_capacity=int(facts.capacity.gpus),
-        gpu_allocatable=int(facts.allocatable.gpus),
-        gpu_product=facts.gpu_product,
-        gpu_memory_mib=facts.gpu_memory_mib,
-        gpu_family=facts.gpu_family,
-        gpu_count_label=facts.gpu_count_label,
-        mig_strategy=facts.mig_strategy,
-        is_gpu_node=facts.is_gpu_node,
-        zone=facts.zone,
-        instance_type=facts.instance_type,
-        capacity_type=facts.capacity_type,
-        created_in_cluster=_when(facts.created),
-        resource_version=facts.resource_version,
-    )
-
-
-def pod_from_object(cluster: Cluster, obj: dict[str, Any]) -> Pod:
-    """A Pod row (unsaved) from a Pod object; raises on a malformed object (e.g. quantity `12x`)."""
-    metadata = obj["metadata"]
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    requests = kube.pod_resources(obj)
-    return Pod(
-        cluster=cluster,
-        namespace=metadata["namespace"],
-        name=metadata["name"],
-        uid=metadata.get("uid") or "",
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "",
-        priority=int(spec.get("priority") or 0),
-        priority_class=spec.get("priorityClassName") or "",
-        labels=dict(metadata.get("labels") or {}),
-        node_selector=dict(spec.get("nodeSelector") or {}),
-        ready=kube.pod_is_ready(obj),
-        cpu_millis=requests.cpu_millis,
-        memory_bytes=requests.memory_bytes,
-        gpus=requests.gpus,
-        storage_bytes=requests.storage_bytes,
-        scheduling_message=kube.pod_scheduling_message(obj),
-        created_in_cluster=_when(metadata.get("creationTimestamp")),
-        resource_version=str(metadata.get("resourceVersion") or ""),
-    )
-
-
 NODE_FIELDS = [
     "uid", "labels", "taints", "conditions", "unschedulable", "status", "status_reasons", "cpu_capacity_millis",
     "cpu_allocatable_millis", "memory_capacity_bytes", "memory_allocatable_bytes", "gpu_capacity",
@@ -431,42 +367,6 @@ def pods_link(*, cluster: Cluster) -> None:
         # The namespaces the projects app declared for this cluster (its relation to Cluster).
         project=Subquery(cluster.project_namespaces.filter(name=OuterRef("namespace")).values("project")[:1]),
     )
-
-
-def nodes_refresh_status(*, cluster: Cluster) -> int:
-    """Recompute every node's status and reasons (DOMAIN §3) from conditions, cordon and its pods."""
-    pools = {pool.pk: pool for pool in cluster.pools.all()}
-    pool_labels = {(p.label_key, p.label_value): p.pk for p in pools.values() if not p.is_default}
-    operands: dict[int, set[str]] = {}
-    undrained: set[int] = set()
-    node_pool = dict(cluster.nodes.values_list("pk", "pool_id"))
-    operand_pods = Pod.objects.active().filter(cluster=cluster, ready=True, labels__app__in=list(kube.OPERANDS))
-    for node_id, labels in operand_pods.values_list("node_id", "labels"):
-        operands.setdefault(node_id, set()).add(labels.get("app"))
-    # A pod that selects a pool's label but runs on a node now in another pool was left behind.
-    for node_id, selector in Pod.objects.active().filter(cluster=cluster).exclude(node_selector={}).values_list(
-        "node_id", "node_selector"
-    ):
-        for key, value in selector.items():
-            target = pool_labels.get((key, value))
-            if target is not None and node_pool.get(node_id) != target:
-                undrained.add(node_id)
-    changed = []
-    unreachable = cluster.connection_state == "unreachable"
-    for node in cluster.nodes.all():
-        reasons = kube.node_condition_reasons({"spec": {"unschedulable": node.unschedulable},
-                                               "status": {"conditions": node.conditions}})
-        reasons += kube.missing_operand_reasons(node.labels, node.is_gpu_node, operands.get(node.pk, set()))
-        if node.pk in undrained:
-            reasons.append(kube.NodeReason.UNDRAINED_MIGRATED)
-        reasons = kube.sort_reasons(reasons)
-        status = NodeStatus.UNKNOWN if unreachable else (NodeStatus.NOT_READY if reasons else NodeStatus.READY)
-        if status != node.status or reasons != node.status_reasons:
-            node.status, node.status_reasons = status, reasons
-            changed.append(node)
-    Node.objects.bulk_update(changed, ["status", "status_reasons"], batch_size=500)
-    return len(changed)
-
 
 class NodeChanged(ValidationError):
     """The Node changed in the cluster after it was read: the move was refused (409), nothing changed."""

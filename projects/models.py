@@ -175,11 +175,6 @@ class QuotaQuerySet(RestrictedQuerySet):
 
     def for_departments(self):
         return self.filter(project__isnull=True)
-
-    def for_projects(self):
-        return self.filter(project__isnull=False)
-
-
 class Quota(models.Model):
     """Deserved resources, limit, over-quota weight and rank of one department or project in one pool.
 

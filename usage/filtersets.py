@@ -6,7 +6,6 @@ import datetime
 import django_filters
 from django import forms
 from django.db.models import Q
-from django.utils import timezone
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
 from projects.filtersets import visible_departments, visible_projects
@@ -50,12 +49,6 @@ class UsageSnapshotFilterSet(django_filters.FilterSet):
 
     def filter_cluster(self, queryset, name, value: int):  # (the hint types the API parameter)
         return queryset.filter(cluster_id__in=[c.pk for c in value]) if value else queryset
-
-
-def default_range(days: int = 7) -> tuple[datetime.date, datetime.date]:
-    today = timezone.now().date()
-    return today - datetime.timedelta(days=days - 1), today
-
 
 class IdleGpuFilterSet(django_filters.FilterSet):
     """The one FilterSet of idle allocated GPUs (the page, its CSV): it filters the pods that hold them

@@ -374,13 +374,6 @@ def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Sh
                         verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
                         non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(project.name))
 
-
-def estimate_text(workload: Workload) -> str:
-    """The table's cell: "in 40–70 min" (the basis on hover), "no estimate", "" when it does not wait."""
-    found = getattr(workload, "start_estimate", None)
-    return found.text() if found is not None else ""
-
-
 def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: datetime | None = None) -> list[Workload]:
     """Set `start_estimate` (a `fit.Estimate`, or None when it does not wait) on each of these workloads: the
     pending ones get an estimate from their first pool's outlook (read once per pool)."""

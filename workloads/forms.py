@@ -3,7 +3,6 @@ for the structured fields, names one per line for ordered lists); the services p
 
 from __future__ import annotations
 
-import json
 
 import yaml
 from django import forms
@@ -111,15 +110,6 @@ class RuleSetForm(forms.Form):
 
 class ConfirmDeleteForm(forms.Form):
     confirm = forms.BooleanField(initial=True, widget=forms.HiddenInput)
-
-
-def rules_text(rules) -> str:
-    return as_yaml(rules)
-
-
-def json_text(value) -> str:
-    return json.dumps(value, indent=2)
-
 
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
@@ -269,4 +259,3 @@ class SubmitForm(forms.Form):
             return shell.command_from(self.cleaned_data.get("command") or "")
         except shell.CommandError as exc:
             raise forms.ValidationError(str(exc)) from exc
-
