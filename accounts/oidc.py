@@ -19,6 +19,7 @@ from authlib.integrations.django_client import DjangoOAuth2App, OAuth
 from django.conf import settings
 
 from accounts.services import SignInRefused
+from common import caches
 
 # Asymmetric algorithms only: `none` is unsigned and HS* would be keyed by our own client secret.
 ALLOWED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -62,7 +63,7 @@ def config() -> OidcConfig:
     )
 
 
-_clients: dict[OidcConfig, object] = {}
+_clients: dict[OidcConfig, object] = caches.register({})
 _clients_lock = threading.Lock()
 
 

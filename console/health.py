@@ -20,6 +20,7 @@ from django.http import HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from common import metrics
+from common import caches
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,12 @@ def _check_migrations() -> str | None:
         return f"migrations not applied: {names}{more} (run python manage.py migrate)"
     _migrations_applied = True
     return None
+
+
+@caches.register
+def _forget_migrations_applied() -> None:
+    global _migrations_applied
+    _migrations_applied = False
 
 
 def _check_redis() -> str | None:

@@ -18,6 +18,7 @@ from django.db import transaction
 from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record
+from common import caches
 from common.exceptions import ConcurrentUpdate
 from kube.client import ApiRefusal
 from nodepools import services as pool_services
@@ -273,4 +274,4 @@ def pool_limits_from_cluster(cluster: Cluster, api_client: Any = None) -> int:
     return changed
 
 
-_SEEN_VERSIONS: dict[int, dict[str, str]] = {}
+_SEEN_VERSIONS: dict[int, dict[str, str]] = caches.register({})

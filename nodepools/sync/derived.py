@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 from django.db import connection
 
+from common import caches
 from nodepools import kube
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
 
@@ -181,6 +182,7 @@ def _reason_sql() -> str:
     return f"to_jsonb(array_remove(ARRAY[{items}]::text[], NULL))"
 
 
+@caches.register
 @functools.lru_cache(maxsize=4)
 def _derive_sql(node_table: str, pool_table: str, pod_table: str) -> str:
     """One UPDATE .. FROM over a cluster's nodes: pool membership, status and reasons (the rules of

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import orjson
 from django.utils.dateparse import parse_datetime
 
+from common import caches
 from nodepools import kube
 from nodepools.models import Node, Pod
 
@@ -146,7 +147,7 @@ def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
     return values, facts
 
 
-_REQUESTS: dict[bytes, kube.Resources] = {}
+_REQUESTS: dict[bytes, kube.Resources] = caches.register({})
 
 
 def pod_requests(spec: dict[str, Any]) -> kube.Resources:
