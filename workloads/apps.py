@@ -18,5 +18,6 @@ class WorkloadsConfig(AppConfig):
         # Its sections on the pool page of nodepools, which never names this app (ui/slots.py).
         slots.register("pool-detail.workloads", library="workloads_ui", tag="pool_platforms_section")
         slots.register("pool-detail.workloads", library="workloads_submit", tag="pool_submit_line")
+        slots.register("project-detail.start-estimates", library="workloads_forecast", tag="project_start_estimates")
         register_scheduler_resources()
         from workloads import forecast  # noqa: F401  (the start estimates join what workloads_enrich attaches)

@@ -1,6 +1,6 @@
 """The project page's "When will they start?": the project's waiting workloads with their start estimates
-(workloads.forecast). Loaded by the project page's template, so that the projects app (which renders that
-page) never imports this app."""
+(workloads.forecast). It fills a place the project page's template names (registered in
+WorkloadsConfig.ready(), ui/slots.py), so that the projects app never names this app."""
 from __future__ import annotations
 
 from django import template
