@@ -6,7 +6,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-    from django.core.management import execute_from_command_line
+    from django.core.management import execute_from_command_line  # late: after DJANGO_SETTINGS_MODULE is set
 
     execute_from_command_line(sys.argv)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Q
 
@@ -94,7 +95,7 @@ def user_grants(user: Any) -> tuple[Grant, ...]:
     cached = getattr(user, "_console_grants", None)
     if cached is not None:
         return cached
-    from access.models import RoleAssignment
+    from access.models import RoleAssignment  # late: access.models imports access.rules
 
     rows = RoleAssignment.objects.filter(Q(user=user) | Q(group__in=user.groups.all())).values_list(
         "role", "scope_type", "cluster_id", "department_id", "department__cluster_id", "project_id",
@@ -173,3 +174,10 @@ def user_can(user: Any, obj: models.Model, action: str = "view") -> bool:
 
 def is_system_admin(user: Any) -> bool:
     return any(g.role == Role.SYSTEM_ADMIN for g in user_grants(user))
+
+
+def require_system_admin(actor: Any, what: str) -> None:
+    """A service's check for writes only system administrators make: `actor=None` is the system itself
+    (the sync, management commands) and passes; anyone else is refused naming what they may not do."""
+    if actor is not None and not is_system_admin(actor):
+        raise PermissionDenied(f"Only system administrators may {what}.")

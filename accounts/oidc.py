@@ -15,7 +15,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from authlib.integrations.django_client import DjangoOAuth2App, OAuth
 from django.conf import settings
+
+from accounts.services import SignInRefused
+from common import caches
 
 # Asymmetric algorithms only: `none` is unsigned and HS* would be keyed by our own client secret.
 ALLOWED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -59,15 +63,11 @@ def config() -> OidcConfig:
     )
 
 
-_clients: dict[OidcConfig, object] = {}
+_clients: dict[OidcConfig, object] = caches.register({})
 _clients_lock = threading.Lock()
 
 
 def _oauth_registry():
-    from authlib.integrations.django_client import DjangoOAuth2App, OAuth
-
-    from accounts.services import SignInRefused
-
     class ConsoleOAuth2App(DjangoOAuth2App):
         def parse_id_token(self, token, nonce, **kwargs):
             alg = token_algorithm(token.get("id_token", ""))
@@ -108,8 +108,6 @@ def metadata(app, cfg: OidcConfig) -> dict:
     issuer = data.get("issuer")
     configured = cfg.issuer
     if issuer is None or issuer.rstrip("/") != configured.rstrip("/"):
-        from accounts.services import SignInRefused
-
         raise SignInRefused(f"the provider's discovery document names issuer {issuer!r}, not {configured!r}.")
     return data
 

@@ -6,11 +6,15 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, OidcIdentity
+from audit.models import AuditEvent
+from audit.services import audit_record
 
 TOKEN_PREFIX = "gcc_"
 # last_used is written at most this often per token, not on every request.
@@ -76,8 +80,6 @@ def _claim_groups(claims: dict, claim: str) -> list[str]:
 
 
 def _free_username(wanted: str) -> str:
-    from django.contrib.auth import get_user_model
-
     User = get_user_model()
     field = User._meta.get_field(User.USERNAME_FIELD)
     base = (wanted or "user")[: field.max_length - 4]
@@ -95,13 +97,6 @@ def oidc_user_sign_in(*, issuer: str, claims: dict, groups_claim: str = "groups"
     """The console user of a verified identity token (claims), created on first sign-in; its Django
     groups made to match the provider's group claim (added and removed), so that role assignments to
     groups decide access."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    from accounts.models import OidcIdentity
-    from audit.models import AuditEvent
-    from audit.services import audit_record
-
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
         raise SignInRefused("the identity token names no subject (sub).")

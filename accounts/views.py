@@ -4,19 +4,22 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode
 
+from authlib.integrations.base_client.errors import MismatchingStateError, OAuthError
 from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
 from django.contrib.auth import logout as auth_logout
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.contrib.auth import views as auth_views
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+from joserfc import errors as jose
+from requests import RequestException
 
 from accounts import oidc, services
 from accounts.models import ApiToken
@@ -65,7 +68,7 @@ ID_TOKEN_KEY = "oidc_id_token"
 class LoginView(auth_views.LoginView):
     """The log-in page: the password form unless LOCAL_LOGIN=0, and a single sign-on button when
     OIDC is configured. With local log-in off, passwords POSTed anyway are refused. Repeated failures
-    lock out through django-axes (console/security.py)."""
+    lock out through django-axes (common/security.py)."""
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -96,10 +99,6 @@ def sign_in_failed(request, reason: str, status: int = 400):
 
 def _refusal(exc: Exception) -> str:
     """What went wrong, in words a person (and their platform team) can act on."""
-    from authlib.integrations.base_client.errors import MismatchingStateError, OAuthError
-    from joserfc import errors as jose
-    from requests import RequestException
-
     if isinstance(exc, SignInRefused):
         return str(exc)
     if isinstance(exc, MismatchingStateError):

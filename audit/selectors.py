@@ -1,10 +1,11 @@
 """Reads of the audit trail, each taking the user."""
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
-from audit.models import AuditEvent
 from access.rules import role_grants, user_grants
+from audit.models import AuditEvent
 
 CSV_HEADER = ["When (UTC)", "Actor", "Through", "Action", "Object type", "Object id", "Object", "Cluster id",
               "Department id", "Before", "After"]
@@ -20,8 +21,6 @@ def audit_event_list(*, user: Any):
 
 
 def audit_csv_rows(events) -> Iterator[list]:
-    import json
-
     for event in events.iterator(chunk_size=500):
         yield [
             event.when, event.actor_name or "system", event.via, event.action, event.object_type, event.object_id,

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from audit import selectors
 from audit.filtersets import AuditEventFilterSet, describe
 from audit.tables import AuditEventTable
-from console.csv import csv_response
+from common.csv import csv_response
 from ui.pages import table_page
 
 

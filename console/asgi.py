@@ -1,6 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne).
 
-HTTP goes through the request body limit first (console/limits.py): a body over CONSOLE_MAX_BODY_BYTES
+HTTP goes through the request body limit first (common/limits.py): a body over CONSOLE_MAX_BODY_BYTES
 is answered 413 before Django reads it, and Daphne keeps no more than the limit of any body.
 
 Websockets are origin-checked against ALLOWED_HOSTS and carry the Django session (AuthMiddlewareStack);
@@ -24,8 +24,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from console.limits import BodyLimitASGI, daphne_body_cap  # noqa: E402
-from console.metrics import WebsocketMetricsMiddleware  # noqa: E402
+from common.limits import BodyLimitASGI, daphne_body_cap  # noqa: E402
+from common.metrics import WebsocketMetricsMiddleware  # noqa: E402
 from nodepools.consumers import LiveConsumer  # noqa: E402
 
 websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]

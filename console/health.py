@@ -12,12 +12,15 @@ import logging
 import time
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from console import metrics
+from common import metrics
+from common import caches
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +45,6 @@ def _check_migrations() -> str | None:
     global _migrations_applied
     if _migrations_applied:
         return None
-    from django.db.migrations.executor import MigrationExecutor
 
     try:
         executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
@@ -57,11 +59,16 @@ def _check_migrations() -> str | None:
     return None
 
 
+@caches.register
+def _forget_migrations_applied() -> None:
+    global _migrations_applied
+    _migrations_applied = False
+
+
 def _check_redis() -> str | None:
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         return None
-    import redis
 
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)

@@ -65,11 +65,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: a body over CONSOLE_MAX_BODY_BYTES is refused before anything reads it (console/limits.py;
+    # First: a body over CONSOLE_MAX_BODY_BYTES is refused before anything reads it (common/limits.py;
     # under Daphne the ASGI wrapper of console/asgi.py has refused it already).
-    "console.limits.BodyLimitMiddleware",
+    "common.limits.BodyLimitMiddleware",
     # NUL and control characters in form fields and query strings: refused, naming the field.
-    "console.parsing.ControlCharacterMiddleware",
+    "common.parsing.ControlCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -82,11 +82,11 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "ui.middleware.VaryOnHtmxMiddleware",
     "audit.context.AuditViaMiddleware",
-    # Last, as django-axes asks: it turns a locked-out log-in into the refusal (console/security.py).
+    # Last, as django-axes asks: it turns a locked-out log-in into the refusal (common/security.py).
     "axes.middleware.AxesMiddleware",
 ]
 
-# --- Hostile input (console/limits.py, console/parsing.py; README "Limits on what a request may hold") ---
+# --- Hostile input (common/limits.py, common/parsing.py; README "Limits on what a request may hold") ---
 # The most bytes one request body may hold (pages, API, uploads): larger is a 413 naming the limit.
 CONSOLE_MAX_BODY_BYTES = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(1024 * 1024)))
 # Django's own limits agree with it (form data held in memory; uploads are never spooled to disk).
@@ -164,7 +164,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 AUTHENTICATION_BACKENDS = [
     # django-axes first: a locked-out (username, address) is refused before the password is checked.
-    "console.security.LoginLockoutBackend",
+    "common.security.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
@@ -197,14 +197,14 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "console.api.Pagination",
-    # Bounded parsing: nesting depth, NUL and control characters refused naming the field (console/parsing.py).
+    "DEFAULT_PAGINATION_CLASS": "common.api.Pagination",
+    # Bounded parsing: nesting depth, NUL and control characters refused naming the field (common/parsing.py).
     "DEFAULT_PARSER_CLASSES": [
-        "console.parsing.BoundedJSONParser",
-        "console.parsing.BoundedFormParser",
-        "console.parsing.BoundedMultiPartParser",
+        "common.parsing.BoundedJSONParser",
+        "common.parsing.BoundedFormParser",
+        "common.parsing.BoundedMultiPartParser",
     ],
-    "EXCEPTION_HANDLER": "console.api.exception_handler",
+    "EXCEPTION_HANDLER": "common.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU capacity console API",
@@ -225,7 +225,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"PlacementStrategyEnum": "nodepools.models.PlacementStrategy"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "console.api.document_error_responses",
+        "common.api.document_error_responses",
     ],
 }
 
@@ -245,18 +245,18 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     },
 }
-# Login lockout (django-axes, console/security.py): after this many failures for one username from one
+# Login lockout (django-axes, common/security.py): after this many failures for one username from one
 # address, each within the window (seconds) of the last, further attempts are refused until the window
 # has passed without one.
 LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
 LOGIN_FAILURE_WINDOW = int(os.environ.get("LOGIN_FAILURE_WINDOW", "900"))
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"  # shared by every web process
-AXES_FAILURE_LIMIT = "console.security.failure_limit"  # LOGIN_FAILURE_LIMIT
-AXES_COOLOFF_TIME = "console.security.failure_window"  # LOGIN_FAILURE_WINDOW
+AXES_FAILURE_LIMIT = "common.security.failure_limit"  # LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = "common.security.failure_window"  # LOGIN_FAILURE_WINDOW
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_CLIENT_IP_CALLABLE = "console.security.client_address"
-AXES_USERNAME_CALLABLE = "console.security.login_username"
-AXES_LOCKOUT_CALLABLE = "console.security.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "common.security.client_address"
+AXES_USERNAME_CALLABLE = "common.security.login_username"
+AXES_LOCKOUT_CALLABLE = "common.security.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused attempts do not extend the lockout
 AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are not recorded (as before)
@@ -299,14 +299,14 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# The styled 403 page for a failed CSRF check too (console/errors.py).
-CSRF_FAILURE_VIEW = "console.errors.csrf_failure"
+# The styled 403 page for a failed CSRF check too (common/errors.py).
+CSRF_FAILURE_VIEW = "common.errors.csrf_failure"
 
 # A refused request (403, 404, CSRF failure) is one line: method, path, status, user; no traceback.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"refused": {"()": "console.log.RefusedRequestFilter"}},
+    "filters": {"refused": {"()": "common.log.RefusedRequestFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
@@ -317,7 +317,7 @@ LOGGING = {
     },
 }
 
-# --- Operations (console/health.py, console/metrics.py, console/jsonlog.py; docs/production.md) -------
+# --- Operations (console/health.py, common/metrics.py, common/jsonlog.py; docs/production.md) -------
 # /healthz, /readyz and /metrics are answered first, before the HTTPS redirect and the host check: the
 # kubelet and Prometheus call a pod by its IP over plain HTTP. Every other request is timed.
 MIDDLEWARE.insert(0, "console.health.OpsMiddleware")
@@ -326,7 +326,7 @@ METRICS_TOKEN_FILE = os.environ.get("METRICS_TOKEN_FILE", "")
 # LOG_FORMAT=json: one JSON object a line (timestamp, level, logger, message, path/status, exception).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 if LOG_FORMAT == "json":
-    LOGGING["formatters"]["json"] = {"()": "console.jsonlog.JsonFormatter"}
+    LOGGING["formatters"]["json"] = {"()": "common.jsonlog.JsonFormatter"}
     for _handler in LOGGING["handlers"].values():
         if _handler.get("class") == "logging.StreamHandler" or "formatter" in _handler:
             _handler["formatter"] = "json"

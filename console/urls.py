@@ -3,7 +3,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts import views as account_views
-from console import errors, health
+from common import errors
+from console import health
 
 from projects import views as project_views
 

@@ -21,6 +21,7 @@ Field names, types and units follow the published CRDs:
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
@@ -139,7 +140,6 @@ def kueue_local_queue(project: str) -> str:
 def _label_safe(name: str) -> str:
     if len(name) <= 63:
         return name
-    import hashlib
 
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[:54].rstrip('.-')}-{digest}"
@@ -346,7 +346,3 @@ def desired_objects(enforcer: str, state: OrgState) -> list[dict]:
     if enforcer == "kueue":
         return kueue_objects(state)
     return []
-
-
-def kinds_of(enforcer: str) -> tuple[tuple[str, str, str, str], ...]:
-    return {"kai": KAI_KINDS, "kueue": KUEUE_KINDS}.get(enforcer, ())

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models.functions import Concat
 
-from access.rules import RestrictedQuerySet
+from access.rules import RestrictedQuerySet, access_q
+from projects.models import Department, Project
 
 
 class Enforcer(models.TextChoices):
@@ -34,12 +37,6 @@ class OwnedByQuotaQuerySet(EnforcementQuerySet):
     viewer its department's and its projects'."""
 
     def restrict(self, user: Any, action: str = "view") -> "OwnedByQuotaQuerySet":
-        from django.db.models import Exists, OuterRef, Q, Value
-        from django.db.models.functions import Concat
-
-        from access.rules import access_q
-        from projects.models import Department, Project
-
         permission = f"{self.model._meta.model_name}.{action}"
         cluster_wide = access_q(user, _ClusterWideScope, permission)
         if cluster_wide == Q():  # a system grant: every row (an empty Q would vanish in the OR below)

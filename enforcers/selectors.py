@@ -13,6 +13,8 @@ from enforcers.models import RefusedWrite, SchedulerQueue
 from kube.taints import common_taints
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
+from projects.selectors import quotas_attach_allocation
+
 
 def _quota_state(q: Quota) -> QuotaState:
     return QuotaState(
@@ -100,8 +102,6 @@ class QueueStatusRow:
 def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
     """Mirrored queue status the user may see (the queues of the departments and projects it may see),
     each with the console's own allocation of that owner in that pool."""
-    from projects.selectors import quotas_attach_allocation
-
     queues = list(SchedulerQueue.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
     if not queues:
         return []
@@ -124,9 +124,3 @@ def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
 
 def refused_writes(*, user: Any, cluster: Cluster) -> list[RefusedWrite]:
     return list(RefusedWrite.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
-
-
-def refused_for_quota(*, quota: Quota) -> RefusedWrite | None:
-    """The cluster's refusal of the object a quota row becomes (shown in its cell of the grid)."""
-    owner = f"project.{quota.project.name}" if quota.project_id else f"department.{quota.department.name}"
-    return RefusedWrite.objects.filter(pool_id=quota.pool_id, owner=owner).first()

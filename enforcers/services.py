@@ -15,18 +15,20 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from access.rules import is_system_admin
+from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from enforcers import desired as d
-from enforcers.diff import Plan, merged, owned_part, plan
+from enforcers.diff import Plan, _quantity, merged, owned_part, plan
 from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite, SchedulerQueue
 from enforcers.selectors import org_state
 from kube.client import FIELD_MANAGER, ApiRefusal, CustomObjects
+from nodepools import hints
 from nodepools.models import Cluster, Node, NodePool
 
 log = logging.getLogger(__name__)
@@ -34,11 +36,6 @@ log = logging.getLogger(__name__)
 ALL_KINDS = tuple(dict.fromkeys(d.KAI_KINDS + d.KUEUE_KINDS))  # PriorityClasses are in both
 _KIND_BY_NAME = {(f"{g}/{v}", k): (g, v, p, k) for g, v, p, k in ALL_KINDS}
 OWNED_SELECTOR = f"{d.MANAGED_BY_LABEL}={d.MANAGED_BY}"
-
-
-def require_system_admin(actor: Any, what: str) -> None:
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 def enforcement_get(*, cluster: Cluster) -> Enforcement:
@@ -250,9 +247,6 @@ def enforcement_reconcile(*, cluster: Cluster, api_client: Any) -> ReconcileResu
 def pool_labels_stamp(*, cluster: Cluster, api_client: Any) -> int:
     """Stamp the console's pool label on every node whose label does not name its pool (the default
     pool included). The node's own labels stay as they are. Returns how many nodes were patched."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
     core = client.CoreV1Api(api_client)
     patched = 0
     for name, labels, pool in Node.objects.filter(cluster=cluster).values_list("name", "labels", "pool__name"):
@@ -280,8 +274,6 @@ def enforcement_round(cluster: Cluster, api_client: Any) -> ReconcileResult | No
     cluster = Cluster.objects.get(pk=cluster.pk)
     result = enforcement_reconcile(cluster=cluster, api_client=api_client)
     if result.changed or result.drift or result.refused:
-        from nodepools import hints
-
         hints.record(cluster.pk)  # the mark live pages compare (and, without Redis, poll)
         hints.publish(cluster.pk, ["quotas", "pools"])
     return result
@@ -290,7 +282,6 @@ def enforcement_round(cluster: Cluster, api_client: Any) -> ReconcileResult | No
 def _gpu(resources: Any) -> Decimal | None:
     if not isinstance(resources, dict) or d.GPU_RESOURCE not in resources:
         return None
-    from enforcers.diff import _quantity
 
     return _quantity(resources[d.GPU_RESOURCE])
 

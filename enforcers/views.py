@@ -12,14 +12,13 @@ from access.rules import is_system_admin
 from enforcers import selectors, services
 from enforcers.forms import EnforcementForm
 from enforcers.models import Enforcer
+from kube.client import api_error_message
 from nodepools.models import Cluster
+from nodepools.sync import api_client_for
 
 
 def _dry_run(cluster: Cluster, enforcer: str):
     """The plan of switching to `enforcer`, or (None, the reason it could not be computed)."""
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
-
     try:
         with api_client_for(cluster) as api_client:
             return services.enforcement_preview(cluster=cluster, enforcer=enforcer, api_client=api_client), ""

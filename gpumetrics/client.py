@@ -14,13 +14,15 @@ from typing import Any, Mapping
 
 import requests
 
+from common import caches
+
 DEFAULT_TIMEOUT = 0.5  # seconds a page waits for Prometheus before it renders "—"
 DEFAULT_CACHE_SECONDS = 5.0
 
 
 def _setting(name: str, default: float) -> float:
     try:
-        from django.conf import settings
+        from django.conf import settings  # late: guarded, gpumetrics also serves Django-free callers
 
         return float(getattr(settings, name, default)) if settings.configured else default
     except Exception:  # settings not importable (a Django-free caller)
@@ -246,6 +248,7 @@ _cache_lock = threading.Lock()
 _CACHE_MAX = 2048
 
 
+@caches.register
 def cache_clear() -> None:
     """Forget every cached answer (tests)."""
     with _cache_lock:

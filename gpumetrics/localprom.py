@@ -165,19 +165,6 @@ class LocalPrometheus:
             time.sleep(0.2)
         raise TimeoutError(f"Prometheus at {self.url} has no {count} series of {promql} after {timeout}s "
                            f"(last: {result[:3]})")
-
-    def wait_for_scrape(self, *, timeout: float = 10.0) -> None:
-        """Wait for one more scrape of every target than now (the values it holds are current)."""
-        start = time.time()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rows = self.query("min(timestamp(up))")
-            if rows and float(rows[0]["value"][1]) > start:
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"no scrape after {timeout}s")
-
-
 def openmetrics_lines(exposition: str, times: Iterable[float]) -> Iterable[str]:
     """The Prometheus text ``exposition`` (e.g. the exporter's) repeated at each of ``times``, in
     OpenMetrics (families kept together, samples of a series in time order), ending ``# EOF``."""

@@ -13,10 +13,13 @@ status 404: the cluster does not serve that kind (its CRD is not installed), whi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, NamedTuple
 
 import orjson
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 __all__ = [
     "FIELD_MANAGER", "TIMEOUT", "ApiRefusal", "CustomKind", "CustomObjects", "api_client", "api_error_message",
@@ -35,8 +38,6 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None, in_
     Retries are off: callers back off themselves, and a write must fail fast with the API's message.
     Raises ValueError when given neither a kubeconfig nor in-cluster access.
     """
-    from kubernetes import client, config
-
     configuration = client.Configuration()
     if in_cluster:
         config.load_incluster_config(client_configuration=configuration)
@@ -76,8 +77,6 @@ def status_body(exc: BaseException) -> dict[str, Any]:
 def refusal_from(exc: BaseException) -> ApiRefusal:
     """An ApiRefusal from what the official client raised: a Kubernetes `Status` body's message, reason and
     causes; anything else (no answer) as "the cluster could not be reached"."""
-    from kubernetes.client.exceptions import ApiException
-
     if isinstance(exc, ApiRefusal):
         return exc
     if not isinstance(exc, ApiException):
@@ -91,8 +90,6 @@ def refusal_from(exc: BaseException) -> ApiRefusal:
 
 def api_error_message(exc: BaseException) -> str:
     """The API's own message of a failed call (its Status `message`), else a short description."""
-    from kubernetes.client.exceptions import ApiException
-
     if isinstance(exc, ApiRefusal):
         cause = exc.__cause__
         return api_error_message(cause) if exc.status == 0 and cause is not None else str(exc)
@@ -128,8 +125,6 @@ class CustomObjects:
     the module): every failure is an ApiRefusal."""
 
     def __init__(self, api_client: Any, *, timeout: tuple[float, float] = TIMEOUT):
-        from kubernetes import client
-
         self.api = client.CustomObjectsApi(api_client)
         self.timeout = timeout
 

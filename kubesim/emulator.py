@@ -13,6 +13,11 @@ import tempfile
 import threading
 from collections import Counter
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
 from kubesim.access import AccessMixin
 from kubesim.chaos import ChaosMixin
 from kubesim.clock import Clock, RealClock
@@ -24,10 +29,11 @@ from kubesim.jobs import JobControllerMixin
 from kubesim.karpenter import KarpenterMixin
 from kubesim.kubelet import KubeletMixin
 from kubesim.schedulers import SchedulerStatusMixin
-from kubesim.scheduling.kueue_adapter import KueueMixin
 from kubesim.scheduling.adapter import SchedulingMixin
+from kubesim.scheduling.kueue_adapter import KueueMixin
 from kubesim.server import _Handler, _Server, _Server6
 from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
+
 
 class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
                    SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, FaultsMixin, Store):
@@ -244,11 +250,6 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
 
 def _tls_context(host: str) -> tuple[ssl.SSLContext, str, tempfile.TemporaryDirectory]:
     """A server context with a fresh self-signed certificate for ``host`` (an IP address or a name)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubesim")])
     try:

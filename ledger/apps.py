@@ -8,6 +8,7 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         # Each cluster's sync leader closes the ledger's hours as they end (and catches up, and corrects).
+        # late: apps' models and services load only once Django's app registry is ready (AppConfig.ready)
         from ledger import receivers  # noqa: F401 - a project's deserved quota, as it changes
         from ledger.services import ledger_round
         from nodepools.sync.tasks import register_leader_task

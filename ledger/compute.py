@@ -194,14 +194,3 @@ def _over_quota(pods: list[tuple[int, int, Interval]], quota: list[tuple[int, in
                 if above > 0:
                     over[pod.gpu_model] = over.get(pod.gpu_model, ZERO) + above * seconds
     return over
-
-
-def exact_integral(intervals: Iterable[Interval], start: int, end: int) -> Decimal:
-    """Σ GPUs × seconds held within [start, end): what the ledger's rows of those hours must add up to."""
-    total = ZERO
-    for pod in intervals:
-        s = max(pod.start, start)
-        e = end if pod.end is None else min(pod.end, end)
-        if e > s:
-            total += pod.gpus * (e - s)
-    return total

@@ -20,7 +20,7 @@ from django.utils import timezone
 from kube.requests import pod_is_active
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
-from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor
+from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor, rate_create
 from nodepools import kube
 from nodepools.demo_cluster import IDLE_PROJECT, demo_objects
 from nodepools.models import Cluster, NodePool
@@ -50,8 +50,6 @@ def _stable(text: str) -> int:
 
 def demo_rates(*, today: datetime.date) -> int:
     """The demo's rates (those of a GPU model that has none yet); returns how many were added."""
-    from ledger.services import rate_create
-
     added = 0
     since = (today.replace(day=1) - datetime.timedelta(days=40)).replace(day=1)
     for model, price in RATES.items():

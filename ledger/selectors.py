@@ -16,12 +16,15 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 from itertools import islice
 from typing import Any, AsyncIterator, Iterator
 
-from django.db.models import Sum
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.db.models import Sum, TextField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from console.csv import escape_cell
-from ledger.models import Kind, LedgerDay, LedgerEntry, Rate
-from nodepools.models import Cluster, NodePool
+from common.csv import escape_cell
+from ledger.models import Kind, LedgerDay, LedgerEntry, LedgerState, Rate
+from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, Project
 
 HUNDREDTH = Decimal("0.01")
@@ -136,8 +139,6 @@ def rate_list(*, user: Any):
 
 def gpu_models(*, user: Any) -> list[str]:
     """GPU models the user's visible pools have nodes of, and those rates name (for the rate form)."""
-    from nodepools.models import Node
-
     models = set(Node.objects.restrict(user, "view").exclude(gpu_product="").values_list("gpu_product", flat=True))
     models |= set(Rate.objects.restrict(user, "view").values_list("gpu_model", flat=True))
     return sorted(models)
@@ -261,8 +262,6 @@ def _day_rows(queryset, month: Month, group: tuple[str, ...]) -> list[dict[str, 
 
 
 def _closed_until(cluster: Cluster) -> datetime.datetime | None:
-    from ledger.models import LedgerState
-
     return LedgerState.objects.filter(cluster_id=cluster.pk).values_list("closed_until", flat=True).first()
 
 
@@ -380,9 +379,6 @@ async def ledger_csv_lines(entries) -> AsyncIterator[str]:
     away from zero like `hours()`); elsewhere they are formatted here. Text cells are escaped against
     formula injection like every CSV of the console; a negative number (a correction) starts with "-"
     and is escaped too."""
-    from asgiref.sync import sync_to_async
-    from django.db import connection
-
     format_row = await sync_to_async(_ledger_csv_formatter)()
     yield ",".join(_quoted(escape_cell(h)) for h in LEDGER_CSV) + "\r\n"
     # (QuerySet.aiterator() runs a values_list() query in the event loop's thread: the iterator is made and
@@ -411,9 +407,6 @@ _PG_FIELDS = ("t_hour", "kind", "t_recorded", "cluster_id", "pool_id", "gpu_mode
 
 def _pg_text_columns() -> dict:
     """The CSV's figures as PostgreSQL writes them (numeric, exact; round() is half away from zero)."""
-    from django.db.models import TextField
-    from django.db.models.expressions import RawSQL
-
     t = f'"{LedgerEntry._meta.db_table}"'
 
     def text(sql: str) -> RawSQL:

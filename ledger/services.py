@@ -24,18 +24,20 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from access.rules import is_system_admin, user_can
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerDay, LedgerEntry, LedgerState, Rate
 from ledger.utilization import hour_utilization
 from nodepools.kube import is_preemptible
 from nodepools.models import Cluster, PodLifetime
+from nodepools.services import pod_lifetimes_expire
 from projects.models import ProjectNamespace, Quota
 
 logger = logging.getLogger("ledger")
@@ -129,8 +131,6 @@ _ENTRY_COLUMNS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_mode
 def _insert_entries(entries: list[LedgerEntry]) -> None:
     """INSERT the hourly rows in batches of plain parameters (bulk_create prepares every field of every
     row in Python: an hour of a large cluster, or the demo's month, is thousands of rows)."""
-    from django.db import connection
-
     if not entries:
         return
     q = connection.ops.quote_name
@@ -359,8 +359,6 @@ def ledger_retention_apply(*, now: datetime.datetime | None = None, batch: int |
     """Hourly rows (and closed-hour marks) older than LEDGER_HOURLY_RETENTION_DAYS, and pods' lifetimes that
     ended more than LEDGER_CORRECTION_DAYS ago, deleted a batch (RETENTION_BATCH rows) per transaction,
     so that pages and the sync never wait on a long one. Days are kept."""
-    from nodepools.services import pod_lifetimes_expire
-
     now = now or timezone.now()
     batch = int(batch or _setting("RETENTION_BATCH", 5000))
     hourly_before = hour_floor(now - datetime.timedelta(days=_setting("LEDGER_HOURLY_RETENTION_DAYS", 730)))
@@ -405,8 +403,6 @@ NOT_ALLOWED = "Only system administrators set the prices of GPU-hours."
 
 def _require(actor: Any, rate: Rate | None, action: str) -> None:
     """`actor` None: the console itself (the demo, a command)."""
-    from access.rules import is_system_admin, user_can
-
     if actor is None:
         return
     if not (is_system_admin(actor) if rate is None else user_can(actor, rate, action)):

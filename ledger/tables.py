@@ -7,6 +7,7 @@ from django.utils.html import format_html
 
 from ledger.models import Kind
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
+from nodepools.models import Cluster
 from ui.tables import ConsoleTable
 from ui.views import register
 from usage.tables import OwnerColumn
@@ -25,8 +26,6 @@ def owner_name(record, field: str) -> str:
 
 def _attach_cluster_names(rows) -> None:
     """Rows keep the cluster's id only (the ledger outlives a deleted cluster): one query names them."""
-    from nodepools.models import Cluster
-
     ids = {row.cluster_id for row in rows}
     names = dict(Cluster.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
     for row in rows:

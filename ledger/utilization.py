@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import datetime
 
+from django.conf import settings
+
 import gpumetrics
 from ledger.compute import PodUtilization
 from projects import prometheus as prom
@@ -25,8 +27,6 @@ STEP = 60  # seconds between the points of the idle reading
 
 
 def _timeout() -> float:
-    from django.conf import settings
-
     return float(getattr(settings, "GPUMETRICS_REFRESH_TIMEOUT", 10))
 
 

@@ -11,8 +11,9 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from console.csv import csv_response
-from console.exceptions import ConcurrentUpdate
+from access.rules import is_system_admin
+from common.csv import csv_response
+from common.exceptions import ConcurrentUpdate
 from ledger import selectors, services
 from ledger.charts import trend_figure
 from ledger.filtersets import LedgerEntryFilterSet, RateFilterSet
@@ -122,8 +123,6 @@ def export(request):
 # Rates
 
 def _can_change_rates(user) -> bool:
-    from access.rules import is_system_admin
-
     return is_system_admin(user)
 
 

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import models
 
-from console.parsing import JSON_ADMIN_FIELDS
+from common.parsing import JSON_ADMIN_FIELDS
 from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
 
 
@@ -21,7 +21,7 @@ class ClusterAdmin(admin.ModelAdmin):
 
 @admin.register(NodePool)
 class NodePoolAdmin(admin.ModelAdmin):
-    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (common/parsing.py)
     list_display = ["name", "cluster", "label_key", "label_value", "gpu_placement", "cpu_placement", "gpu_limit"]
     list_filter = ["cluster"]
     search_fields = ["name", "label_key", "label_value"]
@@ -29,7 +29,7 @@ class NodePoolAdmin(admin.ModelAdmin):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (common/parsing.py)
     list_display = ["name", "cluster", "pool", "status", "gpu_product", "gpu_allocatable", "zone"]
     list_filter = ["cluster", "status", "gpu_product"]
     search_fields = ["name"]
@@ -54,7 +54,7 @@ class NodeGpuFiguresAdmin(admin.ModelAdmin):
 
 @admin.register(Pod)
 class PodAdmin(admin.ModelAdmin):
-    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (console/parsing.py)
+    formfield_overrides = {models.JSONField: JSON_ADMIN_FIELDS}  # bounded (common/parsing.py)
     list_display = ["name", "namespace", "cluster", "node", "phase", "priority", "gpus", "project"]
     list_filter = ["cluster", "phase"]
     search_fields = ["name", "namespace"]

@@ -7,6 +7,7 @@ class NodepoolsConfig(AppConfig):
 
     def ready(self) -> None:
         # The sync's leader of each cluster reads its pools' GPU figures from Prometheus now and then.
+        # late: apps' models and services load only once Django's app registry is ready (AppConfig.ready)
         from nodepools.services import pool_gpu_figures_round
         from nodepools.sync.tasks import register_leader_task
 

@@ -21,7 +21,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
-from console import parsing
+from common import parsing
 from nodepools import hints
 from nodepools.models import Cluster
 
@@ -139,7 +139,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     @classmethod
     async def decode_json(cls, text_data):
         """The browser sends keep-alives only: anything else, deep or large JSON included, is read as
-        nothing (bounded parsing, console/parsing.py; Daphne refuses messages over 1 MiB)."""
+        nothing (bounded parsing, common/parsing.py; Daphne refuses messages over 1 MiB)."""
         if len(text_data) > 4096:
             return None
         try:

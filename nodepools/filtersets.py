@@ -8,7 +8,7 @@ import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 
-from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus
 
 
 def _user(request):
@@ -95,16 +95,3 @@ class NodeFilterSet(SearchMixin, django_filters.FilterSet):
     def filter_reason(self, queryset, name, value):
         # Reasons are few and short; a text match on the stored list works on SQLite and PostgreSQL.
         return queryset.filter(status_reasons__icontains=value) if value else queryset
-
-
-class PodFilterSet(SearchMixin, django_filters.FilterSet):
-    search_fields = ("name", "namespace")
-    q = django_filters.CharFilter(method="search", label="Search")
-    cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
-    namespace = django_filters.CharFilter()
-    phase = django_filters.CharFilter()
-    node = django_filters.CharFilter(field_name="node_name")
-
-    class Meta:
-        model = Pod
-        fields = ["q", "cluster", "namespace", "phase", "node"]

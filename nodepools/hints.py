@@ -9,8 +9,12 @@ from typing import Iterable
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db.models import F
+from django.template.loader import render_to_string
+from django.utils import timezone
 
-from console import metrics
+from common import metrics
+from nodepools.models import Cluster, ConnectionState
 
 MESSAGE_TYPE = "cluster.changed"  # handled by a consumer method `cluster_changed`
 # Beyond this floor's own: the names of resources apps above register with the sync (provisioning's Karpenter
@@ -54,17 +58,11 @@ def record(cluster_id: int) -> None:
     mark (see `LiveConsumer`). With or without Redis, a page carries the marks it was rendered at
     (`marks`), so that a hint sent between its rendering and its websocket joining is not lost.
     """
-    from django.db.models import F
-
-    from nodepools.models import Cluster
-
     Cluster.objects.filter(pk=cluster_id).update(hint_seq=F("hint_seq") + 1)
 
 
 def marks(cluster_ids: Iterable[int]) -> dict[int, int]:
     """cluster id -> its `hint_seq` now (one query)."""
-    from nodepools.models import Cluster
-
     return dict(Cluster.objects.filter(pk__in=list(cluster_ids)).values_list("pk", "hint_seq"))
 
 
@@ -83,8 +81,6 @@ CLUSTER_MESSAGE = "cluster"  # {"type": "cluster", "clusters": [...], "badges": 
 
 def _when(moment, now) -> str:
     """Short and unambiguous: the time alone today, the date too otherwise (in the console's time zone)."""
-    from django.utils import timezone
-
     if moment is None:
         return ""
     local, today = timezone.localtime(moment), timezone.localtime(now)
@@ -96,10 +92,6 @@ def _when(moment, now) -> str:
 
 def cluster_state(cluster, now=None) -> dict:
     """One cluster's state as the badge and the banner show it (JSON-serialisable, compared for changes)."""
-    from django.utils import timezone
-
-    from nodepools.models import ConnectionState
-
     now = now or timezone.now()
     stale = cluster.stale_since(now)
     if cluster.connection_state in (ConnectionState.UNREACHABLE, ConnectionState.DEGRADED):
@@ -125,8 +117,6 @@ def cluster_state(cluster, now=None) -> dict:
 
 def cluster_states(*, user, cluster_ids, now=None) -> list[dict]:
     """The states of those of `cluster_ids` the user may view, by name."""
-    from nodepools.models import Cluster
-
     clusters = (Cluster.objects.restrict(user, "view").filter(pk__in=list(cluster_ids))
                 .only("pk", "name", "connection_state", "last_full_sync", "last_error", "leader_heartbeat",
                       "updated").order_by("name"))
@@ -135,8 +125,6 @@ def cluster_states(*, user, cluster_ids, now=None) -> list[dict]:
 
 def render_cluster_states(states: list[dict]) -> dict[str, str]:
     """The top-bar badges and the banners of these states, as HTML (the same templates the page uses)."""
-    from django.template.loader import render_to_string
-
     return {
         "badges": render_to_string("live/cluster_badges.html", {"cluster_states": states}),
         "banners": render_to_string("live/cluster_banners.html", {"cluster_states": states}),

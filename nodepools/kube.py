@@ -8,6 +8,7 @@ their answers into the console's figures.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Iterable, Mapping
@@ -304,8 +305,6 @@ class LabelMovePlan:
 
 def previous_labels(annotations: Mapping[str, str] | None) -> dict[str, str | None]:
     """The console's record of the node's own label values (an unreadable record counts as empty)."""
-    import json
-
     raw = (annotations or {}).get(PREVIOUS_LABELS_ANNOTATION)
     if not raw:
         return {}
@@ -333,8 +332,6 @@ def plan_label_move(
     removed that was the node's own is kept in the annotation, so that leaving the pool restores it.
     `pool_labels` are the (key, value) of every non-default pool of the cluster.
     """
-    import json
-
     pool_labels = list(pool_labels)
     selected = set(pool_labels)
     saved = previous_labels(annotations)

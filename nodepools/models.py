@@ -4,14 +4,16 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from access.rules import RestrictedQuerySet
+from gpumetrics import config_from, parse_matchers
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
 from nodepools import kube
-from access.rules import RestrictedQuerySet
 
 
 def validate_dns1123_label(value: str) -> None:
@@ -27,15 +29,11 @@ def validate_label_key(value: str) -> None:
 
 
 def validate_prometheus_url(value: str) -> None:
-    from django.core.validators import URLValidator
-
     URLValidator(schemes=["http", "https"], message="Enter the URL of the Prometheus server, "
                  "e.g. http://prometheus.monitoring:9090 (http or https).")(value)
 
 
 def validate_label_matchers(value: str) -> None:
-    from gpumetrics import parse_matchers
-
     try:
         parse_matchers(value)
     except ValueError as exc:
@@ -130,8 +128,6 @@ class Cluster(models.Model):
     @property
     def prometheus(self):
         """The cluster's Prometheus for gpumetrics (a PrometheusConfig), or None when it names none."""
-        from gpumetrics import config_from
-
         return config_from(self)
 
     def stale_since(self, now=None):

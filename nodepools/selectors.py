@@ -2,11 +2,46 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 from typing import Any
 
+import orjson
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
+from django.db.models.functions import Cast, Coalesce, Greatest
+from django.db.models.sql.constants import LOUTER
+from django.utils import timezone
+from django_cte import CTE, with_cte
+from kubernetes import client
+
 import gpumetrics
-from nodepools.models import Cluster, Node, NodePool, NodeQuerySet, NodePoolQuerySet, Pod, PodQuerySet
+from gpumetrics import (
+    NOT_CONFIGURED,
+    GpuFigures,
+    NodeGpuMetrics,
+    Unavailable,
+    config_from,
+    device_metrics,
+    node_gpu_metrics,
+)
+from kube.client import api_error_message
+from nodepools import kube
+from nodepools.models import (
+    Cluster,
+    Node,
+    NodeGpuFigures,
+    NodePool,
+    NodePoolQuerySet,
+    NodeQuerySet,
+    NodeStatus,
+    Pod,
+    PodQuerySet,
+)
+from nodepools.sync import api_client_for
 
 
 def cluster_list(*, user: Any):
@@ -38,8 +73,6 @@ USAGE_SORTS = {"gpu_allocated", "gpu_free", "cpu_allocated", "memory_allocated",
 
 def node_usage(node_ids) -> dict[int, tuple]:
     """(GPUs, CPU millis, memory bytes, pod count) of the running pods of each node."""
-    from django.db.models import Count, Sum
-
     rows = (Pod.objects.active().filter(node_id__in=list(node_ids)).order_by().values("node_id")
             .annotate(g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), n=Count("pk")))
     return {r["node_id"]: (r["g"], r["c"], r["m"], r["n"]) for r in rows}
@@ -48,10 +81,6 @@ def node_usage(node_ids) -> dict[int, tuple]:
 def nodes_attach_usage(nodes: list[Node]) -> list[Node]:
     """Set gpu_allocated, cpu_allocated_millis, memory_allocated_bytes, pod_count, gpu_ready and gpu_free
     on nodes; one grouped query."""
-    from decimal import Decimal
-
-    from nodepools.models import NodeStatus
-
     usage = node_usage(n.pk for n in nodes) if nodes else {}
     for node in nodes:
         gpus, cpu, memory, count = usage.get(node.pk, (Decimal(0), 0, 0, 0))
@@ -77,14 +106,6 @@ def nodes_annotate_usage(nodes: NodeQuerySet) -> NodeQuerySet:
     by one grouped pass over the running pods (a common table expression, via django-cte), left-joined
     to the nodes: never a subquery per node. PostgreSQL inlines it (a hash aggregate, hash-joined);
     nodes without running pods get 0."""
-    from decimal import Decimal
-
-    from django.db import models
-    from django.db.models import Count, Sum, Value
-    from django.db.models.functions import Coalesce
-    from django.db.models.sql.constants import LOUTER
-    from django_cte import CTE, with_cte
-
     if "pod_count" in nodes.query.annotations:
         return nodes
     usage = CTE(Pod.objects.active().order_by().values("node_id").annotate(
@@ -103,14 +124,6 @@ def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
     """Nodes the user may see, with the fields the nodes table shows. Usage columns are filled per page
     by `nodes_attach_usage` (one grouped query); only when the table is sorted by one of them does the
     database compute usage for every row, by `nodes_annotate_usage` (one grouped pass, joined)."""
-    from decimal import Decimal
-
-    from django.db import models
-    from django.db.models import Case, F, Value, When
-    from django.db.models.functions import Cast, Greatest
-
-    from nodepools.models import NodeStatus
-
     nodes = node_list(user=user).only(*NODE_TABLE_FIELDS)
     key = sort.lstrip("-")
     if key not in USAGE_SORTS:
@@ -131,8 +144,6 @@ def pod_usage(pool_ids) -> list[dict[str, Any]]:
     """What running pods use, grouped by (pool, project): one pass over the pods serves the pool
     totals, the quota rows' allocation and the overview chart. Keys: pool_id, project_id, gpu, cpu
     (millis), mem (bytes), pods."""
-    from django.db.models import Count, Sum
-
     rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
             .values("node__pool_id", "project_id")
             .annotate(gpu=Sum("gpus"), cpu=Sum("cpu_millis"), mem=Sum("memory_bytes"), pods=Count("pk")))
@@ -149,13 +160,6 @@ POOL_USAGE_FIELDS = (
 def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:
     """Set the attributes `NodePool.objects.with_capacity()` annotates (and projects_gpu_quota) with three
     grouped queries over nodes, pods (or the given `pod_usage`) and quotas, whatever the number of rows."""
-    from decimal import Decimal
-
-    from django.db.models import Count, F, Q, Sum
-    from django.db.models.functions import Coalesce
-
-    from nodepools.models import NodeStatus
-
     ids = [p.pk for p in pools]
     ready = Q(status=NodeStatus.READY)
     nodes = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
@@ -197,9 +201,7 @@ def pool_label_selectors(pools) -> tuple[Any, list[tuple[Any, str, str]]]:
     """(the default pool, [(pool, key, value)] of the others in creation order): the membership rule of
     `services.nodes_assign_pools` and the sync (a node in two pools counts in the first created). A pool
     not saved yet comes last, as it will be created last."""
-    from datetime import datetime, timezone
-
-    late = datetime.max.replace(tzinfo=timezone.utc)
+    late = datetime.max.replace(tzinfo=dt_timezone.utc)
     ordered = sorted(pools, key=lambda p: (p.created or late, p.pk or 2**63))
     default = next((p for p in ordered if p.is_default), None)
     return default, [(p, p.label_key, p.label_value) for p in ordered if not p.is_default]
@@ -207,8 +209,6 @@ def pool_label_selectors(pools) -> tuple[Any, list[tuple[Any, str, str]]]:
 
 def _membership(pools, labels_by_node: dict[int, dict]) -> dict[int, int]:
     """node pk -> index in `pools` of the pool it belongs to, by `pool_label_selectors` + kube.resolve_pool."""
-    from nodepools import kube
-
     slots = {id(p): i for i, p in enumerate(pools)}
     default, label_selectors = pool_label_selectors(pools)
     result = {}
@@ -303,10 +303,6 @@ def capacity_preview(
     or if some nodes carried other `labels` (node pk -> labels): per (from, to) pool the nodes, GPUs
     and running workloads, and per pool concerned its ready GPUs before and after against the sum of
     its departments' deserved GPUs. Membership follows the sync's rule (`pool_label_selectors`)."""
-    from django.db.models import Count, Q, Sum
-
-    from nodepools.models import NodeStatus
-
     labels = labels or {}
     before = list(NodePool.objects.filter(cluster=cluster))
     after = [replace if replace is not None and p.pk == replace.pk else p for p in before]
@@ -363,11 +359,6 @@ def capacity_preview(
 
 def node_live_object(*, node: Node) -> dict[str, Any]:
     """The Node object as its cluster has it now (raw JSON); raises what the client raises."""
-    import orjson
-    from kubernetes import client
-
-    from nodepools.sync import api_client_for
-
     with api_client_for(node.cluster) as api_client:
         response = client.CoreV1Api(api_client).read_node(node.name, _preload_content=False,
                                                           _request_timeout=(5, 15))
@@ -403,11 +394,6 @@ class NodeMovePreview:
 def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, Any] | None = None) -> NodeMovePreview:
     """Read the Node from its cluster and say what moving it to `pool` would do (nothing is written).
     Raises ValidationError (naming the node and the cluster's message) when the Node cannot be read."""
-    from django.core.exceptions import ValidationError
-
-    from nodepools import kube
-    from kube.client import api_error_message
-
     if live is None:
         try:
             live = node_live_object(node=node)
@@ -447,16 +433,12 @@ class GpuBudget(gpumetrics.Budget):
 
 def cluster_prometheus(cluster_ids) -> dict[int, Any]:
     """cluster id -> its PrometheusConfig (None when it names no Prometheus); one query."""
-    from gpumetrics import config_from
-
     fields = ("name", "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
               "prometheus_label_matchers")
     return {c.pk: config_from(c) for c in Cluster.objects.filter(pk__in=set(cluster_ids)).only(*fields)}
 
 
 def _per_cluster(configs: dict[int, Any], cluster_id: int, budget: GpuBudget, call):
-    from gpumetrics import NOT_CONFIGURED, Unavailable
-
     config = configs.get(cluster_id)
     if config is None:
         return NOT_CONFIGURED
@@ -472,8 +454,6 @@ def node_gpu_metrics_by_cluster(nodes_by_cluster: dict[int, list[str] | None], *
                                 idle: bool = True) -> dict[int, Any]:
     """cluster id -> gpumetrics.node_gpu_metrics of those node names (None: all its nodes) or Unavailable
     (`idle=False` where no idle count is shown: the nodes table and its CSV)."""
-    from gpumetrics import node_gpu_metrics
-
     budget = budget or GpuBudget()
     configs = cluster_prometheus(nodes_by_cluster)
     return {cid: _per_cluster(configs, cid, budget, lambda c, left: node_gpu_metrics(c, names, timeout=left, idle=idle))
@@ -509,8 +489,6 @@ def nodes_attach_gpu_metrics(nodes: list[Node], *, budget: GpuBudget | None = No
 
 def pool_gpu_figures_every() -> float:
     """Seconds between two reads of the pools' GPU figures by the sync's leader (GPUMETRICS_POOLS_EVERY)."""
-    from django.conf import settings
-
     return float(getattr(settings, "GPUMETRICS_POOLS_EVERY", 30))
 
 
@@ -522,10 +500,6 @@ def pool_gpu_figures_stale_after() -> float:
 def _stored_figures_reason(config: Any, read_at, reason: str, now) -> str:
     """Why figures the sync's leader stored at `read_at` (or failed to read: `reason`) cannot be shown
     now; empty when they can."""
-    from django.utils import timezone
-
-    from gpumetrics import NOT_CONFIGURED
-
     if config is None:
         return NOT_CONFIGURED.reason
     if read_at is None:
@@ -538,10 +512,6 @@ def _stored_figures_reason(config: Any, read_at, reason: str, now) -> str:
 
 def pool_gpu_figures(pool: NodePool, config: Any, now=None):
     """(GpuFigures or None, reason) of a pool from what the sync's leader stored (no Prometheus query)."""
-    from django.utils import timezone
-
-    from gpumetrics import GpuFigures
-
     reason = _stored_figures_reason(config, pool.gpu_figures_at, pool.gpu_figures_reason, now or timezone.now())
     if reason or not pool.gpu_figures:
         return None, reason or "not read yet"
@@ -553,12 +523,6 @@ def node_gpu_metrics_stored(cluster_ids) -> dict[int, Any]:
     shaped like `node_gpu_metrics_by_cluster`'s answer, or Unavailable with the reason (not read yet,
     too old, or what the last read met): for the CSV of every node, which would otherwise wait seconds
     for Prometheus to sum a whole fleet. Three queries whatever the number of nodes, none of Prometheus."""
-    from django.db.models import Max
-    from django.utils import timezone
-
-    from gpumetrics import GpuFigures, NodeGpuMetrics, Unavailable
-    from nodepools.models import NodeGpuFigures
-
     configs = cluster_prometheus(cluster_ids)
     rounds: dict[int, tuple[Any, str]] = {cid: (None, "") for cid in configs}
     for cid, read_at, reason in (NodePool.objects.filter(cluster_id__in=list(configs)).values("cluster_id")
@@ -585,8 +549,6 @@ def pools_attach_gpu_metrics(pools: list[NodePool]) -> list[NodePool]:
     """Set `gpu_metrics` (gpumetrics.GpuFigures summed over the pool's nodes, or None) and
     `gpu_metrics_reason` on pools, from the figures the sync's leader read (`pool_gpu_figures_refresh`):
     one query of the clusters' Prometheus settings, none of Prometheus."""
-    from django.utils import timezone
-
     configs = cluster_prometheus({pool.cluster_id for pool in pools})
     now = timezone.now()
     for pool in pools:
@@ -596,8 +558,6 @@ def pools_attach_gpu_metrics(pools: list[NodePool]) -> list[NodePool]:
 
 def node_gpu_devices(node: Node, *, budget: GpuBudget | None = None):
     """The node's GPU devices from its cluster's DCGM exporter (gpumetrics.GpuDevice list) or Unavailable."""
-    from gpumetrics import Unavailable, device_metrics
-
     if not node.gpu_capacity:
         return Unavailable(NO_GPU)
     budget = budget or GpuBudget()

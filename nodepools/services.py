@@ -5,27 +5,32 @@ management command). Only system administrators create, change or delete cluster
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any, Iterable
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from nodepools import kube, signals
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, NodeStatus, PlacementStrategy, Pod
+from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from access.rules import is_system_admin
+from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
+from kube.client import api_error_message
+from nodepools import hints, kube, selectors, signals
+from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, PlacementStrategy, Pod, PodLifetime
+from nodepools.selectors import capacity_preview, node_live_object, pool_label_selectors, pool_labels_of
+from nodepools.sync import NODES, PODS, Mirror, api_client_for
 
 logger = logging.getLogger(__name__)
-
-
-def _require_system_admin(actor: Any, what: str) -> None:
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -47,7 +52,7 @@ def cluster_create(
     prometheus_label_matchers: str = "",
 ) -> Cluster:
     """Create a cluster together with its undeletable `default` pool."""
-    _require_system_admin(actor, "add clusters")
+    require_system_admin(actor, "add clusters")
     cluster = Cluster(
         name=name,
         description=description,
@@ -77,7 +82,7 @@ CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluste
 
 @transaction.atomic
 def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
-    _require_system_admin(actor, "change clusters")
+    require_system_admin(actor, "change clusters")
     unknown = set(changes) - CLUSTER_EDITABLE
     if unknown:
         raise ValidationError({field: "This field cannot be changed." for field in unknown})
@@ -92,7 +97,7 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
 
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
-    _require_system_admin(actor, "delete clusters")
+    require_system_admin(actor, "delete clusters")
     # A cluster takes its whole organisation with it (the projects app removes its part).
     signals.cluster_deleting.send(sender=Cluster, cluster=cluster)
     before, pk = snapshot(cluster), cluster.pk
@@ -131,7 +136,7 @@ def pool_create(
     topology_key: str = "",
 ) -> NodePool:
     """Create a pool; every department and project of the cluster gets a zero quota row in it."""
-    _require_system_admin(actor, "add node pools")
+    require_system_admin(actor, "add node pools")
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
         gpu_placement=gpu_placement, cpu_placement=cpu_placement, gpu_limit=gpu_limit, topology_key=topology_key,
@@ -160,8 +165,7 @@ def pool_create_preview(
 ):
     """What creating this pool would move (nodes, GPUs, workloads, pools left short of their deserved
     quota): the same checks as `pool_create`, nothing written. Returns a `selectors.CapacityPreview`."""
-    _require_system_admin(actor, "add node pools")
-    from nodepools.selectors import capacity_preview
+    require_system_admin(actor, "add node pools")
 
     pool = NodePool(
         cluster=cluster, name=name, label_key=label_key, label_value=label_value, description=description,
@@ -174,10 +178,7 @@ def pool_create_preview(
 def pool_update_preview(*, actor: Any, pool: NodePool, **changes: Any):
     """What this change of the pool would move, or None when it keeps the pool's label (nothing moves).
     The same checks as `pool_update`, nothing written."""
-    import copy
-
-    _require_system_admin(actor, "change node pools")
-    from nodepools.selectors import capacity_preview
+    require_system_admin(actor, "change node pools")
 
     _pool_changes_check(pool, changes)
     if not any(changes.get(f, getattr(pool, f)) != getattr(pool, f) for f in ("label_key", "label_value")):
@@ -203,7 +204,7 @@ POOL_EDITABLE = {"name", "label_key", "label_value", "description", "gpu_placeme
 
 @transaction.atomic
 def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
-    _require_system_admin(actor, "change node pools")
+    require_system_admin(actor, "change node pools")
     _pool_changes_check(pool, changes)
     relabel = any(field in changes for field in ("label_key", "label_value"))
     before = snapshot(pool)
@@ -222,7 +223,7 @@ def pool_update(*, actor: Any, pool: NodePool, **changes: Any) -> NodePool:
 @transaction.atomic
 def pool_delete(*, actor: Any, pool: NodePool) -> None:
     """Delete a pool: its nodes return to the default pool; its quota rows go with it."""
-    _require_system_admin(actor, "delete node pools")
+    require_system_admin(actor, "delete node pools")
     if pool.is_default:
         raise ValidationError({"pool": "The default pool cannot be deleted: it holds every unmatched node."})
     cluster = pool.cluster
@@ -242,14 +243,6 @@ def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) 
     GPUMETRICS_POOLS_EVERY seconds: the idle count reads a window of every allocated GPU, and a whole
     fleet's figures take Prometheus seconds, too dear for a page view or a download. Returns the number
     of pools whose figures or reason changed."""
-    import dataclasses
-
-    from django.conf import settings
-    from django.utils import timezone
-
-    from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
-    from nodepools import selectors
-
     pools = list(NodePool.objects.filter(cluster=cluster).only("pk", "gpu_figures", "gpu_figures_reason"))
     config = cluster.prometheus
     if config is None:  # the pages say "no Prometheus configured" from the cluster itself
@@ -285,8 +278,6 @@ def _node_gpu_figures_store(*, cluster: Cluster, result: Any, names: set[str], n
     """Keep the figures read now of the cluster's GPU nodes (an upsert in batches) and drop every other
     row of the cluster: nodes Prometheus no longer reports, or all of them when it answered no figures
     (the pools then hold the reason)."""
-    from gpumetrics import Unavailable
-
     rows = [] if isinstance(result, Unavailable) else [
         NodeGpuFigures(cluster=cluster, node_name=name, read_at=now,
                        **{f: getattr(figures, f) for f in NodeGpuFigures.FIGURES})
@@ -299,8 +290,6 @@ def _node_gpu_figures_store(*, cluster: Cluster, result: Any, names: set[str], n
 
 
 def _pools_changed_hint(cluster_id: int) -> None:
-    from nodepools import hints
-
     hints.record(cluster_id)  # web processes without Redis poll this mark
     hints.publish(cluster_id, ["pools"])
 
@@ -317,8 +306,6 @@ def pool_gpu_figures_round(cluster: Cluster, api_client: Any) -> int | None:
 
 def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None) -> int:
     """Recompute which pool each node belongs to (and label conflicts); writes only changed rows."""
-    from nodepools.selectors import pool_label_selectors
-
     default, selectors = pool_label_selectors(cluster.pools.all())
     changed = []
     for node in nodes if nodes is not None else cluster.nodes.only("pk", "labels", "pool_id", "pool_conflicts"):
@@ -335,70 +322,6 @@ def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None)
 
 def _when(value: str | None) -> datetime | None:
     return parse_datetime(value) if value else None
-
-
-def node_from_object(cluster: Cluster, obj: dict[str, Any]) -> Node:
-    """A Node row (unsaved) from a Node object; raises on a malformed object."""
-    facts = kube.node_facts(obj)
-    return Node(
-        cluster=cluster,
-        name=facts.name,
-        uid=facts.uid,
-        labels=facts.labels,
-        taints=facts.taints,
-        conditions=facts.conditions,
-        unschedulable=facts.unschedulable,
-        status_reasons=facts.condition_reasons,
-        status=NodeStatus.NOT_READY if facts.condition_reasons else NodeStatus.READY,
-        cpu_capacity_millis=facts.capacity.cpu_millis,
-        cpu_allocatable_millis=facts.allocatable.cpu_millis,
-        memory_capacity_bytes=facts.capacity.memory_bytes,
-        memory_allocatable_bytes=facts.allocatable.memory_bytes,
-        storage_capacity_bytes=facts.capacity.storage_bytes,
-        storage_allocatable_bytes=facts.allocatable.storage_bytes,
-        gpu_capacity=int(facts.capacity.gpus),
-        gpu_allocatable=int(facts.allocatable.gpus),
-        gpu_product=facts.gpu_product,
-        gpu_memory_mib=facts.gpu_memory_mib,
-        gpu_family=facts.gpu_family,
-        gpu_count_label=facts.gpu_count_label,
-        mig_strategy=facts.mig_strategy,
-        is_gpu_node=facts.is_gpu_node,
-        zone=facts.zone,
-        instance_type=facts.instance_type,
-        capacity_type=facts.capacity_type,
-        created_in_cluster=_when(facts.created),
-        resource_version=facts.resource_version,
-    )
-
-
-def pod_from_object(cluster: Cluster, obj: dict[str, Any]) -> Pod:
-    """A Pod row (unsaved) from a Pod object; raises on a malformed object (e.g. quantity `12x`)."""
-    metadata = obj["metadata"]
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    requests = kube.pod_resources(obj)
-    return Pod(
-        cluster=cluster,
-        namespace=metadata["namespace"],
-        name=metadata["name"],
-        uid=metadata.get("uid") or "",
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "",
-        priority=int(spec.get("priority") or 0),
-        priority_class=spec.get("priorityClassName") or "",
-        labels=dict(metadata.get("labels") or {}),
-        node_selector=dict(spec.get("nodeSelector") or {}),
-        ready=kube.pod_is_ready(obj),
-        cpu_millis=requests.cpu_millis,
-        memory_bytes=requests.memory_bytes,
-        gpus=requests.gpus,
-        storage_bytes=requests.storage_bytes,
-        scheduling_message=kube.pod_scheduling_message(obj),
-        created_in_cluster=_when(metadata.get("creationTimestamp")),
-        resource_version=str(metadata.get("resourceVersion") or ""),
-    )
-
 
 NODE_FIELDS = [
     "uid", "labels", "taints", "conditions", "unschedulable", "status", "status_reasons", "cpu_capacity_millis",
@@ -422,8 +345,6 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
     membership and node status are derived for the nodes concerned. Returns counts of rows kept and
     objects skipped.
     """
-    from nodepools.sync import NODES, PODS, Mirror
-
     mirror = Mirror(cluster)
     seen_nodes: set = set()
     seen_pods: set = set()
@@ -441,49 +362,11 @@ def cluster_objects_replace(*, cluster: Cluster, nodes: list[dict[str, Any]], po
 
 def pods_link(*, cluster: Cluster) -> None:
     """Resolve each pod's node (by spec.nodeName) and project (by namespace) in two UPDATEs."""
-    from django.db.models import OuterRef, Subquery
-
     Pod.objects.filter(cluster=cluster).update(
         node=Subquery(Node.objects.filter(cluster=cluster, name=OuterRef("node_name")).values("pk")[:1]),
         # The namespaces the projects app declared for this cluster (its relation to Cluster).
         project=Subquery(cluster.project_namespaces.filter(name=OuterRef("namespace")).values("project")[:1]),
     )
-
-
-def nodes_refresh_status(*, cluster: Cluster) -> int:
-    """Recompute every node's status and reasons (DOMAIN §3) from conditions, cordon and its pods."""
-    pools = {pool.pk: pool for pool in cluster.pools.all()}
-    pool_labels = {(p.label_key, p.label_value): p.pk for p in pools.values() if not p.is_default}
-    operands: dict[int, set[str]] = {}
-    undrained: set[int] = set()
-    node_pool = dict(cluster.nodes.values_list("pk", "pool_id"))
-    operand_pods = Pod.objects.active().filter(cluster=cluster, ready=True, labels__app__in=list(kube.OPERANDS))
-    for node_id, labels in operand_pods.values_list("node_id", "labels"):
-        operands.setdefault(node_id, set()).add(labels.get("app"))
-    # A pod that selects a pool's label but runs on a node now in another pool was left behind.
-    for node_id, selector in Pod.objects.active().filter(cluster=cluster).exclude(node_selector={}).values_list(
-        "node_id", "node_selector"
-    ):
-        for key, value in selector.items():
-            target = pool_labels.get((key, value))
-            if target is not None and node_pool.get(node_id) != target:
-                undrained.add(node_id)
-    changed = []
-    unreachable = cluster.connection_state == "unreachable"
-    for node in cluster.nodes.all():
-        reasons = kube.node_condition_reasons({"spec": {"unschedulable": node.unschedulable},
-                                               "status": {"conditions": node.conditions}})
-        reasons += kube.missing_operand_reasons(node.labels, node.is_gpu_node, operands.get(node.pk, set()))
-        if node.pk in undrained:
-            reasons.append(kube.NodeReason.UNDRAINED_MIGRATED)
-        reasons = kube.sort_reasons(reasons)
-        status = NodeStatus.UNKNOWN if unreachable else (NodeStatus.NOT_READY if reasons else NodeStatus.READY)
-        if status != node.status or reasons != node.status_reasons:
-            node.status, node.status_reasons = status, reasons
-            changed.append(node)
-    Node.objects.bulk_update(changed, ["status", "status_reasons"], batch_size=500)
-    return len(changed)
-
 
 class NodeChanged(ValidationError):
     """The Node changed in the cluster after it was read: the move was refused (409), nothing changed."""
@@ -501,15 +384,9 @@ def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_versio
     refusal raises ValidationError naming the node and the API's message. The database is not written
     here: the sync's watch brings the change back.
     """
-    _require_system_admin(actor, "move nodes between pools")
+    require_system_admin(actor, "move nodes between pools")
     if pool.cluster_id != node.cluster_id:
         raise ValidationError({"pool": f"Pool '{pool.name}' belongs to another cluster than node '{node.name}'."})
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from nodepools.selectors import node_live_object, pool_labels_of
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
 
     failed = f"Could not move node '{node.name}' to pool '{pool.name}'"
     try:
@@ -551,8 +428,6 @@ def pod_lifetimes_expire(*, ended_before: datetime, batch: int = 5000, max_batch
     """Forget the lifetimes of pods that ended before `ended_before` (retention: the GPU-hours ledger no
     longer corrects hours that old), a batch per transaction so that the sync's writes never wait long.
     Returns how many were deleted."""
-    from nodepools.models import PodLifetime
-
     deleted = done = 0
     while max_batches is None or done < max_batches:
         ids = list(PodLifetime.objects.filter(ended__lt=ended_before).order_by().values_list("pk", flat=True)[:batch])

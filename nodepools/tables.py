@@ -10,7 +10,16 @@ import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from gpumetrics import idle_threshold, idle_window_seconds
 from nodepools.models import NodeStatus
+from nodepools.selectors import (
+    NODE_USAGE_FIELDS,
+    node_gpu_figures,
+    nodes_annotate_usage,
+    nodes_attach_gpu_metrics,
+    nodes_attach_usage,
+    pools_attach_gpu_metrics,
+)
 from ui.formats import number as _num
 from ui.tables import ConsoleTable
 from ui.views import register
@@ -66,8 +75,6 @@ class GpuMetricColumn(tables.Column):
 
 def idle_definition() -> str:
     """What "idle" means, for the hover of the idle columns: the Idle GPUs page's definition."""
-    from gpumetrics import idle_threshold, idle_window_seconds
-
     minutes = idle_window_seconds() / 60
     return (f"GPUs held by a pod whose utilization stayed under {idle_threshold():g} % for the whole last "
             f"{minutes:g} min (the highest utilization over that window), the same definition as the Idle GPUs "
@@ -126,8 +133,6 @@ class NodePoolTable(ConsoleTable):
     # attached by the page's rows hook, else here for every row of the table at once.
     def _gpu(self, record):
         if not hasattr(record, "gpu_metrics"):
-            from nodepools.selectors import pools_attach_gpu_metrics
-
             pools_attach_gpu_metrics([row.record for row in self.paginated_rows])
         return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
 
@@ -239,8 +244,6 @@ class NodeStatusColumn(tables.Column):
 
 
 def _attach_node_usage(nodes):
-    from nodepools.selectors import nodes_attach_gpu_metrics, nodes_attach_usage
-
     nodes_attach_usage(nodes)
     # The page's rows only: one Prometheus query per cluster, within the page's budget (no idle count:
     # the table does not show one, and its window is the dearest part of the query).
@@ -295,8 +298,6 @@ class NodeTable(ConsoleTable):
         if isinstance(record, dict):
             found = record.get("_gpu")  # three columns read the same figures of a row
             if found is None:
-                from nodepools.selectors import node_gpu_figures
-
                 found = record["_gpu"] = node_gpu_figures(self.gpu_metrics, record["cluster_id"], record["name"],
                                                           record["gpu_capacity"])
             return found
@@ -356,8 +357,6 @@ class NodeTable(ConsoleTable):
     )
 
     def export_values(self, queryset):
-        from nodepools.selectors import NODE_USAGE_FIELDS, nodes_annotate_usage
-
         # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one.
         return nodes_annotate_usage(queryset).values(*self.export_fields, "status_reasons", *NODE_USAGE_FIELDS)
 

@@ -10,12 +10,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from nodepools import kube, selectors, services
+from access.rules import is_system_admin
+from nodepools import hints, kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
 from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, PodTable
-from access.rules import is_system_admin
 from ui.pages import htmx_partial, table_page
 from ui.tables import table_build, wants_csv
 from ui.views import form_errors_from
@@ -171,8 +171,6 @@ def pool_delete(request, pk: int):
 
 def _hint(cluster_id: int, kinds) -> None:
     """Tell live pages of this cluster to refetch (the sync does the same after its writes)."""
-    from nodepools import hints
-
     try:
         hints.publish(cluster_id, kinds)
     except Exception:  # a live-update hiccup must never fail the write that already happened

@@ -9,10 +9,9 @@ from django.db import models
 from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Greatest
 
+from access.rules import RestrictedQuerySet, access_q
 from nodepools.kube import PREEMPTIBLE_BELOW
-
-from nodepools.models import validate_dns1123_label
-from access.rules import RestrictedQuerySet
+from nodepools.models import Pod, validate_dns1123_label
 
 
 class DepartmentQuerySet(RestrictedQuerySet):
@@ -116,7 +115,6 @@ class QuotaQuerySet(RestrictedQuerySet):
     def restrict(self, user, action: str = "view"):
         # A department's own row and a project's row are governed by different permissions: a
         # department administrator sets the quota of its projects, not its own.
-        from access.rules import access_q
 
         if action == "view":
             return super().restrict(user, action)
@@ -131,8 +129,6 @@ class QuotaQuerySet(RestrictedQuerySet):
         gpu/cpu/memory `_allocated`, `_non_preemptible` and `_over_quota` (allocated above deserved;
         none where the deserved quota is unlimited). CPU in cores, memory in MiB, like the quota.
         """
-        from nodepools.models import Pod
-
         active = Pod.objects.active().order_by()
         by_project = active.filter(project_id=OuterRef("project_id"), node__pool_id=OuterRef("pool_id")).values("project_id")
         by_department = active.filter(
@@ -179,11 +175,6 @@ class QuotaQuerySet(RestrictedQuerySet):
 
     def for_departments(self):
         return self.filter(project__isnull=True)
-
-    def for_projects(self):
-        return self.filter(project__isnull=False)
-
-
 class Quota(models.Model):
     """Deserved resources, limit, over-quota weight and rank of one department or project in one pool.
 

@@ -10,6 +10,8 @@ import dataclasses
 import datetime
 from typing import Any
 
+from django.conf import settings
+
 import gpumetrics
 
 # Idle detection reads a window of every allocated GPU: more than a table cell's budget.
@@ -19,8 +21,6 @@ DEFAULT_IDLE_TIMEOUT = 5.0
 def idle_timeout() -> float:
     """settings.GPUMETRICS_IDLE_TIMEOUT (seconds, default 5, CONSOLE_GPU_IDLE_TIMEOUT): the Idle GPUs
     page's budget, shared by its queries of every cluster (a usage snapshot's, per cluster)."""
-    from django.conf import settings
-
     return float(getattr(settings, "GPUMETRICS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT))
 
 

@@ -5,15 +5,22 @@ from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.db import models
-from django.db.models import Case, Count, F, OuterRef, Subquery, Sum, Value, When
+from django.core.exceptions import EmptyResultSet
+from django.db import connection, models
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce as Co
 
-from nodepools.models import Cluster, NodePool, Pod
+from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
+from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.selectors import pod_usage, pools_attach_usage
+from projects import fit
 from projects.fairshare import Claim, hierarchical_fair_shares
 from projects.models import Department, Project, Quota
-from access.models import RoleAssignment
+from projects.waiting import pool_of_pod
 
 GPU = models.DecimalField(max_digits=14, decimal_places=3)
 
@@ -131,8 +138,6 @@ def my_projects(*, user: Any) -> list[MyProject]:
 def allocation_by_project_pool(pool_ids, usage: list[dict[str, Any]] | None = None
                                 ) -> dict[tuple[int, int], dict[str, Any]]:
     """What running pods use per (project, pool), with the project's department, from `pod_usage`."""
-    from nodepools.selectors import pod_usage
-
     rows = [r for r in (usage if usage is not None else pod_usage(pool_ids)) if r["project_id"]]
     departments = dict(Project.objects.filter(pk__in={r["project_id"] for r in rows})
                        .values_list("pk", "department_id"))
@@ -201,9 +206,6 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quot
     `<project>.<pool>`, a pool's own label, else the default pool). Non-preemptible requests (priority ≥ 100)
     count only up to what is left of the project's (and its department's) deserved quota for non-preemptible
     work: beyond it the scheduler refuses them (they never run), so they claim no share of the pool."""
-    from nodepools.kube import PREEMPTIBLE_BELOW
-    from projects.waiting import pool_of_pod
-
     by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
     by_name = {p.name: p.pk for p in pools}
     default = next((p.pk for p in pools if p.is_default), None)
@@ -252,8 +254,6 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     show only what the user may see. A fixed number of queries, whatever the size of the cluster.
     `overrides` ({quota id: {field: value}}) computes it as if those rows held other values (what-if).
     """
-    from nodepools.selectors import pod_usage, pools_attach_usage
-
     pools = list(NodePool.objects.filter(cluster=cluster))
     usage = pod_usage([p.pk for p in pools])
     pools_attach_usage(pools, usage)
@@ -352,8 +352,6 @@ def pool_capacity(*, user: Any, cluster: Cluster) -> list[PoolCapacity]:
     """Per pool of the cluster the user may see (default first, then by creation): ready and total GPUs
     and the sum of every department's deserved GPUs there. The sum is a fact of the pool, like its
     projects' quota sum on the pools page: it names no department. Two grouped queries."""
-    from nodepools.models import Node, NodeStatus
-
     pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
     ids = [p.pk for p in pools]
     gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
@@ -474,8 +472,6 @@ def pool_pending_requests(pool: NodePool, *, cluster_pools: list[NodePool] | Non
     """GPUs the cluster's pending pods ask in `pool`, per project id. A pod's pool is the console's pool label
     among its labels or node selector (the KAI Jobs' pods carry it), else the pool of its KAI queue
     (`<project>.<pool>`), else a pool's own label in its node selector, else the default pool."""
-    from nodepools.kube import CONSOLE_POOL_LABEL
-
     pools = cluster_pools if cluster_pools is not None else list(NodePool.objects.filter(cluster_id=pool.cluster_id))
     by_name = {p.name: p.pk for p in pools}
     by_label = {(p.label_key, p.label_value): p.pk for p in pools if not p.is_default}
@@ -502,9 +498,6 @@ def _rows(queryset) -> list[tuple]:
     """The rows of a values_list queryset straight from the database cursor, without Django's per-row
     converters (the 5,000 rows of a large pool convert in more time than the query takes): numbers come as
     the driver gives them (int, float or Decimal), datetimes as the driver gives them, JSON as text."""
-    from django.core.exceptions import EmptyResultSet
-    from django.db import connection
-
     try:
         sql, params = queryset.query.sql_with_params()
     except EmptyResultSet:  # e.g. `__in` an empty list: no row, no query
@@ -528,10 +521,6 @@ SCHEDULER_BLIND_REASONS = ("Undrained migrated node", "Missing NVIDIA container 
 
 def takes_pods_q():
     """Nodes that take new pods (see SCHEDULER_BLIND_REASONS), as a filter."""
-    from django.db.models import Q
-
-    from nodepools.models import NodeStatus
-
     return Q(unschedulable=False) & (Q(status=NodeStatus.READY) | Q(
         status=NodeStatus.NOT_READY, status_reasons__0__in=SCHEDULER_BLIND_REASONS))
 
@@ -540,11 +529,6 @@ def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     """Per pool id, each node's row with what its active pods use, in one query per topology label (the pods
     LEFT JOINed and summed per node over their covering index): (name, takes pods (1/0), GPUs, CPU,
     memory, domain, GPUs used, CPU used, memory used)."""
-    from django.db.models import Q
-    from django.db.models.fields.json import KeyTextTransform
-
-    from nodepools.models import Node
-
     active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
     keys: dict[str, list[int]] = {}
     for pool in pools:
@@ -568,8 +552,6 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
     label): one query per distinct topology label, rows read straight from the cursor."""
-    from projects import fit
-
     out: dict[int, list[Any]] = {}
     for pool_id, rows in _pool_node_rows(pools).items():
         out[pool_id] = [fit.NodeRoom(name, gpus or 0, Decimal(gpus or 0) - _decimal(g), domain or "", bool(takes),
@@ -582,13 +564,6 @@ def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
     """Per pool id, its `fit.Fragmentation`, from one query per distinct topology label: the database sums
     each Ready, schedulable GPU node's use (its active pods LEFT JOINed over their covering index) and counts
     the nodes by (domain, free GPUs) — a few dozen rows whatever the size of the pool."""
-    from django.db import connection
-    from django.db.models import Q
-    from django.db.models.fields.json import KeyTextTransform
-
-    from nodepools.models import Node
-    from projects import fit
-
     active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
     keys: dict[str, list[int]] = {}
     for pool in pools:
@@ -614,8 +589,6 @@ def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
 def pools_attach_fit(pools: list[NodePool]) -> list[NodePool]:
     """Set `pool.fit` (a `fit.Fragmentation`: pods of 1, 2, 4 and 8 GPUs that fit now, per topology domain too)
     on each pool: the overview's compact line."""
-    from projects import fit
-
     figures = pools_fragmentation(pools)
     for pool in pools:
         pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
@@ -626,15 +599,11 @@ def pool_standings(pool: NodePool, *, extra: tuple[Project, Decimal] | None = No
     """Every department's and project's `fit.Standing` in the pool, keyed (kind, name): deserved, allocated and
     non-preemptible GPUs of their running pods there, limit, over-quota switch, and fair share — computed with
     `extra` (a project, GPUs) added to what that project asks, as if its workload were submitted."""
-    from projects import fit
-
     rows = list(Quota.objects.filter(pool=pool).select_related("project__department", "department"))
     usage = dict(((r["project_id"]), r) for r in Pod.objects.active().filter(node__pool=pool, project__isnull=False)
                  .order_by().values("project_id").annotate(
                      gpu=Sum("gpus"), np=Sum("gpus", filter=models.Q(priority__gte=fit.PREEMPTIBLE_BELOW))))
     if getattr(pool, "gpu_ready", None) is None:
-        from nodepools.models import Node, NodeStatus
-
         pool.gpu_ready = Node.objects.filter(pool=pool, status=NodeStatus.READY).aggregate(
             v=Sum("gpu_allocatable"))["v"] or 0
     by_department: dict[int, dict[str, Decimal]] = {}
@@ -670,11 +639,6 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
     scheduler may take; `projects`: only those of these project ids), with their project and department; the
     pod is named only to those who may see its project, others read its project alone. `names` False leaves
     the workload (the Job) out: `running_name_workloads` fills it for the few that are shown."""
-    from django.db.models.fields.json import KeyTextTransform
-    from django.db.models.functions import Coalesce as Co
-
-    from projects import fit
-
     visible = set(Project.objects.restrict(user, "view").filter(cluster_id=pool.cluster_id).values_list("pk", flat=True))
     owners = {pk: (name, department) for pk, name, department in
               Project.objects.filter(cluster_id=pool.cluster_id).values_list("pk", "name", "department__name")}
@@ -701,8 +665,6 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
 
 def running_name_workloads(pods: list[Any]) -> list[Any]:
     """The same pods with their workload (the Job named by their job-name label): one query for these few."""
-    from dataclasses import replace
-
     if not pods:
         return pods
     labels = dict(Pod.objects.filter(pk__in=[p.pk for p in pods]).values_list("pk", "labels"))
@@ -740,8 +702,6 @@ def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | None = None,
     """A pool's fragmentation, and for a shape (pods, GPUs per pod) what would make room: the preemptible
     pods the scheduler's rules would take (over-quota use of the owners above their deserved quota) and whose
     they are. The pool must be one the user may see (the caller restricts)."""
-    from projects import fit
-
     result = PoolFit(pool, pools_fragmentation([pool])[pool.pk])
     if shape is not None:
         rooms = pools_node_room([pool])[pool.pk]

@@ -15,25 +15,19 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Sum
 
+from access.models import RoleAssignment
+from access.rules import ScopeType, forget_grants, require_system_admin, user_can
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
-from access.rules import ScopeType, forget_grants, user_can
+from nodepools.services import pods_link
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
-from access.models import RoleAssignment
 
 
 def _require(actor: Any, obj: Any, action: str, message: str) -> None:
     if actor is not None and not user_can(actor, obj, action):
         raise PermissionDenied(message)
-
-
-def _require_system_admin(actor: Any, what: str) -> None:
-    from access.rules import is_system_admin
-
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -58,7 +52,7 @@ def _quota_rows_create_for_owner(*, cluster: Cluster, department: Department | N
 
 @transaction.atomic
 def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "") -> Department:
-    _require_system_admin(actor, "add departments")
+    require_system_admin(actor, "add departments")
     department = Department(cluster=cluster, name=name, description=description)
     department.full_clean()
     department.save()
@@ -70,7 +64,7 @@ def department_create(*, actor: Any, cluster: Cluster, name: str, description: s
 @transaction.atomic
 def department_update(*, actor: Any, department: Department, name: str | None = None,
                       description: str | None = None) -> Department:
-    _require_system_admin(actor, "change departments")
+    require_system_admin(actor, "change departments")
     before = snapshot(department)
     if name is not None:
         department.name = name
@@ -84,7 +78,7 @@ def department_update(*, actor: Any, department: Department, name: str | None = 
 
 @transaction.atomic
 def department_delete(*, actor: Any, department: Department) -> None:
-    _require_system_admin(actor, "delete departments")
+    require_system_admin(actor, "delete departments")
     count = department.projects.count()
     if count:
         raise ValidationError(
@@ -193,7 +187,6 @@ def _namespaces_replace(project: Project, namespaces: list[str]) -> list[Project
         rows.append(row)
     project.namespaces.all().delete()
     ProjectNamespace.objects.bulk_create(rows)
-    from nodepools.services import pods_link
 
     pods_link(cluster=project.cluster)
     return rows
@@ -211,7 +204,7 @@ def project_priority_set(*, actor: Any, project: Project, pools: list[NodePool])
 @transaction.atomic
 def department_priority_set(*, actor: Any, department: Department, pools: list[NodePool]) -> None:
     """A department's list only seeds the lists of its projects created afterwards."""
-    _require_system_admin(actor, "change departments")
+    require_system_admin(actor, "change departments")
     _priority_set(owner={"department": department}, cluster_id=department.cluster_id, pools=pools)
 
 
@@ -446,7 +439,7 @@ def _require_member_manager(actor: Any, scope_type: str, department: Department 
     elif scope_type == ScopeType.DEPARTMENT:
         _require(actor, department, "manage_members", f"You may not manage the members of department '{department}'.")
     else:
-        _require_system_admin(actor, "assign roles for a whole cluster or the system")
+        require_system_admin(actor, "assign roles for a whole cluster or the system")
 
 
 @transaction.atomic

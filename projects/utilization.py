@@ -21,7 +21,9 @@ from django.conf import settings
 from django.utils import timezone
 
 import gpumetrics
+from nodepools.models import Cluster
 from projects import prometheus as prom
+from projects.models import ProjectNamespace
 from ui.charts import figure_table, time_figure
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -103,8 +105,6 @@ class Utilization:
 
 
 def owner_namespaces(*, project=None, department=None) -> list[str]:
-    from projects.models import ProjectNamespace
-
     rows = ProjectNamespace.objects.all()
     rows = rows.filter(project=project) if project is not None else rows.filter(project__department=department)
     return list(rows.values_list("name", flat=True))
@@ -174,8 +174,6 @@ def pod_gpu_utilization(pods: Iterable[Any]) -> tuple[dict[tuple[int, str, str],
     {cluster_id: reason} for clusters without figures). A pod missing from the first dict while its
     cluster has no reason holds no GPU that reports (show "—").
     """
-    from nodepools.models import Cluster
-
     wanted: dict[int, set[tuple[str, str]]] = {}
     for pod in pods:
         cluster_id = getattr(pod, "cluster_id", None) or getattr(pod, "cluster").pk

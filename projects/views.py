@@ -11,20 +11,29 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from access.rules import Role, ScopeType, is_system_admin, user_can
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster, NodePool
 from nodepools.selectors import cluster_list
 from nodepools.tables import NodeTable, OverviewPoolTable
-from nodepools.views import SESSION_CLUSTER, current_cluster
+from nodepools.views import SESSION_CLUSTER
+from nodepools.views import _hint as hint
+from nodepools.views import current_cluster
 from projects import selectors, services
-from projects.utilization import owner_chart, owner_panel
-from projects.waiting import waiting_requests
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
-from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
-                            ProjectForm, QuotaForm)
+from projects.forms import (
+    DepartmentCreateForm,
+    DepartmentForm,
+    MemberForm,
+    PriorityForm,
+    ProjectCreateForm,
+    ProjectForm,
+    QuotaForm,
+)
 from projects.models import Department, Project, Quota
 from projects.tables import DepartmentTable, ProjectTable
+from projects.utilization import owner_chart, owner_panel
+from projects.waiting import waiting_requests
 from ui.charts import quota_figure
 from ui.pages import htmx_partial, table_page
 from ui.tables import table_build
@@ -35,8 +44,6 @@ PROJECT_ROLES = [r for r in Role.values if ScopeType.PROJECT in Role.SCOPES[r]]
 
 
 def _hint(cluster_id: int, kinds) -> None:
-    from nodepools.views import _hint as hint
-
     hint(cluster_id, kinds)
 
 

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+from django.db.models import Q, Sum
 
+from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+from nodepools.models import Node, NodePool, NodeStatus, Pod
+from projects.models import Project, Quota
 
 
 @dataclass(frozen=True)
@@ -151,11 +154,6 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     cluster and pool; the pods' covering index): a node's use counts every pod on it, a project's or not (a
     GPU a shared service holds is not free); an owner's counts its own pods per pool, a department's those
     of its projects."""
-    from django.db.models import Q, Sum
-
-    from nodepools.models import Node, NodePool, NodeStatus, Pod
-    from projects.models import Project, Quota
-
     pools = list(NodePool.objects.filter(cluster_id=cluster_id))
     nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
                                                                       "gpu_allocatable"))
@@ -215,9 +213,6 @@ def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: d
 def waiting_requests(*, user: Any, project=None, department=None) -> list[WaitingRequest]:
     """The pending GPU requests of a project (or of a department's projects) the user may see, each
     with why it waits. A fixed number of queries per call."""
-    from nodepools.models import Pod
-    from projects.models import Project
-
     cluster_id = (project or department).cluster_id
     projects = Project.objects.restrict(user, "view").filter(cluster_id=cluster_id).select_related("department")
     projects = projects.filter(pk=project.pk) if project is not None else projects.filter(department=department)

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from ui import slots
+
 
 class ProvisioningConfig(AppConfig):
     name = "provisioning"
@@ -8,10 +10,17 @@ class ProvisioningConfig(AppConfig):
     def ready(self) -> None:
         # The sync mirrors Karpenter NodePools and NodeClaims like Nodes: one registration each. A cluster
         # without Karpenter (no such CRD: 404) lists them as nothing, and its sync stays connected.
+        # late: apps' models and services load only once Django's app registry is ready (AppConfig.ready)
         from nodepools.sync.tasks import register_leader_task
         from provisioning import mirror, receivers  # noqa: F401  (receivers: a pool's GPU limit follows)
         from provisioning.services import pool_limits_from_cluster
 
         mirror.register_resources()
+        # Its sections on the pages of nodepools, which never names this app (ui/slots.py).
+        slots.register("pool-detail.blueprint", library="provisioning", tag="pool_blueprint")
+        slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_pending_pods")
+        slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_best_practice")
+        slots.register("pool-form.notice", library="provisioning", tag="pool_form_notice")
+        slots.register("pool-delete.notice", library="provisioning", tag="pool_delete_notice")
         # A NodePool's limits["nvidia.com/gpu"] changed in the cluster: its pools take the value.
         register_leader_task("karpenter-limits", pool_limits_from_cluster, every=5.0)

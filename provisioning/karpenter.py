@@ -145,13 +145,4 @@ def requirement_words(requirement: Mapping[str, Any]) -> str:
         text += f" (at least {min_values} different values)"
     return text
 
-
-def duration_words(value: str | None) -> str:
-    if not value:
-        return ""
-    if value == "Never":
-        return "never"
-    return value
-
-
 BUDGET_REASONS = ("Underutilized", "Empty", "Drifted")

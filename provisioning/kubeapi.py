@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube.client import CustomKind, CustomObjects
+from nodepools.sync.informer import api_client_for
 from provisioning.karpenter import GROUP, VERSION
 
 NODEPOOLS = CustomKind(GROUP, VERSION, "nodepools", "NodePool")
@@ -15,8 +16,6 @@ class NodePools:
     """The Karpenter NodePools of one cluster."""
 
     def __init__(self, cluster: Any, api_client: Any = None):
-        from nodepools.sync.informer import api_client_for
-
         self._own = api_client is None
         self.api_client = api_client or api_client_for(cluster)
         self.objects = CustomObjects(self.api_client)

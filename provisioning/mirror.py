@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepools.sync.resources import Resource
 from nodepools.sync.resources import json_list as _list
 from nodepools.sync.resources import json_object as _object
+from nodepools.sync.resources import register
 from provisioning import karpenter
+from provisioning.models import KarpenterNodePool, NodeClaim
 
 NODEPOOLS, NODECLAIMS = "karpenter_nodepools", "karpenter_nodeclaims"
 
@@ -74,9 +77,6 @@ def nodeclaim_values(obj: dict[str, Any]) -> tuple[list, None]:
 
 
 def register_resources() -> None:
-    from nodepools.sync.resources import Resource, register
-    from provisioning.models import KarpenterNodePool, NodeClaim
-
     register(Resource(
         name=NODEPOOLS, kind="NodePool", group=karpenter.GROUP, version=karpenter.VERSION, plural="nodepools",
         namespaced=False, model=KarpenterNodePool, fields=NODEPOOL_FIELDS, values=nodepool_values,

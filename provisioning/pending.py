@@ -15,9 +15,15 @@ from typing import Any
 
 import orjson
 from django.core.cache import cache
+from django.db.models import Q
+from kubernetes import client
 
+from kube.client import api_error_message
+from nodepools.models import ConnectionState, Node, Pod
+from nodepools.sync import api_client_for
 from provisioning import advice as advice_rules
 from provisioning.explain import Explanation, PoolVerdict, explain, is_pending
+from provisioning.models import KarpenterNodePool, NodeClaim
 
 LIVE_CACHE_SECONDS = 10
 TIMEOUT = (3, 10)
@@ -36,9 +42,6 @@ def _live(cluster, what: str, read) -> LiveRead:
     if cached is not None:
         found = orjson.loads(cached)
         return LiveRead(found.get("items") or [], found.get("error") or "")
-    from nodepools.models import ConnectionState
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
 
     if cluster.connection_state == ConnectionState.UNREACHABLE:
         return LiveRead([], f"the cluster is unreachable ({cluster.last_error or 'no answer'})")
@@ -58,8 +61,6 @@ def _items(response) -> list[dict[str, Any]]:
 
 def unbound_pods(cluster) -> LiveRead:
     """The cluster's pods not bound to a node (raw JSON)."""
-    from kubernetes import client
-
     def read(api_client):
         return _items(client.CoreV1Api(api_client).list_pod_for_all_namespaces(
             field_selector="spec.nodeName=", _preload_content=False, _request_timeout=TIMEOUT))
@@ -69,8 +70,6 @@ def unbound_pods(cluster) -> LiveRead:
 
 def nominated_events(cluster) -> LiveRead:
     """Karpenter's ``Nominated`` events (which NodeClaim a pod waits for)."""
-    from kubernetes import client
-
     def read(api_client):
         return _items(client.CoreV1Api(api_client).list_event_for_all_namespaces(
             field_selector="reason=Nominated", _preload_content=False, _request_timeout=TIMEOUT))
@@ -79,8 +78,6 @@ def nominated_events(cluster) -> LiveRead:
 
 
 def priority_classes(cluster) -> LiveRead:
-    from kubernetes import client
-
     def read(api_client):
         return _items(client.SchedulingV1Api(api_client).list_priority_class(
             _preload_content=False, _request_timeout=TIMEOUT))
@@ -90,16 +87,12 @@ def priority_classes(cluster) -> LiveRead:
 
 def nodepool_objects(cluster) -> list[dict[str, Any]]:
     """The cluster's mirrored Karpenter NodePools as the API has them (metadata, spec, status)."""
-    from provisioning.models import KarpenterNodePool
-
     return [{"metadata": {"name": p.name, "uid": p.uid}, "spec": p.spec or {}, "status": p.status or {}}
             for p in KarpenterNodePool.objects.filter(cluster=cluster).order_by("name")]
 
 
 def nodeclaim_objects(cluster) -> list[dict[str, Any]]:
     """The cluster's mirrored NodeClaims, rebuilt as the API has them (what provisioning.explain reads)."""
-    from provisioning.models import NodeClaim
-
     out = []
     for c in NodeClaim.objects.filter(cluster=cluster).order_by("created_in_cluster", "name"):
         out.append({
@@ -148,8 +141,6 @@ class PendingReport:
 def pending_gpu_pods(*, user, cluster, nodepool: str = "") -> PendingReport:
     """The pending GPU pods the user may see in the cluster, each explained; `nodepool` picks the verdict
     of that Karpenter NodePool for each. No live read when the cluster has no Karpenter NodePool."""
-    from django.db.models import Q
-
     return _explained(user=user, cluster=cluster, nodepool=nodepool, where=Q(gpus__gt=0),
                       order=("created_in_cluster", "namespace", "name"))
 
@@ -158,8 +149,6 @@ def pods_explained(*, user, cluster, pods) -> PendingReport:
     """What Karpenter can do for these pods of the cluster ((namespace, name) pairs, e.g. the pods of a
     workload), those of them the user may see and that are pending: the same explanation the pool page and
     "Why is it waiting?" give. No live read when the cluster has no Karpenter NodePool."""
-    from django.db.models import Q
-
     wanted = Q(pk__in=[])
     for namespace, name in sorted(set(pods))[:MAX_PODS]:
         wanted |= Q(namespace=namespace, name=name)
@@ -169,8 +158,6 @@ def pods_explained(*, user, cluster, pods) -> PendingReport:
 def _explained(*, user, cluster, where, order, nodepool: str = "") -> PendingReport:
     """The mirrored Pods of the cluster matching `where` that the user may see and that are pending, each
     read live and explained."""
-    from nodepools.models import Pod
-
     nodepools = nodepool_objects(cluster)
     if not nodepools:
         return PendingReport([], 0)
@@ -204,15 +191,8 @@ def _explained(*, user, cluster, where, order, nodepool: str = "") -> PendingRep
 
 def pod_explanation(*, user, cluster, namespace: str, name: str) -> tuple[dict[str, Any] | None, str]:
     """One pod's explanation (as_dict) if the user may see it: (None, message) when it cannot be given."""
-    from nodepools.models import Pod
-
     if not Pod.objects.restrict(user, "view").filter(cluster=cluster, namespace=namespace, name=name).exists():
         return None, "not_found"
-    from kubernetes import client
-
-    from kube.client import api_error_message
-
-    from nodepools.sync import api_client_for
 
     try:
         with api_client_for(cluster) as api_client:
@@ -236,9 +216,6 @@ class AdviceReport:
 def pool_advice(*, user, pool) -> AdviceReport:
     """The best-practice advice of a pool, from its nodes and pods the user may see, its Karpenter NodePool
     (if it is backed by one) and the cluster's PriorityClasses (read live; unknown when unreadable)."""
-    from nodepools.models import Node, Pod
-    from provisioning.models import KarpenterNodePool
-
     nodes = [advice_rules.NodeInfo(n.name, n.labels or {}, n.taints or [], n.is_gpu_node, n.gpu_product)
              for n in Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")]
     pods = [advice_rules.PodInfo(ns, name, priority, node or "")

@@ -12,13 +12,14 @@ import copy
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from access.rules import is_system_admin
+from access.rules import require_system_admin
 from audit.models import AuditEvent
 from audit.services import audit_record
-from console.exceptions import ConcurrentUpdate
+from common import caches
+from common.exceptions import ConcurrentUpdate
 from kube.client import ApiRefusal
 from nodepools import services as pool_services
 from nodepools.models import Cluster, NodePool
@@ -29,11 +30,6 @@ from provisioning.models import KarpenterNodePool, backing_name
 logger = logging.getLogger(__name__)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-capacity-console"}
-
-
-def _require_system_admin(actor: Any, what: str) -> None:
-    if actor is not None and not is_system_admin(actor):
-        raise PermissionDenied(f"Only system administrators may {what}.")
 
 
 def _check(name: str, spec: dict[str, Any], old_spec: dict[str, Any] | None = None) -> None:
@@ -96,7 +92,7 @@ def karpenter_nodepool_create(*, actor: Any, cluster: Cluster, name: str, spec: 
                               api: NodePools | None = None) -> dict:
     """Create a NodePool in the cluster (refused with the field named when the spec breaks the CRD's rules).
     The spec is checked before the transaction opens."""
-    _require_system_admin(actor, "create Karpenter NodePools")
+    require_system_admin(actor, "create Karpenter NodePools")
     _check(name, spec)
     return _karpenter_nodepool_create(actor=actor, cluster=cluster, name=name, spec=spec, api=api)
 
@@ -128,7 +124,7 @@ def karpenter_nodepool_update(*, actor: Any, cluster: Cluster, name: str, spec: 
     """Replace a NodePool's spec, conditional on the resourceVersion it was read at: a change made in the
     cluster meanwhile raises ConcurrentUpdate and nothing is written. The backed pools take its GPU limit.
     The spec is checked before the transaction opens."""
-    _require_system_admin(actor, "change Karpenter NodePools")
+    require_system_admin(actor, "change Karpenter NodePools")
     _check(name, spec)
     return _karpenter_nodepool_update(actor=actor, cluster=cluster, name=name, spec=spec,
                                       resource_version=resource_version, api=api)
@@ -172,7 +168,7 @@ def karpenter_nodepool_delete(*, actor: Any, cluster: Cluster, name: str, resour
                               api: NodePools | None = None) -> None:
     """Delete a NodePool: Karpenter then drains and terminates every node it launched for it. With a
     resourceVersion, a change made in the cluster meanwhile raises ConcurrentUpdate and nothing is deleted."""
-    _require_system_admin(actor, "delete Karpenter NodePools")
+    require_system_admin(actor, "delete Karpenter NodePools")
     own = api is None
     api = api or NodePools(cluster)
     try:
@@ -198,7 +194,7 @@ def provisioned_pool_create(*, actor: Any, cluster: Cluster, name: str, spec: di
     """A console pool backed by a new Karpenter NodePool of the same name (label karpenter.sh/nodepool=<name>):
     the pool is saved, then the NodePool created; a refusal by the cluster undoes the pool. The spec is
     checked before the transaction opens."""
-    _require_system_admin(actor, "add node pools")
+    require_system_admin(actor, "add node pools")
     _check(name, spec)
     with transaction.atomic():
         return _provisioned_pool_create(actor=actor, cluster=cluster, name=name, spec=spec, description=description,
@@ -219,7 +215,7 @@ def _provisioned_pool_create(*, actor: Any, cluster: Cluster, name: str, spec: d
 def provisioned_pool_delete(*, actor: Any, pool: NodePool, delete_nodepool: bool, resource_version: str = "") -> None:
     """Delete a console pool; with `delete_nodepool`, its Karpenter NodePool too (its nodes are drained and
     terminated by Karpenter). The pool is deleted first, so a refusal by the cluster keeps both."""
-    _require_system_admin(actor, "delete node pools")
+    require_system_admin(actor, "delete node pools")
     name, cluster = backing_name(pool), pool.cluster
     pool_services.pool_delete(actor=actor, pool=pool)
     if delete_nodepool and name:
@@ -278,4 +274,4 @@ def pool_limits_from_cluster(cluster: Cluster, api_client: Any = None) -> int:
     return changed
 
 
-_SEEN_VERSIONS: dict[int, dict[str, str]] = {}
+_SEEN_VERSIONS: dict[int, dict[str, str]] = caches.register({})

@@ -10,7 +10,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 
 from access.rules import is_system_admin
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
+from nodepools import hints
 from nodepools import selectors as pool_selectors
 from nodepools.models import Cluster, NodePool
 from provisioning import examples, services
@@ -25,8 +26,6 @@ def _require_admin(request) -> None:
 
 
 def _hint(cluster_id: int) -> None:
-    from nodepools import hints
-
     try:
         hints.publish(cluster_id, ["pools", "nodes", "quotas"])
         hints.record(cluster_id)

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import http.server
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
+
+from common import caches
 
 REQUIRE_POSTGRES = os.environ.get("CONSOLE_REQUIRE_POSTGRES") == "1"
 REQUIRE_REDIS = os.environ.get("CONSOLE_REQUIRE_REDIS") == "1"
@@ -46,6 +49,27 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "redis" in item.keywords:
                 item.add_marker(skip)
+
+
+# kube/ and kubesim/ import the standard library only (not even common/): their functools caches are
+# found here rather than registered. Kept: the CRDs read from the manifests of kube/crds/, which no test
+# changes (read and compiled again before each test, they made tests/kube about twice as slow).
+STANDALONE_PACKAGES = ("kube", "kubesim")
+KEPT = {"kube.crd.custom_resource"}
+
+
+@pytest.fixture(autouse=True)
+def _process_caches_emptied():
+    """Every process-wide cache starts each test empty (common/caches.py): nothing one test cached
+    answers the next."""
+    caches.clear_all()
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] in STANDALONE_PACKAGES:
+            for value in list(vars(module).values()):
+                if (hasattr(value, "cache_clear") and getattr(value, "__module__", None) == name
+                        and f"{name}.{getattr(value, '__name__', '')}" not in KEPT):
+                    value.cache_clear()
+    yield
 
 
 def require_prometheus() -> None:

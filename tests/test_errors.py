@@ -50,7 +50,7 @@ def test_a_server_error_shows_the_consoles_500_page(client, users, settings):
     def boom(request):
         raise RuntimeError("boom")
 
-    urlconf = type("urls", (), {"urlpatterns": [path("boom/", boom)], "handler500": "console.errors.handler500"})
+    urlconf = type("urls", (), {"urlpatterns": [path("boom/", boom)], "handler500": "common.errors.handler500"})
     settings.ROOT_URLCONF = urlconf
     client.raise_request_exception = False
     response = client.get("/boom/")

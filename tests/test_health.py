@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from console import health, metrics
+from common import metrics
+from console import health
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -187,7 +188,7 @@ def test_websocket_clients_gauge_follows_accepted_connections():
 
 
 def test_json_formatter_gives_one_object_a_line_with_request_status_and_exception(rf):
-    from console.jsonlog import JsonFormatter
+    from common.jsonlog import JsonFormatter
 
     request = rf.get("/nodes/?q=a")
     try:

@@ -14,6 +14,8 @@ from typing import Callable
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from nodepools import consumers  # noqa: F401  (the websocket tests below: a missing consumer fails, never skips)
+
 ROLES = ("sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer", "nobody")
 EVERYONE = frozenset(ROLES)
 SYSADMIN = frozenset({"sysadmin"})
@@ -433,9 +435,7 @@ def test_admin_is_for_staff_only(client, users):
         assert response.status_code == 302 and "login" in response.url, role
 
 
-# --- Websockets (the live-update consumer, when the pages helper's consumer exists) ---------------
-
-consumers = pytest.importorskip("nodepools.consumers", reason="no websocket consumer yet")
+# --- Websockets (the live-update consumer, nodepools/consumers.py) ----------------------------------
 
 
 def _communicator(user, origin=b"http://testserver", query="", session_client=None):

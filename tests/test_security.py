@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from console import security
+from common import security
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""The shared CSV helper (console/csv.py): formula-injection escaping and streaming."""
+"""The shared CSV helper (common/csv.py): formula-injection escaping and streaming."""
 import csv
 import datetime
 import io
@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from console.csv import csv_lines, csv_response, escape_cell
+from common.csv import csv_lines, csv_response, escape_cell
 
 
 @pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx", "\nx", "\0x", "=HYPERLINK(\"x\")"])

@@ -27,7 +27,8 @@ from django.utils import timezone as django_timezone
 from django_tables2 import RequestConfig
 from django_tables2.utils import Accessor
 
-from console.csv import FORMULA_STARTS, escape_cell
+from common import caches
+from common.csv import FORMULA_STARTS, escape_cell
 from ui.selectors import table_columns
 
 PER_PAGE = 50
@@ -37,7 +38,7 @@ PER_PAGE_CHOICES = (25, 50, 100, 500)
 # django-tables2 works out a render method's parameters (inspect.signature) for every cell it renders:
 # at 50 rows x 15 columns that was the largest part of a table page's time. A function's parameters do
 # not change, so they are worked out once per function (weakly held: a lambda made per table goes away).
-_SIGNATURES: "weakref.WeakKeyDictionary[Callable, dict[bool, Any]]" = weakref.WeakKeyDictionary()
+_SIGNATURES: "weakref.WeakKeyDictionary[Callable, dict[bool, Any]]" = caches.register(weakref.WeakKeyDictionary())
 _uncached_signature = django_tables2.utils.signature
 
 
@@ -186,7 +187,7 @@ def table_build(request, table_class: type[ConsoleTable], data, *, columns: Sequ
 
 def csv_cell(value: Any) -> str:
     """The text of a cell; a text starting like a spreadsheet formula gets a leading `'` (the rule and
-    its characters are console.csv's). The common types come first: an export writes many cells."""
+    its characters are common.csv's). The common types come first: an export writes many cells."""
     cls = value.__class__
     if cls is str:
         text = value

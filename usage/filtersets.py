@@ -5,7 +5,7 @@ import datetime
 
 import django_filters
 from django import forms
-from django.utils import timezone
+from django.db.models import Q
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
 from projects.filtersets import visible_departments, visible_projects
@@ -50,12 +50,6 @@ class UsageSnapshotFilterSet(django_filters.FilterSet):
     def filter_cluster(self, queryset, name, value: int):  # (the hint types the API parameter)
         return queryset.filter(cluster_id__in=[c.pk for c in value]) if value else queryset
 
-
-def default_range(days: int = 7) -> tuple[datetime.date, datetime.date]:
-    today = timezone.now().date()
-    return today - datetime.timedelta(days=days - 1), today
-
-
 class IdleGpuFilterSet(django_filters.FilterSet):
     """The one FilterSet of idle allocated GPUs (the page, its CSV): it filters the pods that hold them
     (already restricted to what the user may see) before Prometheus' answer is joined to them."""
@@ -71,8 +65,6 @@ class IdleGpuFilterSet(django_filters.FilterSet):
         fields = ["q", "cluster", "pool", "department", "project"]
 
     def filter_q(self, queryset, name, value):
-        from django.db.models import Q
-
         value = (value or "").strip()
         return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value)) if value else queryset
 

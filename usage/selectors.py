@@ -7,7 +7,8 @@ from typing import Any, Iterator
 from django.db.models import Sum
 from django.utils import timezone
 
-from nodepools.models import Cluster
+from nodepools.models import Cluster, Pod
+from projects.utilization import idle_gpus
 from usage.models import UsageSnapshot
 
 CSV_HEADER = [
@@ -107,8 +108,6 @@ class IdleGpuRow:
 
 def idle_gpu_pods(*, user: Any):
     """The pods whose GPUs may be listed: those the user may see that hold GPUs."""
-    from nodepools.models import Pod
-
     return Pod.objects.restrict(user, "view").filter(gpus__gt=0)
 
 
@@ -116,8 +115,6 @@ def idle_gpu_rows(pods, *, now=None) -> tuple[list[IdleGpuRow], dict[str, str]]:
     """Idle GPUs (projects.utilization) held by `pods` (restricted and filtered): two Prometheus queries
     per cluster those pods run in, whatever their number; ordered by project, then longest idle first.
     Returns (rows, {cluster name: reason} for clusters whose figures could not be had)."""
-    from projects.utilization import idle_gpus
-
     cluster_ids = set(pods.order_by().values_list("cluster_id", flat=True).distinct())
     clusters = list(Cluster.objects.filter(pk__in=cluster_ids))
     gpus, reasons = idle_gpus(clusters, now=now)

@@ -5,11 +5,14 @@ import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from nodepools.models import NodePool
-from projects.models import Quota
+from nodepools.models import Cluster, Node, NodePool
+from projects.models import ProjectNamespace, Quota
+from projects.prometheus import prometheus_url
+from projects.utilization import cluster_idle_gpus, cluster_pod_gpus
 from usage.models import UsageSnapshot
 
 _GPU = Decimal("0.01")
@@ -61,13 +64,6 @@ def _gpu_figures(taken: datetime.datetime) -> _Gpus:
     """Per cluster with a Prometheus: the average utilization of each GPU held by a pod over the
     snapshot interval, and the idle GPUs, keyed by the pool of their node and the project of their
     namespace. Three Prometheus queries per cluster; a cluster whose Prometheus does not answer stays unknown."""
-    from django.conf import settings
-
-    from nodepools.models import Cluster, Node
-    from projects.models import ProjectNamespace
-    from projects.prometheus import prometheus_url
-    from projects.utilization import cluster_idle_gpus, cluster_pod_gpus
-
     gpus = _Gpus()
     window = datetime.timedelta(seconds=getattr(settings, "USAGE_SNAPSHOT_EVERY", 900))
     for cluster in Cluster.objects.order_by("pk"):
@@ -175,8 +171,6 @@ def usage_snapshots_expire(*, before: datetime.datetime, batch: int = 5000) -> i
 
 def usage_retention_apply(*, now: datetime.datetime | None = None, batch: int | None = None) -> int:
     """Snapshots older than USAGE_RETENTION_DAYS (default 14) go, RETENTION_BATCH rows per transaction."""
-    from django.conf import settings
-
     now = now or timezone.now()
     days = float(getattr(settings, "USAGE_RETENTION_DAYS", 14))
     return usage_snapshots_expire(before=now - datetime.timedelta(days=days),

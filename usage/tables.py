@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_tables2 as tables
 
+from nodepools.models import Cluster
 from ui.formats import number
 from ui.tables import ConsoleTable
 from ui.views import register
@@ -14,8 +15,6 @@ NUM = {"td": {"class": "num"}, "th": {"class": "num"}}
 
 def _attach_cluster_names(rows) -> None:
     """Rows keep the cluster's id only (history outlives a deleted cluster): one query names them."""
-    from nodepools.models import Cluster
-
     ids = {row.cluster_id for row in rows}
     names = dict(Cluster.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
     for row in rows:

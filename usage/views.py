@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 
-from console.csv import csv_response
+from common.csv import csv_response
+from projects.utilization import idle_threshold, idle_window
 from ui.pages import table_page
 from usage import selectors
 from usage.filtersets import IdleGpuFilterSet, UsageSnapshotFilterSet
@@ -42,8 +43,6 @@ def export(request):
 def idle_gpus(request):
     """Allocated GPUs whose utilization stayed under the threshold for the window, by project, with
     since-when and GPU-hours wasted; the CSV is the same view."""
-    from projects.utilization import idle_threshold, idle_window
-
     found: dict = {}
 
     def rows_hook(pods):

@@ -35,9 +35,17 @@ import orjson
 from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.timesince import timesince
 
+from enforcers.desired import RANK_PRIORITY
+from kube.client import api_error_message
+from nodepools.models import Cluster, ConnectionState
+from nodepools.sync import api_client_for
 from projects import waiting
+from projects.models import Project, ProjectNamespace
+from projects.selectors import cluster_fair_shares
 from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
+from workloads.selectors import display_phase, workload_list
 
 KAI, KUEUE, DEFAULT = "kai-scheduler", "kueue", "default-scheduler"
 SCHEDULER_NAMES = {KAI: "KAI Scheduler", KUEUE: "Kueue", DEFAULT: "kube-scheduler"}
@@ -96,8 +104,6 @@ class Preemption:
         how = (KAI_ACTION_WORDS if self.scheduler == KAI else KUEUE_PREEMPTION_WORDS).get(self.action, "")
         when = ""
         if self.at is not None:
-            from django.utils.timesince import timesince
-
             when = f", {timesince(self.at).split(',')[0]} ago"
         return f"Preempted by {who} ({SCHEDULER_NAMES.get(self.scheduler, self.scheduler)}" \
                f"{': ' + how if how else ''}{when})"
@@ -150,8 +156,6 @@ class Decisions:
 # ---------------------------------------------------------------------------------------------------
 
 def is_waiting(workload: Workload) -> bool:
-    from workloads.selectors import display_phase
-
     return display_phase(workload) in ("Pending", "Suspended")
 
 
@@ -259,8 +263,6 @@ def is_gang(workload: Workload, queued_by_kueue: bool) -> bool:
 
 
 def _console_answers(pending: list[Workload], gangs: set[Key] = frozenset()) -> dict[Key, waiting.Reason]:
-    from projects.models import Project
-
     gpu_pending = [w for w in pending if getattr(w, "project_id", None) and Decimal(w.gpus or 0) > 0]
     if not gpu_pending:
         return {}
@@ -363,8 +365,6 @@ def _kueue_preemptions(kueue: dict[Key, KueueWorkload], out: dict[Key, Preemptio
 
 def _name_preemptors(out: dict[Key, Preemption], preemptors: dict[Key, Key | None], *, user: Any) -> None:
     """Name each preemptor's workload to whoever may see it; its project only to the others."""
-    from projects.models import ProjectNamespace
-
     found = {k: v for k, v in preemptors.items() if v is not None}
     if not found:
         return
@@ -394,8 +394,6 @@ def _positions(pending: list[Workload], kueue: dict[Key, KueueWorkload], *, user
 
 
 def _kueue_positions(queued: list[Workload], kueue: dict[Key, KueueWorkload]) -> dict[Key, QueuePosition]:
-    from nodepools.models import Cluster
-
     out: dict[Key, QueuePosition] = {}
     local_queues: dict[int, set[tuple[str, str]]] = {}
     for w in queued:
@@ -430,9 +428,6 @@ def pending_workloads(cluster, namespace: str, local_queue: str) -> tuple[list[d
     if cached is not None:
         found = orjson.loads(cached)
         return found.get("items") or [], found.get("error") or ""
-    from nodepools.models import ConnectionState
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
 
     if cluster.connection_state == ConnectionState.UNREACHABLE:
         return [], f"the cluster is unreachable ({cluster.last_error or 'no answer'})"
@@ -454,8 +449,6 @@ def _kai_positions(kai: list[Workload], *, user: Any) -> dict[Key, QueuePosition
     """The console's reading of KAI's order (see the module docstring): in the project's queue, higher
     priority first, then older; the queue's turn among the pool's project queues with pending work. A
     project's queue holds only that project's workloads: whoever sees one sees its peers."""
-    from workloads.selectors import workload_list
-
     if not kai:
         return {}
     out: dict[Key, QueuePosition] = {}
@@ -489,10 +482,6 @@ def kai_job_order(w: Workload) -> tuple:
 
 def _kai_queue_turns(by_queue: dict[tuple[int, str], list[Workload]]) -> dict[tuple[int, str], tuple[int, int, str]]:
     """Per (cluster, queue `<project>.<pool>`): its turn among the pool's queues with pending work."""
-    from nodepools.models import Cluster
-    from projects.models import Project
-    from projects.selectors import cluster_fair_shares
-
     out: dict[tuple[int, str], tuple[int, int, str]] = {}
     for cluster in Cluster.objects.filter(pk__in={c for c, _ in by_queue}):
         pools, lines = cluster_fair_shares(cluster=cluster)
@@ -532,6 +521,4 @@ def _queue_key(line, job: Decimal, created) -> tuple:
 
 
 def _rank_priority(rank: int) -> int:
-    from enforcers.desired import RANK_PRIORITY
-
     return RANK_PRIORITY.get(rank, 100)

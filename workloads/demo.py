@@ -23,7 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth import get_user_model
+
+from access.models import RoleAssignment
+from access.rules import Role
 from nodepools.models import Cluster, NodePool
+from projects import services as project_services
+from projects.models import Project
+from workloads import engine, services, submission
+from workloads.models import Platform, PodTemplate, Workload
+from workloads.sync import jobs_mirror
 
 V100_16 = "Tesla-V100-SXM2-16GB"
 V100_32 = "Tesla-V100-SXM2-32GB"
@@ -40,9 +49,6 @@ SUBMISSIONS = [
 def demo_platforms(*, cluster: Cluster) -> None:
     """Platforms v100-16gb (default) and v100-32gb in the default pool, with OSMO's default_user
     template and the shipped CPU / memory / GPU rule sets."""
-    from workloads import engine, services
-    from workloads.models import Platform, PodTemplate
-
     pool = cluster.default_pool
     services.workloads_defaults(cluster=cluster)
     if not PodTemplate.objects.filter(cluster=cluster, name="default_user").exists():
@@ -61,13 +67,6 @@ def demo_platforms(*, cluster: Cluster) -> None:
 
 def demo_submissions(*, cluster: Cluster, api_client: Any = None) -> list[str]:
     """Submit the demo's workloads (skipping those already there); returns their names."""
-    from django.contrib.auth import get_user_model
-
-    from projects.models import Project
-    from workloads import submission
-    from workloads.models import Workload
-    from workloads.sync import jobs_mirror
-
     users = {u.username: u for u in get_user_model().objects.filter(username__in={s[0] for s in SUBMISSIONS})}
     made, mirrored = [], []
     for login, project_name, name, pools, platform, gpus, priority_class, command in SUBMISSIONS:
@@ -142,13 +141,6 @@ def researcher_login(project: str) -> str:
 
 def demo_researchers(*, cluster: Cluster, password: str = "gpu-demo") -> dict[str, Any]:
     """One researcher login per project of the story (idempotent): the users the story submits as."""
-    from django.contrib.auth import get_user_model
-
-    from access.rules import Role
-    from access.models import RoleAssignment
-    from projects import services
-    from projects.models import Project
-
     users = {}
     User = get_user_model()
     for project in Project.objects.filter(cluster=cluster, name__in={a.project for a in STORY}):
@@ -158,7 +150,7 @@ def demo_researchers(*, cluster: Cluster, password: str = "gpu-demo") -> dict[st
             user.set_password(password)
             user.save()
         if not RoleAssignment.objects.filter(user=user, role=Role.RESEARCHER, project=project).exists():
-            services.role_assign(actor=None, role=Role.RESEARCHER, user=user, project=project)
+            project_services.role_assign(actor=None, role=Role.RESEARCHER, user=user, project=project)
         users[project.name] = user
     return users
 
@@ -190,9 +182,6 @@ class DemoStory:
 
     def step(self, now: float, api_client: Any) -> list[str]:
         """Submit what is due now through the submission service; returns the names submitted."""
-        from projects.models import Project
-        from workloads import submission
-
         due = self.due(now)
         if not due:
             return []

@@ -8,9 +8,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 from nodepools.filtersets import ModelMultipleChoiceFilter, SearchMixin, visible_clusters, visible_pools
+from projects.models import Project, ProjectNamespace
 from ui.filters import YesNoFilter
-from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet
-from workloads.models import Workload
+from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet, Workload
 
 
 class PlatformFilterSet(SearchMixin, django_filters.FilterSet):
@@ -53,8 +53,6 @@ PRIORITY_CLASSES = (("train", "train"), ("build-preemptible", "build-preemptible
 
 
 def visible_projects(request):
-    from projects.models import Project
-
     return Project.objects.restrict(getattr(request, "user", None), "view").select_related("cluster")
 
 
@@ -76,7 +74,6 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
     def filter_project(self, queryset, name, value):
         if not value:
             return queryset
-        from projects.models import ProjectNamespace
 
         q = Q()
         for cluster_id, namespace in ProjectNamespace.objects.filter(project__in=value).values_list(

@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -33,6 +34,10 @@ from nodepools import kube
 from nodepools.models import Node, NodePool, Pod
 from projects import fit
 from projects import selectors as project_selectors
+from projects.models import Project, ProjectNamespace
+from provisioning.explain import explain
+from provisioning.karpenter import NODEPOOL_LABEL
+from provisioning.pending import nodeclaim_objects, nodepool_objects
 from workloads import render, selectors
 from workloads.models import Workload
 
@@ -91,10 +96,6 @@ def pool_nodes_for(pool: NodePool, pod: dict[str, Any] | None) -> list[fit.NodeR
     affinity admit the node's labels, and it tolerates the node's NoSchedule/NoExecute taints (apart from
     the not-ready and cordon taints: `ready` says that). Only the label keys the pod reads are read (one
     column each), and taints only of the nodes that have some."""
-    import json
-
-    from django.db.models.fields.json import KeyTextTransform
-
     rooms = project_selectors.pools_node_room([pool])[pool.pk]
     if pod is None:
         return rooms
@@ -127,10 +128,6 @@ def karpenter_for(pool: NodePool, pod: dict[str, Any]) -> fit.Karpenter | None:
     """What Karpenter can do for the pod in this pool: for a Karpenter-backed pool, whether its NodePool can
     launch a node for the pod (`provisioning.explain`: requirements, taints, limits, budgets), in its words.
     None for a pool not backed by a NodePool."""
-    from provisioning.explain import explain
-    from provisioning.karpenter import NODEPOOL_LABEL
-    from provisioning.pending import nodeclaim_objects, nodepool_objects
-
     if pool.label_key != NODEPOOL_LABEL:
         return None
     nodepools = [p for p in nodepool_objects(pool.cluster) if p["metadata"]["name"] == pool.label_value]
@@ -194,8 +191,6 @@ def submission_verdict(*, user: Any, request: Any, preview: Any) -> DryRun:
 def pool_verdict(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, pod: dict[str, Any] | None,
                  enforcer: str) -> fit.Verdict:
     """The verdict for one pool: its usable nodes, the standings with this workload's request added."""
-    from projects.models import Project
-
     owners = project_selectors.pool_standings(pool, extra=(project, shape.total_gpus))
     mine = owners.get(("project", project.name)) or fit.Standing("project", project.name)
     department = owners.get(("department", project.department.name))
@@ -263,8 +258,6 @@ class PoolOutlook:
 
 def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
     """{namespace: (project, department)} and {project name: Project} of a cluster."""
-    from projects.models import Project, ProjectNamespace
-
     namespaces = {ns: (p, d) for ns, p, d in ProjectNamespace.objects.filter(cluster_id=cluster_id).values_list(
         "name", "project__name", "project__department__name")}
     projects = {p.name: p for p in Project.objects.filter(cluster_id=cluster_id).select_related("department")}
@@ -380,13 +373,6 @@ def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Sh
     return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=owners,
                         verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
                         non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(project.name))
-
-
-def estimate_text(workload: Workload) -> str:
-    """The table's cell: "in 40–70 min" (the basis on hover), "no estimate", "" when it does not wait."""
-    found = getattr(workload, "start_estimate", None)
-    return found.text() if found is not None else ""
-
 
 def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: datetime | None = None) -> list[Workload]:
     """Set `start_estimate` (a `fit.Estimate`, or None when it does not wait) on each of these workloads: the

@@ -3,7 +3,6 @@ for the structured fields, names one per line for ordered lists); the services p
 
 from __future__ import annotations
 
-import json
 
 import yaml
 from django import forms
@@ -12,8 +11,8 @@ from django.utils.safestring import mark_safe
 
 from workloads import shell
 from workloads.models import PodSecurityLevel
+from workloads.selectors import submit_platform_choices, submit_pool_choices
 from workloads.submission import PRIORITY_CLASSES
-
 
 _MONO = {"class": "mono", "spellcheck": "false"}
 
@@ -111,15 +110,6 @@ class RuleSetForm(forms.Form):
 
 class ConfirmDeleteForm(forms.Form):
     confirm = forms.BooleanField(initial=True, widget=forms.HiddenInput)
-
-
-def rules_text(rules) -> str:
-    return as_yaml(rules)
-
-
-def json_text(value) -> str:
-    return json.dumps(value, indent=2)
-
 
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
@@ -225,8 +215,6 @@ class SubmitForm(forms.Form):
         self.chosen_project = self._chosen_project(projects)
         self.pool_choices: list = []
         if self.chosen_project is not None and user is not None:
-            from workloads.selectors import submit_pool_choices
-
             self.pool_choices = submit_pool_choices(user=user, project=self.chosen_project)
         names = [p.name for p in self.pool_choices]
         self.fields["pools"].widget = OrderedSelects(
@@ -253,8 +241,6 @@ class SubmitForm(forms.Form):
         return field.to_python(value)
 
     def _platform_choices(self) -> None:
-        from workloads.selectors import submit_platform_choices
-
         if self.chosen_project is None:
             return
         by_name = {p.name: p for p in self.pool_choices}
@@ -273,4 +259,3 @@ class SubmitForm(forms.Form):
             return shell.command_from(self.cleaned_data.get("command") or "")
         except shell.CommandError as exc:
             raise forms.ValidationError(str(exc)) from exc
-

@@ -4,6 +4,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.models import Group
 
+from projects.models import Department, Project
+
 
 class PoolAccessForm(forms.Form):
     open_to_cluster = forms.BooleanField(label="Open to all projects of the cluster", required=False, initial=True)
@@ -23,7 +25,6 @@ class PoolAccessForm(forms.Form):
                 "groups": list(instance.groups.values_list("pk", flat=True)),
             }
         super().__init__(*args, **kwargs)
-        from projects.models import Department, Project
 
         self.fields["departments"].queryset = Department.objects.filter(cluster_id=pool.cluster_id)
         self.fields["projects"].queryset = Project.objects.filter(cluster_id=pool.cluster_id)

@@ -18,7 +18,9 @@ from django.db.models import Exists, OuterRef
 
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
 from kube.labels import label_key_errors, label_value_errors
+from nodepools.kube import is_preemptible
 from nodepools.models import validate_dns1123_label
+from projects.models import Project, ProjectNamespace
 from workloads import engine, podsecurity
 
 
@@ -365,7 +367,6 @@ class WorkloadQuerySet(RestrictedQuerySet):
     def restrict(self, user: Any, action: str = "view") -> "WorkloadQuerySet":
         if is_system_admin(user):
             return self.all()
-        from projects.models import Project, ProjectNamespace
 
         projects = Project.objects.restrict(user, "view" if action == "view" else "submit")
         owned = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"),
@@ -415,16 +416,12 @@ class Workload(models.Model):
         return f"{self.namespace}/{self.name}"
 
     def audit_scope(self, pk: Any) -> tuple[int | None, int | None]:
-        from projects.models import ProjectNamespace
-
         department = (ProjectNamespace.objects.filter(cluster_id=self.cluster_id, name=self.namespace)
                       .values_list("project__department_id", flat=True).first())
         return self.cluster_id, department
 
     @property
     def preemptible(self) -> bool | None:
-        from nodepools.kube import is_preemptible
-
         return None if self.priority is None else is_preemptible(self.priority)
 
 
@@ -443,7 +440,6 @@ class _ScheduledQuerySet(RestrictedQuerySet):
     def restrict(self, user: Any, action: str = "view") -> "_ScheduledQuerySet":
         if is_system_admin(user):
             return self.all()
-        from projects.models import Project, ProjectNamespace
 
         projects = Project.objects.restrict(user, "view")
         owned = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"),

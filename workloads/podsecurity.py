@@ -313,16 +313,6 @@ def check_job(job: Mapping[str, Any], *, level: str) -> list[Violation]:
     return check_pod(_dict(template.get("spec")), _dict(template.get("metadata")), level=level,
                      prefix="spec.template.spec", meta_prefix="spec.template.metadata")
 
-
-def required_level(spec: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> str:
-    """The least level that admits this pod."""
-    if not check_pod(spec, metadata, level=RESTRICTED):
-        return RESTRICTED
-    if not check_pod(spec, metadata, level=BASELINE):
-        return BASELINE
-    return PRIVILEGED
-
-
 # Fields the console sets (or leaves to the scheduler) and never takes from a template or a user.
 SCHEDULING_FIELDS = {
     "nodename": "names the node to run on, bypassing the scheduler, the pools' node affinity and the quota",

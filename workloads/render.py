@@ -30,6 +30,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from kube.taints import SCHEDULING_EFFECTS
 from nodepools.kube import CONSOLE_POOL_LABEL
 
@@ -276,6 +278,4 @@ def job(spec: JobSpec) -> dict[str, Any]:
 
 
 def to_yaml(obj: dict[str, Any]) -> str:
-    import yaml
-
     return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)

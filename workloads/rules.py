@@ -15,11 +15,11 @@ from typing import Any
 from django.db.models import Q
 
 from access.rules import is_system_admin
+from projects.models import Project
+from workloads.models import PoolAccess
 
 
 def may_submit_to_project(user: Any, project: Any) -> bool:
-    from projects.models import Project
-
     return Project.objects.restrict(user, "submit").filter(pk=project.pk).exists()
 
 
@@ -48,8 +48,6 @@ def submit_refusal(user: Any, pool: Any, project: Any) -> str:
 
 
 def _has_access_row(pool: Any) -> bool:
-    from workloads.models import PoolAccess
-
     try:
         pool.access
     except PoolAccess.DoesNotExist:

@@ -12,18 +12,30 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import DecimalField, OuterRef, Subquery, Sum, Value
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, DecimalField, OuterRef, Subquery, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
+from enforcers.models import Enforcement
+from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
 from kube.taints import common_taints
-from nodepools.models import Node, NodePool, NodeStatus, Pod
-from nodepools.models import Node, NodePool, Pod
-from workloads import engine, podsecurity
-from workloads import render
-from workloads.models import Platform, PodTemplate, PoolWorkloadSettings, ResourceValidationRuleSet
-from workloads.models import Workload
+from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
+from projects import waiting
+from projects.models import Project, ProjectNamespace
+from provisioning.pending import pods_explained
+from workloads import engine, podsecurity, render
+from workloads.models import (
+    KueueWorkload,
+    Platform,
+    PodGroup,
+    PodTemplate,
+    PoolWorkloadSettings,
+    ResourceValidationRuleSet,
+    SchedulerEvent,
+    Workload,
+)
+from workloads.rules import pools_open_q
 
 
 def platform_list(*, user: Any) -> Any:
@@ -228,8 +240,6 @@ def project_namespace(project: Any) -> str:
 
 
 def enforcer_of(cluster: Any) -> str:
-    from enforcers.models import Enforcement
-
     return Enforcement.objects.filter(cluster_id=cluster.pk).values_list("enforcer", flat=True).first() or "none"
 
 
@@ -245,15 +255,11 @@ def default_pools(project: Any) -> list[NodePool]:
 
 def submittable_pools(*, user: Any, project: Any):
     """The pools `user` may submit `project`'s workloads to (workloads.rules), in creation order."""
-    from workloads.rules import pools_open_q
-
     return (NodePool.objects.restrict(user, "view").filter(pools_open_q(user, project)).distinct()
             .order_by("-is_default", "created", "pk"))
 
 
 def submittable_projects(*, user: Any):
-    from projects.models import Project
-
     return Project.objects.restrict(user, "submit").select_related("cluster").order_by("cluster__name", "name")
 
 
@@ -296,8 +302,6 @@ class PlatformPlan:
     security_source: str = ""
 
     def variables(self, user_values: dict[str, str]) -> dict[str, str]:
-        from workloads import engine
-
         return engine.resolve_variables(
             pool_defaults=(self.settings.default_variables if self.settings else {}) or {},
             platform_defaults=(self.platform.default_variables if self.platform else {}) or {},
@@ -305,8 +309,6 @@ class PlatformPlan:
 
     def validate(self, variables: dict[str, str]) -> str:
         """The first rule the request breaks (its message and, per node, why), or ""."""
-        from workloads import engine
-
         rules = []
         for owner in (self.settings, self.platform):
             if owner is not None:
@@ -326,8 +328,6 @@ class PlatformPlan:
 
     def pod_spec(self, variables: dict[str, str]) -> tuple[dict[str, Any], str]:
         """The pool's common templates, then the platform's, each substituted, merged in order."""
-        from workloads import engine
-
         templates = []
         for owner in (self.settings, self.platform):
             if owner is not None:
@@ -354,8 +354,6 @@ class PlatformPlan:
         return spec if isinstance(spec, dict) else {}, ""
 
     def violations(self, pod_spec: dict[str, Any]) -> list[str]:
-        from workloads import engine
-
         platform = self.platform
         return engine.platform_violations(
             pod_spec, privileged_allowed=bool(platform and platform.privileged_allowed),
@@ -371,8 +369,6 @@ def _security_level(pool: NodePool, platform: Any, settings: Any) -> tuple[str, 
 
 
 def _platform_in(pool: NodePool, name: str):
-    from workloads.models import Platform, PoolWorkloadSettings
-
     settings = PoolWorkloadSettings.objects.filter(pool=pool).select_related("default_platform").first()
     if name:
         return settings, Platform.objects.filter(pool=pool, name=name).first()
@@ -383,8 +379,6 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
     """The plan for `platform` in the first pool of the list (empty: its default platform). A pool
     without platforms runs on all its nodes. In the other pools of the list, the platform of the same
     name (else their default one) narrows their nodes the same way."""
-    from workloads.models import Platform
-
     settings, chosen = _platform_in(pool, platform)
     if platform and chosen is None:
         names = sorted(Platform.objects.filter(pool=pool).values_list("name", flat=True))
@@ -422,8 +416,6 @@ def _job_pods(cluster_ref: str = "cluster_id"):
 def workload_list(*, user: Any):
     """Every workload the user may see, with its project, the pool it was placed in (its pods' nodes)
     and how many of its pods run."""
-    from projects.models import ProjectNamespace
-
     namespaces = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"))
     pods = _job_pods()
     placed = pods.filter(node__pool__isnull=False).order_by("-phase").values("node__pool__name")[:1]
@@ -478,8 +470,6 @@ def pending_reason_parts(workload: Workload) -> tuple[str, str]:
 def waiting_category_text(workload: Workload) -> str:
     """What a waiting workload waits for, in the categories both answers share (projects.waiting): the
     scheduler's, with the console's beside it when they differ."""
-    from projects import waiting
-
     found, why = getattr(workload, "decision_reason", None), getattr(workload, "decision_why", None)
     if display_phase(workload) not in ("Pending", "Suspended") or (found is None and why is None):
         return ""
@@ -495,7 +485,7 @@ def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
     """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
     scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
     pending ones, and GPU utilization (one Prometheus query per cluster)."""
-    from workloads.decisions import decisions_attach
+    from workloads.decisions import decisions_attach  # late: workloads.decisions imports workloads.selectors
 
     workloads = [w for w in workloads if isinstance(w, Workload)]
     decisions_attach(workloads, user=user)
@@ -537,9 +527,6 @@ def karpenter_text(workload: Workload) -> str:
 def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tuple[int, str, str], KarpenterWait]:
     """For the pending workloads among these: what Karpenter can do for their pending pods, by (cluster id,
     namespace, job name); nothing for a cluster without Karpenter NodePools (no live read then)."""
-    from nodepools.models import Cluster
-    from provisioning.pending import pods_explained
-
     pending = [w for w in workloads if display_phase(w) == "Pending"]
     if not pending:
         return {}
@@ -610,9 +597,6 @@ def workloads_attach_gpu_utilization(workloads: list[Workload], *, budget: Any =
     """Set `gpu_utilization` (%, averaged over every GPU its running pods hold, or None) and
     `gpu_metrics_reason` (why None) on workloads: ONE Prometheus query per cluster whatever the number
     of rows (gpumetrics.pod_gpu_metrics), within the page's budget (nodepools.selectors.GpuBudget)."""
-    from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
-    from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
-
     workloads = list(workloads)
     pods = workload_pods(workloads)
     wanted: dict[int, set[tuple[str, str]]] = {}
@@ -665,8 +649,6 @@ def submit_platform_choices(pools: list[NodePool]) -> tuple[list[str], str, dict
     """For a submission's ordered pools: the platforms a workload may name (those of the first pool:
     `platform_plan` looks the name up there), the first pool's default platform ('' when it has none),
     and {platform name: the pools of the list that have a platform of that name}."""
-    from workloads.models import Platform
-
     if not pools:
         return [], "", {}
     first = pools[0]
@@ -693,8 +675,6 @@ class WorkloadDetail:
 
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
-    from workloads.models import KueueWorkload, PodGroup, SchedulerEvent
-
     pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
                 .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
                                        KeyTextTransform(JOB_NAME_LABELS[1], "labels")))

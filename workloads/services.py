@@ -19,8 +19,8 @@ from django.db.models import F
 from access.rules import RestrictedQuerySet, access_q
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console import parsing
-from console.exceptions import ConcurrentUpdate
+from common import parsing
+from common.exceptions import ConcurrentUpdate
 from nodepools.models import Cluster, NodePool
 from workloads import engine
 from workloads.models import (
@@ -70,7 +70,7 @@ def _bump(obj: Any) -> None:
 def parse_document(text: Any, *, field: str, expect: type = dict) -> Any:
     """A JSON or YAML document from a form or API (already-parsed values are checked the same way).
 
-    Bounded (console/parsing.py): at most MAX_DOCUMENT_CHARS characters, 64 levels of nesting, no YAML
+    Bounded (common/parsing.py): at most MAX_DOCUMENT_CHARS characters, 64 levels of nesting, no YAML
     anchors or aliases (refused before anything is composed), no NUL or other control characters.
     Raises ValidationError({field: ...}) naming the line of a syntax error, the rule, or the type expected.
     Call it before opening a transaction: parsing never runs while a write lock is held."""

@@ -24,26 +24,27 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-
-import orjson
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from access.rules import ScopeType, role_grants, user_grants
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
-from console import parsing
+from common import parsing
 from enforcers import desired
 from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
 from kube.quantity import QuantityError, parse_quantity
 from nodepools.models import NodePool
-from workloads import podsecurity, render, shell
+from workloads import podsecurity, render, selectors, shell
 from workloads.models import PoolAccess, Workload
 from workloads.rules import may_submit_to_project, submit_refusal
-from workloads import selectors
 
 PRIORITY_CLASSES = tuple(name for name, _, _ in desired.PRIORITY_CLASSES)
 PRIORITY_VALUES = {name: value for name, value, _ in desired.PRIORITY_CLASSES}
@@ -127,7 +128,7 @@ def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, 
 def _check_form(req: Request) -> None:
     errors: dict[str, list[str]] = {}
     for name in ("image", "command", "platform", "cpu", "memory", "storage", "name"):
-        try:  # the same rule as the API's parsers and the pages' middleware (console/parsing.py)
+        try:  # the same rule as the API's parsers and the pages' middleware (common/parsing.py)
             value = getattr(req, name)
             parsing.check_value(list(value) if isinstance(value, tuple) else value, field=name, limit=2)
         except parsing.InputError as exc:
@@ -277,9 +278,6 @@ def workload_preview(*, actor: Any, request: Request) -> Preview:
 def workload_submit(*, actor: Any, request: Request, api_client: Any) -> Preview:
     """Run the steps, create the Job in the project's namespace, audit it. The workloads table shows
     it once the sync mirrors it (seconds)."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
     preview = _steps(actor=actor, req=request)
     batch = client.BatchV1Api(api_client)
     try:
@@ -319,9 +317,6 @@ def require_stop(actor: Any, workload: Workload) -> None:
 def workload_stop(*, actor: Any, workload: Workload, api_client: Any) -> None:
     """Delete the workload's Job (and, in the background, its pods). Researchers may stop their
     projects' workloads. Already gone counts as stopped."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
     require_stop(actor, workload)
     body = {"propagationPolicy": "Background"}
     if workload.uid:
@@ -376,8 +371,6 @@ def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, mainte
 
 def may_change_access(actor: Any, pool: NodePool) -> bool:
     """The rule of PoolAccessQuerySet.restrict(user, "change"), for a pool that may have no row yet."""
-    from access.rules import ScopeType, role_grants, user_grants
-
     return any(role_grants(g.role, "poolaccess.change") and (
         g.scope_type == ScopeType.SYSTEM or (g.scope_type == ScopeType.CLUSTER and g.cluster_id == pool.cluster_id))
         for g in user_grants(actor))

@@ -6,13 +6,19 @@ custom resources are optional (a cluster without KAI's or Kueue's CRDs lists the
 connected). Registered by WorkloadsConfig.ready()."""
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
+from django.utils import timezone
+
 from kube.quantity import parse_quantity
 from nodepools import kube
-from nodepools.sync.resources import Resource, json_list, json_object, register
+from nodepools.sync.resources import REGISTRY, Resource, json_list, json_object, register
+from nodepools.sync.writer import TableWriter
 from workloads import render
+from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
 
 JOBS = "jobs"
 JOB_VALUE_FIELDS = (
@@ -96,8 +102,6 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
 
 
 def register_jobs() -> Resource:
-    from workloads.models import Workload
-
     return register(Resource(
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
         fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried",),
@@ -255,8 +259,6 @@ def event_values(obj: dict[str, Any]) -> tuple[list, None]:
 
 
 def register_scheduler_resources() -> None:
-    from workloads.models import KueueWorkload, PodGroup, SchedulerEvent
-
     register(Resource(
         name=PODGROUPS, kind="PodGroup", group=KAI_GROUP, version=KAI_VERSION, plural="podgroups",
         namespaced=True, model=PodGroup, fields=PODGROUP_FIELDS, values=podgroup_values,
@@ -276,14 +278,6 @@ def register_scheduler_resources() -> None:
 
 def jobs_mirror(*, cluster: Any, jobs: list[dict[str, Any]]) -> int:
     """Write these Job objects as the sync would (the demo without a cluster; the sync's own writer)."""
-    import uuid
-
-    from django.db import transaction
-    from django.utils import timezone
-
-    from nodepools.sync.resources import REGISTRY
-    from nodepools.sync.writer import TableWriter
-
     resource = REGISTRY[JOBS]
     now = timezone.now()
     items = []

@@ -15,7 +15,7 @@ from nodepools.tables import GpuMetricColumn, NumberColumn
 from ui.formats import number as _num
 from ui.tables import ConsoleTable
 from ui.views import register
-from workloads import selectors
+from workloads import engine, selectors
 
 # Long text (reasons, selectors, descriptions) wraps in its cell rather than widening the page.
 WRAP = {"td": {"class": "wrap"}}
@@ -28,8 +28,6 @@ def _pairs(mapping) -> str:
 def _enrich_platforms(platforms: list) -> None:
     """Nodes and GPUs (total / free) of each platform, and whether it is its pool's default: the pools'
     nodes are read once per pool on the page."""
-    from workloads import engine, selectors
-
     by_pool: dict[int, list] = {}
     for platform in platforms:
         by_pool.setdefault(platform.pool_id, []).append(platform)

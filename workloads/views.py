@@ -18,23 +18,28 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
+from kube.client import api_error_message
 from nodepools import selectors as pool_selectors
-from nodepools.models import Cluster
-from nodepools.models import NodePool
+from nodepools.models import Cluster, NodePool
+from nodepools.sync import api_client_for
 from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
-from workloads import engine, podsecurity, selectors, services
-from workloads import selectors, submission
-from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet
-from workloads.filtersets import WorkloadFilterSet
+from workloads import engine, forecast, podsecurity, selectors, services, submission
+from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet, WorkloadFilterSet
 from workloads.forms import (
-    ConfirmDeleteForm, PlatformForm, PodTemplateForm, PoolSettingsForm, RuleSetForm, as_lines, as_yaml,
+    ConfirmDeleteForm,
+    PlatformForm,
+    PodTemplateForm,
+    PoolSettingsForm,
+    RuleSetForm,
+    SubmitForm,
+    as_lines,
+    as_yaml,
 )
-from workloads.forms import SubmitForm
+from workloads.forms_access import PoolAccessForm
 from workloads.models import Workload
-from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable
-from workloads.tables import WorkloadTable
+from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable
 
 logger = logging.getLogger(__name__)
 
@@ -401,8 +406,6 @@ def rule_set_delete(request, pk: int):
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
 def _api_client(cluster):
-    from nodepools.sync import api_client_for
-
     return api_client_for(cluster)
 
 
@@ -438,8 +441,6 @@ def workload_detail(request, pk: int):
 
 
 def _visible_cluster_ids(user):
-    from nodepools.models import Cluster
-
     return Cluster.objects.restrict(user, "view").values_list("pk", flat=True)
 
 
@@ -544,7 +545,6 @@ def workload_submit(request):
         except PermissionDenied:
             raise
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster is reported on the page
-            from kube.client import api_error_message
 
             form.add_error(None, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was created.")
     return render(request, "workloads/submit.html", _submit_context(form, preview=preview, step=step, verdict=verdict))
@@ -553,8 +553,6 @@ def workload_submit(request):
 def _verdict(form: SubmitForm, actor, preview):
     """The dry run's verdict of a previewed submission (workloads.forecast): would it start now, wait (for
     what, until when) or never fit. Its failure never hides the preview: it is said in words instead."""
-    from workloads import forecast
-
     try:
         return forecast.submission_verdict(user=actor, request=_request_from(form.cleaned_data), preview=preview)
     except Exception as exc:  # noqa: BLE001 - the Job preview stands without it
@@ -614,7 +612,6 @@ def workload_stop(request, pk: int):
     except PermissionDenied:
         raise
     except Exception as exc:  # noqa: BLE001
-        from kube.client import api_error_message
 
         messages.error(request, f"The cluster could not be reached: {api_error_message(exc)}.")
     url = reverse("workload-list")
@@ -628,8 +625,6 @@ def workload_stop(request, pk: int):
 @login_required
 def pool_access(request, pk: int):
     """Who may submit to a pool; editing for system administrators and administrators of its cluster."""
-    from workloads.forms_access import PoolAccessForm
-
     pool = get_object_or_404(NodePool.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
     can_change = submission.may_change_access(request.user, pool)
     row = getattr(pool, "access", None)

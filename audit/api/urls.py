@@ -1,5 +1,5 @@
 """API routes of the audit trail (mounted under /api/v1/)."""
-from console.api import Router
+from common.api import Router
 
 from audit.api import views
 

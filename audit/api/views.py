@@ -7,8 +7,8 @@ from audit import selectors
 from audit.api.serializers import AuditEventSerializer
 from audit.filtersets import AuditEventFilterSet
 from audit.models import AuditEvent
-from console.api import RestrictedQuerysetMixin
-from console.csv import csv_response
+from common.api import RestrictedQuerysetMixin
+from common.csv import csv_response
 
 
 class AuditEventViewSet(RestrictedQuerysetMixin, viewsets.ReadOnlyModelViewSet):

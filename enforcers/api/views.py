@@ -7,12 +7,15 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
+from access.rules import require_system_admin
 from enforcers import services
 from enforcers.api import serializers as s
 from enforcers.models import SchedulerQueue
-from projects.waiting import waiting_requests
+from kube.client import api_error_message
 from nodepools.models import Cluster
+from nodepools.sync import api_client_for
 from projects.models import Department, Project
+from projects.waiting import waiting_requests
 
 
 def _labels(objects) -> list[str]:
@@ -36,14 +39,11 @@ class EnforcementView(generics.GenericAPIView):
     @extend_schema(responses={200: s.EnforcementSerializer, 202: s.PlanSerializer})
     def put(self, request, pk: int):
         cluster = self._cluster(pk)
-        services.require_system_admin(request.user, "choose a cluster's enforcer")
+        require_system_admin(request.user, "choose a cluster's enforcer")
         serializer = s.EnforcementSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         enforcer = serializer.validated_data["enforcer"]
         if serializer.validated_data.get("dry_run"):
-            from kube.client import api_error_message
-            from nodepools.sync import api_client_for
-
             try:
                 with api_client_for(cluster) as api_client:
                     plan = services.enforcement_preview(cluster=cluster, enforcer=enforcer, api_client=api_client)

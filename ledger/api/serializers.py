@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from console.api import RestrictedPrimaryKeyRelatedField
+from common.api import RestrictedPrimaryKeyRelatedField
 from ledger.models import LedgerEntry, Rate
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from nodepools.models import NodePool

@@ -1,7 +1,7 @@
 """API routes of the ledger (mounted under /api/v1/)."""
 from django.urls import re_path
 
-from console.api import Router
+from common.api import Router
 from ledger.api import views
 
 router = Router()

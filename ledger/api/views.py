@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
 
-from console.api import RestrictedQuerysetMixin
+from common.api import RestrictedQuerysetMixin
 from ledger import selectors, services
 from ledger.api import serializers as s
 from ledger.filtersets import LedgerEntryFilterSet, RateFilterSet

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from console.api import RestrictedPrimaryKeyRelatedField
+from common.api import RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
 from access.rules import is_system_admin
 

@@ -1,5 +1,5 @@
 """API routes of clusters, node pools and nodes (mounted under /api/v1/ by console/api_urls.py)."""
-from console.api import Router
+from common.api import Router
 
 from nodepools.api import views
 

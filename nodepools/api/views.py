@@ -6,7 +6,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from console.api import RestrictedQuerysetMixin
+from common.api import RestrictedQuerysetMixin
 from nodepools import selectors, services
 from nodepools.api import serializers as s
 from nodepools.filtersets import ClusterFilterSet, NodeFilterSet, NodePoolFilterSet

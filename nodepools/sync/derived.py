@@ -30,9 +30,11 @@ from collections import Counter
 from typing import Any
 
 import orjson
+from django.db import connection
 
+from common import caches
 from nodepools import kube
-from nodepools.models import NodeStatus, Pod
+from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
 
 
 def pod_contribution(node_name: str, phase: str, ready: bool, labels: Any, selector: Any) -> tuple[str | None, tuple]:
@@ -180,6 +182,7 @@ def _reason_sql() -> str:
     return f"to_jsonb(array_remove(ARRAY[{items}]::text[], NULL))"
 
 
+@caches.register
 @functools.lru_cache(maxsize=4)
 def _derive_sql(node_table: str, pool_table: str, pod_table: str) -> str:
     """One UPDATE .. FROM over a cluster's nodes: pool membership, status and reasons (the rules of
@@ -263,10 +266,6 @@ def derive_nodes_sql(cluster_id: int, default_pool_id: int | None, unreachable: 
     """Derive every node of the cluster set-wise in SQL (PostgreSQL) from the stored nodes, pods and
     pools; writes only the nodes whose derived state changed and returns those as
     (name, pool_id, conflicts, status, reasons)."""
-    from django.db import connection
-
-    from nodepools.models import Node, NodePool
-
     q = connection.ops.quote_name
     sql = _derive_sql(q(Node._meta.db_table), q(NodePool._meta.db_table), q(Pod._meta.db_table))
     with connection.cursor() as cursor:
@@ -283,8 +282,6 @@ def derive_from_database(cluster_id: int, names: list[str] | None = None) -> dic
     """The Python rules (`DerivedNodes.derive`) over what the database stores of a cluster: node name ->
     (pool_id, conflicts, status, reasons), for every node or only `names`. For checks (tests, bench):
     whatever path derived the stored state, it must equal this."""
-    from nodepools.models import Cluster, ConnectionState, Node, NodePool
-
     derived = DerivedNodes()
     derived.unreachable = Cluster.objects.filter(
         pk=cluster_id, connection_state=ConnectionState.UNREACHABLE).exists()

@@ -5,6 +5,7 @@ sync changed); the live pages refetch their regions (nodepools/hints.py is the c
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -26,8 +27,6 @@ def _hints_loop():
     global _hint_loop
     with _hint_loop_lock:
         if _hint_loop is None:
-            import asyncio
-
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="sync-hints", daemon=True).start()
             _hint_loop = loop
@@ -65,7 +64,6 @@ class Hinter:
         now = time.monotonic()
         if not self.kinds or (not force and now - self.last < self.interval):
             return
-        import asyncio
 
         kinds, self.kinds, self.last = self.kinds, set(), now
         written, self.written = self.written, None

@@ -16,8 +16,10 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from console import metrics
+from common import metrics
 from kube.client import api_client, api_error_message
 from nodepools.sync.options import SyncOptions
 
@@ -163,7 +165,6 @@ class Informer(threading.Thread):
             except Exception as exc:  # network, 429, 5xx, bad JSON: back off and resume from `rv`
                 if self.stop_event.is_set():
                     break
-                from kubernetes.client.exceptions import ApiException
 
                 if isinstance(exc, ApiException) and exc.status == 410:
                     if rv is not None:
@@ -180,8 +181,6 @@ class Informer(threading.Thread):
 
     def _list(self) -> str:
         """Every page (raw JSON) to the writer, then ("listed", seen keys); returns the list's rv."""
-        from kubernetes.client.exceptions import ApiException
-
         token, seen, rv = None, set(), ""
         timeout = (self.options.connect_timeout, self.options.list_timeout)
         first = True
@@ -267,8 +266,6 @@ class Informer(threading.Thread):
 
     @staticmethod
     def _chunks(response) -> Iterator[bytes]:
-        from urllib3.exceptions import ProtocolError, ReadTimeoutError
-
         try:
             yield from response.stream(amt=None, decode_content=False)
         except (ProtocolError, ReadTimeoutError, OSError) as exc:

@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 
+import psycopg
 from django.db import connection
 from django.db.models.functions import Now
 
@@ -75,8 +76,6 @@ class PgLeadership:
         self.backend_pid: int | None = None
 
     def _connect(self):
-        import psycopg
-
         params = connection.settings_dict
         kwargs = {"dbname": params["NAME"], "user": params.get("USER") or None,
                   "password": params.get("PASSWORD") or None, "host": params.get("HOST") or None,

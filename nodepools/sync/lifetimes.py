@@ -20,6 +20,7 @@ from typing import Iterable
 from django.db import connection
 
 from nodepools.kube import FINISHED_PHASES
+from nodepools.models import Node, Pod, PodLifetime
 
 _CHUNK = 500
 
@@ -29,8 +30,6 @@ def whole_second(moment: datetime.datetime) -> datetime.datetime:
 
 
 def _tables() -> dict[str, str]:
-    from nodepools.models import Node, Pod, PodLifetime
-
     q = connection.ops.quote_name
     return {"life": q(PodLifetime._meta.db_table), "pod": q(Pod._meta.db_table), "node": q(Node._meta.db_table)}
 

@@ -16,7 +16,9 @@ from typing import Any, Callable
 import orjson
 from django.utils.dateparse import parse_datetime
 
+from common import caches
 from nodepools import kube
+from nodepools.models import Node, Pod
 
 
 def name_key(obj: dict[str, Any]) -> str:
@@ -145,7 +147,7 @@ def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
     return values, facts
 
 
-_REQUESTS: dict[bytes, kube.Resources] = {}
+_REQUESTS: dict[bytes, kube.Resources] = caches.register({})
 
 
 def pod_requests(spec: dict[str, Any]) -> kube.Resources:
@@ -189,8 +191,6 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
 
 
 def _register_core() -> None:
-    from nodepools.models import Node, Pod
-
     register(Resource(
         name=NODES, kind="Node", group="", version="v1", plural="nodes", namespaced=False, model=Node,
         fields=NODE_VALUE_FIELDS, values=node_values, json_fields=("labels", "taints", "conditions"),

@@ -6,7 +6,8 @@ import threading
 
 from django.db import connections, transaction
 
-from console import metrics
+from audit.context import via
+from common import metrics
 from nodepools.models import Cluster, ConnectionState, Node, NodeStatus
 from nodepools.sync.informer import Backoff
 from nodepools.sync.leadership import LeadershipLost, PgLeadership, leadership_for
@@ -28,8 +29,6 @@ class ClusterRunner(threading.Thread):
         self.stop_event.set()
 
     def run(self) -> None:
-        from audit.context import via
-
         with via("sync"):
             try:
                 self._run()

@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from django.db import close_old_connections, connection
 
+from audit.context import SYNC, via
+
 logger = logging.getLogger("nodepools.sync")
 
 
@@ -55,8 +57,6 @@ class LeaderTasks(threading.Thread):
         self.stop_event.set()
 
     def run_once(self, task: LeaderTask) -> None:
-        from audit.context import SYNC, via
-
         if not self.inline:
             close_old_connections()
         try:

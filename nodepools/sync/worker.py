@@ -17,7 +17,7 @@ from typing import Any, Callable
 from django.db import transaction
 from django.utils import timezone as dj_timezone
 
-from console import metrics
+from common import metrics
 from nodepools.models import Cluster, ConnectionState
 from nodepools.sync.hints import Hinter
 from nodepools.sync.informer import Informer, api_client_for

@@ -19,7 +19,9 @@ from typing import Any, Iterable
 
 import orjson
 from django.db import connection
+from django.db.models import OuterRef, Q, Subquery
 
+from nodepools.models import Node, Pod, project_namespace_model
 from nodepools.sync.resources import PODS, Resource, when
 
 # Columns a resource writes beyond its key and `fields`, with the SQL that computes them from the staging
@@ -45,7 +47,6 @@ class TableWriter:
         self.table = opts.db_table
         self.key_columns = ["cluster_id", *resource.key_fields]
         self.value_columns = [opts.get_field(f).column for f in resource.fields]
-        from nodepools.models import project_namespace_model
 
         table = connection.ops.quote_name(project_namespace_model()._meta.db_table)
         self.links = [(column, sql.format(namespaces=table) if sql else sql) for column, sql in LINKS.get(resource.name, [])]
@@ -163,8 +164,6 @@ class TableWriter:
             field = "name"
             for i in range(0, len(keys), 500):
                 if self.resource.namespaced:
-                    from django.db.models import Q
-
                     condition = Q()
                     for ns, name in keys[i:i + 500]:
                         condition |= Q(namespace=ns, name=name)
@@ -210,7 +209,6 @@ def update_node_derived(rows: list[tuple[int, Any, list, str, list]], now: datet
     """Only the derived columns of existing nodes: (pk, pool_id, conflicts, status, reasons)."""
     if not rows:
         return 0
-    from nodepools.models import Node
 
     q = connection.ops.quote_name
     jsonb = "::jsonb" if connection.vendor == "postgresql" else ""
@@ -226,10 +224,6 @@ def update_node_derived(rows: list[tuple[int, Any, list, str, list]], now: datet
 
 def link_orphan_pods(cluster_id: int, node_names: list[str]) -> None:
     """Pods already stored whose node row is new (the pods' list came first): link them, set-wise."""
-    from django.db.models import OuterRef, Subquery
-
-    from nodepools.models import Node, Pod
-
     for i in range(0, len(node_names), 1000):
         chunk = node_names[i:i + 1000]
         Pod.objects.filter(cluster_id=cluster_id, node_name__in=chunk, node__isnull=True).update(
@@ -238,10 +232,6 @@ def link_orphan_pods(cluster_id: int, node_names: list[str]) -> None:
 
 def relink_projects(cluster_id: int) -> None:
     """Every pod's project again from its namespace (after a project's namespaces changed)."""
-    from django.db.models import OuterRef, Subquery
-
-    from nodepools.models import Pod, project_namespace_model
-
     Pod.objects.filter(cluster_id=cluster_id).update(project=Subquery(
         project_namespace_model().objects.filter(cluster_id=cluster_id, name=OuterRef("namespace")).values("project")[:1]))
 

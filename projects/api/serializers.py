@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework import serializers
 
-from console.api import RestrictedPrimaryKeyRelatedField
+from common.api import RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
 from access.rules import Role
 from projects.models import Department, Project, Quota, Rank

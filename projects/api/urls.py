@@ -1,7 +1,7 @@
 """API routes of departments, projects, quotas and role assignments (mounted under /api/v1/)."""
 from django.urls import re_path
 
-from console.api import Router
+from common.api import Router
 from projects.api import fit, views
 
 router = Router()

@@ -14,14 +14,15 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from console.api import PreconditionFailed, RestrictedQuerysetMixin, etag_of, if_match_required
-from console.exceptions import ConcurrentUpdate
+from access.models import RoleAssignment
+from common.api import PreconditionFailed, RestrictedQuerysetMixin, etag_of, if_match_required
+from common.exceptions import ConcurrentUpdate
 from nodepools.models import NodePool
 from projects import services
 from projects.api import serializers as s
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet, QuotaFilterSet, RoleAssignmentFilterSet
 from projects.models import Department, PriorityEntry, Project, Quota
-from access.models import RoleAssignment
+from projects.utilization import owner_report
 
 IF_MATCH = OpenApiParameter(
     "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
@@ -127,8 +128,6 @@ class UtilizationMixin:
     owner_field: str = ""
 
     def _utilization(self, request, pk=None):
-        from projects.utilization import owner_report
-
         owner = self.get_object()
         form = s.UtilizationQuerySerializer(data=request.query_params)
         form.is_valid(raise_exception=True)

@@ -1,5 +1,6 @@
-"""Provisioning on the pages of the apps below (pool page, pool deletion, quota grid), loaded by their
-templates, so that nodepools and projects never import provisioning."""
+"""Provisioning on the pages of the apps below (pool page, pool deletion, quota grid), so that nodepools
+and projects never import provisioning: the pool pages' sections fill the places nodepools' templates name
+(registered in ProvisioningConfig.ready(), ui/slots.py); the quota grid's templates load this library."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal

@@ -1,6 +1,7 @@
 """What Karpenter can do for pending GPU pods, and a pool's best-practice advice, for pages of lower apps
-(the pool page of nodepools, the "Why is it waiting?" table of projects): loaded by their templates, so
-that nodepools and projects never import provisioning."""
+(the pool page of nodepools: places its template names, registered in ProvisioningConfig.ready(),
+ui/slots.py; the "Why is it waiting?" table of projects: loaded by its template), so that nodepools and
+projects never import provisioning."""
 from __future__ import annotations
 
 from django import template

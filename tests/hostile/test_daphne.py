@@ -1,7 +1,7 @@
 """The same hostile requests against the server as it runs in production: Daphne serving
 console.asgi.application in a process of its own (its own SQLite database), over real HTTP.
 
-This is where the body limit lives (console/limits.py): the ASGI wrapper refuses a body whose
+This is where the body limit lives (common/limits.py): the ASGI wrapper refuses a body whose
 Content-Length is over CONSOLE_MAX_BODY_BYTES, or whose bytes pass it as they arrive (a chunked body has
 no Content-Length), and Daphne is made to keep at most the limit of any body (it would otherwise buffer
 all of it, then queue all of it as messages). Measured on the server process: each hostile request is

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from console import parsing
+from common import parsing
 from provisioning import validation
 
 pytestmark = pytest.mark.django_db(transaction=True)

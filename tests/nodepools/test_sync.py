@@ -578,7 +578,7 @@ def scrape(url: str) -> dict[tuple[str, str, str], float]:
 def test_a_running_sync_reports_its_lag_restarts_rows_and_relists_on_its_metrics_port(lab):
     import time
 
-    from console import metrics
+    from common import metrics
 
     server = metrics.start_sync_server(0, addr="127.0.0.1")
     url = f"http://127.0.0.1:{server.server_address[1]}"

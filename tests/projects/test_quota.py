@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from nodepools import services as pool_services
 from projects import services
 from projects.models import Quota

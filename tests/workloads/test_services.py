@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from audit.models import AuditEvent
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 from workloads import engine, selectors, services
 from workloads.models import Platform, PodTemplate, PoolWorkloadSettings, ResourceValidationRuleSet
 

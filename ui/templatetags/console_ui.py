@@ -5,10 +5,16 @@ from django import template
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from ui import formats
+from ui import formats, slots
 from ui.formats import number
 
 register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def slot(context, name: str, obj=None) -> str:
+    """The sections upper apps registered for this place of a lower app's page (ui/slots.py)."""
+    return slots.render(name, context, obj)
 
 
 @register.simple_tag(takes_context=True)

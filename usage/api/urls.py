@@ -1,7 +1,7 @@
 """API routes of usage history (mounted under /api/v1/)."""
 from django.urls import re_path
 
-from console.api import Router
+from common.api import Router
 
 from usage.api import views
 

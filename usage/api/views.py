@@ -1,13 +1,14 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, viewsets
-from rest_framework.response import Response
 from rest_framework.decorators import action
+from rest_framework.response import Response
 
-from console.api import RestrictedQuerysetMixin
-from console.csv import csv_response
-from usage import selectors
+from common.api import RestrictedQuerysetMixin
+from common.csv import csv_response
 from nodepools.models import Pod
+from projects.utilization import idle_threshold, idle_window
+from usage import selectors
 from usage.api.serializers import IdleGpusSerializer, UsageSnapshotSerializer
 from usage.filtersets import IdleGpuFilterSet, UsageSnapshotFilterSet
 from usage.models import UsageSnapshot
@@ -48,8 +49,6 @@ class IdleGpuList(generics.GenericAPIView):
         return selectors.idle_gpu_pods(user=self.request.user)
 
     def get(self, request):
-        from projects.utilization import idle_threshold, idle_window
-
         rows, reasons = selectors.idle_gpu_rows(self.filter_queryset(self.get_queryset()))
         return Response(IdleGpusSerializer({
             "threshold_percent": idle_threshold(), "window_minutes": idle_window().total_seconds() / 60,

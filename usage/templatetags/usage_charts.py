@@ -2,6 +2,7 @@ import datetime
 
 from django import template
 
+from ui.charts import figure_table
 from usage import selectors
 from usage.charts import usage_figure
 
@@ -24,8 +25,6 @@ def _day(value) -> datetime.datetime | None:
 def usage_chart(context, pool=None, department=None, days=7, date_from=None, date_to=None):
     """GPU usage of a pool, a department, or (neither) every pool the user may see: over the last `days`,
     or over the dates chosen (`date_from`, `date_to` inclusive; the usage page's filter)."""
-    from ui.charts import figure_table
-
     request = context.get("request")
     user = getattr(request, "user", None)
     pool = pool or None  # an unset template variable arrives as ""

@@ -6,11 +6,13 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from console.api import DocumentField, RestrictedPrimaryKeyRelatedField
+from common.api import DocumentField, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, NodePool
+from projects import waiting
+from projects.api.fit import FragmentationSerializer, RoomSerializer
+from projects.models import Project
 from workloads import selectors, shell
-from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet
-from workloads.models import Workload
+from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet, Workload
 from workloads.submission import PRIORITY_CLASSES
 
 
@@ -245,16 +247,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(WhyWaitingSerializer(allow_null=True))
     def get_why_waiting(self, obj):
-        from projects import waiting
-
         found = self._enriched(obj).decision_why
         if found is None:
             return None
         return {"code": found.code, "category": waiting.console_category(found.code), "explanation": found.text}
 
     def get_waiting_category(self, obj) -> str | None:
-        from projects import waiting
-
         obj = self._enriched(obj)
         if selectors.display_phase(obj) not in ("Pending", "Suspended"):
             return None
@@ -299,7 +297,6 @@ class CommandField(serializers.Field):
 class SubmitSerializer(serializers.Serializer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from projects.models import Project
 
         self.fields["project"] = RestrictedPrimaryKeyRelatedField(
             model=Project, help_text="The project's id (you need the researcher or project administrator role).")
@@ -347,7 +344,6 @@ class VerdictSerializer(serializers.Serializer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from projects.api.fit import FragmentationSerializer, RoomSerializer
 
         self.fields["room"] = RoomSerializer(allow_null=True, help_text="What the scheduler would take for it.")
         self.fields["fragmentation"] = FragmentationSerializer(allow_null=True)

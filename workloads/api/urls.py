@@ -1,5 +1,5 @@
 """API routes of platforms, pod templates, rule sets and workloads (mounted under /api/v1/ by console/api_urls.py)."""
-from console.api import Router
+from common.api import Router
 
 from workloads.api import views
 

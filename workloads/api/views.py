@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import status, viewsets
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.response import Response
 
-from console.api import RestrictedQuerysetMixin
-from workloads import services
-from workloads import selectors, submission
+from common.api import RestrictedQuerysetMixin
+from kube.client import api_error_message
+from nodepools.sync import api_client_for
+from workloads import forecast, selectors, services, submission
 from workloads.api import serializers as s
-from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet
-from workloads.filtersets import WorkloadFilterSet
+from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet, WorkloadFilterSet
 from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet
-
 
 _METHODS = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -130,9 +128,6 @@ class ClusterUnreachable(exceptions.APIException):
 
 def _in_cluster(cluster, fn):
     """Run `fn(api_client)` against the cluster; a cluster that cannot be reached is a 503 naming why."""
-    from kube.client import api_error_message
-    from nodepools.sync import api_client_for
-
     try:
         with api_client_for(cluster) as api_client:
             return fn(api_client)
@@ -198,8 +193,6 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
                 "platform": preview.platform, "dry_run": dry_run, "yaml": preview.yaml, "job": preview.job,
                 "queued_in": preview.queued_in, "scheduling": preview.scheduling}
         if dry_run:
-            from workloads import forecast
-
             body["verdict"] = forecast.submission_verdict(user=request.user, request=req, preview=preview).as_dict()
             body = s.SubmittedSerializer(body).data
         return Response(body, status=status.HTTP_200_OK if dry_run else status.HTTP_201_CREATED)

@@ -1,9 +1,11 @@
 """The project page's "When will they start?": the project's waiting workloads with their start estimates
-(workloads.forecast). Loaded by the project page's template, so that the projects app (which renders that
-page) never imports this app."""
+(workloads.forecast). It fills a place the project page's template names (registered in
+WorkloadsConfig.ready(), ui/slots.py), so that the projects app never names this app."""
 from __future__ import annotations
 
 from django import template
+
+from workloads import forecast, selectors
 
 register = template.Library()
 
@@ -12,8 +14,6 @@ MOST = 50
 
 @register.inclusion_tag("workloads/_start_estimates.html", takes_context=True)
 def project_start_estimates(context, project) -> dict:
-    from workloads import forecast, selectors
-
     request = context.get("request")
     user = getattr(request, "user", None)
     namespaces = list(project.namespaces.values_list("name", flat=True))

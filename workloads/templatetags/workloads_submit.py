@@ -1,16 +1,17 @@
-"""The pool page's line about submitting: who may submit to the pool, and its workloads. Loaded by the
-pool page's template, so that the projects app (which renders that page) never imports this app."""
+"""The pool page's line about submitting: who may submit to the pool, and its workloads. It fills a place
+the pool page's template names (registered in WorkloadsConfig.ready(), ui/slots.py), so that neither
+nodepools nor projects (which renders that page) names this app."""
 from __future__ import annotations
 
 from django import template
+
+from workloads.submission import may_change_access
 
 register = template.Library()
 
 
 @register.inclusion_tag("workloads/_pool_submit_line.html", takes_context=True)
 def pool_submit_line(context, pool) -> dict:
-    from workloads.submission import may_change_access
-
     request = context.get("request")
     user = getattr(request, "user", None)
     return {"pool": pool, "access": getattr(pool, "access", None),

@@ -7,6 +7,7 @@ from decimal import Decimal
 from django import template
 
 from ui.formats import number
+from workloads import selectors, services
 
 register = template.Library()
 
@@ -32,8 +33,6 @@ def gib(amount) -> str:
 @register.inclusion_tag("workloads/_pool_platforms_section.html", takes_context=True)
 def pool_platforms_section(context, pool) -> dict:
     """The pool's platforms (those the user may see) with their nodes and GPUs total / free."""
-    from workloads import selectors, services
-
     request = context.get("request")
     user = getattr(request, "user", None)
     data = selectors.pool_platforms(user=user, pool=pool, with_rows=False)

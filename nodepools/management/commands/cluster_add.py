@@ -8,6 +8,7 @@ import os
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from kubernetes import config
 
 from nodepools import services
 from nodepools.models import Cluster
@@ -68,8 +69,6 @@ class Command(BaseCommand):
 
     @staticmethod
     def _check_kubeconfig(path: str, context: str) -> None:
-        from kubernetes import config
-
         if not os.path.isfile(path):
             raise CommandError(f"kubeconfig: no file at {path}.")
         try:

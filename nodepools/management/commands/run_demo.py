@@ -27,10 +27,16 @@ import orjson
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 from django.utils import timezone
 
+from gpumetrics import localprom
+from kube.client import api_error_message
+from nodepools import services
 from nodepools.demo_cluster import demo_karpenter_nodepools, demo_karpenter_pods, demo_objects
 from nodepools.models import Cluster
+from nodepools.sync import api_client_for
+from workloads.demo import DemoStory, demo_submissions
 
 DEMO_CLUSTER = "demo"  # the name `manage.py demo` registers
 FIRST_SYNC_TIMEOUT = 90  # seconds
@@ -136,7 +142,7 @@ class Command(BaseCommand):
             sync_started = timezone.now()
             start("sync", [python, "manage.py", "sync_clusters"])
             # No access log (-v 0): every live refetch would be a line; Django's own log says what matters,
-            # a refused request in one line (console/log.py).
+            # a refused request in one line (common/log.py).
             start("web", [python, "-m", "daphne", "-v", "0", "-b", host, "-p", str(port), "console.asgi:application"])
             # The first usage snapshot after the first full sync: the charts then start at the real figures.
             if self._wait_first_full_sync(sync_started, dead, stopping):
@@ -184,9 +190,6 @@ class Command(BaseCommand):
     def _start_prometheus(self, kubeconfig: Path):
         """A real Prometheus scraping the emulator's DCGM exporter, named as the demo cluster's, when
         Debian's prometheus is installed; without it the GPU utilization columns say why they are empty."""
-        from gpumetrics import localprom
-        from nodepools import services
-
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)
         if not localprom.available():
             self.stdout.write(f"No Prometheus at {localprom.PROMETHEUS} (apt-get install prometheus): "
@@ -209,10 +212,6 @@ class Command(BaseCommand):
 
     def _submit_demo_workloads(self) -> None:
         """A few workloads submitted to the demo cluster (workloads.demo), once the sync knows its nodes."""
-        from kube.client import api_error_message
-        from nodepools.sync import api_client_for
-        from workloads.demo import demo_submissions
-
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)
         try:
             with api_client_for(cluster) as api_client:
@@ -226,12 +225,6 @@ class Command(BaseCommand):
     def _start_story(self, stopping) -> threading.Thread:
         """The demo's story (workloads.demo.DemoStory) in a thread of this process: every few seconds it
         submits what is due through the console's submission service, as the demo's researchers."""
-        from django.db import connection
-
-        from kube.client import api_error_message
-        from nodepools.sync import api_client_for
-        from workloads.demo import DemoStory
-
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)
         driver = DemoStory(cluster=cluster)
         stop = self._story_stop

@@ -13,7 +13,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from console.metrics import add_sync_server_arguments, start_sync_server_from_options
+from common.metrics import add_sync_server_arguments, start_sync_server_from_options
 from nodepools.sync import SyncOptions, run_clusters
 from nodepools.sync.options import HELP
 

@@ -8,12 +8,15 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from access.rules import Role
+from enforcers.services import enforcement_set
+from ledger.demo import demo_ledger_seed
 from nodepools import services as pool_services
 from nodepools.demo_cluster import DEPARTMENTS, KARPENTER_LABEL_KEY, KARPENTER_POOLS, POOL_LABEL_KEY, demo_objects
 from nodepools.models import Cluster, NodePool
 from projects import services
-from access.rules import Role
 from projects.models import Department, Project, Quota
+from workloads.demo import demo_platforms, demo_submissions
 
 CLUSTER = "demo"
 PASSWORD = "gpu-demo"
@@ -55,7 +58,6 @@ class Command(BaseCommand):
                                          kubeconfig_path=os.path.abspath(options["kubeconfig"]),
                                          kube_context=options.get("context") or "")
             # The demo shows the console acting on its cluster: KAI Scheduler's queues from the quotas.
-            from enforcers.services import enforcement_set
 
             enforcement_set(actor=None, cluster=cluster, enforcer="kai")
         pools = {"default": cluster.default_pool}
@@ -91,14 +93,12 @@ class Command(BaseCommand):
         self._logins(cluster)
         # GPU-hours: rates for the demo's GPU models and thirty days of the ledger, so that the current
         # month's statement shows from the start (ledger/demo.py).
-        from ledger.demo import demo_ledger_seed
 
         rows = demo_ledger_seed(cluster=cluster)
         if rows:
             self.stdout.write(f"GPU-hours ledger: thirty days of history ({rows} hourly rows) and rates.")
         # Workloads through pools: the default pool's two platforms; without a cluster to submit to, the
         # demo's workloads as the sync would mirror them (run_demo submits them to the emulator).
-        from workloads.demo import demo_platforms, demo_submissions
 
         demo_platforms(cluster=cluster)
         if not options["no_cluster_objects"]:

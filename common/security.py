@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 
 from axes.backends import AxesStandaloneBackend
+from axes.models import AccessAttempt
+from axes.utils import reset
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.forms.utils import ErrorDict
@@ -83,8 +85,6 @@ def lockout_response(request, original_response=None, credentials=None) -> HttpR
 
 def login_failures(username: str, address: str) -> int:
     """Failed log-ins of this username from this address still counting (within the window)."""
-    from axes.models import AccessAttempt
-
     since = timezone.now() - datetime.timedelta(seconds=settings.LOGIN_FAILURE_WINDOW)
     attempts = AccessAttempt.objects.filter(username=normal_username(username), ip_address=address,
                                             attempt_time__gte=since)
@@ -92,6 +92,4 @@ def login_failures(username: str, address: str) -> int:
 
 
 def login_failures_reset(username: str, address: str) -> None:
-    from axes.utils import reset
-
     reset(ip=address, username=normal_username(username))

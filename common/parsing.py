@@ -14,7 +14,7 @@ strings, pod templates and rule sets typed as JSON or YAML), each refusal naming
 - NUL and the other control characters (C0 except tab, line feed and carriage return, and DEL) are
   refused in every string, keys included, of JSON and YAML, form fields and query strings.
 
-Sizes are bounded before any of this: the request body (console/limits.py) and each document field
+Sizes are bounded before any of this: the request body (common/limits.py) and each document field
 (MAX_DOCUMENT_CHARS, checked by the services that store documents).
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from django import forms
 from django.conf import settings
 from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from rest_framework import exceptions, parsers
 
 DEFAULT_MAX_NESTING = 64
@@ -67,11 +68,6 @@ def control_character_message(text: str, match: re.Match) -> str:
     name = _NAMES.get(code, "control character")
     return (f"Contains the control character U+{code:04X} ({name}) at position {match.start() + 1}: text may "
             "hold tab, line feed and carriage return, but no NUL or other control characters.")
-
-
-def first_control_character(text: str) -> re.Match | None:
-    return CONTROL_RE.search(text)
-
 
 def check_value(value: Any, *, field: str = "", limit: int | None = None) -> None:
     """Walk a parsed value without recursion: nesting at most `limit` levels, no control character in
@@ -311,7 +307,6 @@ def refusal_response(request, exc: InputError):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": f"Invalid input: {field + ': ' if field else ''}{exc.message}",
                              "errors": exc.as_errors()}, status=400)
-    from django.template import loader
 
     body = loader.render_to_string("400.html", {"field": field, "message": exc.message})
     return HttpResponse(body, status=400)

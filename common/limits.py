@@ -23,6 +23,7 @@ from __future__ import annotations
 import orjson
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+from django.template import loader
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
@@ -53,7 +54,6 @@ def too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
     if _is_api(path):
         return b"application/json", orjson.dumps(
             {"detail": message, "errors": {"request_body": [f"At most {limit} bytes ({_human(limit)})."]}})
-    from django.template import loader
 
     return b"text/html; charset=utf-8", loader.render_to_string(
         "413.html", {"message": message, "limit": _human(limit)}).encode()
@@ -136,7 +136,7 @@ def daphne_body_cap() -> None:
     Twisted calls `handleContentChunk` for every piece of the body as it arrives; past the limit the
     pieces are dropped instead of stored, so neither Twisted's buffer nor Daphne's queue of
     `http.request` messages grows with what the client sends. `BodyLimitASGI` then answers 413."""
-    try:
+    try:  # late: guarded, a WSGI deployment runs without Daphne
         from daphne.http_protocol import WebRequest
     except ImportError:  # pragma: no cover - Daphne is a dependency; WSGI deployments do without it
         return

@@ -11,6 +11,7 @@ scraped on its own, as Prometheus does with pods.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from datetime import datetime
@@ -176,8 +177,6 @@ def start_sync_server(port: int, addr: str = "0.0.0.0") -> ThreadingHTTPServer:
 
 def add_sync_server_arguments(parser) -> None:
     """For `sync_clusters`: `--metrics-port` (default SYNC_METRICS_PORT or off)."""
-    import os
-
     default = int(os.environ.get("SYNC_METRICS_PORT", "0") or 0)
     parser.add_argument("--metrics-port", type=int, default=default,
                         help="serve /metrics and /readyz on this port (0: off; default $SYNC_METRICS_PORT)")

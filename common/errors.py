@@ -2,7 +2,7 @@
 
 Django's defaults would render our 403.html / 404.html / 500.html too; these handlers exist so that a
 CSRF failure gets the same styled 403 page with words a person understands, and so that every refusal
-is one log line (see `console.log`), never Django's technical page or a traceback.
+is one log line (see `common.log`), never Django's technical page or a traceback.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
 for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
 there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
-413 a body over CONSOLE_MAX_BODY_BYTES (console/limits.py), 428 `If-Match` missing on a write that needs it.
+413 a body over CONSOLE_MAX_BODY_BYTES (common/limits.py), 428 `If-Match` missing on a write that needs it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from console.exceptions import ConcurrentUpdate
+from common.exceptions import ConcurrentUpdate
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -133,7 +133,7 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 
 class DocumentField(serializers.JSONField):
     """A JSON value, or JSON/YAML text (a form-encoded body sends text): the text is handed as is to the
-    services, which parse documents with bounds (console/parsing.py). DRF's JSONField would json.loads form
+    services, which parse documents with bounds (common/parsing.py). DRF's JSONField would json.loads form
     text itself, without a depth limit."""
 
     def to_internal_value(self, data):

@@ -2,7 +2,7 @@
 
 The one place that writes CSV for the console; pages, API and compliance exports all use it:
 
-    from console.csv import csv_response
+    from common.csv import csv_response
     return csv_response("nodes.csv", ["Node", "Status"], ((n.name, n.status_text) for n in nodes))
 
 - `escape_cell(value) -> str`: the text of one cell; a text starting with `=`, `+`, `-`, `@`, tab, CR,

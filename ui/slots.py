@@ -1,0 +1,37 @@
+"""Named places on a lower app's page where upper apps put their sections: registration, as the sync's
+informers register the kinds they mirror. The lower template names the place, never the upper app:
+
+    {% load console_ui %}{% slot "pool-detail.blueprint" pool %}
+
+and the upper app, in its AppConfig.ready(), names the inclusion tag of its own library that fills it:
+
+    slots.register("pool-detail.blueprint", library="provisioning", tag="pool_blueprint")
+
+Each registered tag is rendered as if the page had written `{% load <library> %}{% <tag> object %}`
+there (same context, same output); several fill one place in the order they registered, a line apart.
+A place nobody registered for renders nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.template import Context
+
+_SLOTS: dict[str, list[tuple[str, str]]] = {}
+
+
+def register(slot: str, *, library: str, tag: str) -> None:
+    """Fill the place `slot` with the tag `tag` of the template tag library `library` (idempotent)."""
+    entries = _SLOTS.setdefault(slot, [])
+    if (library, tag) not in entries:
+        entries.append((library, tag))
+
+
+def render(slot: str, context: Context, obj: Any = None) -> str:
+    entries = _SLOTS.get(slot)
+    if not entries:
+        return ""
+    source = "\n".join(f"{{% load {library} %}}{{% {tag} slot_object %}}" for library, tag in entries)
+    template = context.template.engine.from_string(source)
+    with context.push(slot_object=obj):
+        return template.render(context)
