@@ -19,6 +19,7 @@ from nodepools.tables import NodeTable, OverviewPoolTable
 from nodepools.views import SESSION_CLUSTER, current_cluster
 from projects import selectors, services
 from projects.utilization import owner_chart, owner_panel
+from nodepools.memo import reads_memo
 from projects.waiting import waiting_requests
 from projects.filtersets import DepartmentFilterSet, ProjectFilterSet
 from projects.forms import (DepartmentCreateForm, DepartmentForm, MemberForm, PriorityForm, ProjectCreateForm,
@@ -61,6 +62,7 @@ def _waiting(waiting: list, api_url: str) -> dict:
 
 
 @login_required
+@reads_memo
 def department_detail(request, pk: int):
     department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
     return render(request, "projects/department_detail.html", {
@@ -134,6 +136,7 @@ def my_projects(request):
 
 
 @login_required
+@reads_memo
 def project_detail(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
                                 pk=pk)
@@ -346,6 +349,7 @@ def quota_edit(request, pk: int):
 # here, above nodepools, because they show the organisation's quota beside the pools' capacity.
 
 @login_required
+@reads_memo
 def home(request):
     """Department managers land on their departments, researchers (roles in projects only) on their
     projects; everyone else on the current cluster's overview."""
@@ -366,6 +370,7 @@ def home(request):
 
 
 @login_required
+@reads_memo
 def cluster_overview(request, pk: int):
     cluster = get_object_or_404(cluster_list(user=request.user), pk=pk)
     request.session[SESSION_CLUSTER] = cluster.pk
@@ -395,6 +400,7 @@ def overview(request, cluster: Cluster):
 
 
 @login_required
+@reads_memo
 def pool_detail(request, pk: int):
     pool = get_object_or_404(pool_selectors.pool_table_list(user=request.user), pk=pk)
     usage = pool_selectors.pod_usage([pool.pk])
