@@ -211,6 +211,8 @@ def page_urls(cluster, pools) -> dict[str, str]:
         "quota grid": f"/clusters/{cluster.pk}/quota/",
         "department page": f"/departments/{department.pk}/",
         "project page": f"/projects/{project.pk}/",
+        # Fetched after the project page (htmx): the start estimates simulate the pools' queues.
+        "project: start estimates (after)": f"/projects/{project.pk}/start-estimates/",
         "workloads": "/workloads/",
         "workload page": f"/workloads/{workload.pk}/",
         "department statement": f"/departments/{department.pk}/statement/",

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -464,6 +465,11 @@ class Pod(models.Model):
     finished_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)
+    # The Job that owns it (its `batch.kubernetes.io/job-name` label), computed by the database from the
+    # labels whoever writes the pod, and indexed with its namespace: a workload's pods are an index lookup.
+    job_name = models.GeneratedField(
+        expression=KeyTextTransform(kube.JOB_NAME_LABEL, "labels"),
+        output_field=models.CharField(max_length=253, null=True), db_persist=True)
 
     objects = PodQuerySet.as_manager()
 
@@ -478,6 +484,7 @@ class Pod(models.Model):
             # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
             models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes"],
                          name="pod_usage_cover"),
+            models.Index(fields=["cluster", "namespace", "job_name"], name="pod_job"),
         ]
 
     def __str__(self) -> str:

@@ -422,6 +422,17 @@ def workload_list(request):
 
 
 @login_required
+def project_start_estimates_section(request, pk: int):
+    """The project page's "When will they start?" section, fetched after the page (htmx) or opened alone."""
+    from projects.models import Project
+    from workloads.templatetags.workloads_forecast import project_start_estimates_context
+
+    project = get_object_or_404(Project.objects.restrict(request.user, "view"), pk=pk)
+    return render(request, "workloads/_start_estimates.html",
+                  project_start_estimates_context(user=request.user, project=project))
+
+
+@login_required
 def workload_detail(request, pk: int):
     """One workload: what was asked, what the scheduler decided (its PodGroups' or Kueue Workload's
     conditions, who preempted it, its queue position) and the console's answer to why it waits."""

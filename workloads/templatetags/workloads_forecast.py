@@ -1,21 +1,21 @@
 """The project page's "When will they start?": the project's waiting workloads with their start estimates
-(workloads.forecast). Loaded by the project page's template, so that the projects app (which renders that
-page) never imports this app."""
+(workloads.forecast). The section is fetched after the page (`project_start_estimates_section`: the
+estimates simulate the pool's queue, slow by nature at a large fleet); the project page's template loads
+this tag, so that the projects app (which renders that page) never imports this app."""
 from __future__ import annotations
 
 from django import template
+from django.urls import reverse
 
 register = template.Library()
 
 MOST = 50
 
 
-@register.inclusion_tag("workloads/_start_estimates.html", takes_context=True)
-def project_start_estimates(context, project) -> dict:
+def project_start_estimates_context(*, user, project) -> dict:
+    """The section's context: the project's oldest MOST waiting workloads, each with its start estimate."""
     from workloads import forecast, selectors
 
-    request = context.get("request")
-    user = getattr(request, "user", None)
     namespaces = list(project.namespaces.values_list("name", flat=True))
     rows = list(selectors.workload_list(user=user).filter(
         cluster_id=project.cluster_id, namespace__in=namespaces, phase__in=("Pending", "Suspended"))
@@ -23,3 +23,9 @@ def project_start_estimates(context, project) -> dict:
     waiting = [w for w in rows if selectors.display_phase(w) in ("Pending", "Suspended")]
     forecast.workloads_attach_estimates(waiting, user=user)
     return {"waiting": waiting, "most": MOST, "project": project}
+
+
+@register.inclusion_tag("workloads/_start_estimates_pending.html")
+def project_start_estimates(project) -> dict:
+    """Where the section comes: fetched with htmx when the page has loaded (a link without script)."""
+    return {"url": reverse("project-start-estimates", args=[project.pk]), "project": project}
