@@ -484,7 +484,7 @@ class Pod(models.Model):
             # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
             models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes"],
                          name="pod_usage_cover"),
-            models.Index(fields=["cluster", "namespace", "job_name"], name="pod_job"),
+            models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job"),
         ]
 
     def __str__(self) -> str:

@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='pod',
-            index=models.Index(fields=['cluster', 'namespace', 'job_name'], name='pod_job'),
+            index=models.Index(fields=['cluster', 'namespace', 'job_name', 'name'], name='pod_job'),
         ),
         migrations.RunPython(triggers_again, migrations.RunPython.noop),
     ]
