@@ -1013,13 +1013,24 @@ class _World:
     def place(self, shape: Shape) -> list[tuple[str, Running]] | None:
         """Bind the shape's pods (binpack: the fullest node that fits first); None when not all fit."""
         placed: list[tuple[str, Running]] = []
+        gpus, cpu, memory = shape.gpus, shape.cpu, shape.memory
+        rooms = self.free
         for _ in range(shape.pods):
-            best = None
+            best, best_free = None, None
+            # `_slots(...) >= 1` inlined (it runs for every node at every step of every simulation): a pod
+            # fits where the free GPUs, CPU and memory each cover what it asks.
             for name in self.order:
-                free, cpu_free, memory_free = self.free[name]
-                if _slots(free, shape.gpus, cpu_free, memory_free, shape.cpu, shape.memory) >= 1 and (
-                        best is None or free < self.free[best][0]):
-                    best = name
+                room = rooms[name]
+                free = room[0]
+                if best is not None and not free < best_free:
+                    continue
+                if gpus > 0 and free < gpus:
+                    continue
+                if cpu > 0 and room[1] is not None and room[1] < cpu:
+                    continue
+                if memory > 0 and room[2] is not None and room[2] < memory:
+                    continue
+                best, best_free = name, free
             if best is None:
                 for name, pod in placed:
                     self.release(pod)
