@@ -95,6 +95,8 @@ def pod_times(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
 
 
 PREEMPTIBLE_BELOW = 100
+# The label Kubernetes' Job controller sets on a Job's pods (workloads.render.JOB_NAME_LABEL).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def is_preemptible(priority: int | None) -> bool:

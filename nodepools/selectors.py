@@ -13,9 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Greatest
-from django.db.models.sql.constants import LOUTER
 from django.utils import timezone
-from django_cte import CTE, with_cte
 from kubernetes import client
 
 import gpumetrics
@@ -30,6 +28,8 @@ from gpumetrics import (
 )
 from kube.client import api_error_message
 from nodepools import kube
+from nodepools.kube import PREEMPTIBLE_BELOW
+from nodepools.memo import memoised
 from nodepools.models import (
     Cluster,
     Node,
@@ -72,20 +72,21 @@ USAGE_SORTS = {"gpu_allocated", "gpu_free", "cpu_allocated", "memory_allocated",
 
 
 def node_usage(node_ids) -> dict[int, tuple]:
-    """(GPUs, CPU millis, memory bytes, pod count) of the running pods of each node."""
-    rows = (Pod.objects.active().filter(node_id__in=list(node_ids)).order_by().values("node_id")
-            .annotate(g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), n=Count("pk")))
-    return {r["node_id"]: (r["g"], r["c"], r["m"], r["n"]) for r in rows}
+    """(GPUs, CPU millis, memory bytes, pod count) of the running pods of each node (the usage the
+    database keeps on the node: `Node.usage_*`)."""
+    rows = Node.objects.filter(pk__in=list(node_ids)).values_list("pk", *Node.USAGE_FIELDS)
+    return {pk: (g, c, m, n) for pk, g, c, m, n in rows}
 
 
 def nodes_attach_usage(nodes: list[Node]) -> list[Node]:
     """Set gpu_allocated, cpu_allocated_millis, memory_allocated_bytes, pod_count, gpu_ready and gpu_free
-    on nodes; one grouped query."""
+    on nodes, from the usage the database keeps on each node (`Node.usage_*`): one query of those rows
+    (the instances may have been read before their pods last changed)."""
     usage = node_usage(n.pk for n in nodes) if nodes else {}
     for node in nodes:
         gpus, cpu, memory, count = usage.get(node.pk, (Decimal(0), 0, 0, 0))
         node.gpu_allocated, node.cpu_allocated_millis, node.memory_allocated_bytes, node.pod_count = (
-            gpus or Decimal(0), cpu or 0, memory or 0, count)
+            gpus or Decimal(0), cpu or 0, memory or 0, count or 0)
         node.gpu_ready = node.gpu_allocatable if node.status == NodeStatus.READY else 0
         node.gpu_free = max(Decimal(node.gpu_ready) - node.gpu_allocated, Decimal(0))
     return nodes
@@ -102,22 +103,13 @@ NODE_USAGE_FIELDS = ("gpu_allocated", "cpu_allocated_millis", "memory_allocated_
 
 
 def nodes_annotate_usage(nodes: NodeQuerySet) -> NodeQuerySet:
-    """Annotate gpu_allocated, cpu_allocated_millis, memory_allocated_bytes and pod_count on every node
-    by one grouped pass over the running pods (a common table expression, via django-cte), left-joined
-    to the nodes: never a subquery per node. PostgreSQL inlines it (a hash aggregate, hash-joined);
-    nodes without running pods get 0."""
+    """Annotate gpu_allocated, cpu_allocated_millis, memory_allocated_bytes and pod_count on every node: the
+    usage the database keeps on the node (`Node.usage_*`, recounted by triggers on the pods table), so that
+    sorting by them reads an index and an export reads them with the node, never summing the pods."""
     if "pod_count" in nodes.query.annotations:
         return nodes
-    usage = CTE(Pod.objects.active().order_by().values("node_id").annotate(
-        g=Sum("gpus"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), n=Count("pk")), name="node_usage")
-    nodes = with_cte(usage, select=usage.join(nodes, pk=usage.col.node_id, _join_type=LOUTER))
-    gpu, big = models.DecimalField(max_digits=14, decimal_places=3), models.BigIntegerField()
-    return nodes.annotate(
-        gpu_allocated=Coalesce(usage.col.g, Value(Decimal(0)), output_field=gpu),
-        cpu_allocated_millis=Coalesce(usage.col.c, Value(0), output_field=big),
-        memory_allocated_bytes=Coalesce(usage.col.m, Value(0), output_field=big),
-        pod_count=Coalesce(usage.col.n, Value(0), output_field=models.IntegerField()),
-    )
+    return nodes.annotate(gpu_allocated=F("usage_gpus"), cpu_allocated_millis=F("usage_cpu_millis"),
+                          memory_allocated_bytes=F("usage_memory_bytes"), pod_count=F("usage_pods"))
 
 
 def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
@@ -142,11 +134,18 @@ def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
 
 def pod_usage(pool_ids) -> list[dict[str, Any]]:
     """What running pods use, grouped by (pool, project): one pass over the pods serves the pool
-    totals, the quota rows' allocation and the overview chart. Keys: pool_id, project_id, gpu, cpu
-    (millis), mem (bytes), pods."""
+    totals, the quota rows' allocation, the overview chart, the fair share and "Why is it waiting?".
+    Keys: pool_id, project_id, gpu, np (GPUs of non-preemptible pods), cpu (millis), mem (bytes), pods.
+    Read once per request inside a `nodepools.memo` scope (the rows are shared: do not change them)."""
+    pool_ids = tuple(sorted(set(pool_ids)))
+    return memoised(("pod_usage", pool_ids), lambda: _pod_usage(pool_ids))
+
+
+def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
     rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
             .values("node__pool_id", "project_id")
-            .annotate(gpu=Sum("gpus"), cpu=Sum("cpu_millis"), mem=Sum("memory_bytes"), pods=Count("pk")))
+            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)),
+                      cpu=Sum("cpu_millis"), mem=Sum("memory_bytes"), pods=Count("pk")))
     return [{**r, "pool_id": r.pop("node__pool_id")} for r in rows]
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import django_tables2 as tables
+import orjson
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -357,11 +360,18 @@ class NodeTable(ConsoleTable):
     )
 
     def export_values(self, queryset):
-        # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one.
-        return nodes_annotate_usage(queryset).values(*self.export_fields, "status_reasons", *NODE_USAGE_FIELDS)
+        # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one: read as the
+        # stored JSON text, decoded only for a node that is not ready (decoding "[]" for every node of a
+        # fleet was a third of the export's time).
+        return nodes_annotate_usage(queryset).annotate(status_reasons_text=Cast("status_reasons", TextField())).values(
+            *self.export_fields, "status_reasons_text", *NODE_USAGE_FIELDS)
 
     def export_status(self, row):
-        return node_status_text(row["status"], row["status_reasons"] or [], every_reason=True)
+        status = row["status"]
+        if status != NodeStatus.NOT_READY:
+            return node_status_text(status, [])
+        text = row["status_reasons_text"]
+        return node_status_text(status, (orjson.loads(text) if text else None) or [], every_reason=True)
 
     # "4/4" in one cell reads as a date in a spreadsheet: the CSV has the two numbers in two columns.
     csv_parts = {"gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices")),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -1009,17 +1010,28 @@ class _World:
         self.order = [node.name for node in nodes if node.ready]
         self.use = {key: [o.allocated, o.non_preemptible] for key, o in owners.items()}
         self.owners = owners
+        # The Ready nodes by (free GPUs, their order): binpack's choice is the first of them, from the first
+        # with enough free GPUs, whose CPU and memory also fit (a bisection, not a pass over every node).
+        self.index = {name: i for i, name in enumerate(self.order)}
+        self.by_free = sorted((room[0], self.index[name], name) for name, room in self.free.items())
 
     def place(self, shape: Shape) -> list[tuple[str, Running]] | None:
-        """Bind the shape's pods (binpack: the fullest node that fits first); None when not all fit."""
+        """Bind the shape's pods (binpack: the fullest node that fits first, the first in order among
+        equals); None when not all fit."""
         placed: list[tuple[str, Running]] = []
+        gpus, cpu, memory = shape.gpus, shape.cpu, shape.memory
+        rooms, by_free = self.free, self.by_free
         for _ in range(shape.pods):
             best = None
-            for name in self.order:
-                free, cpu_free, memory_free = self.free[name]
-                if _slots(free, shape.gpus, cpu_free, memory_free, shape.cpu, shape.memory) >= 1 and (
-                        best is None or free < self.free[best][0]):
-                    best = name
+            for k in range(bisect_left(by_free, (gpus,)) if gpus > 0 else 0, len(by_free)):
+                name = by_free[k][2]
+                room = rooms[name]
+                if cpu > 0 and room[1] is not None and room[1] < cpu:
+                    continue
+                if memory > 0 and room[2] is not None and room[2] < memory:
+                    continue
+                best = name
+                break
             if best is None:
                 for name, pod in placed:
                     self.release(pod)
@@ -1033,11 +1045,14 @@ class _World:
         room = self.free.get(pod.node)
         if room is None:
             return
+        index = self.index[pod.node]
+        del self.by_free[bisect_left(self.by_free, (room[0], index, pod.node))]
         room[0] -= sign * pod.gpus
         if room[1] is not None:
             room[1] -= sign * pod.cpu
         if room[2] is not None:
             room[2] -= sign * pod.memory
+        insort(self.by_free, (room[0], index, pod.node))
 
     def release(self, pod: Running) -> None:
         self.take(pod, -1)

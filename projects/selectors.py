@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce as Co
 from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+from nodepools.memo import memoised
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
 from nodepools.selectors import pod_usage, pools_attach_usage
 from projects import fit
@@ -200,7 +201,8 @@ class PoolSummary:
     projects: list[tuple[Project, QuotaLine]] = field(default_factory=list)
 
 
-def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quota]) -> dict[tuple[int, int], Decimal]:
+def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quota],
+                      usage: list[dict[str, Any]] | None = None) -> dict[tuple[int, int], Decimal]:
     """GPUs that pending workloads ask for, per (project, pool), which the fair share counts as requested. A
     pending pod's pool is the one "Why is it waiting?" reads (the console's pool label, KAI's queue
     `<project>.<pool>`, a pool's own label, else the default pool). Non-preemptible requests (priority ≥ 100)
@@ -212,14 +214,20 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quot
     # What is left for non-preemptible work, per (project, pool) and per (department, pool): deserved minus the
     # non-preemptible GPUs running.
     room: dict[tuple[str, int, int], Decimal] = {}
-    running = (Pod.objects.active().filter(node__pool_id__in=[p.pk for p in pools], project__isnull=False,
-                                           priority__gte=PREEMPTIBLE_BELOW).order_by()
-               .values_list("project_id", "project__department_id", "node__pool_id").annotate(v=Sum("gpus")))
+    # The non-preemptible GPUs running, from the pods' usage per (pool, project) (`pod_usage`: read once per
+    # request, shared with the allocation), each project's also counted for its department.
+    from nodepools.selectors import pod_usage
+
+    usage = usage if usage is not None else pod_usage([p.pk for p in pools])
+    departments = project_departments(cluster.pk)
     held: dict[tuple[str, int, int], Decimal] = {}
     department_of: dict[int, int] = {}
-    for project, department, pool, v in running:
-        for key in (("project", project, pool), ("department", department, pool)):
-            held[key] = held.get(key, Decimal(0)) + (v or Decimal(0))
+    for r in usage:
+        if not r["project_id"] or not r["np"]:
+            continue
+        project, pool = r["project_id"], r["pool_id"]
+        for key in (("project", project, pool), ("department", departments.get(project), pool)):
+            held[key] = held.get(key, Decimal(0)) + r["np"]
     for q in quotas:
         key = ("project", q.project_id, q.pool_id) if q.project_id else ("department", q.department_id, q.pool_id)
         room[key] = max(Decimal(q.gpu_deserved) - held.get(key, Decimal(0)), Decimal(0))
@@ -246,6 +254,12 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quot
     return pending
 
 
+def project_departments(cluster_id: int) -> dict[int, int]:
+    """project id -> its department's id, of every project of the cluster (once per request)."""
+    return memoised(("project_departments", cluster_id), lambda: dict(
+        Project.objects.filter(cluster_id=cluster_id).order_by().values_list("pk", "department_id")))
+
+
 def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]] | None = None
                         ) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
     """Every quota row of the cluster with its allocation and fair share, keyed (kind, owner id, pool id).
@@ -262,7 +276,7 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     for q in rows:
         for name, value in (overrides or {}).get(q.pk, {}).items():
             setattr(q, name, value)
-    pending = _pending_requests(cluster, pools, rows)
+    pending = _pending_requests(cluster, pools, rows, usage)
     lines: dict[tuple[str, int, int], QuotaLine] = {}
     for q in rows:
         kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)

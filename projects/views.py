@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from access.rules import Role, ScopeType, is_system_admin, user_can
 from common.exceptions import ConcurrentUpdate
 from nodepools import selectors as pool_selectors
+from nodepools.memo import reads_memo
 from nodepools.models import Cluster, NodePool
 from nodepools.selectors import cluster_list
 from nodepools.tables import NodeTable, OverviewPoolTable
@@ -68,6 +69,7 @@ def _waiting(waiting: list, api_url: str) -> dict:
 
 
 @login_required
+@reads_memo
 def department_detail(request, pk: int):
     department = get_object_or_404(Department.objects.restrict(request.user, "view").select_related("cluster"), pk=pk)
     return render(request, "projects/department_detail.html", {
@@ -141,6 +143,7 @@ def my_projects(request):
 
 
 @login_required
+@reads_memo
 def project_detail(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
                                 pk=pk)
@@ -353,6 +356,7 @@ def quota_edit(request, pk: int):
 # here, above nodepools, because they show the organisation's quota beside the pools' capacity.
 
 @login_required
+@reads_memo
 def home(request):
     """Department managers land on their departments, researchers (roles in projects only) on their
     projects; everyone else on the current cluster's overview."""
@@ -373,6 +377,7 @@ def home(request):
 
 
 @login_required
+@reads_memo
 def cluster_overview(request, pk: int):
     cluster = get_object_or_404(cluster_list(user=request.user), pk=pk)
     request.session[SESSION_CLUSTER] = cluster.pk
@@ -402,6 +407,7 @@ def overview(request, cluster: Cluster):
 
 
 @login_required
+@reads_memo
 def pool_detail(request, pk: int):
     pool = get_object_or_404(pool_selectors.pool_table_list(user=request.user), pk=pk)
     usage = pool_selectors.pod_usage([pool.pk])

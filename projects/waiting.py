@@ -23,6 +23,7 @@ from django.db.models import Q, Sum
 
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from nodepools.models import Node, NodePool, NodeStatus, Pod
+from nodepools.selectors import pod_usage
 from projects.models import Project, Quota
 
 
@@ -154,18 +155,22 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     cluster and pool; the pods' covering index): a node's use counts every pod on it, a project's or not (a
     GPU a shared service holds is not free); an owner's counts its own pods per pool, a department's those
     of its projects."""
+    # late: projects.selectors imports projects.waiting (pool_of_pod)
+    from projects.selectors import project_departments
+
     pools = list(NodePool.objects.filter(cluster_id=cluster_id))
-    nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("pk", "pool_id", "status", "unschedulable",
-                                                                      "gpu_allocatable"))
-    department_of = dict(Project.objects.filter(cluster_id=cluster_id).values_list("pk", "department_id"))
-    running = Pod.objects.active().filter(node__cluster_id=cluster_id).order_by()
-    used_by_node: dict[int, Decimal] = dict(
-        running.values("node_id").annotate(v=Sum("gpus")).values_list("node_id", "v"))
+    # Only the nodes a request could go to: Ready, schedulable, with GPUs (and what runs on them).
+    ready = Node.objects.filter(cluster_id=cluster_id, status=NodeStatus.READY, unschedulable=False,
+                                gpu_allocatable__gt=0)
+    # What runs on each: the usage the database keeps on the node (Node.usage_gpus).
+    rows = list(ready.values_list("pk", "pool_id", "status", "unschedulable", "gpu_allocatable", "usage_gpus"))
+    nodes = [row[:5] for row in rows]
+    used_by_node: dict[int, Decimal] = {row[0]: row[5] for row in rows}
+    department_of = project_departments(cluster_id)
     usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
-    for project_id, pool_id, gpu, np in (
-            running.filter(project__isnull=False).values("project_id", "node__pool_id")
-            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)))
-            .values_list("project_id", "node__pool_id", "gpu", "np")):
+    # The owners' use per pool: the pods' usage per (pool, project), read once per request (`pod_usage`).
+    for project_id, pool_id, gpu, np in ((r["project_id"], r["pool_id"], r["gpu"], r["np"])
+                                         for r in pod_usage([p.pk for p in pools]) if r["project_id"]):
         for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
             total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
             total["gpu"] += gpu or 0
@@ -221,8 +226,7 @@ def waiting_requests(*, user: Any, project=None, department=None) -> list[Waitin
         return []
     pending = list(Pod.objects.filter(cluster_id=cluster_id, project_id__in=list(projects), node__isnull=True,
                                       phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name"))
-    if not pending:
-        return []
+    # The facts are read even when nothing waits: the page makes the same queries whatever the fleet holds.
     facts = cluster_facts(cluster_id)
     out: list[WaitingRequest] = []
     for pod in pending:

@@ -216,8 +216,10 @@ class AdviceReport:
 def pool_advice(*, user, pool) -> AdviceReport:
     """The best-practice advice of a pool, from its nodes and pods the user may see, its Karpenter NodePool
     (if it is backed by one) and the cluster's PriorityClasses (read live; unknown when unreadable)."""
-    nodes = [advice_rules.NodeInfo(n.name, n.labels or {}, n.taints or [], n.is_gpu_node, n.gpu_product)
-             for n in Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")]
+    # Only the columns the advice reads (not every node's conditions and the rest of its row).
+    nodes = [advice_rules.NodeInfo(name, labels or {}, taints or [], is_gpu, product)
+             for name, labels, taints, is_gpu, product in Node.objects.restrict(user, "view").filter(pool=pool)
+             .order_by("name").values_list("name", "labels", "taints", "is_gpu_node", "gpu_product")]
     pods = [advice_rules.PodInfo(ns, name, priority, node or "")
             for ns, name, priority, node in Pod.objects.restrict(user, "view").active().filter(node__pool=pool)
             .values_list("namespace", "name", "priority", "node__name")]

@@ -104,6 +104,8 @@ MATRIX: dict[str, list[Case]] = {
     "project-create": [Case(RND_MEMBER_MANAGERS)],
     "project-detail": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
     "project-utilization": [Case(RND_A_READERS, pk("rnd_a")), Case(OPS_READERS, pk("ops_a"), label="other department")],
+    "project-start-estimates": [Case(RND_A_READERS, pk("rnd_a")),
+                                Case(OPS_READERS, pk("ops_a"), label="other department")],
     "department-utilization": [Case(RND_READERS, pk("rnd")), Case(OPS_READERS, pk("ops"), label="other department")],
     "project-utilization-chart": [Case(RND_A_READERS, pk("rnd_a")),
                                   Case(OPS_READERS, pk("ops_a"), label="other department")],

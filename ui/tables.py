@@ -13,6 +13,7 @@ import types
 import weakref
 from datetime import date, datetime, timezone
 from decimal import Decimal
+from itertools import islice
 from operator import itemgetter
 from typing import Any, AsyncIterator, Callable, Sequence
 
@@ -250,8 +251,28 @@ def csv_columns(request, table_class: type[ConsoleTable]) -> list[str]:
 CHUNK_ROWS = 1000
 
 
+def csv_writer_rows(getters: Sequence[Callable[[Any], Any]], cell: Callable[[Any], str] | None = None
+                    ) -> Callable[[list], list[list]]:
+    """A function turning a batch of records into rows of cells, `csv_cell` of each getter's value. The
+    commonest cells skip the call: a text that cannot be read as a formula, a non-negative int (written as
+    is by the csv module) and None (written empty); the others go through `csv_cell`, so that the text is
+    the same."""
+    cell = cell or csv_cell
+    starts = FORMULA_STARTS
+
+    def rows(batch: list) -> list[list]:
+        out = []
+        for record in batch:
+            out.append([v if ((c := v.__class__) is str and not v.startswith(starts)) or (c is int and v >= 0)
+                        or v is None else cell(v) for v in [get(record) for get in getters]])
+        return out
+
+    return rows
+
+
 async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]) -> AsyncIterator[str]:
-    """The CSV text, a thousand rows at a time, read from the database in chunks (flat memory)."""
+    """The CSV text, a thousand rows at a time, read from the database in chunks (flat memory): each
+    chunk is read and written in one go in a worker thread (the event loop only passes the text on)."""
     getters, header = [], []
     for name in names:
         if name in table.csv_parts:
@@ -272,26 +293,32 @@ async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]
         # Plain dicts with every computed value from the same query: no per-batch database reads.
         queryset = table.export_values(queryset)
         enrich = None
-    cell = csv_cell
+    to_rows = csv_writer_rows(getters)
 
     def write(batch: list) -> str:
         if enrich is not None:
             enrich(batch)
-        writer.writerows([[cell(get(record)) for get in getters] for record in batch])
+        writer.writerows(to_rows(batch))
         text = buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()
         return text
 
     if isinstance(queryset, QuerySet):
-        batch = []
-        async for record in queryset.aiterator(chunk_size=2 * CHUNK_ROWS):
-            batch.append(record)
-            if len(batch) == CHUNK_ROWS:
-                yield await sync_to_async(write)(batch) if enrich is not None else write(batch)
-                batch = []
-        if batch:
-            yield await sync_to_async(write)(batch) if enrich is not None else write(batch)
+        records = queryset.iterator(chunk_size=2 * CHUNK_ROWS)
+
+        def next_chunk() -> str | None:
+            """The next CSV_CHUNK_ROWS rows' text (None at the end), read and written in the same thread."""
+            batch = list(islice(records, CHUNK_ROWS))
+            return write(batch) if batch else None
+
+        # Thread-sensitive: the database connection is the request's, as for every other read of the view.
+        step = sync_to_async(next_chunk)
+        try:
+            while (text := await step()) is not None:
+                yield text
+        finally:
+            await sync_to_async(records.close)()
     else:  # rows already in memory (small tables sorted in Python)
         for start in range(0, len(queryset), CHUNK_ROWS):
             yield write(list(queryset[start:start + CHUNK_ROWS]))

@@ -27,4 +27,5 @@ urlpatterns = [
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:pk>/stop/", views.workload_stop, name="workload-stop"),
     path("pools/<int:pk>/access/", views.pool_access, name="pool-access"),
+    path("projects/<int:pk>/start-estimates/", views.project_start_estimates_section, name="project-start-estimates"),
 ]

@@ -25,6 +25,7 @@ from nodepools.models import Cluster, NodePool
 from nodepools.sync import api_client_for
 from ui.pages import htmx_partial, table_page
 from ui.views import form_errors_from
+from projects.models import Project
 from workloads import engine, forecast, podsecurity, selectors, services, submission
 from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet, WorkloadFilterSet
 from workloads.forms import (
@@ -39,6 +40,7 @@ from workloads.forms import (
 )
 from workloads.forms_access import PoolAccessForm
 from workloads.models import Workload
+from workloads.templatetags.workloads_forecast import project_start_estimates_context
 from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable
 
 logger = logging.getLogger(__name__)
@@ -422,6 +424,14 @@ def workload_list(request):
                  list(_visible_cluster_ids(request.user)),
                  "can_submit": selectors.submittable_projects(user=request.user).exists()},
     )
+
+
+@login_required
+def project_start_estimates_section(request, pk: int):
+    """The project page's "When will they start?" section, fetched after the page (htmx) or opened alone."""
+    project = get_object_or_404(Project.objects.restrict(request.user, "view"), pk=pk)
+    return render(request, "workloads/_start_estimates.html",
+                  project_start_estimates_context(user=request.user, project=project))
 
 
 @login_required

@@ -184,6 +184,10 @@ def test_the_table_its_csv_and_the_project_page_show_the_estimate(busy, users, c
     header, *rows = csv_of(client.get(reverse("workload-list"), {"format": "csv", "columns": "all"}))
     [mine] = [dict(zip(header, r)) for r in rows if r[header.index("Workload")] == "a-wait"]
     assert mine["Start estimate"] == "in 30–50 min: 8 GPUs free when rnd-b's two train jobs end at their usual length"
+    # The project page fetches its "When will they start?" section after it loads (htmx), from this address.
     page = client.get(reverse("project-detail", args=[busy.rnd_a.pk])).content.decode()
-    section = page[page.index('id="start-estimates"'):]
+    url = reverse("project-start-estimates", args=[busy.rnd_a.pk])
+    assert f'hx-get="{url}"' in page and 'hx-trigger="load"' in page
+    fetched = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    section = fetched[fetched.index('id="start-estimates"'):]
     assert 'data-workload="a-wait"' in section and "in 30–50 min" in section

@@ -1,9 +1,12 @@
 """The project page's "When will they start?": the project's waiting workloads with their start estimates
 (workloads.forecast). It fills a place the project page's template names (registered in
-WorkloadsConfig.ready(), ui/slots.py), so that the projects app never names this app."""
+WorkloadsConfig.ready(), ui/slots.py), so that the projects app never names this app; the section itself is
+fetched after the page (`project_start_estimates_section`: the estimates simulate the pool's queue, slow by
+nature at a large fleet).
 from __future__ import annotations
 
 from django import template
+from django.urls import reverse
 
 from workloads import forecast, selectors
 
@@ -12,10 +15,8 @@ register = template.Library()
 MOST = 50
 
 
-@register.inclusion_tag("workloads/_start_estimates.html", takes_context=True)
-def project_start_estimates(context, project) -> dict:
-    request = context.get("request")
-    user = getattr(request, "user", None)
+def project_start_estimates_context(*, user, project) -> dict:
+    """The section's context: the project's oldest MOST waiting workloads, each with its start estimate."""
     namespaces = list(project.namespaces.values_list("name", flat=True))
     rows = list(selectors.workload_list(user=user).filter(
         cluster_id=project.cluster_id, namespace__in=namespaces, phase__in=("Pending", "Suspended"))
@@ -23,3 +24,9 @@ def project_start_estimates(context, project) -> dict:
     waiting = [w for w in rows if selectors.display_phase(w) in ("Pending", "Suspended")]
     forecast.workloads_attach_estimates(waiting, user=user)
     return {"waiting": waiting, "most": MOST, "project": project}
+
+
+@register.inclusion_tag("workloads/_start_estimates_pending.html")
+def project_start_estimates(project) -> dict:
+    """Where the section comes: fetched with htmx when the page has loaded (a link without script)."""
+    return {"url": reverse("project-start-estimates", args=[project.pk]), "project": project}
