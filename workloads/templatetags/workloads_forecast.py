@@ -2,7 +2,7 @@
 (workloads.forecast). It fills a place the project page's template names (registered in
 WorkloadsConfig.ready(), ui/slots.py), so that the projects app never names this app; the section itself is
 fetched after the page (`project_start_estimates_section`: the estimates simulate the pool's queue, slow by
-nature at a large fleet).
+nature at a large fleet)."""
 from __future__ import annotations
 
 from django import template
