@@ -153,7 +153,8 @@ TALLY: dict[str, Counter] = {"all": Counter(), "verdicts": Counter(), "disagree"
 DISAGREEMENTS: list[str] = []
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None,
+# derandomize: the same 500 cases on every run, so that CI judges the code, not the draw.
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(example=probed())
 def _check(example) -> None:
