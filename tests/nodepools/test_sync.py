@@ -439,18 +439,51 @@ def test_only_system_administrators_move_nodes(lab):
 
 # ------------------------------------------------------------------------------------------ change hints
 
-def test_a_committed_batch_publishes_a_coalesced_change_hint(lab):
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
+class HintListener:
+    """A page's end of the channel layer, as a consumer has it: one channel, subscribed to the cluster's
+    group, on one event loop of its own (Redis' pub/sub layer keeps channels per event loop, so every call
+    must come from the same loop, as in a web process)."""
 
+    def __init__(self, cluster_id: int) -> None:
+        import asyncio
+        import threading
+
+        from channels.layers import get_channel_layer
+
+        from nodepools import hints
+
+        self.asyncio = asyncio
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.layer = get_channel_layer()
+        self.group = hints.group_name(cluster_id)
+        self.channel = self.call(self.layer.new_channel())
+        self.call(self.layer.group_add(self.group, self.channel))
+
+    def call(self, coroutine, timeout: float = 15):
+        return self.asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def receive(self) -> dict:
+        return self.call(self.layer.receive(self.channel))
+
+    def close(self) -> None:
+        self.call(self.layer.group_discard(self.group, self.channel))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@pytest.fixture
+def hint_listener(lab):
+    listener = HintListener(lab.cluster.pk)
+    yield listener
+    listener.close()
+
+
+def test_a_committed_batch_publishes_a_coalesced_change_hint(lab, hint_listener):
     from nodepools import hints
 
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(hints.group_name(lab.cluster.pk), channel)
     load_small_cluster(lab.emu)
     lab.start().synced()
-    message = async_to_sync(layer.receive)(channel)
+    message = hint_listener.receive()
     assert message["type"] == hints.MESSAGE_TYPE and message["cluster"] == lab.cluster.pk
     assert {"nodes", "pods"} & set(message["kinds"])
     sent = lab.sync.hinter.sent
@@ -486,19 +519,15 @@ def test_a_change_just_after_a_hint_reaches_the_pages_when_the_interval_ends_not
 
 def test_the_syncs_hint_says_until_when_its_writes_are_committed(lab):
     # A watcher (bench/load.py's open pages) tells by it which change a hint announces.
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from nodepools import hints
-
     load_small_cluster(lab.emu)
     lab.start().synced()
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(hints.group_name(lab.cluster.pk), channel)
-    lab.emu.cordon("a100-2")
-    lab.until(lambda: lab.node("a100-2").unschedulable)
-    message = async_to_sync(layer.receive)(channel)
+    listener = HintListener(lab.cluster.pk)
+    try:
+        lab.emu.cordon("a100-2")
+        lab.until(lambda: lab.node("a100-2").unschedulable)
+        message = listener.receive()
+    finally:
+        listener.close()
     assert "nodes" in message["kinds"]
     assert message["written"] >= lab.node("a100-2").updated.timestamp() - 1e-6
 
