@@ -455,10 +455,18 @@ class HintListener:
         self.asyncio = asyncio
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        # The in-memory layer is meant for one process and one loop: the sync's hint, put from its own
+        # loop's thread, wakes this loop's waiting `receive` without waking the loop itself. A beat every
+        # 20 ms lets the loop see it (the Redis layers wake it themselves; the beat costs them nothing).
+        self.beat = asyncio.run_coroutine_threadsafe(self._beat(), self.loop)
         self.layer = get_channel_layer()
         self.group = hints.group_name(cluster_id)
         self.channel = self.call(self.layer.new_channel())
         self.call(self.layer.group_add(self.group, self.channel))
+
+    async def _beat(self) -> None:
+        while True:
+            await self.asyncio.sleep(0.02)
 
     def call(self, coroutine, timeout: float = 15):
         return self.asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
@@ -468,6 +476,8 @@ class HintListener:
 
     def close(self) -> None:
         self.call(self.layer.group_discard(self.group, self.channel))
+        self.beat.cancel()
+        self.call(self.asyncio.sleep(0))  # the beat's cancellation runs before the loop stops
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
