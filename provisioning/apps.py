@@ -20,6 +20,7 @@ class ProvisioningConfig(AppConfig):
         slots.register("pool-detail.blueprint", library="provisioning", tag="pool_blueprint")
         slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_pending_pods")
         slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_best_practice")
+        slots.register("pool-list.add", library="provisioning", tag="pool_list_add")
         slots.register("pool-form.notice", library="provisioning", tag="pool_form_notice")
         slots.register("pool-delete.notice", library="provisioning", tag="pool_delete_notice")
         # Its columns and rows in the tables of projects (overview, quota grid, "Why is it waiting?").

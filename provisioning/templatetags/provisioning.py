@@ -79,6 +79,12 @@ def quota_growth_rows(capacities):
     return {"capacity": capacities, "growing": any_growth(capacities)}
 
 
+@register.inclusion_tag("provisioning/_pool_list_add.html")
+def pool_list_add(_obj=None):
+    """The pool list, beside "Add node pool" (only for those who may add): the Karpenter-backed way."""
+    return {}
+
+
 @register.inclusion_tag("provisioning/_pool_form_notice.html")
 def pool_form_notice(pool):
     """On the pool's edit form: a backed pool's GPU limit is its NodePool's limits["nvidia.com/gpu"] too."""
