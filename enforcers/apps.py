@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from ui import slots
+
 
 class EnforcersConfig(AppConfig):
     name = "enforcers"
@@ -12,3 +14,5 @@ class EnforcersConfig(AppConfig):
         from nodepools.sync.tasks import register_leader_task
 
         register_leader_task("enforcement", enforcement_round, every=5.0)
+        # What the cluster refused, in the quota grid's cells of projects, which never names this app.
+        slots.register("quota-cell.notes", library="enforcement", tag="quota_refusal")

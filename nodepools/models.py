@@ -437,6 +437,12 @@ class Pod(models.Model):
     node_name = models.CharField(max_length=253, blank=True)
     # Resolved from node_name / namespace so that allocation is one join away.
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
+    # The one relation to an app above that this floor declares, kept on purpose: the column is a join of
+    # the sync's bulk upsert (sync/writer.py LINKS), sits in the usage-covering index below, carries the
+    # pods' access path (`project__department_id`) and SET NULL when a project goes, and every app above
+    # joins through it (`pods__…`, `Project.pods`). Declaring it from projects' side is a schema change of
+    # this table (a rebuild on SQLite that drops the usage triggers, made again as 0013 does) and of every
+    # such query.
     project = models.ForeignKey(
         "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"
     )

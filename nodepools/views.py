@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -149,7 +148,6 @@ def pool_delete(request, pk: int):
     if pool.is_default:
         messages.error(request, "The default pool cannot be deleted: it holds every node that matches no other pool.")
         return redirect("pool-detail", pool.pk)
-    quotas = pool.quotas.aggregate(rows=Count("pk"), nonzero=Count("pk", filter=Q(gpu_deserved__gt=0)))
     needs_confirmation = bool(pool.node_count or pool.workload_count)
     form = PoolDeleteForm(request.POST if request.method == "POST" else None, needs_confirmation=needs_confirmation)
     if request.method == "POST" and form.is_valid():
@@ -164,8 +162,7 @@ def pool_delete(request, pk: int):
             _hint(cluster_id, ["pools", "nodes"])
             return redirect(reverse("pool-list"))
     return render(request, "nodepools/pool_confirm_delete.html", {
-        "pool": pool, "form": form, "needs_confirmation": needs_confirmation, "quotas": quotas,
-        "quota_owners": pool.quotas.filter(gpu_deserved__gt=0).select_related("department", "project"),
+        "pool": pool, "form": form, "needs_confirmation": needs_confirmation,
     })
 
 

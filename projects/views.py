@@ -433,7 +433,7 @@ def pool_detail(request, pk: int):
         "department_quotas": [q for q in quotas if q.department_id],
         "project_quotas": [q for q in quotas if q.project_id],
     }
-    template = "nodepools/pool_detail.html"
+    template = "projects/pool_detail.html"
     if htmx_partial(request):
         template += "#table"
     return render(request, template, context)

@@ -16,11 +16,18 @@ class ProvisioningConfig(AppConfig):
         from provisioning.services import pool_limits_from_cluster
 
         mirror.register_resources()
-        # Its sections on the pages of nodepools, which never names this app (ui/slots.py).
+        # Its sections on the pages of nodepools and projects, which never name this app (ui/slots.py).
         slots.register("pool-detail.blueprint", library="provisioning", tag="pool_blueprint")
         slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_pending_pods")
         slots.register("pool-detail.pending", library="provisioning_pool", tag="pool_best_practice")
+        slots.register("pool-list.add", library="provisioning", tag="pool_list_add")
         slots.register("pool-form.notice", library="provisioning", tag="pool_form_notice")
         slots.register("pool-delete.notice", library="provisioning", tag="pool_delete_notice")
+        # Its columns and rows in the tables of projects (overview, quota grid, "Why is it waiting?").
+        slots.register("pool-capacity.head", library="provisioning", tag="capacity_growth_head")
+        slots.register("pool-capacity.row", library="provisioning", tag="capacity_growth_cells")
+        slots.register("quota-summary.rows", library="provisioning", tag="quota_growth_rows")
+        slots.register("waiting.head", library="provisioning_pool", tag="waiting_karpenter_head")
+        slots.register("waiting.row", library="provisioning_pool", tag="waiting_karpenter_cell")
         # A NodePool's limits["nvidia.com/gpu"] changed in the cluster: its pools take the value.
         register_leader_task("karpenter-limits", pool_limits_from_cluster, every=5.0)

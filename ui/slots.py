@@ -10,10 +10,13 @@ and the upper app, in its AppConfig.ready(), names the inclusion tag of its own 
 Each registered tag is rendered as if the page had written `{% load <library> %}{% <tag> object %}`
 there (same context, same output); several fill one place in the order they registered, a line apart.
 A place nobody registered for renders nothing.
+
+A place inside a table's rows (a column of the upper app's) is filled once per row; what the upper app
+reads once for the whole table it keeps with `memo(context, key, compute)`, once per rendering of the page.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from django.template import Context
 
@@ -35,3 +38,14 @@ def render(slot: str, context: Context, obj: Any = None) -> str:
     template = context.template.engine.from_string(source)
     with context.push(slot_object=obj):
         return template.render(context)
+
+
+def memo(context: Context, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` once per rendering of the page (every slot and include of it shares the value): for a
+    tag filling a place that repeats per row, what it reads once for the whole table."""
+    # The render context's bottom dict lives as long as the page's rendering and is shared by the
+    # copies includes and inclusion tags make; the pushed dicts above it are per template.
+    store = context.render_context.dicts[0].setdefault("ui.slots.memo", {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]

@@ -1,10 +1,11 @@
-"""What the cluster refused of the console's writes, for the quota grid's cells (loaded by its
-template, so that the projects app never imports enforcement)."""
+"""What the cluster refused of the console's writes, for the quota grid's cells: the place its template
+names, filled in EnforcersConfig.ready() (ui/slots.py), so that the projects app never names enforcement."""
 from __future__ import annotations
 
 from django import template
 
 from enforcers.models import RefusedWrite
+from ui import slots
 
 register = template.Library()
 
@@ -25,3 +26,12 @@ def refusal_for(refused: dict, quota):
         return None
     owner = f"project.{quota.project.name}" if quota.project_id else f"department.{quota.department.name}"
     return refused.get((owner, quota.pool_id)) or refused.get((owner, None))
+
+
+@register.inclusion_tag("enforcers/_quota_refusal.html", takes_context=True)
+def quota_refusal(context, quota):
+    """A quota grid cell: what the cluster refused of the console's writes for this owner and pool. The
+    cluster's refusals are read once per page (ui.slots.memo), one query."""
+    cluster_id = quota.pool.cluster_id
+    refused = slots.memo(context, f"enforcers.refused.{cluster_id}", lambda: refused_writes(cluster_id))
+    return {"refusal": refusal_for(refused, quota)}

@@ -1,6 +1,6 @@
-"""Provisioning on the pages of the apps below (pool page, pool deletion, quota grid), so that nodepools
-and projects never import provisioning: the pool pages' sections fill the places nodepools' templates name
-(registered in ProvisioningConfig.ready(), ui/slots.py); the quota grid's templates load this library."""
+"""Provisioning on the pages of the apps below (pool page, pool deletion, overview, quota grid), so that
+nodepools and projects never name provisioning: its sections and columns fill the places their templates
+name (registered in ProvisioningConfig.ready(), ui/slots.py)."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
@@ -9,6 +9,7 @@ from django import template
 
 from access.rules import is_system_admin
 from provisioning import selectors
+from ui import slots
 from provisioning.models import KarpenterNodePool, NodeClaim, backing_name
 
 register = template.Library()
@@ -50,6 +51,38 @@ def pool_growth(capacity):
 def any_growth(capacities) -> bool:
     """Whether any pool of the grid is Karpenter-backed with a GPU limit (its growth rows are shown)."""
     return any(c is not None and selectors.pool_growth(c.pool) is not None for c in capacities or ())
+
+
+def _growing(context, capacities=None) -> bool:
+    """Whether the page's pools show their growth columns: once per page (ui.slots.memo), from the
+    capacities its table lists (the context's `capacity`, as the overview and the quota grid name them)."""
+    return slots.memo(context, "provisioning.growing",
+                      lambda: any_growth(context.get("capacity") if capacities is None else capacities))
+
+
+@register.inclusion_tag("provisioning/_capacity_growth_head.html", takes_context=True)
+def capacity_growth_head(context, capacities):
+    """The overview's capacity table: the head of the growth columns, when a pool may grow."""
+    return {"growing": _growing(context, capacities)}
+
+
+@register.inclusion_tag("provisioning/_capacity_growth_cells.html", takes_context=True)
+def capacity_growth_cells(context, capacity):
+    """The overview's capacity table: one pool's growth cells, when the table shows the growth columns."""
+    growing = _growing(context)
+    return {"growing": growing, "g": pool_growth(capacity) if growing else None}
+
+
+@register.inclusion_tag("provisioning/_quota_growth_rows.html")
+def quota_growth_rows(capacities):
+    """The quota grid's head: the rows of the pools' growth, when a pool may grow."""
+    return {"capacity": capacities, "growing": any_growth(capacities)}
+
+
+@register.inclusion_tag("provisioning/_pool_list_add.html")
+def pool_list_add(_obj=None):
+    """The pool list, beside "Add node pool" (only for those who may add): the Karpenter-backed way."""
+    return {}
 
 
 @register.inclusion_tag("provisioning/_pool_form_notice.html")

@@ -1,13 +1,13 @@
 """What Karpenter can do for pending GPU pods, and a pool's best-practice advice, for pages of lower apps
-(the pool page of nodepools: places its template names, registered in ProvisioningConfig.ready(),
-ui/slots.py; the "Why is it waiting?" table of projects: loaded by its template), so that nodepools and
-projects never import provisioning."""
+(the pool page, the "Why is it waiting?" table of projects): places their templates name, registered in
+ProvisioningConfig.ready() (ui/slots.py), so that nodepools and projects never name provisioning."""
 from __future__ import annotations
 
 from django import template
 
 from provisioning.karpenter import NODEPOOL_LABEL
 from provisioning.pending import pending_gpu_pods, pool_advice
+from ui import slots
 
 register = template.Library()
 
@@ -47,3 +47,21 @@ def pending_for(explanations, waiting):
     if not explanations:
         return None
     return explanations.get(f"{waiting.namespace}/{waiting.name}")
+
+
+def _explanations(context) -> dict:
+    """karpenter_explanations once per page (ui.slots.memo): the head and every row of the table read it."""
+    return slots.memo(context, "provisioning.karpenter_explanations", lambda: karpenter_explanations(context))
+
+
+@register.inclusion_tag("provisioning/_waiting_head.html", takes_context=True)
+def waiting_karpenter_head(context, _obj=None):
+    """"Why is it waiting?": the head of the column "What Karpenter can do" (only with Karpenter)."""
+    return {"karpenter": _explanations(context)}
+
+
+@register.inclusion_tag("provisioning/_waiting_cell.html", takes_context=True)
+def waiting_karpenter_cell(context, waiting):
+    """"Why is it waiting?": one waiting workload's cell of the column "What Karpenter can do"."""
+    karpenter = _explanations(context)
+    return {"karpenter": karpenter, "k": pending_for(karpenter, waiting)}

@@ -44,3 +44,18 @@ def usage_chart(context, pool=None, department=None, days=7, date_from=None, dat
     figure = usage_figure(points, subject=subject, days=days, start=start, end=end)
     return {"figure": figure, "table": figure_table(figure), "chart_id": "usage-chart",
             "empty": figure["empty"] if not points else ""}
+
+
+# The usage sections on the pages of projects, which never names this app: the places its templates name,
+# filled in UsageConfig.ready() (ui/slots.py).
+
+@register.inclusion_tag("ui/_chart.html", takes_context=True)
+def pool_usage_chart(context, pool):
+    """A pool's page: its GPU usage over the last 7 days."""
+    return usage_chart(context, pool=pool)
+
+
+@register.inclusion_tag("ui/_chart.html", takes_context=True)
+def department_usage_chart(context, department):
+    """A department's page: its GPU usage over the last 7 days."""
+    return usage_chart(context, department=department)
