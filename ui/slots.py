@@ -21,6 +21,7 @@ from typing import Any, Callable
 from django.template import Context
 
 _SLOTS: dict[str, list[tuple[str, str]]] = {}
+_COMPILED: dict[tuple, Any] = {}  # (engine, the place's entries) -> its compiled template
 
 
 def register(slot: str, *, library: str, tag: str) -> None:
@@ -34,8 +35,12 @@ def render(slot: str, context: Context, obj: Any = None) -> str:
     entries = _SLOTS.get(slot)
     if not entries:
         return ""
-    source = "\n".join(f"{{% load {library} %}}{{% {tag} slot_object %}}" for library, tag in entries)
-    template = context.template.engine.from_string(source)
+    engine = context.template.engine
+    key = (engine, tuple(entries))
+    template = _COMPILED.get(key)
+    if template is None:  # a place inside a table's rows is rendered once per row: compiled once
+        source = "\n".join(f"{{% load {library} %}}{{% {tag} slot_object %}}" for library, tag in entries)
+        template = _COMPILED[key] = engine.from_string(source)
     with context.push(slot_object=obj):
         return template.render(context)
 
