@@ -402,4 +402,4 @@ def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: dat
     return workloads
 
 
-selectors.ENRICHERS.append(workloads_attach_estimates)
+selectors.SLOW_ENRICHERS.append(workloads_attach_estimates)

@@ -483,10 +483,11 @@ def waiting_category_text(workload: Workload) -> str:
     return f"{waiting.CATEGORIES[found.category]} (the console reads: {waiting.CATEGORIES[console]})"
 
 
-def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
+def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
     """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
     scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
-    pending ones, and GPU utilization (one Prometheus query per cluster)."""
+    pending ones, and GPU utilization (one Prometheus query per cluster); with `slow`, also what is slow by
+    nature (SLOW_ENRICHERS: the start estimates), which the HTML table fetches after the page instead."""
     from workloads.decisions import decisions_attach  # late: workloads.decisions imports workloads.selectors
 
     workloads = [w for w in workloads if isinstance(w, Workload)]
@@ -495,13 +496,16 @@ def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
     for w in workloads:
         w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
     workloads_attach_gpu_utilization(workloads)
-    for enrich in ENRICHERS:  # e.g. the start estimates of workloads.forecast
+    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow else []):
         enrich(workloads, user=user)
     return workloads
 
 
-# More of what `workloads_enrich` attaches, registered by the modules that compute it (they read this one).
+# More of what `workloads_enrich` attaches, registered by the modules that compute it (they read this one);
+# the slow ones (e.g. the start estimates of workloads.forecast, which simulate the pools' queues) are left
+# out of the HTML table's page and fetched after it (workloads.views.workload_start_estimates).
 ENRICHERS: list = []
+SLOW_ENRICHERS: list = []
 
 
 @dataclass
