@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
-from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, TextField, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.db.models.functions import Coalesce as Co
@@ -664,8 +664,8 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
     columns = ["pk", "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster",
                "cpu_millis", "memory_bytes"]
     if names:
-        pods = pods.annotate(job=Co(KeyTextTransform("batch.kubernetes.io/job-name", "labels"),
-                                    KeyTextTransform("job-name", "labels")))
+        pods = pods.annotate(job=Co(F("job_name"), KeyTextTransform("job-name", "labels"),
+                                    output_field=TextField()))
         columns.append("job")
     out = []
     for row in _rows(pods.values_list(*columns)):

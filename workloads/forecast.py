@@ -23,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Min, Q
+from django.db.models import F, Min, Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -227,8 +227,8 @@ def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, 
     """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
     rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
             .order_by()
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}

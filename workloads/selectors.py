@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, Value
+from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
@@ -538,8 +538,8 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -590,8 +590,8 @@ def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
                                namespace__in={w.namespace for w in workloads}, phase="Running")
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
     out: dict[tuple[int, str, str], list[str]] = {}
     for cluster_id, namespace, job, name in rows:
@@ -682,8 +682,8 @@ class WorkloadDetail:
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
     pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                       KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+                .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                       output_field=TextField()))
                 .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_POST
 from common.exceptions import ConcurrentUpdate
 from kube.client import api_error_message
 from nodepools import selectors as pool_selectors
+from nodepools.memo import reads_memo
 from nodepools.models import Cluster, NodePool
 from nodepools.sync import api_client_for
 from ui.pages import htmx_partial, table_page, wants_csv
@@ -412,6 +413,7 @@ def _api_client(cluster):
 
 
 @login_required
+@reads_memo
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
     stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
@@ -431,6 +433,7 @@ ESTIMATES_MOST = 500  # the largest page of the workloads table
 
 
 @login_required
+@reads_memo
 def workload_start_estimates(request):
     """The start estimates of the workloads table's waiting rows (`?ids=1,2,…`, those the user may see),
     fetched after the page (htmx): each fills its cell (`#start-estimate-<id>`, swapped out of band)."""
@@ -447,6 +450,7 @@ def workload_start_estimates(request):
 
 
 @login_required
+@reads_memo
 def project_start_estimates_section(request, pk: int):
     """The project page's "When will they start?" section, fetched after the page (htmx) or opened alone."""
     project = get_object_or_404(Project.objects.restrict(request.user, "view"), pk=pk)
