@@ -359,6 +359,15 @@ class NodeTable(ConsoleTable):
         "capacity_type",
     )
 
+    # The cells that depend only on these fields of the row: written once per distinct value (ui.tables).
+    export_depends = {
+        "status": ("status", "status_reasons_text"), "gpu_ready": ("status", "gpu_allocatable"),
+        "gpu_memory": ("gpu_capacity", "gpu_memory_mib"),
+        "gpu_allocated": ("gpu_allocated",), "gpu_free": ("status", "gpu_allocatable", "gpu_allocated"),
+        "cpu": ("cpu_allocatable_millis",), "memory": ("memory_allocatable_bytes",),
+        "cpu_allocated": ("cpu_allocated_millis",), "memory_allocated": ("memory_allocated_bytes",),
+    }
+
     def export_values(self, queryset):
         # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one: read as the
         # stored JSON text, decoded only for a node that is not ready (decoding "[]" for every node of a
