@@ -415,14 +415,19 @@ def _job_pods(cluster_ref: str = "cluster_id"):
                               job_name=OuterRef("name")).annotate(job=F("job_name"))
 
 
+def running_pods_count():
+    """How many pods of the outer query's workload run (a subquery, as `workload_list` annotates it)."""
+    return _job_pods().filter(phase="Running", node__isnull=False).order_by().values("job").annotate(
+        n=Count("pk")).values("n")[:1]
+
+
 def workload_list(*, user: Any):
     """Every workload the user may see, with its project, the pool it was placed in (its pods' nodes)
     and how many of its pods run."""
     namespaces = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"))
     pods = _job_pods()
     placed = pods.filter(node__pool__isnull=False).order_by("-phase").values("node__pool__name")[:1]
-    running = pods.filter(phase="Running", node__isnull=False).order_by().values("job").annotate(
-        n=Count("pk")).values("n")[:1]
+    running = running_pods_count()
     # The scheduler's words for a pod it could not place (PodScheduled=False), first pod by name.
     unscheduled = pods.exclude(scheduling_message="").order_by("name").values("scheduling_message")[:1]
     return (Workload.objects.restrict(user, "view").select_related("cluster")
