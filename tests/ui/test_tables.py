@@ -272,3 +272,16 @@ def test_a_remembered_cell_reads_as_the_cell_itself_and_memory_stays_bounded(mon
     formula = ui_tables.memo_getter(lambda row: row["t"], ("t",))
     assert formula({"t": "=SUM(A1)"}) == ui_tables.csv_cell("=SUM(A1)") != "=SUM(A1)"
     assert ui_tables.memo_getter(lambda row: row["d"], ("d",))({"d": Decimal("8.000")}) == "8"
+
+
+def test_a_gpu_count_reads_the_same_as_a_float_as_as_a_decimal():
+    """The nodes CSV reads the allocated GPUs (a Decimal of 3 places) as a float (no converter per row): the
+    cell's text must not change, sums with a float's rounding noise included."""
+    from decimal import Decimal
+
+    from ui.tables import csv_cell
+
+    for text in ("0", "0.5", "0.125", "0.001", "1.25", "7", "8.000", "12.5", "1234.567", "99999999.999"):
+        assert csv_cell(float(Decimal(text))) == csv_cell(Decimal(text)), text
+    assert csv_cell(0.1 + 0.2) == csv_cell(Decimal("0.3"))
+    assert csv_cell(max(8 - 8.0, Decimal(0))) == csv_cell(max(8 - Decimal(8), Decimal(0))) == "0"
