@@ -668,10 +668,14 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
                                     output_field=TextField()))
         columns.append("job")
     out = []
+    decimals: dict[tuple, Decimal] = {}  # a pool's pods ask a few GPU counts: each converted once
     for row in _rows(pods.values_list(*columns)):
         pk, namespace, name, node, gpus, priority, project_id, created, cpu, memory = row[:10]
         project, department = owners.get(project_id, ("", ""))
-        out.append(fit.Running(namespace, name, node, _decimal(gpus), priority, project, department,
+        key = (gpus.__class__, gpus)  # 1 and 1.0 apart: Decimal("1") and Decimal("1.0") read differently
+        if key not in decimals:
+            decimals[key] = _decimal(gpus)
+        out.append(fit.Running(namespace, name, node, decimals[key], priority, project, department,
                                workload=(row[10] or "") if names else "", created=str(created or ""),
                                visible=project_id in visible, cpu=cpu or 0, memory=memory or 0, pk=pk))
     return out
