@@ -10,7 +10,7 @@ five projects):
 
   pages   server time (median, p95) of the nodes table (first page, filtered, sorted), the pools table,
           the overview, the quota grid, the department and project pages (with pending workloads and why
-          they wait), the workloads list and a workload's page, the department and cluster statements, a
+          they wait), the workloads list (and its start estimates, fetched after it) and a workload's page, the department and cluster statements, a
           pool's page (its fragmentation) and its fit API, the enforcement and platforms pages (a Job per
           10 nodes, 30 at least, mirrored as the sync writes them), each with its SQL query count; the same query counts
           measured first on a fleet 100 times smaller, to show they do not grow with the rows; the nodes
@@ -213,6 +213,7 @@ def page_urls(cluster, pools) -> dict[str, str]:
         "project page": f"/projects/{project.pk}/",
         # Fetched after the project page (htmx): the start estimates simulate the pools' queues.
         "project: start estimates (after)": f"/projects/{project.pk}/start-estimates/",
+        # Its start estimates are fetched after it (htmx), from the address the page gives (AFTER_PAGES).
         "workloads": "/workloads/",
         "workload page": f"/workloads/{workload.pk}/",
         "department statement": f"/departments/{department.pk}/statement/",
@@ -222,6 +223,31 @@ def page_urls(cluster, pools) -> dict[str, str]:
         "enforcement": f"/clusters/{cluster.pk}/enforcement/",
         "platforms": "/platforms/",
     }
+
+
+# Sections a page fetches after it loads (htmx), at the address the page itself gives: page -> section's name.
+AFTER_PAGES = {"workloads": "workloads: start estimates (after)"}
+AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
+
+
+def fetched_after(client, url: str) -> str:
+    """The address of the section the page at `url` fetches after it loads (its start estimates)."""
+    response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    found = AFTER.search(response.content.decode())
+    assert found, f"{url} fetches no section after it loads"
+    return found.group(1).replace("&amp;", "&")
+
+
+def insert_after(urls: dict[str, str], name: str, url: str) -> dict[str, str]:
+    """`urls` with the section `name` right after the page that fetches it."""
+    page = next(p for p, section in AFTER_PAGES.items() if section == name)
+    out = {}
+    for key, value in urls.items():
+        out[key] = value
+        if key == page:
+            out[name] = url
+    return out
 
 
 UTILIZATION_PAGES = {  # shown by a user who chose every column (utilization, GPU memory, idle GPUs)
@@ -446,6 +472,12 @@ def main() -> int:
     try:
         def all_urls(cluster, pools):
             urls = page_urls(cluster, pools)
+            after = {}
+            for name, url in list(urls.items()):
+                if name in AFTER_PAGES:  # fetched after the page, from the address the page gives
+                    after[AFTER_PAGES[name]] = fetched_after(client, url)
+            for name, url in after.items():
+                urls = insert_after(urls, name, url)
             urls.update(UTILIZATION_PAGES)
             clients = {name: every_client if name in UTILIZATION_PAGES else client for name in urls}
             return urls, clients

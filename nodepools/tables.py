@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import django_tables2 as tables
 import orjson
-from django.db.models import TextField
+from django.db.models import FloatField, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -359,12 +359,26 @@ class NodeTable(ConsoleTable):
         "capacity_type",
     )
 
+    # The cells that depend only on these fields of the row: written once per distinct value (ui.tables).
+    export_depends = {
+        "status": ("status", "status_reasons_text"), "gpu_ready": ("status", "gpu_allocatable"),
+        "gpu_memory": ("gpu_capacity", "gpu_memory_mib"),
+        "gpu_allocated": ("gpu_allocated_float",), "gpu_free": ("status", "gpu_allocatable", "gpu_allocated_float"),
+        "cpu": ("cpu_allocatable_millis",), "memory": ("memory_allocatable_bytes",),
+        "cpu_allocated": ("cpu_allocated_millis",), "memory_allocated": ("memory_allocated_bytes",),
+    }
+
     def export_values(self, queryset):
         # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one: read as the
         # stored JSON text, decoded only for a node that is not ready (decoding "[]" for every node of a
         # fleet was a third of the export's time).
-        return nodes_annotate_usage(queryset).annotate(status_reasons_text=Cast("status_reasons", TextField())).values(
-            *self.export_fields, "status_reasons_text", *NODE_USAGE_FIELDS)
+        # The allocated GPUs as a float (at most 3 decimals, written the same as the Decimal): the one column
+        # that needed a converter per row, which cost a tenth of the export's time.
+        return nodes_annotate_usage(queryset).annotate(
+            status_reasons_text=Cast("status_reasons", TextField()),
+            gpu_allocated_float=Cast("usage_gpus", FloatField())).values(
+            *self.export_fields, "status_reasons_text", "gpu_allocated_float",
+            *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"))
 
     def export_status(self, row):
         status = row["status"]
@@ -384,9 +398,12 @@ class NodeTable(ConsoleTable):
     def export_gpu_total(self, row):
         return row["gpu_capacity"]
 
+    def export_gpu_allocated(self, row):
+        return row["gpu_allocated_float"]
+
     def export_gpu_free(self, row):
         ready = row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
-        return max(ready - row["gpu_allocated"], ZERO)
+        return max(ready - row["gpu_allocated_float"], ZERO)
 
     def export_gpu_memory(self, row):
         if not row["gpu_memory_mib"]:

@@ -87,6 +87,8 @@ class NodeRoom:
 def _slots(free: Decimal, gpus: int, cpu_free: int | None = None, memory_free: int | None = None,
            cpu: int = 0, memory: int = 0) -> int:
     """How many pods of `gpus` GPUs (and `cpu` millicores, `memory` bytes) fit in this much room."""
+    if gpus > 0 and not cpu and not memory:  # GPUs only (the estimates' shapes): called per node, per pod
+        return int(free // gpus) if free > 0 else 0
     counts = []
     if gpus > 0:
         counts.append(math.floor(max(free, ZERO) / gpus))

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
-from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, TextField, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.db.models.functions import Coalesce as Co
@@ -664,14 +664,18 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
     columns = ["pk", "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster",
                "cpu_millis", "memory_bytes"]
     if names:
-        pods = pods.annotate(job=Co(KeyTextTransform("batch.kubernetes.io/job-name", "labels"),
-                                    KeyTextTransform("job-name", "labels")))
+        pods = pods.annotate(job=Co(F("job_name"), KeyTextTransform("job-name", "labels"),
+                                    output_field=TextField()))
         columns.append("job")
     out = []
+    decimals: dict[tuple, Decimal] = {}  # a pool's pods ask a few GPU counts: each converted once
     for row in _rows(pods.values_list(*columns)):
         pk, namespace, name, node, gpus, priority, project_id, created, cpu, memory = row[:10]
         project, department = owners.get(project_id, ("", ""))
-        out.append(fit.Running(namespace, name, node, _decimal(gpus), priority, project, department,
+        key = (gpus.__class__, gpus)  # 1 and 1.0 apart: Decimal("1") and Decimal("1.0") read differently
+        if key not in decimals:
+            decimals[key] = _decimal(gpus)
+        out.append(fit.Running(namespace, name, node, decimals[key], priority, project, department,
                                workload=(row[10] or "") if names else "", created=str(created or ""),
                                visible=project_id in visible, cpu=cpu or 0, memory=memory or 0, pk=pk))
     return out

@@ -217,14 +217,22 @@ def pool_advice(*, user, pool) -> AdviceReport:
     """The best-practice advice of a pool, from its nodes and pods the user may see, its Karpenter NodePool
     (if it is backed by one) and the cluster's PriorityClasses (read live; unknown when unreadable)."""
     # Only the columns the advice reads (not every node's conditions and the rest of its row).
+    rows = list(Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")
+                .values_list("pk", "name", "labels", "taints", "is_gpu_node", "gpu_product"))
     nodes = [advice_rules.NodeInfo(name, labels or {}, taints or [], is_gpu, product)
-             for name, labels, taints, is_gpu, product in Node.objects.restrict(user, "view").filter(pool=pool)
-             .order_by("name").values_list("name", "labels", "taints", "is_gpu_node", "gpu_product")]
-    pods = [advice_rules.PodInfo(ns, name, priority, node or "")
-            for ns, name, priority, node in Pod.objects.restrict(user, "view").active().filter(node__pool=pool)
-            .values_list("namespace", "name", "priority", "node__name")]
+             for _, name, labels, taints, is_gpu, product in rows]
     row = KarpenterNodePool.for_pool(pool)
     nodepool = {"metadata": {"name": row.name}, "spec": row.spec or {}, "status": row.status or {}} if row else None
+    # The pods the advice reads (advice.spot_non_preemptible): the non-preemptible ones on the pool's spot
+    # nodes, or on any of its nodes when its NodePool may launch spot ones; not every pod of the pool.
+    pods = (Pod.objects.restrict(user, "view").active()
+            .filter(node__pool=pool, priority__gte=advice_rules.NON_PREEMPTIBLE_FROM).order_by())
+    every_node = nodepool is not None and "spot" in (advice_rules.capacity_types(nodepool) or ())
+    if not every_node:
+        spot = [pk for (pk, *_), node in zip(rows, nodes) if node.capacity_type == "spot"]
+        pods = pods.filter(node_id__in=spot or [0])  # [0]: no node; the query runs all the same (a fixed count)
+    pods = [advice_rules.PodInfo(ns, name, priority, node or "")
+            for ns, name, priority, node in pods.values_list("namespace", "name", "priority", "node__name")]
     error = ""
     classes: list[dict[str, Any]] | None = None
     if pool.cluster.kubeconfig_path or pool.cluster.in_cluster:

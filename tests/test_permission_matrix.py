@@ -138,6 +138,10 @@ MATRIX: dict[str, list[Case]] = {
     # --- workloads: the table, submitting, stopping, who may submit to a pool ---
     "workload-list": [Case(EVERYONE)],
     "workload-submit": [Case(RND_A_SUBMITTERS)],
+    # The table's start estimates, fetched after the page: only of the workloads the user may see.
+    "workload-start-estimates": [Case(RND_A_READERS, data=lambda w: {"ids": str(w.rnd_a_workload.pk)}),
+                                 Case(OPS_READERS, data=lambda w: {"ids": str(w.ops_a_workload.pk)},
+                                      label="other department")],
     "workload-detail": [Case(RND_A_READERS, pk("rnd_a_workload")),
                         Case(OPS_READERS, pk("ops_a_workload"), label="other department")],
     # A field of the submission form checked as it is filled (the project, pools and platform by default).

@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.core.cache import cache
-from django.db.models import Q
+from django.db.models import Q, Subquery
 from django.utils import timezone
 from django.utils.timesince import timesince
 
@@ -45,7 +45,7 @@ from projects import waiting
 from projects.models import Project, ProjectNamespace
 from projects.selectors import cluster_fair_shares
 from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
-from workloads.selectors import display_phase, workload_list
+from workloads.selectors import display_phase, running_pods_count
 
 KAI, KUEUE, DEFAULT = "kai-scheduler", "kueue", "default-scheduler"
 SCHEDULER_NAMES = {KAI: "KAI Scheduler", KUEUE: "Kueue", DEFAULT: "kube-scheduler"}
@@ -455,8 +455,11 @@ def _kai_positions(kai: list[Workload], *, user: Any) -> dict[Key, QueuePosition
     q = Q()
     for w in kai:
         q |= Q(cluster_id=w.cluster_id, queue=w.queue)
-    peers = [w for w in workload_list(user=user).filter(q, scheduler_name=KAI)
-             .filter(Q(phase="Pending") & (Q(running_pods__isnull=True) | Q(running_pods=0)))]
+    # The peers' fields the order reads, as plain rows (no model object, nor the table's other columns).
+    peers = [Peer(*row) for row in Workload.objects.restrict(user, "view").filter(q, scheduler_name=KAI)
+             .annotate(running_pods=Subquery(running_pods_count()))
+             .filter(Q(phase="Pending") & (Q(running_pods__isnull=True) | Q(running_pods=0)))
+             .order_by().values_list(*Peer._fields)]
     by_queue: dict[tuple[int, str], list[Workload]] = {}
     for w in peers:
         by_queue.setdefault((w.cluster_id, w.queue), []).append(w)
@@ -472,6 +475,19 @@ def _kai_positions(kai: list[Workload], *, user: Any) -> dict[Key, QueuePosition
         out[key_of(w)] = QueuePosition(queue=w.queue, position=index + 1, of=len(rows), queue_turn=turn,
                                        queues=count, pool=pool, source="console")
     return out
+
+
+class Peer(NamedTuple):
+    """A waiting workload of a KAI queue, as the queue order reads it (`kai_job_order`, `per_pod_gpus`)."""
+
+    cluster_id: int
+    queue: str
+    namespace: str
+    name: str
+    priority: int | None
+    created_in_cluster: Any
+    gpus: Any
+    pods: int | None
 
 
 def kai_job_order(w: Workload) -> tuple:

@@ -23,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Min, Q
+from django.db.models import F, Min, Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -31,6 +31,7 @@ from django.utils import timezone
 from kube.labels import pod_matches_node
 from kube.taints import untolerated_taints
 from nodepools import kube
+from nodepools.memo import memoised
 from nodepools.models import Node, NodePool, Pod
 from projects import fit
 from projects import selectors as project_selectors
@@ -224,11 +225,17 @@ def lineage(name: str) -> str:
 
 
 def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
-    """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query."""
+    """When each Job's first pod (still mirrored) started, by (namespace, job name): one grouped query, read
+    once per request (`nodepools.memo`: every pool's outlook of a page asks it of the same namespaces)."""
+    return memoised(("first_pod_starts", cluster_id, frozenset(namespaces)),
+                    lambda: _read_first_pod_starts(cluster_id, namespaces))
+
+
+def _read_first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
     rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
             .order_by()
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}
@@ -246,6 +253,9 @@ class PoolOutlook:
     endings: list[fit.Ending]
     waiting: list[tuple[Workload, fit.Waiting]]
     usual: dict[tuple[str, str], tuple[float, float] | None]
+    # The dry run now of each kind of waiting workload (shape, project, department, enforcer): the same for
+    # every workload of that kind, computed once per outlook (`outlook_estimate`).
+    verdicts: dict[tuple, fit.Verdict] = field(default_factory=dict)
 
     def reclaim_delay(self, project: str) -> float:
         """How long in-quota work of the pool's other owners usually runs (the longest 90th percentile of
@@ -350,11 +360,14 @@ def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enf
     ahead = [waiting for _, waiting in outlook.waiting[:index]]
     project = outlook.owners.get(("project", target.project)) or fit.Standing("project", target.project)
     department = outlook.owners.get(("department", target.department))
-    victims = [p for p in outlook.running if p.preemptible]
-    verdict_now = fit.verdict(shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=victims,
-                              owners=outlook.owners, project=project, department=department,
-                              enforced=enforcer in (KAI, KUEUE), non_preemptible_rule=enforcer == KAI,
-                              domain_key=outlook.pool.topology_label)
+    kind = (target.shape, target.project, target.department, enforcer)
+    if kind not in outlook.verdicts:
+        victims = [p for p in outlook.running if p.preemptible]
+        outlook.verdicts[kind] = fit.verdict(
+            shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=victims, owners=outlook.owners,
+            project=project, department=department, enforced=enforcer in (KAI, KUEUE),
+            non_preemptible_rule=enforcer == KAI, domain_key=outlook.pool.topology_label)
+    verdict_now = outlook.verdicts[kind]
     if verdict_now.code == fit.STARTS_NOW and ahead:
         verdict_now = None  # it would fit, but those ahead are served first: simulate
     return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=outlook.owners,
@@ -402,4 +415,4 @@ def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: dat
     return workloads
 
 
-selectors.ENRICHERS.append(workloads_attach_estimates)
+selectors.SLOW_ENRICHERS.append(workloads_attach_estimates)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, Value
+from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
@@ -415,14 +415,19 @@ def _job_pods(cluster_ref: str = "cluster_id"):
                               job_name=OuterRef("name")).annotate(job=F("job_name"))
 
 
+def running_pods_count():
+    """How many pods of the outer query's workload run (a subquery, as `workload_list` annotates it)."""
+    return _job_pods().filter(phase="Running", node__isnull=False).order_by().values("job").annotate(
+        n=Count("pk")).values("n")[:1]
+
+
 def workload_list(*, user: Any):
     """Every workload the user may see, with its project, the pool it was placed in (its pods' nodes)
     and how many of its pods run."""
     namespaces = ProjectNamespace.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("namespace"))
     pods = _job_pods()
     placed = pods.filter(node__pool__isnull=False).order_by("-phase").values("node__pool__name")[:1]
-    running = pods.filter(phase="Running", node__isnull=False).order_by().values("job").annotate(
-        n=Count("pk")).values("n")[:1]
+    running = running_pods_count()
     # The scheduler's words for a pod it could not place (PodScheduled=False), first pod by name.
     unscheduled = pods.exclude(scheduling_message="").order_by("name").values("scheduling_message")[:1]
     return (Workload.objects.restrict(user, "view").select_related("cluster")
@@ -483,10 +488,11 @@ def waiting_category_text(workload: Workload) -> str:
     return f"{waiting.CATEGORIES[found.category]} (the console reads: {waiting.CATEGORIES[console]})"
 
 
-def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
+def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
     """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
     scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
-    pending ones, and GPU utilization (one Prometheus query per cluster)."""
+    pending ones, and GPU utilization (one Prometheus query per cluster); with `slow`, also what is slow by
+    nature (SLOW_ENRICHERS: the start estimates), which the HTML table fetches after the page instead."""
     from workloads.decisions import decisions_attach  # late: workloads.decisions imports workloads.selectors
 
     workloads = [w for w in workloads if isinstance(w, Workload)]
@@ -495,13 +501,16 @@ def workloads_enrich(workloads: list[Workload], *, user: Any) -> list[Workload]:
     for w in workloads:
         w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
     workloads_attach_gpu_utilization(workloads)
-    for enrich in ENRICHERS:  # e.g. the start estimates of workloads.forecast
+    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow else []):
         enrich(workloads, user=user)
     return workloads
 
 
-# More of what `workloads_enrich` attaches, registered by the modules that compute it (they read this one).
+# More of what `workloads_enrich` attaches, registered by the modules that compute it (they read this one);
+# the slow ones (e.g. the start estimates of workloads.forecast, which simulate the pools' queues) are left
+# out of the HTML table's page and fetched after it (workloads.views.workload_start_estimates).
 ENRICHERS: list = []
+SLOW_ENRICHERS: list = []
 
 
 @dataclass
@@ -534,8 +543,8 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -586,8 +595,8 @@ def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
                                namespace__in={w.namespace for w in workloads}, phase="Running")
-            .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                   KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                   output_field=TextField()))
             .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
     out: dict[tuple[int, str, str], list[str]] = {}
     for cluster_id, namespace, job, name in rows:
@@ -678,8 +687,8 @@ class WorkloadDetail:
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
     pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=Coalesce(KeyTextTransform(JOB_NAME_LABELS[0], "labels"),
-                                       KeyTextTransform(JOB_NAME_LABELS[1], "labels")))
+                .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
+                                       output_field=TextField()))
                 .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))

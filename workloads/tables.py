@@ -81,6 +81,15 @@ class PlatformTable(ConsoleTable):
     export_allowed_mounts = lambda self, record: ", ".join(record.allowed_mounts or [])  # noqa: E731
 
 
+def start_estimate_html(found) -> str:
+    """A workload's start estimate in its cell: "in 40–70 min", its basis beside it (a person reads it, a
+    screen reader too); "—" when it has none."""
+    if found is None:
+        return "—"
+    return format_html('<span class="estimate" title="{}">{}</span><br><span class="hint">{}</span>',
+                       found.text(), found.short(), found.basis)
+
+
 def engine_toleration_text(toleration: dict) -> str:
     key = toleration.get("key") or "*"
     operator = toleration.get("operator") or "Equal"
@@ -157,21 +166,32 @@ class WorkloadTable(ConsoleTable):
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-workload": lambda record: record.name}
 
-    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", **kwargs):
+    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", estimates_later=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
         self.user = user
         self.csrf_token = csrf_token
+        # The HTML page leaves the start estimates (they simulate the pools' queues: slow by nature on a
+        # large fleet) to a request made after it (`estimates_url`); the CSV and the API carry them.
+        self.estimates_later = estimates_later
+        self.estimates_pending: list[int] = []
 
     def enrich_records(self, records):
         """The page's rows (or a CSV batch) at once: the scheduler's decisions, the console's answers, what
         Karpenter can do and GPU utilization (workloads.selectors.workloads_enrich)."""
-        selectors.workloads_enrich(records, user=self.user)
+        selectors.workloads_enrich(records, user=self.user, slow=not self.estimates_later)
 
     def _enriched(self, record):
         if not hasattr(record, "decision_reason"):
-            selectors.workloads_enrich([record], user=self.user)
+            selectors.workloads_enrich([record], user=self.user, slow=not self.estimates_later)
         return record
+
+    @property
+    def estimates_url(self) -> str:
+        """Where the page fetches the start estimates of its waiting rows after it loads ("" when none)."""
+        if not self.estimates_pending:
+            return ""
+        return reverse("workload-start-estimates") + "?ids=" + ",".join(str(pk) for pk in self.estimates_pending)
 
     def render_pools_tried(self, value):
         return selectors.pools_of_list(value) or "—"
@@ -213,12 +233,14 @@ class WorkloadTable(ConsoleTable):
         return selectors.waiting_category_text(self._enriched(record)) or "—"
 
     def render_start_estimate(self, record):
-        found = getattr(self._enriched(record), "start_estimate", None)
-        if found is None:
-            return "—"
-        # "in 40–70 min" in the cell, its basis beside it (a person reads it, a screen reader too).
-        return format_html('<span class="estimate" title="{}">{}</span><br><span class="hint">{}</span>',
-                           found.text(), found.short(), found.basis)
+        record = self._enriched(record)
+        if self.estimates_later and selectors.display_phase(record) in ("Pending", "Suspended"):
+            # Filled in after the page loads (workloads.views.workload_start_estimates swaps it by its id).
+            self.estimates_pending.append(record.pk)
+            url = reverse("workload-start-estimates") + f"?ids={record.pk}"
+            return format_html('<span id="start-estimate-{}" class="estimate-pending muted">'
+                               '<a href="{}">estimating…</a></span>', record.pk, url)
+        return start_estimate_html(getattr(record, "start_estimate", None))
 
     def export_start_estimate(self, record):
         found = getattr(self._enriched(record), "start_estimate", None)

@@ -22,6 +22,7 @@ urlpatterns = [
     path("rule-sets/<int:pk>/edit/", views.rule_set_edit, name="ruleset-edit"),
     path("rule-sets/<int:pk>/delete/", views.rule_set_delete, name="ruleset-delete"),
     path("workloads/", views.workload_list, name="workload-list"),
+    path("workloads/start-estimates/", views.workload_start_estimates, name="workload-start-estimates"),
     path("workloads/submit/", views.workload_submit, name="workload-submit"),
     path("workloads/submit/check/", views.workload_submit_check, name="workload-submit-check"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),

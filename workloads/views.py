@@ -12,7 +12,7 @@ from typing import Any, Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,9 +21,10 @@ from django.views.decorators.http import require_POST
 from common.exceptions import ConcurrentUpdate
 from kube.client import api_error_message
 from nodepools import selectors as pool_selectors
+from nodepools.memo import reads_memo
 from nodepools.models import Cluster, NodePool
 from nodepools.sync import api_client_for
-from ui.pages import htmx_partial, table_page
+from ui.pages import htmx_partial, table_page, wants_csv
 from ui.views import form_errors_from
 from projects.models import Project
 from workloads import engine, forecast, podsecurity, selectors, services, submission
@@ -41,7 +42,7 @@ from workloads.forms import (
 from workloads.forms_access import PoolAccessForm
 from workloads.models import Workload
 from workloads.templatetags.workloads_forecast import project_start_estimates_context
-from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable
+from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable, start_estimate_html
 
 logger = logging.getLogger(__name__)
 
@@ -412,6 +413,7 @@ def _api_client(cluster):
 
 
 @login_required
+@reads_memo
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
     stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
@@ -419,14 +421,36 @@ def workload_list(request):
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=rows,
         filterset_class=WorkloadFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
-        table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request)},
+        table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request),
+                      "estimates_later": not wants_csv(request)},
         context={"live_clusters": list(rows.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
                  "can_submit": selectors.submittable_projects(user=request.user).exists()},
     )
 
 
+ESTIMATES_MOST = 500  # the largest page of the workloads table
+
+
 @login_required
+@reads_memo
+def workload_start_estimates(request):
+    """The start estimates of the workloads table's waiting rows (`?ids=1,2,…`, those the user may see),
+    fetched after the page (htmx): each fills its cell (`#start-estimate-<id>`, swapped out of band)."""
+    ids = []
+    for part in request.GET.get("ids", "").split(",")[:ESTIMATES_MOST]:
+        if part.strip().isdigit():
+            ids.append(int(part))
+    rows = list(selectors.workload_list(user=request.user).filter(pk__in=ids).order_by("pk"))
+    if not rows:
+        raise Http404("No workload of these you may see.")
+    forecast.workloads_attach_estimates(rows, user=request.user)
+    return render(request, "workloads/_workload_estimates.html",
+                  {"cells": [(w, start_estimate_html(w.start_estimate)) for w in rows]})
+
+
+@login_required
+@reads_memo
 def project_start_estimates_section(request, pk: int):
     """The project page's "When will they start?" section, fetched after the page (htmx) or opened alone."""
     project = get_object_or_404(Project.objects.restrict(request.user, "view"), pk=pk)

@@ -248,3 +248,40 @@ def test_pages_vary_on_hx_request_so_back_never_shows_a_cached_fragment(client, 
     for url in (reverse("node-list"), reverse("pool-detail", args=[org.a100.pk])):
         for headers in ({}, {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "table"}):
             assert "HX-Request" in client.get(url, **headers)["Vary"]
+
+
+def test_a_remembered_cell_reads_as_the_cell_itself_and_memory_stays_bounded(monkeypatch):
+    """The CSV writes a cell that depends on a few fields once per distinct value (ConsoleTable.export_depends):
+    the same text as `csv_cell` of the getter's value, a formula still neutralised, at most MEMO_MOST kept."""
+    from decimal import Decimal
+
+    import ui.tables as ui_tables
+
+    monkeypatch.setattr(ui_tables, "MEMO_MOST", 3)
+    calls = []
+
+    def cores(row):
+        calls.append(row["m"])
+        return round(row["m"] / 1000, 2) if row["m"] is not None else None
+
+    get = ui_tables.memo_getter(cores, ("m",))
+    rows = [{"m": m} for m in (96000, 1500, 96000, None, 250, 7, 7, 96000)]
+    assert [get(r) for r in rows] == [ui_tables.csv_cell(cores(r)) for r in rows]
+    assert calls.count(96000) == 1 + 3  # once remembered (the three checks above aside)
+    assert calls.count(7) == 2 + 2      # past MEMO_MOST values: computed every time, never kept
+    formula = ui_tables.memo_getter(lambda row: row["t"], ("t",))
+    assert formula({"t": "=SUM(A1)"}) == ui_tables.csv_cell("=SUM(A1)") != "=SUM(A1)"
+    assert ui_tables.memo_getter(lambda row: row["d"], ("d",))({"d": Decimal("8.000")}) == "8"
+
+
+def test_a_gpu_count_reads_the_same_as_a_float_as_as_a_decimal():
+    """The nodes CSV reads the allocated GPUs (a Decimal of 3 places) as a float (no converter per row): the
+    cell's text must not change, sums with a float's rounding noise included."""
+    from decimal import Decimal
+
+    from ui.tables import csv_cell
+
+    for text in ("0", "0.5", "0.125", "0.001", "1.25", "7", "8.000", "12.5", "1234.567", "99999999.999"):
+        assert csv_cell(float(Decimal(text))) == csv_cell(Decimal(text)), text
+    assert csv_cell(0.1 + 0.2) == csv_cell(Decimal("0.3"))
+    assert csv_cell(max(8 - 8.0, Decimal(0))) == csv_cell(max(8 - Decimal(8), Decimal(0))) == "0"

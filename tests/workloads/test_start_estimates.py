@@ -5,6 +5,8 @@ workloads ahead in the queue, the project's own limit (KAI's rules) — and "no 
 workloads table (a column and its CSV), the API and the project page."""
 from __future__ import annotations
 
+import re
+
 import datetime as dt
 from decimal import Decimal
 
@@ -179,8 +181,16 @@ def test_the_table_its_csv_and_the_project_page_show_the_estimate(busy, users, c
     html = client.get(reverse("workload-list")).content.decode()
     row = html[html.index('data-workload="a-wait"'):]
     row = row[:row.index("</tr>")]
-    assert "in 30–50 min" in row, row
-    assert "8 GPUs free when rnd-b&#x27;s two train jobs end at their usual length" in row, row
+    # The table shows "estimating…" in the row's cell, then fetches the estimates after the page (htmx) and
+    # swaps each into its cell by its id.
+    assert "estimating…" in row, row
+    cell_id = re.search(r'id="(start-estimate-\d+)"', row).group(1)
+    url = re.search(r'hx-get="([^"]*start-estimates[^"]*)" hx-trigger="load"', html).group(1)
+    fetched = client.get(url.replace("&amp;", "&"), headers={"HX-Request": "true"}).content.decode()
+    cell = fetched[fetched.index(f'id="{cell_id}"'):]
+    cell = cell[:cell.index("</span>\n")]
+    assert 'hx-swap-oob="true"' in cell and "in 30–50 min" in cell, cell
+    assert "8 GPUs free when rnd-b&#x27;s two train jobs end at their usual length" in cell, cell
     header, *rows = csv_of(client.get(reverse("workload-list"), {"format": "csv", "columns": "all"}))
     [mine] = [dict(zip(header, r)) for r in rows if r[header.index("Workload")] == "a-wait"]
     assert mine["Start estimate"] == "in 30–50 min: 8 GPUs free when rnd-b's two train jobs end at their usual length"
