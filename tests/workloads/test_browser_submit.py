@@ -3,6 +3,7 @@ tests/test_browser.py): a researcher fills the form, previews the Job, submits i
 in the workloads table once the sync mirrors it from the emulator."""
 from __future__ import annotations
 
+import re
 import threading
 
 from tests import test_browser
@@ -73,6 +74,11 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         expect(row).to_contain_text("rnd-a")
         expect(row).to_contain_text("a100 → default")
         expect(row).to_contain_text("Pending")
+        # Its start estimate comes after the table (it simulates the pools' queues): "estimating…" first,
+        # then the estimate or why there is none, without a reload.
+        estimate = row.locator("[id^='start-estimate-']")
+        expect(estimate).not_to_contain_text("estimating", timeout=15000)
+        expect(estimate).to_contain_text(re.compile(r"\w"))
         shoot(page, "workload-list-submitted")
     finally:
         if sync is not None:
