@@ -70,15 +70,10 @@ def recreate_database(url: str) -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         return
-    import psycopg
-    from urllib.parse import urlsplit
+    sys.path.insert(0, str(BASE_DIR))
+    from bench.stack import recreate_database as recreate_postgres  # the stack bench's, one copy
 
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    with psycopg.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username or "postgres",
-                         dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+    recreate_postgres(url)
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -1,6 +1,7 @@
 """Reads of clusters, pools, nodes and pods; each takes the user and returns only what it may see."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -152,13 +153,22 @@ def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
 POOL_USAGE_FIELDS = (
     "node_count", "ready_node_count", "gpu_total", "gpu_ready", "gpu_memory_total_mib", "cpu_total_millis",
     "memory_total_bytes", "gpu_allocated", "cpu_allocated_millis", "memory_allocated_bytes", "workload_count",
-    "projects_gpu_quota",
 )
+
+# Figures an app above this one adds to every pool row, `{attribute: (figures(pool_ids) -> {pool_id: value},
+# default)}`, registered in its AppConfig.ready() (as the sync's informers are): this app never names them.
+POOL_FIGURES: dict[str, tuple[Callable[[list[int]], dict[int, Any]], Any]] = {}
+
+
+def register_pool_figure(attribute: str, figures: Callable[[list[int]], dict[int, Any]], *, default: Any) -> None:
+    """`pools_attach_usage` sets `pool.<attribute>` to `figures(ids)[pool.pk]` (one grouped query for every pool),
+    `default` for a pool it does not name."""
+    POOL_FIGURES[attribute] = (figures, default)
 
 
 def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:
-    """Set the attributes `NodePool.objects.with_capacity()` annotates (and projects_gpu_quota) with three
-    grouped queries over nodes, pods (or the given `pod_usage`) and quotas, whatever the number of rows."""
+    """Set the attributes `NodePool.objects.with_capacity()` annotates, and the registered `POOL_FIGURES`, with
+    grouped queries over nodes, pods (or the given `pod_usage`) and one per figure, whatever the number of rows."""
     ids = [p.pk for p in pools]
     ready = Q(status=NodeStatus.READY)
     nodes = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
@@ -175,20 +185,20 @@ def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None
         total["memory_allocated_bytes"] += r["mem"] or 0
         # Workloads are the projects' pods; system pods (NVIDIA operands, ...) still use allocation.
         total["workload_count"] += r["pods"] if r["project_id"] else 0
-    # Projects' deserved GPUs, through the quota rows' relation to their pool (declared by projects).
-    quota = dict(NodePool.objects.filter(pk__in=ids).order_by().annotate(
-        v=Sum("quotas__gpu_deserved", filter=Q(quotas__project__isnull=False))).values_list("pk", "v"))
+    figures = {name: (compute(ids), default) for name, (compute, default) in POOL_FIGURES.items()}
     for pool in pools:
         values = {**nodes.get(pool.pk, {}), **pods.get(pool.pk, {})}
-        for name in POOL_USAGE_FIELDS[:-1]:
+        for name in POOL_USAGE_FIELDS:
             value = values.get(name)
             setattr(pool, name, value if value is not None else (Decimal(0) if name == "gpu_allocated" else 0))
-        pool.projects_gpu_quota = quota.get(pool.pk) or Decimal(0)
+        for name, (by_pool, default) in figures.items():
+            value = by_pool.get(pool.pk)
+            setattr(pool, name, value if value is not None else default)
     return pools
 
 
 def pool_table_list(*, user: Any, cluster: Cluster | None = None) -> NodePoolQuerySet:
-    """Pools the user may see; `pools_attach_usage` adds capacity, allocation and projects' quota."""
+    """Pools the user may see; `pools_attach_usage` adds capacity, allocation and the registered figures."""
     pools = NodePool.objects.restrict(user, "view").select_related("cluster")
     return pools.filter(cluster=cluster) if cluster is not None else pools
 

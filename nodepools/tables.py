@@ -97,7 +97,7 @@ class NodePoolTable(ConsoleTable):
     key = "pools"
     default_columns = (
         "name", "cluster", "status", "label_key", "label_value", "node_count", "gpu_total", "gpu_allocated",
-        "gpu_free", "gpu_utilization", "idle_gpus", "projects_gpu_quota", "workload_count", "gpu_placement",
+        "gpu_free", "gpu_utilization", "idle_gpus", "workload_count", "gpu_placement",
     )
 
     name = tables.Column("Node pool", linkify=lambda record: reverse("pool-detail", args=[record.pk]))
@@ -121,7 +121,7 @@ class NodePoolTable(ConsoleTable):
                                  order_by=("cpu_allocated_millis",))
     memory_allocated = NumberColumn("Allocated CPU memory (GiB)", accessor="memory_allocated_bytes",
                                     order_by=("memory_allocated_bytes",))
-    projects_gpu_quota = NumberColumn("Projects' GPU quota (sum)")
+    # (projects adds "Projects' GPU quota (sum)" here: ConsoleTable.add_column, in its AppConfig.ready())
     workload_count = NumberColumn("Workloads")
     gpu_utilization = GpuMetricColumn("Utilization of allocated GPUs (%)")
     idle_gpus = GpuMetricColumn("Idle allocated GPUs", attrs={

@@ -146,6 +146,12 @@ def allocation_by_project_pool(pool_ids, usage: list[dict[str, Any]] | None = No
             for r in rows}
 
 
+def pools_projects_gpu_quota(pool_ids: list[int]) -> dict[int, Decimal]:
+    """The projects' deserved GPUs per pool (a figure of nodepools' pool table, registered in ProjectsConfig)."""
+    return dict(Quota.objects.filter(pool_id__in=pool_ids, project__isnull=False).order_by()
+                .values("pool_id").annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
+
+
 def quotas_attach_allocation(quotas: list[Quota], allocation: dict | None = None,
                              usage: list[dict[str, Any]] | None = None) -> list[Quota]:
     """Set gpu/cpu/memory `_allocated` and `_over_quota` on quota rows (department rows: the sum of their

@@ -143,6 +143,20 @@ class ConsoleTable(tables.Table):
         empty_text = "Nothing to show: no rows match, or none you may see."
 
     @classmethod
+    def add_column(cls, name: str, column: tables.Column, *, after: str, default_after: str | None = None) -> None:
+        """A column declared by an app above the table's own, from its AppConfig.ready() (the table's app never
+        names it): placed after `after` in the declared order, and after `default_after` in the default columns
+        when given. Adding it again replaces it."""
+        names = [n for n in cls.base_columns if n != name]
+        names.insert(names.index(after) + 1, name)
+        columns = {**cls.base_columns, name: column}
+        cls.base_columns = {n: columns[n] for n in names}
+        if default_after is not None:
+            default = [n for n in cls.default_columns if n != name]
+            default.insert(default.index(default_after) + 1, name)
+            cls.default_columns = tuple(default)
+
+    @classmethod
     def column_names(cls) -> list[str]:
         return list(cls.base_columns)
 
