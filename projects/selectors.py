@@ -575,27 +575,22 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
 
 
 def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
-    """Per pool id, its `fit.Fragmentation`, from one query per distinct topology label: the database sums
-    each Ready, schedulable GPU node's use (its active pods LEFT JOINed over their covering index) and counts
-    the nodes by (domain, free GPUs) — a few dozen rows whatever the size of the pool."""
-    active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
+    """Per pool id, its `fit.Fragmentation`, from one query per distinct topology label: the database counts
+    the Ready, schedulable GPU nodes by (domain, free GPUs), each node's use read from the usage the database
+    keeps on it (`Node.usage_gpus`: its active pods' GPUs, kept by triggers), so that no pod is read — a few
+    dozen rows whatever the size of the pool."""
     keys: dict[str, list[int]] = {}
     for pool in pools:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
     groups: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
     for key, pool_ids in keys.items():
         nodes = Node.objects.filter(takes_pods_q(), pool_id__in=pool_ids, gpu_allocatable__gt=0).order_by()
-        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
-        per_node = nodes.values("pk", "domain").annotate(used=Sum("pods__gpus", filter=active)).values_list(
-            "pool_id", "domain", "gpu_allocatable", "used")
-        inner, params = per_node.query.sql_with_params()
-        q = connection.ops.quote_name
-        sql = (f"SELECT {q('pool_id')}, {q('domain')}, {q('gpu_allocatable')} - COALESCE({q('used')}, 0), COUNT(*), "
-               f"SUM({q('gpu_allocatable')}) FROM ({inner}) per_node GROUP BY 1, 2, 3")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            for pool_id, domain, room, many, allocatable in cursor.fetchall():
-                groups[pool_id].append((domain or "", _decimal(room), many, int(allocatable or 0)))
+        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"),
+                               room=F("gpu_allocatable") - F("usage_gpus"))
+        rows = nodes.values("pool_id", "domain", "room").annotate(many=Count("pk"), allocatable=Sum("gpu_allocatable"))
+        for pool_id, domain, room, many, allocatable in _rows(rows.values_list(
+                "pool_id", "domain", "room", "many", "allocatable")):
+            groups[pool_id].append((domain or "", _decimal(room), many, int(allocatable or 0)))
     labels = {pool.pk: pool.topology_label for pool in pools}
     return {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 
