@@ -362,14 +362,20 @@ class PoolCapacity:
         return self.deserved > self.gpu_ready
 
 
-def pool_capacity(*, user: Any, cluster: Cluster) -> list[PoolCapacity]:
+def pool_capacity(*, user: Any, cluster: Cluster, pools: list[NodePool] | None = None) -> list[PoolCapacity]:
     """Per pool of the cluster the user may see (default first, then by creation): ready and total GPUs
     and the sum of every department's deserved GPUs there. The sum is a fact of the pool, like its
-    projects' quota sum on the pools page: it names no department. Two grouped queries."""
-    pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
-    ids = [p.pk for p in pools]
-    gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
-        total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    projects' quota sum on the pools page: it names no department. Two grouped queries; one when `pools`
+    (the cluster's pools the user may see, with `pools_attach_usage`'s figures) gives the GPUs already read."""
+    if pools is None:
+        pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+        ids = [p.pk for p in pools]
+        gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
+            total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    else:
+        pools = sorted(pools, key=lambda p: (not p.is_default, p.created, p.pk))
+        ids = [p.pk for p in pools]
+        gpus = {p.pk: {"total": p.gpu_total, "ready": p.gpu_ready} for p in pools}
     deserved = dict(Quota.objects.filter(pool_id__in=ids, project__isnull=True).order_by().values("pool_id")
                     .annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
     return [PoolCapacity(pool=p, gpu_ready=(gpus.get(p.pk) or {}).get("ready") or 0,

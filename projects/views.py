@@ -399,7 +399,7 @@ def overview(request, cluster: Cluster):
         "live_clusters": [cluster.pk],
     }
     # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
-    context["capacity"] = selectors.pool_capacity(user=request.user, cluster=cluster)
+    context["capacity"] = selectors.pool_capacity(user=request.user, cluster=cluster, pools=pools)
     template = "home.html"
     if htmx_partial(request):
         template += "#table"
