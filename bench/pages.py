@@ -3,6 +3,7 @@ Prometheus holding an hour of DCGM-exporter samples of 40,000 GPUs.
 
     .venv/bin/python bench/pages.py [--database sqlite|postgres] [--nodes 5000] [--pods 50000] [--repeat 40]
                                     [--gpus-per-node 8] [--prom-interval 30] [--prom-minutes 60] [--no-prometheus]
+                                    [--only REGEX]     # only the pages whose name matches (no CSV)
     .venv/bin/python bench/pages.py --check     # the guard .ci/run runs: query counts only, 1,000 nodes and 1/100
 
 In one run, on a fresh database filled with a generated fleet (six node pools, three departments,
@@ -423,6 +424,8 @@ def main() -> int:
     parser.add_argument("--prom-interval", type=float, default=30, help="Seconds between backfilled samples.")
     parser.add_argument("--prom-minutes", type=float, default=60, help="Minutes of backfilled samples.")
     parser.add_argument("--no-prometheus", action="store_true", help="Pages without GPU utilization.")
+    parser.add_argument("--only", metavar="REGEX", default="",
+                        help="Only the pages whose name matches REGEX (e.g. '^overview$'); the CSV is left out.")
     parser.add_argument("--check", action="store_true",
                         help="The guard (.ci/run): query counts only, at a reduced size (default 1,000 nodes, "
                              "10,000 pods, 10 minutes of samples) and at 1/100 of it; exit 1 when a page's SQL or "
@@ -479,6 +482,8 @@ def main() -> int:
             for name, url in after.items():
                 urls = insert_after(urls, name, url)
             urls.update(UTILIZATION_PAGES)
+            if args.only:
+                urls = {name: url for name, url in urls.items() if re.search(args.only, name)}
             clients = {name: every_client if name in UTILIZATION_PAGES else client for name in urls}
             return urls, clients
 
@@ -508,7 +513,7 @@ def main() -> int:
         timings = {} if args.check else measure_pages(clients, urls, args.repeat)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
-        csv = None if args.check else measure_csv(cookie, args.nodes)
+        csv = None if args.check or args.only else measure_csv(cookie, args.nodes)
         csv_load = os.getloadavg()[0]
     finally:
         if prom is not None:

@@ -166,16 +166,24 @@ def register_pool_figure(attribute: str, figures: Callable[[list[int]], dict[int
     POOL_FIGURES[attribute] = (figures, default)
 
 
-def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:
-    """Set the attributes `NodePool.objects.with_capacity()` annotates, and the registered `POOL_FIGURES`, with
-    grouped queries over nodes, pods (or the given `pod_usage`) and one per figure, whatever the number of rows."""
-    ids = [p.pk for p in pools]
+def pool_node_totals() -> dict[str, Any]:
+    """The aggregates of a pool's nodes that `pools_attach_usage` sets (node_count ... memory_total_bytes)."""
     ready = Q(status=NodeStatus.READY)
-    nodes = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
-        node_count=Count("pk"), ready_node_count=Count("pk", filter=ready), gpu_total=Sum("gpu_allocatable"),
-        gpu_ready=Sum("gpu_allocatable", filter=ready),
-        gpu_memory_total_mib=Sum(F("gpu_allocatable") * Coalesce("gpu_memory_mib", 0)),
-        cpu_total_millis=Sum("cpu_allocatable_millis"), memory_total_bytes=Sum("memory_allocatable_bytes"))}
+    return {"node_count": Count("pk"), "ready_node_count": Count("pk", filter=ready),
+            "gpu_total": Sum("gpu_allocatable"), "gpu_ready": Sum("gpu_allocatable", filter=ready),
+            "gpu_memory_total_mib": Sum(F("gpu_allocatable") * Coalesce("gpu_memory_mib", 0)),
+            "cpu_total_millis": Sum("cpu_allocatable_millis"), "memory_total_bytes": Sum("memory_allocatable_bytes")}
+
+
+def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None = None,
+                       nodes: dict[int, dict[str, Any]] | None = None) -> list[NodePool]:
+    """Set the attributes `NodePool.objects.with_capacity()` annotates, and the registered `POOL_FIGURES`, with
+    grouped queries over nodes (or the given `pool_node_totals` per pool id), pods (or the given `pod_usage`)
+    and one per figure, whatever the number of rows."""
+    ids = [p.pk for p in pools]
+    if nodes is None:
+        nodes = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id")
+                 .annotate(**pool_node_totals())}
     pods: dict[int, dict[str, Any]] = {}
     for r in usage if usage is not None else pod_usage(ids):
         total = pods.setdefault(r["pool_id"], {"gpu_allocated": Decimal(0), "cpu_allocated_millis": 0,

@@ -17,7 +17,7 @@ from access.rules import Role, ScopeType, user_grants
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from nodepools.memo import memoised
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
-from nodepools.selectors import pod_usage, pools_attach_usage
+from nodepools.selectors import pod_usage, pool_node_totals, pools_attach_usage
 from projects import fit
 from projects.fairshare import Claim, hierarchical_fair_shares
 from projects.models import Department, Project, Quota
@@ -368,14 +368,20 @@ class PoolCapacity:
         return self.deserved > self.gpu_ready
 
 
-def pool_capacity(*, user: Any, cluster: Cluster) -> list[PoolCapacity]:
+def pool_capacity(*, user: Any, cluster: Cluster, pools: list[NodePool] | None = None) -> list[PoolCapacity]:
     """Per pool of the cluster the user may see (default first, then by creation): ready and total GPUs
     and the sum of every department's deserved GPUs there. The sum is a fact of the pool, like its
-    projects' quota sum on the pools page: it names no department. Two grouped queries."""
-    pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
-    ids = [p.pk for p in pools]
-    gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
-        total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    projects' quota sum on the pools page: it names no department. Two grouped queries; one when `pools`
+    (the cluster's pools the user may see, with `pools_attach_usage`'s figures) gives the GPUs already read."""
+    if pools is None:
+        pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
+        ids = [p.pk for p in pools]
+        gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
+            total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+    else:
+        pools = sorted(pools, key=lambda p: (not p.is_default, p.created, p.pk))
+        ids = [p.pk for p in pools]
+        gpus = {p.pk: {"total": p.gpu_total, "ready": p.gpu_ready} for p in pools}
     deserved = dict(Quota.objects.filter(pool_id__in=ids, project__isnull=True).order_by().values("pool_id")
                     .annotate(v=Sum("gpu_deserved")).values_list("pool_id", "v"))
     return [PoolCapacity(pool=p, gpu_ready=(gpus.get(p.pk) or {}).get("ready") or 0,
@@ -580,39 +586,57 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     return out
 
 
-def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
-    """Per pool id, its `fit.Fragmentation`, from one query per distinct topology label: the database sums
-    each Ready, schedulable GPU node's use (its active pods LEFT JOINed over their covering index) and counts
-    the nodes by (domain, free GPUs) — a few dozen rows whatever the size of the pool."""
-    active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
+def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
+    """(per pool id its nodes' `pool_node_totals`, per pool id its `fit.Fragmentation`), from one pass over the
+    pools' nodes per distinct topology label: the database groups the nodes by (pool, takes GPU pods, domain,
+    free GPUs) — a few dozen rows whatever the size of the pool; the groups of nodes that take GPU pods make
+    the fragmentation. A Ready, schedulable GPU node's free GPUs are
+    its allocatable less the usage the database keeps on it (`Node.usage_gpus`: its active pods' GPUs, kept by
+    triggers), so that no pod is read."""
+    totals = tuple(pool_node_totals())
     keys: dict[str, list[int]] = {}
     for pool in pools:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
+    nodes: dict[int, dict[str, Any]] = {}
     groups: dict[int, list[tuple]] = {pool.pk: [] for pool in pools}
     for key, pool_ids in keys.items():
-        nodes = Node.objects.filter(takes_pods_q(), pool_id__in=pool_ids, gpu_allocatable__gt=0).order_by()
-        nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"))
-        per_node = nodes.values("pk", "domain").annotate(used=Sum("pods__gpus", filter=active)).values_list(
-            "pool_id", "domain", "gpu_allocatable", "used")
-        inner, params = per_node.query.sql_with_params()
-        q = connection.ops.quote_name
-        sql = (f"SELECT {q('pool_id')}, {q('domain')}, {q('gpu_allocatable')} - COALESCE({q('used')}, 0), COUNT(*), "
-               f"SUM({q('gpu_allocatable')}) FROM ({inner}) per_node GROUP BY 1, 2, 3")
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            for pool_id, domain, room, many, allocatable in cursor.fetchall():
-                groups[pool_id].append((domain or "", _decimal(room), many, int(allocatable or 0)))
+        domain = F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels")
+        rows = (Node.objects.filter(pool_id__in=pool_ids).order_by()
+                .annotate(fits=Case(When(takes_pods_q() & Q(gpu_allocatable__gt=0), then=Value(1)), default=Value(0)),
+                          domain=domain, room=F("gpu_allocatable") - F("usage_gpus"))
+                .values("pool_id", "fits", "domain", "room").annotate(**pool_node_totals())
+                .values_list("pool_id", "fits", "domain", "room", *totals))
+        for pool_id, fits, domain, room, *figures in _rows(rows):
+            group = dict(zip(totals, figures))
+            pool = nodes.setdefault(pool_id, dict.fromkeys(totals))
+            for name, value in group.items():
+                if value is not None:
+                    pool[name] = (pool[name] or 0) + int(value)
+            if fits:
+                groups[pool_id].append((domain or "", _decimal(room), group["node_count"], int(group["gpu_total"] or 0)))
     labels = {pool.pk: pool.topology_label for pool in pools}
-    return {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
+    return nodes, {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 
 
-def pools_attach_fit(pools: list[NodePool]) -> list[NodePool]:
+def pools_fragmentation(pools: list[NodePool]) -> dict[int, Any]:
+    """Per pool id, its `fit.Fragmentation` (`pools_node_figures`)."""
+    return pools_node_figures(pools)[1]
+
+
+def pools_attach_fit(pools: list[NodePool], fragmentation: dict[int, Any] | None = None) -> list[NodePool]:
     """Set `pool.fit` (a `fit.Fragmentation`: pods of 1, 2, 4 and 8 GPUs that fit now, per topology domain too)
     on each pool: the overview's compact line."""
-    figures = pools_fragmentation(pools)
+    figures = pools_fragmentation(pools) if fragmentation is None else fragmentation
     for pool in pools:
         pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
     return pools
+
+
+def pools_attach_usage_and_fit(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:
+    """`pools_attach_usage` and `pools_attach_fit` (the overview's pools), reading the pools' nodes once."""
+    nodes, fragmentation = pools_node_figures(pools)
+    pools_attach_usage(pools, usage, nodes=nodes)
+    return pools_attach_fit(pools, fragmentation)
 
 
 def pool_standings(pool: NodePool, *, extra: tuple[Project, Decimal] | None = None) -> dict[tuple[str, str], Any]:

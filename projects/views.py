@@ -389,8 +389,7 @@ def overview(request, cluster: Cluster):
     pools = list(pool_selectors.pool_table_list(user=request.user, cluster=cluster))
     # One pass over the cluster's pods serves the pool totals and the chart.
     usage = pool_selectors.pod_usage(NodePool.objects.filter(cluster=cluster).values_list("pk", flat=True))
-    pool_selectors.pools_attach_usage(pools, usage)
-    selectors.pools_attach_fit(pools)  # what fits now, a compact line per pool
+    selectors.pools_attach_usage_and_fit(pools, usage)  # and what fits now, a compact line per pool
     table = table_build(request, OverviewPoolTable, pools, paginate=False)
     context = {
         "cluster": cluster, "table": table, "table_class": OverviewPoolTable, "table_key": OverviewPoolTable.key,
@@ -399,7 +398,7 @@ def overview(request, cluster: Cluster):
         "live_clusters": [cluster.pk],
     }
     # Per pool: ready / total GPUs against the departments' deserved (the quota grid's head).
-    context["capacity"] = selectors.pool_capacity(user=request.user, cluster=cluster)
+    context["capacity"] = selectors.pool_capacity(user=request.user, cluster=cluster, pools=pools)
     template = "home.html"
     if htmx_partial(request):
         template += "#table"
