@@ -86,21 +86,22 @@ class ConsoleTable(tables.Table):
     # Optional: fills computed attributes of a list of records in place (a grouped query per page,
     # instead of a subquery per row).
     enrich: Callable[[list], Any] | None = None
-    # Optional, for large exports: the CSV reads plain dicts (no model instances) from
+    # Optional, for large exports: the CSV reads plain rows (no model instances) from
     # `export_values(queryset)`, `queryset.values(*export_fields)` unless a table adds the computed
-    # values it needs to the same query; its export getters read those dicts.
+    # values it needs to the same query; its export getters read a row as a dict.
     export_fields: Sequence[str] | None = None
     # Optional: a column the CSV writes as several, `{name: ((part, header), ...)}`, each part read by
     # `export_<part>(record)` (e.g. "Ready/total GPU devices" as two numbers, not a date-like "4/4").
     csv_parts: dict[str, Sequence[tuple[str, str]]] = {}
     # Optional, for large exports of `export_fields` rows: `{column or part: (field, ...)}`, a cell whose text
-    # depends only on those fields of the row; the export writes each distinct value's text once and reuses
-    # it (a fleet's nodes share a few CPU, memory and GPU sizes: rounding and formatting them per row was most
-    # of the CSV's time). The text is the same as the getter's, through `csv_cell`.
+    # depends only on those fields of the row, its getter reading no other (it is given just those); the export
+    # writes each distinct value's text once and reuses it (a fleet's nodes share a few CPU, memory and GPU
+    # sizes: rounding and formatting them per row was most of the CSV's time). The text is the same as the
+    # getter's, through `csv_cell`.
     export_depends: dict[str, Sequence[str]] = {}
 
     def export_values(self, queryset: QuerySet) -> QuerySet:
-        """The rows of the export as dicts, in one query (building it must not read the database)."""
+        """The rows of the export (`values()`), in one query."""
         return queryset.values(*self.export_fields)
 
     def body_html(self):
@@ -259,9 +260,9 @@ MEMO_MOST = 4096  # distinct values remembered per column: memory stays flat wha
 
 class CellMemo(dict):
     """The text of a cell by its key (the values of the fields it depends on), `text(key)` computed on first
-    use and remembered, at most MEMO_MOST keys. Read with `map(memo.__getitem__, keys)`: a remembered cell
-    costs no Python call. Keys are values of one database column each (one type, or None), so that equal
-    keys (1 and 1.0, say) have the same text."""
+    use and remembered, at most MEMO_MOST keys. `cells(keys)` reads them in a C loop: a remembered cell costs
+    no Python call. A key's values come from one database column each (one type, or None): equal keys have
+    the same text."""
 
     __slots__ = ("text",)
 
