@@ -12,7 +12,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
+from django.db.models import Case, Count, F, FilteredRelation, Max, Q, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Greatest
 from django.utils import timezone
 from kubernetes import client
@@ -21,7 +21,6 @@ import gpumetrics
 from gpumetrics import (
     NOT_CONFIGURED,
     GpuFigures,
-    NodeGpuMetrics,
     Unavailable,
     config_from,
     device_metrics,
@@ -34,7 +33,6 @@ from nodepools.memo import memoised
 from nodepools.models import (
     Cluster,
     Node,
-    NodeGpuFigures,
     NodePool,
     NodePoolQuerySet,
     NodeQuerySet,
@@ -535,31 +533,37 @@ def pool_gpu_figures(pool: NodePool, config: Any, now=None):
     return GpuFigures(**pool.gpu_figures), ""
 
 
-def node_gpu_metrics_stored(cluster_ids) -> dict[int, Any]:
-    """cluster id -> the figures of its GPU nodes as the sync's leader last read them (NodeGpuFigures),
-    shaped like `node_gpu_metrics_by_cluster`'s answer, or Unavailable with the reason (not read yet,
-    too old, or what the last read met): for the CSV of every node, which would otherwise wait seconds
-    for Prometheus to sum a whole fleet. Three queries whatever the number of nodes, none of Prometheus."""
+def node_gpu_figures_fresh(cluster_ids) -> list[int]:
+    """The clusters among `cluster_ids` whose GPU nodes' figures the sync's leader stored in its last round
+    (NodeGpuFigures), that round recent and not failed: the figures the CSV of every node carries, which
+    would otherwise wait seconds for Prometheus to sum a whole fleet. Two queries, none of Prometheus."""
     configs = cluster_prometheus(cluster_ids)
     rounds: dict[int, tuple[Any, str]] = {cid: (None, "") for cid in configs}
     for cid, read_at, reason in (NodePool.objects.filter(cluster_id__in=list(configs)).values("cluster_id")
                                  .annotate(at=Max("gpu_figures_at"), why=Max("gpu_figures_reason"))
                                  .values_list("cluster_id", "at", "why")):
         rounds[cid] = (read_at, "" if reason == POOL_WITHOUT_GPU_NODES else reason)
-    now, out, fresh = timezone.now(), {}, []
-    for cid, config in configs.items():
-        reason = _stored_figures_reason(config, *rounds[cid], now)
-        if reason:
-            out[cid] = Unavailable(reason)
-        else:
-            fresh.append(cid)
-    by_cluster: dict[int, dict] = {cid: {} for cid in fresh}
-    # FIGURES are GpuFigures' fields in its order: rows become figures positionally (5,000 in ~20 ms).
-    for cid, name, *figures in NodeGpuFigures.objects.filter(cluster_id__in=fresh).values_list(
-            "cluster_id", "node_name", *NodeGpuFigures.FIGURES):
-        by_cluster[cid][name] = GpuFigures(*figures)
-    out.update({cid: NodeGpuMetrics(by_node=nodes) for cid, nodes in by_cluster.items()})
-    return out
+    now = timezone.now()
+    return [cid for cid, config in configs.items() if not _stored_figures_reason(config, *rounds[cid], now)]
+
+
+STORED_GPU_FIGURES = ("utilization", "memory_used_mib", "memory_total_mib")
+
+
+def nodes_annotate_stored_gpu_figures(nodes: NodeQuerySet, cluster_ids) -> NodeQuerySet:
+    """Annotate `stored_gpu_<figure>` (STORED_GPU_FIGURES) on every node: a GPU node's figures as the sync's
+    leader stored them (NodeGpuFigures, joined by cluster and node name, in the same query) when its cluster
+    is one of `cluster_ids` (`node_gpu_figures_fresh`), else None. A node without GPUs has none, whatever
+    is stored under its name."""
+    cluster_ids = list(cluster_ids)
+    if not cluster_ids:  # (an empty IN would empty the whole query)
+        return nodes.annotate(**{f"stored_gpu_{name}": Value(None, output_field=models.FloatField())
+                                 for name in STORED_GPU_FIGURES})
+    stored = FilteredRelation("cluster__node_gpu_figures", condition=Q(
+        cluster__node_gpu_figures__node_name=F("name"), cluster__node_gpu_figures__cluster_id__in=cluster_ids,
+        gpu_capacity__gt=0))
+    return nodes.annotate(stored_gpu_figures=stored).annotate(
+        **{f"stored_gpu_{name}": F(f"stored_gpu_figures__{name}") for name in STORED_GPU_FIGURES})
 
 
 def pools_attach_gpu_metrics(pools: list[NodePool]) -> list[NodePool]:

@@ -17,7 +17,8 @@ from gpumetrics import idle_threshold, idle_window_seconds
 from nodepools.models import NodeStatus
 from nodepools.selectors import (
     NODE_USAGE_FIELDS,
-    node_gpu_figures,
+    STORED_GPU_FIGURES,
+    nodes_annotate_stored_gpu_figures,
     nodes_annotate_usage,
     nodes_attach_gpu_metrics,
     nodes_attach_usage,
@@ -290,20 +291,15 @@ class NodeTable(ConsoleTable):
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-node": lambda record: record.name}
 
-    def __init__(self, *args, gpu_metrics=None, **kwargs):
-        """`gpu_metrics`: {cluster id: gpumetrics.node_gpu_metrics answer} for the CSV (read before it streams)."""
+    def __init__(self, *args, gpu_figures_clusters=(), **kwargs):
+        """`gpu_figures_clusters`: the clusters whose stored GPU figures the CSV carries
+        (nodepools.selectors.node_gpu_figures_fresh, read by the view before the rows stream)."""
         super().__init__(*args, **kwargs)
-        self.gpu_metrics = gpu_metrics or {}
+        self.gpu_figures_clusters = list(gpu_figures_clusters)
 
-    # The DCGM exporter's figures: a page's rows get them from `enrich` (nodes_attach_gpu_metrics); the
-    # CSV's plain rows from `gpu_metrics`, read by the view for every node in view before streaming.
+    # The DCGM exporter's figures of a page's rows, attached by `enrich` (nodes_attach_gpu_metrics). The CSV's
+    # rows carry the figures the sync's leader stored, joined in their query (`export_values`).
     def _gpu(self, record):
-        if isinstance(record, dict):
-            found = record.get("_gpu")  # three columns read the same figures of a row
-            if found is None:
-                found = record["_gpu"] = node_gpu_figures(self.gpu_metrics, record["cluster_id"], record["name"],
-                                                          record["gpu_capacity"])
-            return found
         return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
 
     def gpu_gpu_utilization(self, record):
@@ -318,17 +314,17 @@ class NodeTable(ConsoleTable):
             return None, reason
         return f"{_num(_mib_gib(figures.memory_used_mib))}/{_num(_mib_gib(figures.memory_total_mib))}", ""
 
-    def export_gpu_utilization(self, record):
-        figures, _ = self._gpu(record)
-        return _pct(figures.utilization) if figures is not None else None
+    # The stored figures of a node, None when there are none (no GPU, no row stored, a cluster's round too old).
+    def export_gpu_utilization(self, row):
+        return _pct(row["stored_gpu_utilization"])
 
-    def export_gpu_memory_used_gib(self, record):
-        figures, _ = self._gpu(record)
-        return _mib_gib(figures.memory_used_mib) if figures is not None else None
+    def export_gpu_memory_used_gib(self, row):
+        used = row["stored_gpu_memory_used_mib"]
+        return None if used is None else _mib_gib(used)
 
-    def export_gpu_memory_total_gib(self, record):
-        figures, _ = self._gpu(record)
-        return _mib_gib(figures.memory_total_mib) if figures is not None else None
+    def export_gpu_memory_total_gib(self, row):
+        total = row["stored_gpu_memory_total_mib"]
+        return None if total is None else _mib_gib(total)
 
     def render_gpu_devices(self, record):
         return f"{record.gpu_ready}/{record.gpu_capacity}"
@@ -351,34 +347,41 @@ class NodeTable(ConsoleTable):
     def render_memory_allocated(self, value):
         return _num(_gib(value))
 
-    # The CSV of every node reads plain dicts (`values()`), not model instances, with the usage of
-    # every node joined in the same query: see ui.tables and nodepools.selectors.nodes_annotate_usage.
+    # The CSV of every node reads plain rows (`values()`), not model instances, with the usage of every node
+    # and its stored GPU figures joined in the same query: see ui.tables, nodepools.selectors.nodes_annotate_usage
+    # and nodes_annotate_stored_gpu_figures.
     export_fields = (
-        "pk", "cluster_id", "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
+        "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
         "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type",
         "capacity_type",
     )
 
-    # The cells that depend only on these fields of the row: written once per distinct value (ui.tables).
+    # The cells that depend only on these fields of the row (their getters read no other): written once per
+    # distinct value (ui.tables).
     export_depends = {
         "status": ("status", "status_reasons_text"), "gpu_ready": ("status", "gpu_allocatable"),
-        "gpu_memory": ("gpu_capacity", "gpu_memory_mib"),
+        "gpu_total": ("gpu_capacity",), "gpu_memory": ("gpu_capacity", "gpu_memory_mib"),
         "gpu_allocated": ("gpu_allocated_float",), "gpu_free": ("status", "gpu_allocatable", "gpu_allocated_float"),
         "cpu": ("cpu_allocatable_millis",), "memory": ("memory_allocatable_bytes",),
         "cpu_allocated": ("cpu_allocated_millis",), "memory_allocated": ("memory_allocated_bytes",),
+        "pods": ("pod_count",),
+        "gpu_utilization": ("stored_gpu_utilization",), "gpu_memory_used_gib": ("stored_gpu_memory_used_mib",),
+        "gpu_memory_total_gib": ("stored_gpu_memory_total_mib",),
     }
 
     def export_values(self, queryset):
         # Every reason of a not-ready node (a spreadsheet has no popover), not just the main one: read as the
         # stored JSON text, decoded only for a node that is not ready (decoding "[]" for every node of a
         # fleet was a third of the export's time).
-        # The allocated GPUs as a float (at most 3 decimals, written the same as the Decimal): the one column
-        # that needed a converter per row, which cost a tenth of the export's time.
-        return nodes_annotate_usage(queryset).annotate(
+        # The allocated GPUs as a float (at most 3 decimals, written the same as the Decimal), not a Decimal
+        # made per row.
+        nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_usage(queryset), self.gpu_figures_clusters)
+        return nodes.annotate(
             status_reasons_text=Cast("status_reasons", TextField()),
             gpu_allocated_float=Cast("usage_gpus", FloatField())).values(
             *self.export_fields, "status_reasons_text", "gpu_allocated_float",
-            *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"))
+            *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"),
+            *(f"stored_gpu_{name}" for name in STORED_GPU_FIGURES))
 
     def export_status(self, row):
         status = row["status"]

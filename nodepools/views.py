@@ -188,8 +188,9 @@ def node_list(request):
         pairs = list(visible.values_list("gpu_product", "zone").distinct())
         dropdown_values = {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
     # The CSV's GPU utilization: every node in view, as the sync's leader last read it (at most one round
-    # old; a whole fleet's figures take Prometheus seconds), read before the rows stream.
-    table_kwargs = ({"gpu_metrics": selectors.node_gpu_metrics_stored(
+    # old; a whole fleet's figures take Prometheus seconds): the clusters whose stored round is fresh are
+    # read before the rows stream, the figures with the rows.
+    table_kwargs = ({"gpu_figures_clusters": selectors.node_gpu_figures_fresh(
         visible.filter(gpu_capacity__gt=0).values_list("cluster_id", flat=True).distinct())}
         if wants_csv(request) else None)
     return table_page(

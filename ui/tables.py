@@ -13,14 +13,15 @@ import types
 import weakref
 from datetime import date, datetime, timezone
 from decimal import Decimal
-from itertools import islice
+from itertools import islice, repeat
 from operator import itemgetter
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import django_tables2 as tables
 import django_tables2.utils
 from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
+from django.db.models.sql.constants import MULTI
 from django.http import StreamingHttpResponse
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
@@ -85,21 +86,22 @@ class ConsoleTable(tables.Table):
     # Optional: fills computed attributes of a list of records in place (a grouped query per page,
     # instead of a subquery per row).
     enrich: Callable[[list], Any] | None = None
-    # Optional, for large exports: the CSV reads plain dicts (no model instances) from
+    # Optional, for large exports: the CSV reads plain rows (no model instances) from
     # `export_values(queryset)`, `queryset.values(*export_fields)` unless a table adds the computed
-    # values it needs to the same query; its export getters read those dicts.
+    # values it needs to the same query; its export getters read a row as a dict.
     export_fields: Sequence[str] | None = None
     # Optional: a column the CSV writes as several, `{name: ((part, header), ...)}`, each part read by
     # `export_<part>(record)` (e.g. "Ready/total GPU devices" as two numbers, not a date-like "4/4").
     csv_parts: dict[str, Sequence[tuple[str, str]]] = {}
     # Optional, for large exports of `export_fields` rows: `{column or part: (field, ...)}`, a cell whose text
-    # depends only on those fields of the row; the export writes each distinct value's text once and reuses
-    # it (a fleet's nodes share a few CPU, memory and GPU sizes: rounding and formatting them per row was most
-    # of the CSV's time). The text is the same as the getter's, through `csv_cell`.
+    # depends only on those fields of the row, its getter reading no other (it is given just those); the export
+    # writes each distinct value's text once and reuses it (a fleet's nodes share a few CPU, memory and GPU
+    # sizes: rounding and formatting them per row was most of the CSV's time). The text is the same as the
+    # getter's, through `csv_cell`.
     export_depends: dict[str, Sequence[str]] = {}
 
     def export_values(self, queryset: QuerySet) -> QuerySet:
-        """The rows of the export as dicts, in one query (building it must not read the database)."""
+        """The rows of the export (`values()`), in one query."""
         return queryset.values(*self.export_fields)
 
     def body_html(self):
@@ -251,42 +253,57 @@ def _getter(table: ConsoleTable, name: str) -> Callable[[Any], Any]:
     method = getattr(table, f"export_{name}", None)
     if method is not None:
         return method
-    column = table.base_columns[name]
-    accessor = column.accessor or Accessor(name)
-    if table.export_fields is not None:
-        return itemgetter(str(accessor).replace(".", "__"))
+    field = _export_field(table, name)
+    if field is not None:
+        return itemgetter(field)
+    accessor = table.base_columns[name].accessor or Accessor(name)
     if "." not in accessor and "__" not in accessor:
         return lambda record: getattr(record, accessor, None)
     return lambda record: accessor.resolve(record, quiet=True)
 
 
+def _export_field(table: ConsoleTable, name: str) -> str | None:
+    """The `values()` field a column of an `export_fields` table is read from as is (no export method)."""
+    if table.export_fields is None or hasattr(table, f"export_{name}") or name not in table.base_columns:
+        return None
+    return str(table.base_columns[name].accessor or Accessor(name)).replace(".", "__")
+
+
 MEMO_MOST = 4096  # distinct values remembered per column: memory stays flat whatever the rows
 
 
-def memo_getter(get: Callable[[Any], Any], fields: Sequence[str], cell: Callable[[Any], str] | None = None
-                ) -> Callable[[Any], str]:
-    """`cell(get(row))` (the cell's text), computed once per distinct value of `fields` of the row (a dict)
-    and remembered (up to MEMO_MOST values)."""
-    cell = cell or csv_cell
-    memo: dict[Any, str] = {}
-    if len(fields) == 1:
-        key_of = itemgetter(fields[0])
-    else:
-        key_of = itemgetter(*fields)
+class CellMemo(dict):
+    """The text of a cell by its key (the values of the fields it depends on), `text(key)` computed on first
+    use and remembered, at most MEMO_MOST keys. `cells(keys)` reads them in a C loop: a remembered cell costs
+    no Python call. A key's values come from one database column each (one type, or None): equal keys have
+    the same text."""
 
-    def getter(row):
-        key = key_of(row)
+    __slots__ = ("text",)
+
+    def __init__(self, text: Callable[[Any], str]):
+        super().__init__()
+        self.text = text
+
+    def __missing__(self, key):
+        text = self.text(key)
+        if len(self) < MEMO_MOST:
+            self[key] = text
+        return text
+
+    def cells(self, keys: Sequence[Any]) -> list[str]:
         try:
-            return memo[key]
-        except KeyError:
-            text = cell(get(row))
-            if len(memo) < MEMO_MOST:
-                memo[key] = text
-            return text
-        except TypeError:  # an unhashable value: computed every time
-            return cell(get(row))
+            return list(map(self.__getitem__, keys))
+        except TypeError:  # an unhashable value (a list, say): computed every time
+            return [self.text(key) for key in keys]
 
-    return getter
+
+def _depends_text(get: Callable[[Any], Any], fields: Sequence[str], cell: Callable[[Any], str]
+                  ) -> Callable[[Any], str]:
+    """The text of a cell from its key: `get` reads a dict of just the fields the cell depends on."""
+    if len(fields) == 1:
+        field = fields[0]
+        return lambda key: cell(get({field: key}))
+    return lambda key: cell(get(dict(zip(fields, key))))
 
 
 def csv_columns(request, table_class: type[ConsoleTable]) -> list[str]:
@@ -297,6 +314,9 @@ def csv_columns(request, table_class: type[ConsoleTable]) -> list[str]:
 
 
 CHUNK_ROWS = 1000
+# An `export_fields` table's rows are tuples, written a column at a time (a C loop per column, not a Python
+# call per cell), so a chunk may be larger: fewer hops to the worker thread, memory still flat.
+VALUES_CHUNK_ROWS = 2500
 
 
 def csv_writer_rows(getters: Sequence[Callable[[Any], Any]], cell: Callable[[Any], str] | None = None
@@ -316,62 +336,171 @@ def csv_writer_rows(getters: Sequence[Callable[[Any], Any]], cell: Callable[[Any
     return rows
 
 
+def csv_column_rows(table: ConsoleTable, fields: Sequence[str], cells: Sequence[tuple[str, Callable[[Any], Any]]]
+                    ) -> Callable[[list[Sequence]], list[tuple]]:
+    """A function turning a batch of `values()` rows given as columns (one per field of `fields`) into rows
+    of cell texts, made a column at a time: a field as is when none of its texts starts like a formula
+    (one C loop), else through its memo; a cell of `export_depends` through its memo (`CellMemo`); any other
+    export getter reads each row as a dict. `cells`: (column or part, getter) in the CSV's order. The texts
+    are `csv_cell`'s."""
+    at = {field: i for i, field in enumerate(fields)}
+    plan: list[tuple[str, Any, Any]] = []
+    for name, get in cells:
+        depends = table.export_depends.get(name)
+        field = _export_field(table, name)
+        if depends:
+            where = at[depends[0]] if len(depends) == 1 else [at[f] for f in depends]
+            plan.append(("memo", where, CellMemo(_depends_text(get, depends, csv_cell))))
+        elif field is not None:
+            plan.append(("field", at[field], CellMemo(csv_cell)))
+        else:
+            plan.append(("row", get, None))
+    starts = repeat(FORMULA_STARTS)
+
+    def rows(columns: list[Sequence]) -> list[tuple]:
+        dicts = None
+        out = []
+        for kind, where, memo in plan:
+            if kind == "field":
+                values = columns[where]
+                try:
+                    plain = not any(map(str.startswith, values, starts))
+                except TypeError:  # not all texts (numbers, None): each distinct value through the memo
+                    plain = False
+                out.append(values if plain else memo.cells(values))
+            elif kind == "memo":
+                keys = columns[where] if isinstance(where, int) else list(zip(*(columns[i] for i in where)))
+                out.append(memo.cells(keys))
+            else:
+                if dicts is None:
+                    dicts = [dict(zip(fields, row)) for row in zip(*columns)]
+                out.append([csv_cell(where(row)) for row in dicts])
+        return list(zip(*out))
+
+    return rows
+
+
+def values_columns(queryset: QuerySet, size: int) -> tuple[list[str], Iterator[list[Sequence]]]:
+    """(field names, chunks of rows) of a `values()` queryset, each chunk as columns (one per field), read
+    `size` rows at a time as Django's own iterator reads them (a server-side cursor where the database has
+    one), without building a dict per row nor running the converters row by row: a field's converters (a
+    Decimal, a date, a bool from SQLite) run over its column. Close the generator to close the cursor."""
+    query = queryset.query
+    # The names in the order of the row's columns, as Django's ValuesIterable reads them.
+    names = list(query.selected) if query.selected else [*query.extra_select, *query.values_select,
+                                                          *query.annotation_select]
+    compiler = query.get_compiler(using=queryset.db)
+    results = compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=size)
+    converters = compiler.get_converters([column[0] for column in compiler.select[:compiler.col_count]])
+    connection = compiler.connection
+
+    def chunks() -> Iterator[list[Sequence]]:
+        try:
+            for chunk in results:
+                columns: list[Sequence] = list(zip(*chunk))
+                for i, (functions, expression) in converters.items():
+                    for convert in functions:
+                        columns[i] = [convert(value, expression, connection) for value in columns[i]]
+                yield columns
+        finally:
+            if hasattr(results, "close"):  # the cursor, when the rows stop early
+                results.close()
+
+    return names, chunks()
+
+
+class CsvText:
+    """The CSV text of rows, through one csv writer (its buffer emptied after each batch)."""
+
+    def __init__(self):
+        self.buffer = io.StringIO()
+        self.writer = csv.writer(self.buffer, lineterminator="\r\n")
+
+    def rows(self, rows: Iterable[Sequence[Any]]) -> str:
+        self.writer.writerows(rows)
+        text = self.buffer.getvalue()
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        return text
+
+    def texts(self, rows: list[Sequence[str]], width: int) -> str:
+        """`rows(rows)` of rows of `width` texts each. The csv module quotes a cell only when it holds a
+        comma, a quote or a line break (or is a row's only cell, empty): when none does, the cells joined
+        are its text, made in a tenth of the time. Whether one does is read from the joined text."""
+        if width > 1:
+            text = "\r\n".join(map(",".join, rows)) + "\r\n"
+            count = len(rows)
+            if (text.count(",") == count * (width - 1) and text.count("\n") == count
+                    and text.count("\r") == count and '"' not in text):
+                return text
+        return self.rows(rows)
+
+
 async def csv_rows(table: ConsoleTable, queryset: QuerySet, names: Sequence[str]) -> AsyncIterator[str]:
-    """The CSV text, a thousand rows at a time, read from the database in chunks (flat memory): each
+    """The CSV text, a chunk of rows at a time, read from the database in chunks (flat memory): each
     chunk is read and written in one go in a worker thread (the event loop only passes the text on)."""
-    getters, header = [], []
-    plain = table.export_fields is not None and isinstance(queryset, QuerySet)  # rows are dicts
-    depends = table.export_depends if plain else {}
+    cells, header = [], []
     for name in names:
         if name in table.csv_parts:
             for part, label in table.csv_parts[name]:
-                get = getattr(table, f"export_{part}")
-                getters.append(memo_getter(get, depends[part]) if part in depends else get)
+                cells.append((part, getattr(table, f"export_{part}")))
                 header.append(label)
         else:
-            get = _getter(table, name)
-            getters.append(memo_getter(get, depends[name]) if name in depends else get)
+            cells.append((name, _getter(table, name)))
             header.append(type(table).column_label(name))
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow([csv_cell(label) for label in header])
-    yield buffer.getvalue()
-    buffer.seek(0)
-    buffer.truncate()
-    enrich = table.enricher()
-    if table.export_fields is not None and isinstance(queryset, QuerySet):
-        # Plain dicts with every computed value from the same query: no per-batch database reads.
-        queryset = table.export_values(queryset)
-        enrich = None
-    to_rows = csv_writer_rows(getters)
+    out = CsvText()
+    yield out.rows([[csv_cell(label) for label in header]])
 
-    def write(batch: list) -> str:
-        if enrich is not None:
-            enrich(batch)
-        writer.writerows(to_rows(batch))
-        text = buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        return text
-
-    if isinstance(queryset, QuerySet):
-        records = queryset.iterator(chunk_size=2 * CHUNK_ROWS)
-
-        def next_chunk() -> str | None:
-            """The next CSV_CHUNK_ROWS rows' text (None at the end), read and written in the same thread."""
-            batch = list(islice(records, CHUNK_ROWS))
-            return write(batch) if batch else None
-
-        # Thread-sensitive: the database connection is the request's, as for every other read of the view.
-        step = sync_to_async(next_chunk)
-        try:
-            while (text := await step()) is not None:
-                yield text
-        finally:
-            await sync_to_async(records.close)()
-    else:  # rows already in memory (small tables sorted in Python)
+    if not isinstance(queryset, QuerySet):  # rows already in memory (small tables sorted in Python)
+        enrich = table.enricher()
+        to_rows = csv_writer_rows([get for _, get in cells])
         for start in range(0, len(queryset), CHUNK_ROWS):
-            yield write(list(queryset[start:start + CHUNK_ROWS]))
+            batch = list(queryset[start:start + CHUNK_ROWS])
+            if enrich is not None:
+                enrich(batch)
+            yield out.rows(to_rows(batch))
+        return
+
+    if table.export_fields is not None:
+        # Tuples with every computed value from the same query, written a column at a time.
+        def start() -> Iterator[str]:
+            fields, chunks = values_columns(table.export_values(queryset), VALUES_CHUNK_ROWS)
+            to_rows = csv_column_rows(table, fields, cells)
+            try:
+                for chunk in chunks:
+                    yield out.texts(to_rows(chunk), len(cells))
+            finally:
+                chunks.close()
+    else:
+        def start() -> Iterator[str]:
+            enrich, to_rows = table.enricher(), csv_writer_rows([get for _, get in cells])
+            records = queryset.iterator(chunk_size=2 * CHUNK_ROWS)
+            try:
+                while batch := list(islice(records, CHUNK_ROWS)):
+                    if enrich is not None:
+                        enrich(batch)
+                    yield out.rows(to_rows(batch))
+            finally:
+                records.close()
+
+    texts: list[Iterator[str]] = []
+
+    def next_text() -> str | None:
+        """The next chunk's text (None at the end), read and written in the same thread."""
+        if not texts:
+            texts.append(start())
+        return next(texts[0], None)
+
+    # Thread-sensitive: the database connection is the request's, as for every other read of the view.
+    step = sync_to_async(next_text)
+    done = False
+    try:
+        while (text := await step()) is not None:
+            yield text
+        done = True
+    finally:
+        if texts and not done:  # the download stopped early: close the cursor in its thread
+            await sync_to_async(texts[0].close)()
 
 
 def _file_part(text: str) -> str:

@@ -255,23 +255,85 @@ def test_a_remembered_cell_reads_as_the_cell_itself_and_memory_stays_bounded(mon
     the same text as `csv_cell` of the getter's value, a formula still neutralised, at most MEMO_MOST kept."""
     from decimal import Decimal
 
+    import django_tables2 as tables
+
     import ui.tables as ui_tables
 
     monkeypatch.setattr(ui_tables, "MEMO_MOST", 3)
     calls = []
 
-    def cores(row):
-        calls.append(row["m"])
-        return round(row["m"] / 1000, 2) if row["m"] is not None else None
+    class Cores(ui_tables.ConsoleTable):
+        name = tables.Column("Node")
+        cpu = tables.Column("CPU (cores)")
+        size = tables.Column("Size")
+        export_fields = ("name", "m", "d")
+        export_depends = {"cpu": ("m",), "size": ("d", "m")}
 
-    get = ui_tables.memo_getter(cores, ("m",))
-    rows = [{"m": m} for m in (96000, 1500, 96000, None, 250, 7, 7, 96000)]
-    assert [get(r) for r in rows] == [ui_tables.csv_cell(cores(r)) for r in rows]
+        def export_cpu(self, row):
+            calls.append(row["m"])
+            return round(row["m"] / 1000, 2) if row["m"] is not None else None
+
+        def export_size(self, row):
+            return row["d"]
+
+    table = Cores([])
+    cells = [(name, ui_tables._getter(table, name)) for name in ("name", "cpu", "size")]
+    rows = ui_tables.csv_column_rows(table, ["name", "m", "d"], cells)
+    ms = (96000, 1500, 96000, None, 250, 7, 7, 96000)
+    names = ("a", "=SUM(A1)", "-1", "b", "c", "d", "e", "f")
+    sizes = (Decimal("8.000"), None, Decimal("8"), Decimal("-2"), 1.5, 1.25, 0, -0.5)
+    written = rows([names, ms, sizes])
+    assert written == [(ui_tables.csv_cell(n), ui_tables.csv_cell(table.export_cpu({"m": m})), ui_tables.csv_cell(d))
+                       for n, m, d in zip(names, ms, sizes)]
+    assert [row[0] for row in written[:3]] == ["a", "'=SUM(A1)", "'-1"]  # a formula neutralised
+    assert written[0][2] == "8" and written[3][2] == "'-2"
     assert calls.count(96000) == 1 + 3  # once remembered (the three checks above aside)
     assert calls.count(7) == 2 + 2      # past MEMO_MOST values: computed every time, never kept
-    formula = ui_tables.memo_getter(lambda row: row["t"], ("t",))
-    assert formula({"t": "=SUM(A1)"}) == ui_tables.csv_cell("=SUM(A1)") != "=SUM(A1)"
-    assert ui_tables.memo_getter(lambda row: row["d"], ("d",))({"d": Decimal("8.000")}) == "8"
+    # Plain texts are written as they are; an unhashable value is written, not remembered.
+    memo = ui_tables.CellMemo(ui_tables.csv_cell)
+    assert memo.cells([["x", 1], ["x", 1]]) == ["x; 1", "x; 1"] and not memo
+
+
+def test_cells_without_quotes_are_joined_as_the_csv_module_writes_them():
+    """CsvText.texts joins the cells when none needs quoting: the text must be the csv module's, whatever
+    the characters (commas, quotes, line breaks, NUL, an empty cell, a row of one cell)."""
+    import csv
+    import io
+
+    from ui.tables import CsvText
+
+    def module(rows):
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\r\n").writerows(rows)
+        return buffer.getvalue()
+
+    out = CsvText()
+    for c in [*map(chr, range(0x3000)), "\U0001f4dd", "\r\n"]:
+        rows = [(f"a{c}b", c, f"{c}x", ""), ("n-1", "Ready", "", "4")]
+        assert out.texts(rows, 4) == module(rows), repr(c)
+    for rows in ([("",)], [("x",), ("",)], [("a", "b")]):
+        assert out.texts(rows, len(rows[0])) == module(rows)
+
+
+def test_rows_read_a_column_at_a_time_are_the_querysets_values(org):
+    """values_columns reads a values() queryset's rows in chunks, as columns, with Django's converters
+    applied (a Decimal, a date, a bool from SQLite): the same values as the queryset gives."""
+    from decimal import Decimal
+
+    from django.db.models import F
+
+    from ui.tables import values_columns
+
+    Node.objects.filter(name="a100-1").update(usage_gpus=Decimal("1.5"))
+    nodes = Node.objects.annotate(pool_name=F("pool__name")).order_by("name").values(
+        "name", "usage_gpus", "updated", "unschedulable", "pool_name", "gpu_memory_mib")
+    names, chunks = values_columns(nodes, 2)
+    read = [dict(zip(names, row)) for columns in chunks for row in zip(*columns)]
+    assert read == list(nodes) and len(read) > 2
+    assert {type(row["usage_gpus"]) for row in read} == {Decimal}
+    assert {type(row["unschedulable"]) for row in read} == {bool}
+    names, chunks = values_columns(nodes.none(), 2)
+    assert list(chunks) == []
 
 
 def test_a_gpu_count_reads_the_same_as_a_float_as_as_a_decimal():
