@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, TextField, Value
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from enforcers.models import Enforcement
@@ -409,8 +408,9 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
 # The workloads table
 
 def _job_pods(cluster_ref: str = "cluster_id"):
-    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label): `Pod.job_name`, the
-    label the database keeps in an indexed column, so that each workload's pods are an index lookup."""
+    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label, else the legacy `job-name`):
+    `Pod.job_name`, the label the database keeps in an indexed column, so that each workload's pods are an
+    index lookup."""
     return Pod.objects.filter(cluster_id=OuterRef(cluster_ref), namespace=OuterRef("namespace"),
                               job_name=OuterRef("name")).annotate(job=F("job_name"))
 
@@ -543,8 +543,7 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                   output_field=TextField()))
+            .annotate(job=F("job_name"))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -584,19 +583,17 @@ def pools_of_list(pools: list[str] | None) -> str:
 
 NO_RUNNING_POD = "no running pod: the workload holds no GPU now"
 NO_GPU_SERIES = "no GPU of its pods reports utilization (none held, or the exporter lacks the namespace/pod labels)"
-JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")  # Kubernetes sets both on a Job's pods
 
 
 def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[str]]:
     """(cluster id, namespace, job name) -> names of its running pods (the mirrored Pods whose labels
-    carry the job name): one database query whatever the number of workloads."""
+    carry the job name, `Pod.job_name`): one lookup of the `pod_job` index whatever the number of workloads."""
     names = {w.name for w in workloads}
     if not names:
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
                                namespace__in={w.namespace for w in workloads}, phase="Running")
-            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                   output_field=TextField()))
+            .annotate(job=F("job_name"))
             .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
     out: dict[tuple[int, str, str], list[str]] = {}
     for cluster_id, namespace, job, name in rows:
@@ -687,8 +684,7 @@ class WorkloadDetail:
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
     pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                       output_field=TextField()))
+                .annotate(job=F("job_name"))
                 .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))
