@@ -488,20 +488,24 @@ def waiting_category_text(workload: Workload) -> str:
     return f"{waiting.CATEGORIES[found.category]} (the console reads: {waiting.CATEGORIES[console]})"
 
 
-def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
+def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True, gpu: bool = True,
+                     estimates: bool = True) -> list[Workload]:
     """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
-    scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
-    pending ones, and GPU utilization (one Prometheus query per cluster); with `slow`, also what is slow by
-    nature (SLOW_ENRICHERS: the start estimates), which the HTML table fetches after the page instead."""
+    scheduler's decisions (workloads.decisions), what Karpenter can do for the pending ones, and (`gpu`) GPU
+    utilization (one Prometheus query per cluster); with `slow`, also what is slow by nature, which the HTML
+    table fetches after its page instead (workloads.views.workload_start_estimates): what reads the
+    cluster's fair shares and facts (the console's answer to "Why is it waiting?", KAI's queue turns) and,
+    with `estimates`, SLOW_ENRICHERS (the start estimates, which simulate the pools' queues)."""
     from workloads.decisions import decisions_attach  # late: workloads.decisions imports workloads.selectors
 
     workloads = [w for w in workloads if isinstance(w, Workload)]
-    decisions_attach(workloads, user=user)
+    decisions_attach(workloads, user=user, slow=slow)
     found = karpenter_explanations(user=user, workloads=workloads)
     for w in workloads:
         w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
-    workloads_attach_gpu_utilization(workloads)
-    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow else []):
+    if gpu:
+        workloads_attach_gpu_utilization(workloads)
+    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow and estimates else []):
         enrich(workloads, user=user)
     return workloads
 
