@@ -2,7 +2,7 @@
 Prometheus holding an hour of DCGM-exporter samples of 40,000 GPUs.
 
     .venv/bin/python bench/pages.py [--database sqlite|postgres] [--nodes 5000] [--pods 50000] [--repeat 40]
-                                    [--gpus-per-node 8] [--prom-interval 30] [--prom-minutes 60] [--no-prometheus]
+                                    [--gpus-per-node 8] [--prom-interval 30] [--prom-minutes 60] [--no-prometheus] [--only REGEX]
     .venv/bin/python bench/pages.py --check     # the guard .ci/run runs: query counts only, 1,000 nodes and 1/100
 
 In one run, on a fresh database filled with a generated fleet (six node pools, three departments,
@@ -226,12 +226,13 @@ def page_urls(cluster, pools) -> dict[str, str]:
 
 
 # Sections a page fetches after it loads (htmx), at the address the page itself gives: page -> section's name.
-AFTER_PAGES = {"workloads": "workloads: start estimates (after)"}
+AFTER_PAGES = {"workloads": "workloads: after the page (estimates, why waiting, queue turns)"}
 AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
 
 
 def fetched_after(client, url: str) -> str:
-    """The address of the section the page at `url` fetches after it loads (its start estimates)."""
+    """The address of the section the page at `url` fetches after it loads (its start estimates, "Why is it
+    waiting?" answers and KAI queue turns)."""
     response = client.get(url)
     assert response.status_code == 200, (url, response.status_code)
     found = AFTER.search(response.content.decode())
@@ -423,6 +424,8 @@ def main() -> int:
     parser.add_argument("--prom-interval", type=float, default=30, help="Seconds between backfilled samples.")
     parser.add_argument("--prom-minutes", type=float, default=60, help="Minutes of backfilled samples.")
     parser.add_argument("--no-prometheus", action="store_true", help="Pages without GPU utilization.")
+    parser.add_argument("--only", default="", metavar="REGEX",
+                        help="Only the pages whose name matches (e.g. 'workloads'; the CSV is measured still).")
     parser.add_argument("--check", action="store_true",
                         help="The guard (.ci/run): query counts only, at a reduced size (default 1,000 nodes, "
                              "10,000 pods, 10 minutes of samples) and at 1/100 of it; exit 1 when a page's SQL or "
@@ -479,6 +482,8 @@ def main() -> int:
             for name, url in after.items():
                 urls = insert_after(urls, name, url)
             urls.update(UTILIZATION_PAGES)
+            if args.only:
+                urls = {name: url for name, url in urls.items() if re.search(args.only, name)}
             clients = {name: every_client if name in UTILIZATION_PAGES else client for name in urls}
             return urls, clients
 
