@@ -425,7 +425,7 @@ def main() -> int:
     parser.add_argument("--prom-minutes", type=float, default=60, help="Minutes of backfilled samples.")
     parser.add_argument("--no-prometheus", action="store_true", help="Pages without GPU utilization.")
     parser.add_argument("--only", default="", metavar="REGEX",
-                        help="Only the pages whose name matches (e.g. 'workloads'; the CSV is measured still).")
+                        help="Only the pages whose name matches (e.g. '^workloads'), and no CSV export.")
     parser.add_argument("--check", action="store_true",
                         help="The guard (.ci/run): query counts only, at a reduced size (default 1,000 nodes, "
                              "10,000 pods, 10 minutes of samples) and at 1/100 of it; exit 1 when a page's SQL or "
@@ -513,7 +513,7 @@ def main() -> int:
         timings = {} if args.check else measure_pages(clients, urls, args.repeat)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
-        csv = None if args.check else measure_csv(cookie, args.nodes)
+        csv = None if args.check or args.only else measure_csv(cookie, args.nodes)
         csv_load = os.getloadavg()[0]
     finally:
         if prom is not None:

@@ -488,7 +488,10 @@ class Pod(models.Model):
             # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
             models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes"],
                          name="pod_usage_cover"),
-            models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job"),
+            # Only the pods of a Job: the planner's statistics of a full index would count the pods of no Job
+            # as one large Job and make a lookup by Job name look like a scan (a fleet of services, a bench).
+            models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job",
+                         condition=Q(job_name__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -595,13 +595,15 @@ def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[
     names = {w.name for w in workloads}
     if not names:
         return {}
+    # The phase is checked here, not in SQL: with it, the planner may prefer the (project, phase) index and
+    # read every running pod of the fleet (its statistics count the pods without a Job as one large Job).
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
-                               namespace__in={w.namespace for w in workloads}, phase="Running")
-            .annotate(job=F("job_name"))
-            .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
+                               namespace__in={w.namespace for w in workloads}, job_name__in=names)
+            .order_by().values_list("cluster_id", "namespace", "job_name", "name", "phase"))
     out: dict[tuple[int, str, str], list[str]] = {}
-    for cluster_id, namespace, job, name in rows:
-        out.setdefault((cluster_id, namespace, job), []).append(name)
+    for cluster_id, namespace, job, name, phase in rows:
+        if phase == "Running":
+            out.setdefault((cluster_id, namespace, job), []).append(name)
     return out
 
 

@@ -24,7 +24,9 @@ def job_name(*keys):
 class Migration(migrations.Migration):
     """The pods' Job name also from the legacy `job-name` label (pods of Kubernetes before 1.27 carry it
     alone), so that every read of a Job's pods is a lookup of the `pod_job` index, none a scan of the
-    labels. A generated column cannot be altered: it is dropped and added again."""
+    labels. A generated column cannot be altered: it is dropped and added again. The index holds the pods
+    of a Job only: with every pod in it, the planner's statistics count the pods of no Job as one large Job,
+    and a lookup by Job name looks like a scan of the table to it."""
 
     dependencies = [
         ('nodepools', '0013_pod_job_name'),
@@ -38,6 +40,7 @@ class Migration(migrations.Migration):
         migrations.AddField(model_name='pod', name='job_name',
                             field=job_name('batch.kubernetes.io/job-name', 'job-name')),
         migrations.AddIndex(model_name='pod',
-                            index=models.Index(fields=['cluster', 'namespace', 'job_name', 'name'], name='pod_job')),
+                            index=models.Index(fields=['cluster', 'namespace', 'job_name', 'name'], name='pod_job',
+                                               condition=models.Q(job_name__isnull=False))),
         migrations.RunPython(triggers_again, migrations.RunPython.noop),
     ]
