@@ -228,12 +228,13 @@ def page_urls(cluster, pools) -> dict[str, str]:
 
 
 # Sections a page fetches after it loads (htmx), at the address the page itself gives: page -> section's name.
-AFTER_PAGES = {"workloads": "workloads: start estimates (after)"}
+AFTER_PAGES = {"workloads": "workloads: after the page (estimates, why waiting, queue turns)"}
 AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
 
 
 def fetched_after(client, url: str) -> str:
-    """The address of the section the page at `url` fetches after it loads (its start estimates)."""
+    """The address of the section the page at `url` fetches after it loads (its start estimates, "Why is it
+    waiting?" answers and KAI queue turns)."""
     response = client.get(url)
     assert response.status_code == 200, (url, response.status_code)
     found = AFTER.search(response.content.decode())

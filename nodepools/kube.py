@@ -97,6 +97,8 @@ def pod_times(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
 PREEMPTIBLE_BELOW = 100
 # The label Kubernetes' Job controller sets on a Job's pods (workloads.render.JOB_NAME_LABEL).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# The label Kubernetes before 1.27 set alone (it sets both since): `Pod.job_name` reads it when the other is absent.
+LEGACY_JOB_NAME_LABEL = "job-name"
 
 
 def is_preemptible(priority: int | None) -> bool:

@@ -467,10 +467,12 @@ class Pod(models.Model):
     finished_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)
-    # The Job that owns it (its `batch.kubernetes.io/job-name` label), computed by the database from the
-    # labels whoever writes the pod, and indexed with its namespace: a workload's pods are an index lookup.
+    # The Job that owns it (its `batch.kubernetes.io/job-name` label, else the legacy `job-name` label that
+    # Kubernetes before 1.27 sets alone), computed by the database from the labels whoever writes the pod,
+    # and indexed with its namespace: a workload's pods are an index lookup, whichever label they carry.
     job_name = models.GeneratedField(
-        expression=KeyTextTransform(kube.JOB_NAME_LABEL, "labels"),
+        expression=Coalesce(KeyTextTransform(kube.JOB_NAME_LABEL, "labels"),
+                            KeyTextTransform(kube.LEGACY_JOB_NAME_LABEL, "labels")),
         output_field=models.CharField(max_length=253, null=True), db_persist=True)
 
     objects = PodQuerySet.as_manager()
@@ -486,7 +488,10 @@ class Pod(models.Model):
             # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
             models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes"],
                          name="pod_usage_cover"),
-            models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job"),
+            # Only the pods of a Job: the planner's statistics of a full index would count the pods of no Job
+            # as one large Job and make a lookup by Job name look like a scan (a fleet of services, a bench).
+            models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job",
+                         condition=Q(job_name__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -7,10 +7,9 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
-from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, TextField, Value, When
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
-from django.db.models.functions import Coalesce as Co
 
 from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
@@ -694,8 +693,7 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
     columns = ["pk", "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster",
                "cpu_millis", "memory_bytes"]
     if names:
-        pods = pods.annotate(job=Co(F("job_name"), KeyTextTransform("job-name", "labels"),
-                                    output_field=TextField()))
+        pods = pods.annotate(job=F("job_name"))
         columns.append("job")
     out = []
     decimals: dict[tuple, Decimal] = {}  # a pool's pods ask a few GPU counts: each converted once

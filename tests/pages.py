@@ -72,3 +72,21 @@ def login(client, users, role):
 
 def htmx(client, url, target="table", **extra):
     return client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target, **extra)
+
+
+_AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
+_OOB = re.compile(r'<span id="([^"]+)" hx-swap-oob="true"[^>]*>(.*?)</span>\n', re.S)
+
+
+def after_load(client, url, **params) -> str:
+    """The page at `url` as a person sees it once loaded: the sections it fetches after it (`hx-trigger="load"`,
+    answered with elements swapped out of band by their id) put in place, as htmx does."""
+    html = client.get(url, params).content.decode()
+    found = _AFTER.search(html)
+    if not found:
+        return html
+    fragment = client.get(unescape(found.group(1))).content.decode()
+    for element_id, inner in _OOB.findall(fragment):
+        html, n = re.subn(rf'<span id="{re.escape(element_id)}"[^>]*>.*?</span>(?=</td>)',
+                          lambda _: f'<span id="{element_id}">{inner}</span>', html, count=1, flags=re.S)
+    return html

@@ -159,20 +159,23 @@ def is_waiting(workload: Workload) -> bool:
     return display_phase(workload) in ("Pending", "Suspended")
 
 
-def decisions_attach(workloads: list[Workload], *, user: Any) -> list[Workload]:
+def decisions_attach(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
     """Set `decision_reason`, `decision_why`, `decision_preemption`, `decision_position` on these workloads
-    (None when there is none)."""
-    found = decisions_for(workloads, user=user)
+    (None when there is none). Without `slow`, what reads the whole cluster's fair shares and facts is left
+    out (the HTML table fetches it after its page): the console's answer (`decision_why` None) and KAI's
+    queue turns (the position in the queue stays); `decisions_complete` says which."""
+    found = decisions_for(workloads, user=user, slow=slow)
     for w in workloads:
         key = key_of(w)
         w.decision_reason = found.reasons.get(key)
         w.decision_why = found.why.get(key)
         w.decision_preemption = found.preemptions.get(key)
         w.decision_position = found.positions.get(key)
+        w.decisions_complete = slow
     return workloads
 
 
-def decisions_for(workloads: list[Workload], *, user: Any) -> Decisions:
+def decisions_for(workloads: list[Workload], *, user: Any, slow: bool = True) -> Decisions:
     workloads = [w for w in workloads if isinstance(w, Workload)]
     out = Decisions()
     if not workloads:
@@ -184,9 +187,10 @@ def decisions_for(workloads: list[Workload], *, user: Any) -> Decisions:
         reason = _reason(w, groups.get(key_of(w), []), kueue.get(key_of(w)))
         if reason is not None:
             out.reasons[key_of(w)] = reason
-    out.why = _console_answers(pending, gangs={key_of(w) for w in pending if is_gang(w, key_of(w) in kueue)})
+    if slow:  # the cluster's facts: its nodes, quotas and every running pod's use
+        out.why = _console_answers(pending, gangs={key_of(w) for w in pending if is_gang(w, key_of(w) in kueue)})
     out.preemptions = _preemptions(workloads, groups, kueue, user=user)
-    out.positions = _positions(pending, kueue, user=user)
+    out.positions = _positions(pending, kueue, user=user, turns=slow)
     return out
 
 
@@ -384,12 +388,13 @@ def _name_preemptors(out: dict[Key, Preemption], preemptors: dict[Key, Key | Non
 
 # -- queue positions -----------------------------------------------------------------------------------
 
-def _positions(pending: list[Workload], kueue: dict[Key, KueueWorkload], *, user: Any) -> dict[Key, QueuePosition]:
+def _positions(pending: list[Workload], kueue: dict[Key, KueueWorkload], *, user: Any,
+               turns: bool = True) -> dict[Key, QueuePosition]:
     out: dict[Key, QueuePosition] = {}
     queued = [w for w in pending if key_of(w) in kueue and not kueue[key_of(w)].quota_reserved]
     out.update(_kueue_positions(queued, kueue))
     kai = [w for w in pending if w.scheduler_name == KAI and w.queue]
-    out.update(_kai_positions(kai, user=user))
+    out.update(_kai_positions(kai, user=user, turns=turns))
     return out
 
 
@@ -445,10 +450,11 @@ def pending_workloads(cluster, namespace: str, local_queue: str) -> tuple[list[d
     return found.get("items") or [], found.get("error") or ""
 
 
-def _kai_positions(kai: list[Workload], *, user: Any) -> dict[Key, QueuePosition]:
+def _kai_positions(kai: list[Workload], *, user: Any, turns: bool = True) -> dict[Key, QueuePosition]:
     """The console's reading of KAI's order (see the module docstring): in the project's queue, higher
-    priority first, then older; the queue's turn among the pool's project queues with pending work. A
-    project's queue holds only that project's workloads: whoever sees one sees its peers."""
+    priority first, then older; with `turns`, the queue's turn among the pool's project queues with pending
+    work (it reads the cluster's fair shares). A project's queue holds only that project's workloads:
+    whoever sees one sees its peers."""
     if not kai:
         return {}
     out: dict[Key, QueuePosition] = {}
@@ -465,7 +471,7 @@ def _kai_positions(kai: list[Workload], *, user: Any) -> dict[Key, QueuePosition
         by_queue.setdefault((w.cluster_id, w.queue), []).append(w)
     for rows in by_queue.values():
         rows.sort(key=kai_job_order)
-    turns = _kai_queue_turns(by_queue)
+    turns = _kai_queue_turns(by_queue) if turns else {}
     for w in kai:
         rows = by_queue.get((w.cluster_id, w.queue), [])
         index = next((i for i, r in enumerate(rows) if key_of(r) == key_of(w)), None)

@@ -23,9 +23,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Min, Q, TextField
+from django.db.models import F, Min, Q
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from kube.labels import pod_matches_node
@@ -47,7 +46,6 @@ PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inferenc
 # Taints the node lifecycle controller puts on nodes that are not Ready or cordoned: a node's state, which
 # `NodeRoom.ready` carries, not a property of its kind (a not-ready node may hold the workload later).
 STATUS_TAINT_PREFIX = "node.kubernetes.io/"
-JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")
 
 
 def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
@@ -234,8 +232,7 @@ def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, 
 def _read_first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
     rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
             .order_by()
-            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                   output_field=TextField()))
+            .annotate(job=F("job_name"))
             .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}

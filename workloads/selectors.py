@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, TextField, Value
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from enforcers.models import Enforcement
@@ -409,8 +408,9 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
 # The workloads table
 
 def _job_pods(cluster_ref: str = "cluster_id"):
-    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label): `Pod.job_name`, the
-    label the database keeps in an indexed column, so that each workload's pods are an index lookup."""
+    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label, else the legacy `job-name`):
+    `Pod.job_name`, the label the database keeps in an indexed column, so that each workload's pods are an
+    index lookup."""
     return Pod.objects.filter(cluster_id=OuterRef(cluster_ref), namespace=OuterRef("namespace"),
                               job_name=OuterRef("name")).annotate(job=F("job_name"))
 
@@ -488,20 +488,24 @@ def waiting_category_text(workload: Workload) -> str:
     return f"{waiting.CATEGORIES[found.category]} (the console reads: {waiting.CATEGORIES[console]})"
 
 
-def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
+def workloads_enrich(workloads: list[Workload], *, user: Any, slow: bool = True, gpu: bool = True,
+                     estimates: bool = True) -> list[Workload]:
     """What the workloads table, its CSV and the API show beyond the row, for these rows at once: the
-    scheduler's decisions and the console's answers (workloads.decisions), what Karpenter can do for the
-    pending ones, and GPU utilization (one Prometheus query per cluster); with `slow`, also what is slow by
-    nature (SLOW_ENRICHERS: the start estimates), which the HTML table fetches after the page instead."""
+    scheduler's decisions (workloads.decisions), what Karpenter can do for the pending ones, and (`gpu`) GPU
+    utilization (one Prometheus query per cluster); with `slow`, also what is slow by nature, which the HTML
+    table fetches after its page instead (workloads.views.workload_start_estimates): what reads the
+    cluster's fair shares and facts (the console's answer to "Why is it waiting?", KAI's queue turns) and,
+    with `estimates`, SLOW_ENRICHERS (the start estimates, which simulate the pools' queues)."""
     from workloads.decisions import decisions_attach  # late: workloads.decisions imports workloads.selectors
 
     workloads = [w for w in workloads if isinstance(w, Workload)]
-    decisions_attach(workloads, user=user)
+    decisions_attach(workloads, user=user, slow=slow)
     found = karpenter_explanations(user=user, workloads=workloads)
     for w in workloads:
         w.karpenter_wait = found.get((w.cluster_id, w.namespace, w.name))
-    workloads_attach_gpu_utilization(workloads)
-    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow else []):
+    if gpu:
+        workloads_attach_gpu_utilization(workloads)
+    for enrich in ENRICHERS + (SLOW_ENRICHERS if slow and estimates else []):
         enrich(workloads, user=user)
     return workloads
 
@@ -543,8 +547,7 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                   output_field=TextField()))
+            .annotate(job=F("job_name"))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -584,23 +587,23 @@ def pools_of_list(pools: list[str] | None) -> str:
 
 NO_RUNNING_POD = "no running pod: the workload holds no GPU now"
 NO_GPU_SERIES = "no GPU of its pods reports utilization (none held, or the exporter lacks the namespace/pod labels)"
-JOB_NAME_LABELS = (render.JOB_NAME_LABEL, "job-name")  # Kubernetes sets both on a Job's pods
 
 
 def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[str]]:
     """(cluster id, namespace, job name) -> names of its running pods (the mirrored Pods whose labels
-    carry the job name): one database query whatever the number of workloads."""
+    carry the job name, `Pod.job_name`): one lookup of the `pod_job` index whatever the number of workloads."""
     names = {w.name for w in workloads}
     if not names:
         return {}
+    # The phase is checked here, not in SQL: with it, the planner may prefer the (project, phase) index and
+    # read every running pod of the fleet (its statistics count the pods without a Job as one large Job).
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
-                               namespace__in={w.namespace for w in workloads}, phase="Running")
-            .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                   output_field=TextField()))
-            .filter(job__in=names).order_by().values_list("cluster_id", "namespace", "job", "name"))
+                               namespace__in={w.namespace for w in workloads}, job_name__in=names)
+            .order_by().values_list("cluster_id", "namespace", "job_name", "name", "phase"))
     out: dict[tuple[int, str, str], list[str]] = {}
-    for cluster_id, namespace, job, name in rows:
-        out.setdefault((cluster_id, namespace, job), []).append(name)
+    for cluster_id, namespace, job, name, phase in rows:
+        if phase == "Running":
+            out.setdefault((cluster_id, namespace, job), []).append(name)
     return out
 
 
@@ -687,8 +690,7 @@ class WorkloadDetail:
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
     pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=Coalesce(F("job_name"), KeyTextTransform(JOB_NAME_LABELS[1], "labels"),
-                                       output_field=TextField()))
+                .annotate(job=F("job_name"))
                 .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))

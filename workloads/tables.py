@@ -166,32 +166,67 @@ class WorkloadTable(ConsoleTable):
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-workload": lambda record: record.name}
 
-    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", estimates_later=False, **kwargs):
+    # The cells of a waiting row that the HTML page fills after it loads, slow by nature on a large fleet:
+    # the start estimate simulates the pools' queues; the console's answer to "Why is it waiting?", what the
+    # row waits for and KAI's queue turn read the cluster's fair shares and facts (every node, quota and
+    # running pod). Column -> the prefix of the id its content is swapped by (out of band), with the row's id.
+    LATER = {"pending_reason": "pending-reason", "waiting_category": "waits-for", "queue_position": "queue-position",
+             "start_estimate": "start-estimate"}
+
+    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", later=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
         self.user = user
         self.csrf_token = csrf_token
-        # The HTML page leaves the start estimates (they simulate the pools' queues: slow by nature on a
-        # large fleet) to a request made after it (`estimates_url`); the CSV and the API carry them.
-        self.estimates_later = estimates_later
-        self.estimates_pending: list[int] = []
+        # The HTML page leaves the LATER cells of its waiting rows to a request made after it (`later_url`:
+        # workloads.views.workload_start_estimates); the CSV and the API carry them whole.
+        self.later = later
+        self.later_ids: dict[int, None] = {}  # the rows whose cells wait, in the page's order
+        self.later_cells: set[str] = set()
 
     def enrich_records(self, records):
         """The page's rows (or a CSV batch) at once: the scheduler's decisions, the console's answers, what
         Karpenter can do and GPU utilization (workloads.selectors.workloads_enrich)."""
-        selectors.workloads_enrich(records, user=self.user, slow=not self.estimates_later)
+        selectors.workloads_enrich(records, user=self.user, slow=not self.later)
 
     def _enriched(self, record):
         if not hasattr(record, "decision_reason"):
-            selectors.workloads_enrich([record], user=self.user, slow=not self.estimates_later)
+            selectors.workloads_enrich([record], user=self.user, slow=not self.later)
         return record
 
+    def _waits_later(self, record, column: str) -> bool:
+        """Whether this cell of the page is filled after it (a waiting row's LATER cell): noted for `later_url`."""
+        if not self.later or selectors.display_phase(record) not in ("Pending", "Suspended"):
+            return False
+        self.later_ids[record.pk] = None
+        self.later_cells.add(column)
+        return True
+
     @property
-    def estimates_url(self) -> str:
-        """Where the page fetches the start estimates of its waiting rows after it loads ("" when none)."""
-        if not self.estimates_pending:
+    def later_url(self) -> str:
+        """Where the page fetches the LATER cells of its waiting rows after it loads ("" when none)."""
+        if not self.later_ids:
             return ""
-        return reverse("workload-start-estimates") + "?ids=" + ",".join(str(pk) for pk in self.estimates_pending)
+        cells = ",".join(c for c in self.LATER if c in self.later_cells)
+        return (reverse("workload-start-estimates") + "?ids=" + ",".join(str(pk) for pk in self.later_ids)
+                + "&cells=" + cells)
+
+    def _later_span(self, record, column: str, html) -> str:
+        """A LATER cell's content in the element the fetch after the page replaces (by its id)."""
+        return format_html('<span id="{}-{}" class="later">{}</span>', self.LATER[column], record.pk, html)
+
+    def later_html(self, record, column: str) -> str:
+        """A LATER cell of a row, whole, as the fetch after the page sends it (swapped by its id, out of band)."""
+        render = {"pending_reason": self.render_pending_reason, "waiting_category": self.render_waiting_category,
+                  "queue_position": self.render_queue_position,
+                  "start_estimate": lambda r: start_estimate_html(getattr(r, "start_estimate", None))}[column]
+        return format_html('<span id="{}-{}" hx-swap-oob="true" data-workload="{}">{}</span>', self.LATER[column],
+                           record.pk, record.name, render(record))
+
+    def _reading(self, record, what: str) -> str:
+        """What a LATER cell says until it is filled: a link to the same fragment (read without scripts too)."""
+        url = reverse("workload-start-estimates") + f"?ids={record.pk}"
+        return format_html('<span class="muted"><a href="{}">{}</a></span>', url, what)
 
     def render_pools_tried(self, value):
         return selectors.pools_of_list(value) or "—"
@@ -213,12 +248,22 @@ class WorkloadTable(ConsoleTable):
         record = self._enriched(record)
         if selectors.display_phase(record) not in ("Pending", "Suspended"):
             return ""
+        if self._waits_later(record, "pending_reason"):
+            # The scheduler's words and what Karpenter can do now; the console's answer after the page.
+            return self._later_span(record, "pending_reason", self._pending_reason_html(
+                record, reading=format_html('<span class="why">Why is it waiting? {}</span>',
+                                            self._reading(record, "reading…"))))
+        return self._pending_reason_html(record)
+
+    def _pending_reason_html(self, record, reading=None):
         scheduler, console = selectors.pending_reason_parts(record)
         provisioning = selectors.karpenter_text(record) if selectors.display_phase(record) == "Pending" else ""
         # The scheduler's words, then the console's answer and what Karpenter can do, each on its own line
         # (the same words as the CSV and the API, which join them with spaces).
         parts = [format_html("{}", scheduler)] if scheduler else []
-        if console:
+        if reading is not None:
+            parts.append(reading)
+        elif console:
             parts.append(format_html('<span class="why">{}{}</span>', "Why is it waiting? " if scheduler else "",
                                      console))
         if provisioning:
@@ -230,16 +275,16 @@ class WorkloadTable(ConsoleTable):
         return found.in_words() if found is not None else "—"
 
     def render_waiting_category(self, record):
-        return selectors.waiting_category_text(self._enriched(record)) or "—"
+        text = selectors.waiting_category_text(self._enriched(record)) or "—"
+        if self._waits_later(record, "waiting_category"):
+            return self._later_span(record, "waiting_category", text)  # the scheduler's reading first
+        return text
 
     def render_start_estimate(self, record):
         record = self._enriched(record)
-        if self.estimates_later and selectors.display_phase(record) in ("Pending", "Suspended"):
+        if self._waits_later(record, "start_estimate"):
             # Filled in after the page loads (workloads.views.workload_start_estimates swaps it by its id).
-            self.estimates_pending.append(record.pk)
-            url = reverse("workload-start-estimates") + f"?ids={record.pk}"
-            return format_html('<span id="start-estimate-{}" class="estimate-pending muted">'
-                               '<a href="{}">estimating…</a></span>', record.pk, url)
+            return self._later_span(record, "start_estimate", self._reading(record, "estimating…"))
         return start_estimate_html(getattr(record, "start_estimate", None))
 
     def export_start_estimate(self, record):
@@ -248,7 +293,10 @@ class WorkloadTable(ConsoleTable):
 
     def render_queue_position(self, record):
         found = self._enriched(record).decision_position
-        return (found.in_words() or "—") if found is not None else "—"
+        text = (found.in_words() or "—") if found is not None else "—"
+        if self._waits_later(record, "queue_position"):
+            return self._later_span(record, "queue_position", text)  # its place in its queue; the queue's turn after
+        return text
 
     def render_preempted_by(self, record):
         found = self._enriched(record).decision_preemption

@@ -42,7 +42,7 @@ from workloads.forms import (
 from workloads.forms_access import PoolAccessForm
 from workloads.models import Workload
 from workloads.templatetags.workloads_forecast import project_start_estimates_context
-from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable, start_estimate_html
+from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable
 
 logger = logging.getLogger(__name__)
 
@@ -422,7 +422,7 @@ def workload_list(request):
         filterset_class=WorkloadFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
         table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request),
-                      "estimates_later": not wants_csv(request)},
+                      "later": not wants_csv(request)},
         context={"live_clusters": list(rows.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
                  "can_submit": selectors.submittable_projects(user=request.user).exists()},
@@ -435,18 +435,22 @@ ESTIMATES_MOST = 500  # the largest page of the workloads table
 @login_required
 @reads_memo
 def workload_start_estimates(request):
-    """The start estimates of the workloads table's waiting rows (`?ids=1,2,…`, those the user may see),
-    fetched after the page (htmx): each fills its cell (`#start-estimate-<id>`, swapped out of band)."""
+    """The cells the workloads table's page leaves to after it (WorkloadTable.LATER: the start estimates,
+    "Why is it waiting?", what it waits for, the queue position with KAI's queue turn) of its waiting rows
+    (`?ids=1,2,…`, those the user may see; `&cells=` which of them the page shows, all by default), fetched
+    after the page (htmx): each replaces its cell's content by its id (`#start-estimate-<id>`, …, out of band)."""
     ids = []
     for part in request.GET.get("ids", "").split(",")[:ESTIMATES_MOST]:
         if part.strip().isdigit():
             ids.append(int(part))
+    cells = [c for c in WorkloadTable.LATER if c in request.GET.get("cells", "").split(",")] or list(WorkloadTable.LATER)
     rows = list(selectors.workload_list(user=request.user).filter(pk__in=ids).order_by("pk"))
     if not rows:
         raise Http404("No workload of these you may see.")
-    forecast.workloads_attach_estimates(rows, user=request.user)
+    selectors.workloads_enrich(rows, user=request.user, gpu=False, estimates="start_estimate" in cells)
+    table = WorkloadTable(rows, user=request.user)
     return render(request, "workloads/_workload_estimates.html",
-                  {"cells": [(w, start_estimate_html(w.start_estimate)) for w in rows]})
+                  {"rows": [[table.later_html(w, c) for c in cells] for w in rows]})
 
 
 @login_required

@@ -79,6 +79,11 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
         estimate = row.locator("[id^='start-estimate-']")
         expect(estimate).not_to_contain_text("estimating", timeout=15000)
         expect(estimate).to_contain_text(re.compile(r"\w"))
+        # So does the console's answer to "Why is it waiting?" (it reads the cluster's fair shares): "reading…"
+        # first, then the answer in the same cell, under the scheduler's words.
+        reason = row.locator("[id^='pending-reason-']")
+        expect(reason).not_to_contain_text("reading…", timeout=15000)
+        expect(reason.locator(".why")).to_contain_text(re.compile(r"\w"))
         shoot(page, "workload-list-submitted")
     finally:
         if sync is not None:
