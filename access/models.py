@@ -28,9 +28,9 @@ class RoleAssignment(models.Model):
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
     role = models.CharField(max_length=32, choices=Role)
     scope_type = models.CharField(max_length=16, choices=ScopeType)
-    cluster = models.ForeignKey("nodepools.Cluster", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    department = models.ForeignKey("projects.Department", null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
-    project = models.ForeignKey("projects.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments")
+    # The scope's `cluster`, `department` and `project` (null outside their scope type, CASCADE) are declared
+    # by the apps that own those kinds, on this model (`RoleAssignment.add_to_class` in nodepools/models.py
+    # and projects/models.py): the ground floor never names a kind of an app above it.
     created = models.DateTimeField(auto_now_add=True)
 
     objects = RoleAssignmentQuerySet.as_manager()

@@ -11,6 +11,7 @@ from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet
 from gpumetrics import config_from, parse_matchers
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
@@ -437,15 +438,10 @@ class Pod(models.Model):
     node_name = models.CharField(max_length=253, blank=True)
     # Resolved from node_name / namespace so that allocation is one join away.
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
-    # The one relation to an app above that this floor declares, kept on purpose: the column is a join of
-    # the sync's bulk upsert (sync/writer.py LINKS), sits in the usage-covering index below, carries the
-    # pods' access path (`project__department_id`) and SET NULL when a project goes, and every app above
-    # joins through it (`pods__…`, `Project.pods`). Declaring it from projects' side is a schema change of
-    # this table (a rebuild on SQLite that drops the usage triggers, made again as 0013 does) and of every
-    # such query.
-    project = models.ForeignKey(
-        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"
-    )
+    # `project` (the project owning the pod's namespace, SET NULL when it goes; related name `pods`) is
+    # declared by the projects app on this model (projects/models.py, `Pod.add_to_class`): this floor never
+    # names a kind of an app above it. The sync's bulk upsert fills its column by a join (sync/writer.py
+    # LINKS); the usage-covering index below and the access path `project__department_id` read it.
     phase = models.CharField(max_length=16, blank=True)
     priority = models.IntegerField(default=0)
     priority_class = models.CharField(max_length=253, blank=True)
@@ -482,7 +478,8 @@ class Pod(models.Model):
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="pod_unique_name")]
         indexes = [
             models.Index(fields=["node", "phase"]),
-            models.Index(fields=["project", "phase"]),
+            # Named: `project` is declared from above (projects/models.py), after this class is made.
+            models.Index(fields=["project", "phase"], name="nodepools_p_project_6ae51b_idx"),
             # Covers the pages' usage sums (GPUs, CPU, memory of running pods per node, pool and project):
             # every column they read is in the index, so SQLite and PostgreSQL can read it instead of the
             # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
@@ -548,3 +545,9 @@ class PodLifetime(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} ({self.uid})"
+
+
+# This app's part of the ground floor's role assignments: the cluster of a cluster-scoped one (declared from
+# here so that access never names a kind of an app above it; the column predates the move).
+RoleAssignment.add_to_class(
+    "cluster", models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="+"))
