@@ -3,6 +3,7 @@ Prometheus holding an hour of DCGM-exporter samples of 40,000 GPUs.
 
     .venv/bin/python bench/pages.py [--database sqlite|postgres] [--nodes 5000] [--pods 50000] [--repeat 40]
                                     [--gpus-per-node 8] [--prom-interval 30] [--prom-minutes 60] [--no-prometheus]
+                                    [--quiet LOAD]     # before each page, wait for the load average to fall
                                     [--only REGEX]     # only the pages whose name matches (no CSV)
     .venv/bin/python bench/pages.py --check     # the guard .ci/run runs: query counts only, 1,000 nodes and 1/100
     .venv/bin/python bench/pages.py --csv-only  # the CSV's figures (and every query count), no page timing
@@ -18,10 +19,14 @@ five projects):
           measured first on a fleet 100 times smaller, to show they do not grow with the rows; the nodes
           and pools pages also with every column shown (GPU utilization, GPU memory, idle allocated GPUs),
           each with its number of Prometheus queries at both sizes (must not grow either), and every
-          figure shown (a "—" fails the run). Every request of the nodes page reaches Prometheus (its
-          answer cache is off while timing), so its times include the query. The pools page reads the
-          figures the sync's leader stored (`pool_gpu_figures_refresh`, one query per cluster every
-          30 s: the idle count reads a 30-minute window of every allocated GPU); that round is timed too.
+          figure shown (a "—" fails the run). The nodes tables (the nodes page, a pool's page) and the
+          pools page read the figures the sync's leader stored in its last round (`pool_gpu_figures_refresh`,
+          one Prometheus query per cluster every 30 s: the idle count reads a 30-minute window of every
+          allocated GPU); that round is timed too, and taken again between two pages once it is 30 s old
+          (never while a page is timed), as a running sync keeps it fresh. "nodes + utilization: no fresh
+          round" is the nodes page when there is no fresh round (no sync running): its table then asks
+          Prometheus for its rows (the answer cache is off while timing, so its times include the query).
+          --quiet LOAD waits before each page for a 1-minute load average of at most LOAD.
   prometheus  Debian's /usr/bin/prometheus on a TSDB backfilled with `promtool tsdb create-blocks-from
           openmetrics`: every node has --gpus-per-node GPUs, samples every --prom-interval seconds over
           the last --prom-minutes (and the next 20, so that they are current while the bench runs), the
@@ -227,6 +232,8 @@ def page_urls(cluster, pools) -> dict[str, str]:
     }
 
 
+STALE_ROUND_PAGE = "nodes + utilization: no fresh round (asks Prometheus)"
+
 # Sections a page fetches after it loads (htmx), at the address the page itself gives: page -> section's name.
 AFTER_PAGES = {"workloads": "workloads: after the page (estimates, why waiting, queue turns)"}
 AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
@@ -257,6 +264,9 @@ UTILIZATION_PAGES = {  # shown by a user who chose every column (utilization, GP
     "nodes + utilization: first page": "/nodes/",
     "nodes + utilization: sorted, page 40": "/nodes/?sort=name&page=40",
     "pools + utilization": "/pools/",
+    # The same page when the sync's leader has no fresh round (not running, or its last read failed): the
+    # nodes table then asks Prometheus for its rows' figures.
+    STALE_ROUND_PAGE: "/nodes/",
 }
 
 
@@ -276,11 +286,42 @@ def refresh_pool_figures(cluster) -> float:
     return took
 
 
+class LeaderRounds:
+    """The sync's leader, as far as the pages see it: its round of GPU figures (`refresh_pool_figures`) is
+    taken again, between two pages (never while one is timed), once it is GPUMETRICS_POOLS_EVERY seconds old,
+    so that the pages read a fresh round as they do beside a running sync; STALE_ROUND_PAGE is measured with
+    the round made old (as when no sync runs), so that its nodes table asks Prometheus."""
+
+    def __init__(self, cluster, every: float):
+        self.cluster, self.every, self.at = cluster, every, time.monotonic()
+
+    def before(self, name: str) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from nodepools.models import NodePool
+
+        if name == STALE_ROUND_PAGE:
+            NodePool.objects.filter(cluster=self.cluster).update(gpu_figures_at=timezone.now() - timedelta(hours=1))
+            self.at = float("-inf")
+        elif time.monotonic() - self.at >= self.every:
+            refresh_pool_figures(self.cluster)
+            self.at = time.monotonic()
+
+
+def settle(load: float, *, most: float = 180) -> None:
+    """Wait (at most `most` seconds) until the 1-minute load average is at most `load` (0: do not wait)."""
+    deadline = time.monotonic() + most
+    while load and os.getloadavg()[0] > load and time.monotonic() < deadline:
+        time.sleep(2)
+
+
 MISSING = re.compile(r'<span class="na" title="([^"]*)">—</span>')
 EMPTY_FIGURES = {"no allocated GPU reports utilization", "no GPU on this node"}
 
 
-def measure_queries(clients, urls) -> dict[str, tuple[int, int]]:
+def measure_queries(clients, urls, rounds: LeaderRounds | None = None) -> dict[str, tuple[int, int]]:
     """(SQL queries, Prometheus queries) of one request of each page (Prometheus' answer cache emptied
     first); the utilization pages must show every figure (a "—" with a reason fails the benchmark)."""
     import gpumetrics
@@ -289,6 +330,8 @@ def measure_queries(clients, urls) -> dict[str, tuple[int, int]]:
 
     counts = {}
     for name, url in urls.items():
+        if rounds:
+            rounds.before(name)
         gpumetrics.cache_clear()
         before = gpumetrics.stats.requests
         with CaptureQueriesContext(connection) as ctx:
@@ -302,8 +345,11 @@ def measure_queries(clients, urls) -> dict[str, tuple[int, int]]:
     return counts
 
 
-def measure_pages(clients, urls, repeat: int) -> dict[str, tuple[float, float, float]]:
-    """(median ms, p95 ms, load average) per page; Prometheus' answer cache is off (each request queries it)."""
+def measure_pages(clients, urls, repeat: int, rounds: LeaderRounds | None = None,
+                  quiet: float = 0) -> dict[str, tuple[float, float, float]]:
+    """(median ms, p95 ms, load average) per page; Prometheus' answer cache is off (each request queries it).
+    Before each page: the leader's round when due (`rounds`), then a wait for a 1-minute load average of at
+    most `quiet` (0: no wait)."""
     from django.conf import settings
 
     results = {}
@@ -312,6 +358,9 @@ def measure_pages(clients, urls, repeat: int) -> dict[str, tuple[float, float, f
     try:
         for name, url in urls.items():
             client = clients[name]
+            if rounds:
+                rounds.before(name)
+            settle(quiet)
             client.get(url)  # warm caches, compile templates
             times = []
             for _ in range(repeat):
@@ -426,6 +475,8 @@ def main() -> int:
     parser.add_argument("--prom-interval", type=float, default=30, help="Seconds between backfilled samples.")
     parser.add_argument("--prom-minutes", type=float, default=60, help="Minutes of backfilled samples.")
     parser.add_argument("--no-prometheus", action="store_true", help="Pages without GPU utilization.")
+    parser.add_argument("--quiet", metavar="LOAD", type=float, default=0,
+                        help="Before each page, wait (at most 3 min) for a 1-minute load average of at most LOAD.")
     parser.add_argument("--only", metavar="REGEX", default="",
                         help="Only the pages whose name matches REGEX (e.g. '^overview$'); the CSV is left out.")
     parser.add_argument("--csv-only", action="store_true",
@@ -499,7 +550,8 @@ def main() -> int:
         if prom:
             refresh_pool_figures(small)
         small_urls, clients = all_urls(small, small_pools)
-        small_counts = measure_queries(clients, small_urls)
+        every = float(settings.GPUMETRICS_POOLS_EVERY)
+        small_counts = measure_queries(clients, small_urls, LeaderRounds(small, every) if prom else None)
         small_csv_q = csv_queries(client, csv_url)
         from nodepools import services
 
@@ -512,9 +564,13 @@ def main() -> int:
             for _ in range(1 if args.check else 5):  # the leader's round, five times: its median
                 refresh.append((refresh_pool_figures(cluster), os.getloadavg()[0]))
         urls, clients = all_urls(cluster, pools)
-        counts = measure_queries(clients, urls)
+        rounds = LeaderRounds(cluster, every) if prom else None
+        counts = measure_queries(clients, urls, rounds)
+        if prom:
+            refresh_pool_figures(cluster)
         csv_q = csv_queries(client, csv_url)
-        timings = {} if args.check or args.csv_only else measure_pages(clients, urls, args.repeat)
+        timings = {} if args.check or args.csv_only else measure_pages(clients, urls, args.repeat, rounds,
+                                                                        args.quiet)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
         csv = None if args.check or args.only else measure_csv(cookie, args.nodes)

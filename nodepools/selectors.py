@@ -21,6 +21,7 @@ import gpumetrics
 from gpumetrics import (
     NOT_CONFIGURED,
     GpuFigures,
+    NodeGpuMetrics,
     Unavailable,
     config_from,
     device_metrics,
@@ -33,6 +34,7 @@ from nodepools.memo import memoised
 from nodepools.models import (
     Cluster,
     Node,
+    NodeGpuFigures,
     NodePool,
     NodePoolQuerySet,
     NodeQuerySet,
@@ -488,17 +490,36 @@ def node_gpu_figures(node_metrics: dict[int, Any], cluster_id: int, name: str, g
     return figures, "" if figures is not None else result.missing_reason
 
 
-def nodes_attach_gpu_metrics(nodes: list[Node], *, budget: GpuBudget | None = None, idle: bool = True) -> list[Node]:
+def nodes_attach_gpu_metrics(nodes: list[Node], *, budget: GpuBudget | None = None, idle: bool = True,
+                             stored: bool = False) -> list[Node]:
     """Set `gpu_metrics` (gpumetrics.GpuFigures or None) and `gpu_metrics_reason` (why None) on nodes
-    (`idle=False`: without the idle count, which the nodes table does not show)."""
+    (`idle=False`: without the idle count, which the nodes table does not show).
+
+    `stored=True` (the tables of nodes: the nodes page, a pool's page): a node of a cluster whose last round
+    of the sync's leader is fresh (`node_gpu_figures_fresh`: at most a few rounds old, not failed) gets the
+    figures that round stored, the ones the CSV carries, and its page asks Prometheus nothing; only the
+    nodes of the other clusters (no sync running, its last round failed) are asked of Prometheus now."""
+    gpu_nodes = [node for node in nodes if node.gpu_capacity]
+    kept: dict[tuple[int, str], GpuFigures] = {}
+    fresh: set[int] = set()
+    if stored and gpu_nodes:
+        fresh = set(node_gpu_figures_fresh({node.cluster_id for node in gpu_nodes}))
+        names = {node.name for node in gpu_nodes if node.cluster_id in fresh}
+        if names:
+            kept = {(row.cluster_id, row.node_name): GpuFigures(**{f: getattr(row, f) for f in NodeGpuFigures.FIGURES})
+                    for row in NodeGpuFigures.objects.filter(cluster_id__in=fresh, node_name__in=names)}
     wanted: dict[int, list[str]] = {}
-    for node in nodes:
-        if node.gpu_capacity:
+    for node in gpu_nodes:
+        if node.cluster_id not in fresh:
             wanted.setdefault(node.cluster_id, []).append(node.name)
     metrics = node_gpu_metrics_by_cluster(wanted, budget=budget, idle=idle) if wanted else {}
     for node in nodes:
-        node.gpu_metrics, node.gpu_metrics_reason = node_gpu_figures(metrics, node.cluster_id, node.name,
-                                                                     node.gpu_capacity)
+        if node.gpu_capacity and node.cluster_id in fresh:
+            figures = kept.get((node.cluster_id, node.name))
+            node.gpu_metrics, node.gpu_metrics_reason = figures, "" if figures else NodeGpuMetrics.missing_reason
+        else:
+            node.gpu_metrics, node.gpu_metrics_reason = node_gpu_figures(metrics, node.cluster_id, node.name,
+                                                                         node.gpu_capacity)
     return nodes
 
 

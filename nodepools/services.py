@@ -75,6 +75,8 @@ def cluster_create(
     return cluster
 
 
+PROMETHEUS_FIELDS = ("prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
+                     "prometheus_label_matchers")
 CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluster", "limit_projects_to_department_quota",
                     "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
                     "prometheus_label_matchers"}
@@ -87,10 +89,16 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
     if unknown:
         raise ValidationError({field: "This field cannot be changed." for field in unknown})
     before = snapshot(cluster)
+    prometheus_before = [getattr(cluster, field) for field in PROMETHEUS_FIELDS]
     for field, value in changes.items():
         setattr(cluster, field, value)
     cluster.full_clean()
     cluster.save()
+    if prometheus_before != [getattr(cluster, field) for field in PROMETHEUS_FIELDS]:
+        # The GPU figures the sync's leader stored came from the Prometheus named before: forgotten, the pages
+        # ask the one named now until the leader's next round stores its figures.
+        NodeGpuFigures.objects.filter(cluster=cluster).delete()
+        NodePool.objects.filter(cluster=cluster).update(gpu_figures=None, gpu_figures_at=None, gpu_figures_reason="")
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=cluster, before=before, after=snapshot(cluster))
     return cluster
 

@@ -249,9 +249,10 @@ class NodeStatusColumn(tables.Column):
 
 def _attach_node_usage(nodes):
     nodes_attach_usage(nodes)
-    # The page's rows only: one Prometheus query per cluster, within the page's budget (no idle count:
-    # the table does not show one, and its window is the dearest part of the query).
-    return nodes_attach_gpu_metrics(nodes, idle=False)
+    # The page's rows only: what the sync's leader stored in its last round (the CSV's figures; no Prometheus
+    # query) where that round is fresh, else one Prometheus query per cluster within the page's budget (no
+    # idle count: the table does not show one, and its window is the dearest part of the query).
+    return nodes_attach_gpu_metrics(nodes, idle=False, stored=True)
 
 
 @register
@@ -297,8 +298,9 @@ class NodeTable(ConsoleTable):
         super().__init__(*args, **kwargs)
         self.gpu_figures_clusters = list(gpu_figures_clusters)
 
-    # The DCGM exporter's figures of a page's rows, attached by `enrich` (nodes_attach_gpu_metrics). The CSV's
-    # rows carry the figures the sync's leader stored, joined in their query (`export_values`).
+    # The DCGM exporter's figures of a page's rows, attached by `enrich` (nodes_attach_gpu_metrics: the sync's
+    # leader's last round where it is fresh). The CSV's rows carry the same stored figures, joined in their
+    # query (`export_values`).
     def _gpu(self, record):
         return getattr(record, "gpu_metrics", None), getattr(record, "gpu_metrics_reason", "not loaded")
 

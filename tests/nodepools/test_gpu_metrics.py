@@ -348,9 +348,14 @@ def test_an_exporter_without_the_graphics_engine_metric_shows_a_dash(client, api
 
 
 def test_query_count_does_not_grow_with_rows(client, gpu_org, users):
+    import datetime
+
+    from nodepools.models import NodePool
+
     login(client, users, "sysadmin")
     counts = []
-    for per_page in (25, 100):
+
+    def nodes_page(per_page):
         gpumetrics.cache_clear()
         before = gpumetrics.stats.requests
         response = client.get(reverse("node-list"), {"sort": "name", "per_page": per_page})
@@ -358,6 +363,14 @@ def test_query_count_does_not_grow_with_rows(client, gpu_org, users):
         counts.append(gpumetrics.stats.requests - before)
         assert len(rows) == min(per_page, 64) and "—" not in [r[headers(response).index("GPU utilization (%)")]
                                                              for r in rows]
+
+    # The leader's round is fresh: the page shows what it stored and asks Prometheus nothing.
+    for per_page in (25, 100):
+        nodes_page(per_page)
+    # The sync stopped reading four rounds ago: the page asks Prometheus, one query whatever its rows.
+    NodePool.objects.filter(cluster=gpu_org.cluster).update(gpu_figures_at=django_now() - datetime.timedelta(minutes=3))
+    for per_page in (25, 100):
+        nodes_page(per_page)
     for n in (1, 6):  # more pools, each with nodes: still one query for the leader's round, none for the page
         for i in range(n):
             pool_services.pool_create(actor=None, cluster=gpu_org.cluster, name=f"p{n}-{i}",
@@ -370,7 +383,7 @@ def test_query_count_does_not_grow_with_rows(client, gpu_org, users):
         response = client.get(reverse("pool-list"), {"per_page": 100})
         counts.append(gpumetrics.stats.requests - before)
         assert response.status_code == 200 and f"p{n}-{n - 1}" in response.content.decode()
-    assert counts == [1, 1, 1, 0, 1, 0]
+    assert counts == [0, 0, 1, 1, 1, 0, 1, 0]
 
 
 def test_prometheus_down_shows_a_dash_with_the_reason(client, org, users):
@@ -542,3 +555,38 @@ def django_now():
     from django.utils import timezone
 
     return timezone.now()
+
+
+def test_a_pools_page_shows_its_nodes_figures_as_the_sync_read_them_without_asking_prometheus(client, gpu_org,
+                                                                                             exporter, users):
+    """The nodes tables (the nodes page, a pool's page) read the figures the sync's leader stored in its
+    last round, as the CSV does: the same numbers in both, and no Prometheus query while the round is fresh."""
+    from nodepools.models import Node
+    from tests.pages import text
+
+    emu, _ = exporter
+    node = Node.objects.get(cluster=gpu_org.cluster, name="a100-1")
+    assert node.pool_id, "the org fixture puts a100-1 in a pool"
+    login(client, users, "sysadmin")
+    gpumetrics.cache_clear()
+    before = gpumetrics.stats.requests
+    html = client.get(reverse("pool-detail", args=[node.pool_id])).content.decode()
+    assert gpumetrics.stats.requests == before
+    row = re.search(r'<tr[^>]*data-node="a100-1"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    cells = [text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    devs = served(emu)["a100-1"]
+    assert num(round(sum(d["utilization"] for d in devs) / len(devs), 1)) == "60" and "60" in cells
+    assert f"{num(round(90000 / 1024, 1))}/160" in cells
+
+
+def test_changing_the_clusters_prometheus_forgets_the_figures_read_from_the_one_before(client, gpu_org, users):
+    from nodepools.models import NodeGpuFigures
+
+    assert NodeGpuFigures.objects.filter(cluster=gpu_org.cluster).exists()
+    pool_services.cluster_update(actor=None, cluster=gpu_org.cluster, prometheus_url="http://127.0.0.1:9")
+    assert not NodeGpuFigures.objects.filter(cluster=gpu_org.cluster).exists()
+    login(client, users, "sysadmin")
+    gpumetrics.cache_clear()
+    # The nodes page asks the Prometheus named now (down), and says so, rather than show the old one's figures.
+    html = client.get(reverse("node-list"), {"q": "a100-1"}).content.decode()
+    assert titles(html) == {"Prometheus unreachable: connection refused"}
