@@ -45,7 +45,7 @@ from projects import waiting
 from projects.models import Project, ProjectNamespace
 from projects.selectors import cluster_fair_shares
 from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
-from workloads.selectors import display_phase, running_pods_count
+from workloads.selectors import is_waiting, running_pods_count
 
 KAI, KUEUE, DEFAULT = "kai-scheduler", "kueue", "default-scheduler"
 SCHEDULER_NAMES = {KAI: "KAI Scheduler", KUEUE: "Kueue", DEFAULT: "kube-scheduler"}
@@ -154,10 +154,6 @@ class Decisions:
 
 
 # ---------------------------------------------------------------------------------------------------
-
-def is_waiting(workload: Workload) -> bool:
-    return display_phase(workload) in ("Pending", "Suspended")
-
 
 def decisions_attach(workloads: list[Workload], *, user: Any, slow: bool = True) -> list[Workload]:
     """Set `decision_reason`, `decision_why`, `decision_preemption`, `decision_position` on these workloads

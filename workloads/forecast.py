@@ -392,7 +392,7 @@ def workloads_attach_estimates(workloads: list[Workload], *, user: Any, now: dat
     pools: dict[tuple[int, str], NodePool | None] = {}
     for workload in workloads:
         workload.start_estimate = None
-        if selectors.display_phase(workload) not in ("Pending", "Suspended"):
+        if not selectors.is_waiting(workload):
             continue
         name = (workload.pools_tried or ["default"])[0]
         key = (workload.cluster_id, name)

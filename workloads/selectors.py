@@ -446,6 +446,11 @@ def display_phase(workload: Workload) -> str:
     return workload.phase or "Pending"
 
 
+def is_waiting(workload: Workload) -> bool:
+    """Whether the workload waits to run: Pending (not admitted or not placed) or Suspended."""
+    return display_phase(workload) in ("Pending", "Suspended")
+
+
 def pending_reason(workload: Workload) -> str:
     """Why a workload that is not running waits, in words: the scheduler's own first — the Job's conditions,
     its Kueue Workload's or KAI PodGroups' status, else the scheduler's words on its pods (PodScheduled=False:
@@ -478,7 +483,7 @@ def waiting_category_text(workload: Workload) -> str:
     """What a waiting workload waits for, in the categories both answers share (projects.waiting): the
     scheduler's, with the console's beside it when they differ."""
     found, why = getattr(workload, "decision_reason", None), getattr(workload, "decision_why", None)
-    if display_phase(workload) not in ("Pending", "Suspended") or (found is None and why is None):
+    if not is_waiting(workload) or (found is None and why is None):
         return ""
     console = waiting.console_category(why.code) if why is not None else ""
     if found is None:

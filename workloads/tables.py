@@ -196,7 +196,7 @@ class WorkloadTable(ConsoleTable):
 
     def _waits_later(self, record, column: str) -> bool:
         """Whether this cell of the page is filled after it (a waiting row's LATER cell): noted for `later_url`."""
-        if not self.later or selectors.display_phase(record) not in ("Pending", "Suspended"):
+        if not self.later or not selectors.is_waiting(record):
             return False
         self.later_ids[record.pk] = None
         self.later_cells.add(column)
@@ -246,7 +246,7 @@ class WorkloadTable(ConsoleTable):
 
     def render_pending_reason(self, record):
         record = self._enriched(record)
-        if selectors.display_phase(record) not in ("Pending", "Suspended"):
+        if not selectors.is_waiting(record):
             return ""
         if self._waits_later(record, "pending_reason"):
             # The scheduler's words and what Karpenter can do now; the console's answer after the page.

@@ -254,7 +254,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     def get_waiting_category(self, obj) -> str | None:
         obj = self._enriched(obj)
-        if selectors.display_phase(obj) not in ("Pending", "Suspended"):
+        if not selectors.is_waiting(obj):
             return None
         if obj.decision_reason is not None:
             return obj.decision_reason.category

@@ -21,7 +21,7 @@ def project_start_estimates_context(*, user, project) -> dict:
     rows = list(selectors.workload_list(user=user).filter(
         cluster_id=project.cluster_id, namespace__in=namespaces, phase__in=("Pending", "Suspended"))
         .order_by("created_in_cluster", "name")[:MOST])
-    waiting = [w for w in rows if selectors.display_phase(w) in ("Pending", "Suspended")]
+    waiting = [w for w in rows if selectors.is_waiting(w)]
     forecast.workloads_attach_estimates(waiting, user=user)
     return {"waiting": waiting, "most": MOST, "project": project}
 
