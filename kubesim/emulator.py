@@ -185,12 +185,12 @@ class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, Controllers
         self._server, self._server_thread = server, thread
         thread.start()
 
-    def _unbind(self) -> None:
+    def _unbind(self, spare: socket.socket | None = None) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
             server.server_close()
-        self._cut_connections()
+        self._cut_connections(spare=spare)
 
     def write_kubeconfig(
         self, path: str | os.PathLike[str], context: str = "emulator", cluster_name: str = "emulator"

@@ -52,7 +52,8 @@ class FaultsMixin:
         with self._lock:
             self._faults.append(_Fault(int(n), int(status), path_prefix, retry_after))
 
-    def set_offline(self, offline: bool = True, mode: str = "refuse", duration: float | None = None) -> None:
+    def set_offline(self, offline: bool = True, mode: str = "refuse", duration: float | None = None,
+                    spare: socket.socket | None = None) -> None:
         """Take the API offline or back online.
 
         ``mode="refuse"``: the listening socket is closed (connection refused)
@@ -60,6 +61,7 @@ class FaultsMixin:
         ``mode="reset"``: the server keeps listening but closes every API
         request's connection without a response (``/_emulator`` still works).
         ``duration``: come back online automatically after that many seconds.
+        ``spare``: a connection left open (the control request's own, answered once the API is offline).
         """
         if mode not in ("refuse", "reset"):
             raise ApiError(400, f"unknown offline mode {mode!r}", "BadRequest")
@@ -77,20 +79,20 @@ class FaultsMixin:
             self._offline_mode = mode
             self.drop_watches()
             if mode == "refuse":
-                self._unbind()
+                self._unbind(spare=spare)
             else:
                 if self._server is None and started:
                     self._bind(self._port)  # from "refuse" to "reset": listen again
-                self._cut_connections()  # idle keep-alive connections must not keep working
+                self._cut_connections(spare=spare)  # idle keep-alive connections must not keep working
             if duration is not None:
                 timer = threading.Timer(duration, self.set_offline, args=(False,))
                 timer.daemon = True
                 self._offline_timer = timer
                 timer.start()
 
-    def _cut_connections(self) -> None:
+    def _cut_connections(self, spare: socket.socket | None = None) -> None:
         with self._conns_lock:
-            conns = list(self._conns)
+            conns = [conn for conn in self._conns if conn is not spare]
         for conn in conns:
             _shutdown_socket(conn)
 

@@ -211,10 +211,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(400, "the JSON body must be an object of keyword arguments", "BadRequest")
         kwargs = self.emu._control_args(op, args)
         if op == "set_offline":
-            # Going offline cuts every connection, this one included: answer first.
+            # Offline before the answer, so that a request sent once the answer is read finds the API offline;
+            # every connection is cut but this one, which closes once answered.
             self.close_connection = True
+            self.emu._control_call(op, {**kwargs, "spare": self.connection})
             self._send_json({"ok": True, "result": None})
-            self.emu._control_call(op, kwargs)
             return
         result = self.emu._control_call(op, kwargs)
         self._send_json({"ok": True, "result": result})
