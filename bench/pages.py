@@ -38,7 +38,8 @@ five projects):
           have them)
           (tracemalloc peak of Python allocations during the export, measured in a separate pass)
 
-Targets: p95 <= 100 ms per page (<= 150 ms for a page that asks Prometheus); equal query counts at both sizes
+Targets: p95 <= 100 ms per page (<= 150 ms for a page that asks Prometheus; <= 1 s for a section slow by nature
+that its page fetches after it loads: the start estimates, the workloads' "why is it waiting"); equal query counts at both sizes
 (the CSV's too); CSV >= 50,000 rows/s and <= 50 MiB peak memory. The machine may be shared: the load average
 (1 min) is printed beside every figure.
 
@@ -65,7 +66,8 @@ sys.path.insert(0, str(BASE_DIR))
 PG_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/console_bench_pages")
 CSV_RUNS = 7
 AHEAD_MINUTES = 20
-TARGETS = {"page_p95_ms": 100, "prom_page_p95_ms": 150, "csv_rows_per_s": 50_000, "csv_growth_mib": 50}
+TARGETS = {"page_p95_ms": 100, "prom_page_p95_ms": 150, "after_section_p95_ms": 1000, "csv_rows_per_s": 50_000,
+           "csv_growth_mib": 50}
 POOLS = ("a100-train", "h100-train", "a100-spot", "l4-inference", "t4-batch")
 ORG = {"training": ["ml-training", "research"], "serving": ["inference", "batch"], "data": ["data-eng"]}
 
@@ -236,6 +238,8 @@ STALE_ROUND_PAGE = "nodes + utilization: no fresh round (asks Prometheus)"
 
 # Sections a page fetches after it loads (htmx), at the address the page itself gives: page -> section's name.
 AFTER_PAGES = {"workloads": "workloads: after the page (estimates, why waiting, queue turns)"}
+# Every section fetched after its page: the ones above and the project page's start estimates.
+AFTER_SECTIONS = {"project: start estimates (after)", *AFTER_PAGES.values()}
 AFTER = re.compile(r'hx-get="([^"]+)" hx-trigger="load" hx-swap="none"')
 
 
@@ -338,7 +342,7 @@ def measure_queries(clients, urls, rounds: LeaderRounds | None = None) -> dict[s
             response = clients[name].get(url)
         assert response.status_code == 200, (url, response.status_code)
         counts[name] = (len(ctx.captured_queries), gpumetrics.stats.requests - before)
-        if name in UTILIZATION_PAGES:
+        if name in UTILIZATION_PAGES and rounds is not None:  # (no Prometheus, no rounds: no figures either)
             # "—" for a figure that is truly empty is right; one that Prometheus failed to give is not.
             missing = set(MISSING.findall(response.content.decode())) - EMPTY_FIGURES
             assert not missing, f"{name}: figures missing: {missing}"
@@ -415,9 +419,9 @@ async def asgi_get(app, path: str, query: str, cookie: str, body: list | None = 
     return state["status"], state["first"], time.perf_counter() - started, state["bytes"]
 
 
-def measure_csv(cookie: str, rows: int) -> dict[str, float]:
+def measure_csv(cookie: str, rows: int, figures: bool = True) -> dict[str, float]:
     """The CSV carries the GPU figures the sync's leader stored in its last round (NodeGpuFigures): every
-    GPU node must have them (an empty cell fails the run)."""
+    GPU node must have them (an empty cell fails the run), unless there is no Prometheus (`figures=False`)."""
     import csv
     import io
 
@@ -429,7 +433,7 @@ def measure_csv(cookie: str, rows: int) -> dict[str, float]:
     asyncio.run(asgi_get(app, "/nodes/", query, cookie, body))  # warm, and check what it carries
     table = list(csv.reader(io.StringIO(b"".join(body).decode())))
     util, gpus = table[0].index("GPU utilization (%)"), table[0].index("Total GPU devices")
-    empty = [row[0] for row in table[1:] if row[gpus] not in ("", "0") and row[util] == ""]
+    empty = [row[0] for row in table[1:] if figures and row[gpus] not in ("", "0") and row[util] == ""]
     assert len(table) == rows + 1 and not empty, f"{len(empty)} GPU nodes without figures in the CSV: {empty[:5]}"
     # Seven runs, the median one reported: one run on a shared machine is too noisy to judge by.
     runs = [asyncio.run(asgi_get(app, "/nodes/", query, cookie)) for _ in range(CSV_RUNS)]
@@ -461,7 +465,10 @@ def csv_queries(client, url: str) -> int:
 
 
 def page_target(name: str, prom_counts: tuple[int, int]) -> int:
-    """p95 target of a page: 100 ms; 150 ms for the pages that ask Prometheus."""
+    """p95 target of a page: 100 ms; 150 ms for the pages that ask Prometheus; 1 s for a section slow by
+    nature that its page fetches after it loads (the page shows "reading…" there meanwhile)."""
+    if name in AFTER_SECTIONS:
+        return TARGETS["after_section_p95_ms"]
     return TARGETS["prom_page_p95_ms"] if any(prom_counts) else TARGETS["page_p95_ms"]
 
 
@@ -573,7 +580,7 @@ def main() -> int:
                                                                         args.quiet)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
-        csv = None if args.check or args.only else measure_csv(cookie, args.nodes)
+        csv = None if args.check or args.only else measure_csv(cookie, args.nodes, figures=prom is not None)
         csv_load = os.getloadavg()[0]
     finally:
         if prom is not None:
