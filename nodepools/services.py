@@ -78,8 +78,7 @@ def cluster_create(
 PROMETHEUS_FIELDS = ("prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
                      "prometheus_label_matchers")
 CLUSTER_EDITABLE = {"description", "kubeconfig_path", "kube_context", "in_cluster", "limit_projects_to_department_quota",
-                    "prometheus_url", "prometheus_bearer_token_file", "prometheus_basic_auth_file",
-                    "prometheus_label_matchers"}
+                    *PROMETHEUS_FIELDS}
 
 
 @transaction.atomic
