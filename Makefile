@@ -26,8 +26,11 @@ demo: migrate
 run: migrate
 	$(BIN)/python manage.py run_demo --port $(PORT)
 
+# The whole suite in TEST_WORKERS processes (pytest-xdist; each has its own test database, Redis database,
+# emulators, Prometheus and browser), idle workers taking tests from busy ones; the slowest tests printed.
+TEST_WORKERS ?= 3
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 clean:
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles

@@ -148,7 +148,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": REDIS_CHANNEL_HOSTS},
+            # CONSOLE_CHANNEL_PREFIX: consoles (or test workers) sharing one Redis keep their hints apart.
+            "CONFIG": {"hosts": REDIS_CHANNEL_HOSTS, "prefix": os.environ.get("CONSOLE_CHANNEL_PREFIX", "asgi")},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

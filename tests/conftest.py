@@ -11,11 +11,35 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from common import caches
+from tests import profiles  # noqa: F401  (loads this run's Hypothesis profile)
 
 REQUIRE_POSTGRES = os.environ.get("CONSOLE_REQUIRE_POSTGRES") == "1"
 REQUIRE_REDIS = os.environ.get("CONSOLE_REQUIRE_REDIS") == "1"
 # CI installs Debian's prometheus and sets this: there a missing Prometheus is a failure, not a skip.
 REQUIRE_PROMETHEUS = os.environ.get("CONSOLE_REQUIRE_PROMETHEUS") == "1"
+
+
+# pytest-xdist runs the suite in worker processes (`make test`: tests/parallel.py). Each worker has its own
+# test database (pytest-django adds the worker's name to it), and here its own Redis: a database number and
+# a channel prefix of its own, so that one worker's cache.clear() or hint never reaches another's pages.
+# Set in the environment too, for the processes a test starts (Daphne, the sync, the demo).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def _worker_redis_url(url: str) -> str:
+    """REDIS_URL with database 1 + the worker's number (gw0 -> /1, gw1 -> /2, ...): 0 stays production's."""
+    if not url or not WORKER:
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    number = int(WORKER.removeprefix("gw") or 0) + 1
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+if WORKER and os.environ.get("REDIS_URL"):
+    os.environ["REDIS_URL"] = _worker_redis_url(os.environ["REDIS_URL"])
+    os.environ["CONSOLE_CHANNEL_PREFIX"] = f"asgi-{WORKER}"
 
 
 def pytest_configure(config):
@@ -24,6 +48,20 @@ def pytest_configure(config):
     if settings.configured:
         # Password hashing is deliberately slow; tests log in many users.
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+        if WORKER and settings.REDIS_URL:
+            url = _worker_redis_url(settings.REDIS_URL)
+            settings.REDIS_URL = url
+            for host in settings.REDIS_CHANNEL_HOSTS:
+                host["address"] = url
+            settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{WORKER}"
+            settings.CACHES["default"]["LOCATION"] = url
+
+
+def pytest_report_header(config):
+    from tests import profiles
+
+    return [f"console: Hypothesis profile {profiles.PROFILE!r}; the agreement runs take "
+            f"{profiles.examples(ci=500, default=100)} cases (HYPOTHESIS_PROFILE=ci: 500, default: 100)"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -105,6 +143,31 @@ def prometheus():
     for prom in started:
         prom.stop()
     cache_clear()
+
+
+@pytest.fixture
+def emulators() -> Iterator[Callable[..., object]]:
+    """`emulators(**options)`: a Kubernetes API emulator (kubesim.KubeEmulator with these options) on a free
+    port, started; every one started is stopped after the test. The one place an emulator is made for a test."""
+    from kubesim import KubeEmulator
+
+    started = []
+
+    def start(**options):
+        emulator = KubeEmulator(**{"bookmark_interval": 0.1, **options})
+        emulator.start()
+        started.append(emulator)
+        return emulator
+
+    yield start
+    for emulator in reversed(started):
+        emulator.stop()
+
+
+@pytest.fixture
+def sim(emulators):
+    """The emulator the console's tests speak to over HTTP (bookmarks every 0.1 s, the real clock)."""
+    return emulators()
 
 
 class _Server(http.server.ThreadingHTTPServer):

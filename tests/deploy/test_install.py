@@ -27,14 +27,6 @@ NAMESPACE = "gpu-console"
 
 
 @pytest.fixture
-def sim():
-    emulator = KubeEmulator(bookmark_interval=0.2)
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def kubectl(sim, tmp_path):
     """Run the real kubectl against the emulator, in a folder holding the files the steps read."""
     binary = shutil.which("kubectl")

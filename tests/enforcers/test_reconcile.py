@@ -11,17 +11,9 @@ from audit.models import AuditEvent
 from enforcers import desired as d
 from enforcers import services
 from enforcers.models import RefusedWrite
-from kubesim import KubeEmulator
+
 
 QUEUES = ("scheduling.run.ai", "v2", "queues")
-
-
-@pytest.fixture
-def sim():
-    emulator = KubeEmulator(bookmark_interval=0.2)
-    emulator.start()
-    yield emulator
-    emulator.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 
-from tests.workloads.conftest import lab, sim  # noqa: F401  (fixtures: the org on the emulator)
+from tests.workloads.conftest import lab  # noqa: F401  (fixture: the org on the emulator)
 
 # A pod template of about 500 bytes whose nested aliases expand to 9^9 = 387 million strings.
 BOMB = "\n".join(

@@ -11,7 +11,6 @@ import pytest
 
 from kube.client import FIELD_MANAGER, ApiRefusal, CustomKind, CustomObjects, api_client, api_error_message
 from kubesim import KubeEmulator
-from tests.kubesim.conftest import sim  # noqa: F401 - the emulator on a free port
 
 FLAVORS = CustomKind("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
 LOCAL_QUEUES = CustomKind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")

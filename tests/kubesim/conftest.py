@@ -19,16 +19,6 @@ REQUIRE_KUBECTL = os.environ.get("CONSOLE_REQUIRE_KUBECTL") == "1"
 
 
 @pytest.fixture
-def sim() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(bookmark_interval=0.2)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
 def sim_kubeconfig(sim: KubeEmulator, tmp_path: Path) -> str:
     return sim.write_kubeconfig(tmp_path / "kubeconfig")
 
@@ -55,17 +45,12 @@ def kubectl(sim_kubeconfig: str, tmp_path: Path) -> Callable[..., subprocess.Com
 
 
 @pytest.fixture
-def manual_sim() -> Iterator[KubeEmulator]:
+def manual_sim(emulators) -> KubeEmulator:
     """An emulator on a manual clock with its controllers (Job controller, schedulers, kubelets): a test
     moves the clock and calls ``tick()``."""
     from kubesim import ManualClock
 
-    emulator = KubeEmulator(clock=ManualClock(), controllers=True)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+    return emulators(clock=ManualClock(), controllers=True, bookmark_interval=1.0)
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ import pytest
 
 from ledger.models import ClosedHour, LedgerEntry, LedgerState
 from tests.nodepools.test_pod_lifetimes import bound_at
-from tests.nodepools.test_sync import Lab, emulator, gpu_node, operands, workload  # noqa: F401 - the emulator fixture
+from tests.nodepools.test_sync import Lab, gpu_node, operands, workload
 
 UTC = dt.timezone.utc
 
 
 @pytest.fixture
-def lab(transactional_db, emulator, tmp_path):
+def lab(transactional_db, sim, tmp_path):
     # (Committed: on PostgreSQL the leader's tasks run in a thread of their own, on their own connection.)
-    lab = Lab(emulator, tmp_path, pods_current_every=0.2)
+    lab = Lab(sim, tmp_path, pods_current_every=0.2)
     yield lab
     lab.stop()
 

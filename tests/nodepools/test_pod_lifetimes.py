@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from nodepools.models import Cluster, Pod, PodLifetime
-from tests.nodepools.test_sync import Lab, emulator, gpu_node, operands, workload  # noqa: F401 - the emulator fixture
+from tests.nodepools.test_sync import Lab, gpu_node, operands, workload
 
 UTC = dt.timezone.utc
 
@@ -26,8 +26,8 @@ def bound_at(pod: dict, moment: dt.datetime) -> dict:
 
 
 @pytest.fixture
-def lab(db, emulator, tmp_path):
-    lab = Lab(emulator, tmp_path, pods_current_every=0.2)
+def lab(db, sim, tmp_path):
+    lab = Lab(sim, tmp_path, pods_current_every=0.2)
     lab.emu.load(nodes=[gpu_node("a100-1", labels={"gpu-type": "A100"}), gpu_node("v100-1", gpu_product="Tesla-V100-SXM2-16GB")],
                  pods=operands("a100-1") + operands("v100-1"))
     yield lab

@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from audit.models import AuditEvent
 from nodepools import services
-from kubesim import KubeEmulator, make_node, make_pod
+from kubesim import make_node, make_pod
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod
 from nodepools.sync import ClusterSync, SyncOptions
 from projects import services as project_services
@@ -42,14 +42,6 @@ def workload(name, project, node, *, gpus=1, priority=50, phase="Running", **kw)
         requests["nvidia.com/gpu"] = str(gpus)
     kw.setdefault("containers", [{"name": "main", "requests": requests}])
     return make_pod(name, f"runai-{project}", node=node, phase=phase, priority=priority, **kw)
-
-
-@pytest.fixture
-def emulator():
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
-    yield emu
-    emu.stop()
 
 
 class Lab:
@@ -93,8 +85,8 @@ class Lab:
 
 
 @pytest.fixture
-def lab(db, emulator, tmp_path):
-    lab = Lab(emulator, tmp_path)
+def lab(db, sim, tmp_path):
+    lab = Lab(sim, tmp_path)
     yield lab
     lab.stop()
 
@@ -294,8 +286,8 @@ def test_410_on_watch_relists_and_sweeps_what_was_deleted(lab):
     lab.until(lambda: lab.state().connection_state == ConnectionState.CONNECTED)
 
 
-def test_expired_continue_in_the_middle_of_a_list_restarts_the_list(emulator, tmp_path, db, caplog):
-    lab = Lab(emulator, tmp_path, page_limit=5, queue_pages=4)
+def test_expired_continue_in_the_middle_of_a_list_restarts_the_list(sim, tmp_path, db, caplog):
+    lab = Lab(sim, tmp_path, page_limit=5, queue_pages=4)
     try:
         lab.emu.load(nodes=[make_node("n-1")],
                      pods=[make_pod(f"p-{i:03d}", "batch", node="n-1") for i in range(100)])
@@ -504,12 +496,12 @@ def test_a_committed_batch_publishes_a_coalesced_change_hint(lab, hint_listener)
 
 
 def test_a_change_just_after_a_hint_reaches_the_pages_when_the_interval_ends_not_at_the_writers_next_tick(
-        db, emulator, tmp_path):
+        db, sim, tmp_path):
     # Production's coalescing (one hint per 0.3 s) with a writer that would otherwise sleep 2 s between
     # ticks: the change coming right after a hint is still announced about 0.3 s later.
     import time
 
-    lab = Lab(emulator, tmp_path, tick=2.0, hint_interval=0.3)
+    lab = Lab(sim, tmp_path, tick=2.0, hint_interval=0.3)
     try:
         load_small_cluster(lab.emu)
         lab.start().synced()

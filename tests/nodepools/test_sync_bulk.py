@@ -8,7 +8,7 @@ import pytest
 
 from nodepools.models import Node, NodeStatus, Pod
 from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource
-from tests.nodepools.test_sync import Lab, emulator, load_small_cluster  # noqa: F401 (fixture)
+from tests.nodepools.test_sync import Lab, load_small_cluster
 
 
 def test_nodes_and_pods_are_registrations_with_their_api_paths_and_keys():
@@ -24,8 +24,8 @@ def test_nodes_and_pods_are_registrations_with_their_api_paths_and_keys():
 
 
 @pytest.mark.postgres
-def test_bulk_upsert_through_copy_gives_the_same_mirror_and_rewrites_nothing_on_relist(db, emulator, tmp_path):
-    lab = Lab(emulator, tmp_path, copy_min_rows=1)  # every batch through COPY
+def test_bulk_upsert_through_copy_gives_the_same_mirror_and_rewrites_nothing_on_relist(db, sim, tmp_path):
+    lab = Lab(sim, tmp_path, copy_min_rows=1)  # every batch through COPY
     try:
         load_small_cluster(lab.emu)
         lab.start().synced()
@@ -55,10 +55,10 @@ def test_bulk_upsert_through_copy_gives_the_same_mirror_and_rewrites_nothing_on_
 
 
 @pytest.mark.postgres
-def test_bulk_copy_carries_ephemeral_storage_and_the_schedulers_message(db, emulator, tmp_path):
+def test_bulk_copy_carries_ephemeral_storage_and_the_schedulers_message(db, sim, tmp_path):
     from tests.nodepools.test_sync import assert_storage_mirrored, load_storage_cluster
 
-    lab = Lab(emulator, tmp_path, copy_min_rows=1)  # every batch through COPY
+    lab = Lab(sim, tmp_path, copy_min_rows=1)  # every batch through COPY
     try:
         load_storage_cluster(lab.emu)
         lab.start().synced()

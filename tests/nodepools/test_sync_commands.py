@@ -15,14 +15,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from nodepools.models import Cluster, ConnectionState, Node, Pod
-from tests.nodepools.test_sync import emulator, load_small_cluster  # noqa: F401 (fixture)
+from tests.nodepools.test_sync import load_small_cluster
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def kubeconfig(emulator, tmp_path):
-    return emulator.write_kubeconfig(tmp_path / "kubeconfig", context="lab-admin")
+def kubeconfig(sim, tmp_path):
+    return sim.write_kubeconfig(tmp_path / "kubeconfig", context="lab-admin")
 
 
 def add(*args):
@@ -79,7 +79,7 @@ def test_demo_with_kubeconfig_registers_the_cluster_and_leaves_objects_to_the_sy
         "a100-40gb", "a100-80gb", "default", "h100-prod", "t4-spot"]
 
 
-def test_sync_clusters_process_mirrors_and_stops_on_sigterm(transactional_db, emulator, kubeconfig, tmp_path):
+def test_sync_clusters_process_mirrors_and_stops_on_sigterm(transactional_db, sim, kubeconfig, tmp_path):
     from django.db import connection
 
     if connection.vendor == "sqlite":
@@ -94,7 +94,7 @@ def test_sync_clusters_process_mirrors_and_stops_on_sigterm(transactional_db, em
     env = {**os.environ, "DATABASE_URL": env_url, "PYTHONUNBUFFERED": "1"}
     subprocess.run([sys.executable, "manage.py", "cluster_add", "lab", "--kubeconfig", kubeconfig], cwd=BASE_DIR,
                    env=env, check=True, capture_output=True)
-    load_small_cluster(emulator)
+    load_small_cluster(sim)
     log = open(tmp_path / "sync.log", "wb")
     proc = subprocess.Popen([sys.executable, "manage.py", "sync_clusters", "--tick", "0.1", "--backoff-base", "0.1"],
                             cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -14,7 +14,7 @@ from kubesim import make_node, make_pod
 from nodepools import services
 from nodepools.models import ConnectionState, Node, NodeStatus
 from nodepools.sync.derived import derive_from_database
-from tests.nodepools.test_sync import OPERANDS, Lab, emulator, gpu_node, operands, workload  # noqa: F401 (fixture)
+from tests.nodepools.test_sync import OPERANDS, Lab, gpu_node, operands, workload
 
 TOOLKIT, DCGM = "Missing NVIDIA container toolkit", "Missing NVIDIA DCGM exporter"
 MODES = {"sql": 1, "mixed": 12, "python": 10**9}
@@ -85,17 +85,17 @@ def mode(request, db):
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("mode", ["sql", "mixed"], indirect=True)
-def test_sql_derivation_equals_python_over_a_varied_fleet(emulator, tmp_path, mode):
-    run_fleet_scenario(emulator, tmp_path, mode)
+def test_sql_derivation_equals_python_over_a_varied_fleet(sim, tmp_path, mode):
+    run_fleet_scenario(sim, tmp_path, mode)
 
 
 @pytest.mark.parametrize("mode", ["python"], indirect=True)
-def test_python_derivation_over_the_same_fleet(emulator, tmp_path, mode):
-    run_fleet_scenario(emulator, tmp_path, mode)
+def test_python_derivation_over_the_same_fleet(sim, tmp_path, mode):
+    run_fleet_scenario(sim, tmp_path, mode)
 
 
-def run_fleet_scenario(emulator, tmp_path, mode):
-    lab = Lab(emulator, tmp_path, copy_min_rows=MODES[mode])
+def run_fleet_scenario(sim, tmp_path, mode):
+    lab = Lab(sim, tmp_path, copy_min_rows=MODES[mode])
     try:
         fast = services.pool_create(actor=None, cluster=lab.cluster, name="fast", label_key="fast", label_value="yes")
         spot = services.pool_create(actor=None, cluster=lab.cluster, name="spot", label_key="capacity",
@@ -187,8 +187,8 @@ def run_fleet_scenario(emulator, tmp_path, mode):
 
 
 @pytest.mark.postgres
-def test_a_relist_derives_in_sql_and_rewrites_no_node_whose_state_did_not_change(emulator, tmp_path, db):
-    lab = Lab(emulator, tmp_path, copy_min_rows=1)
+def test_a_relist_derives_in_sql_and_rewrites_no_node_whose_state_did_not_change(sim, tmp_path, db):
+    lab = Lab(sim, tmp_path, copy_min_rows=1)
     try:
         load_fleet(lab.emu)
         lab.start().synced()
@@ -211,10 +211,10 @@ def test_a_relist_derives_in_sql_and_rewrites_no_node_whose_state_did_not_change
 
 
 @pytest.mark.postgres
-def test_a_full_list_in_many_batches_is_derived_in_sql_once_it_is_complete(emulator, tmp_path, db):
+def test_a_full_list_in_many_batches_is_derived_in_sql_once_it_is_complete(sim, tmp_path, db):
     # Pages of 4 objects, each its own batch: no node is judged on part of its pods (its operand pods
     # may come on a later page), and the set-wise derivation runs at the list's end, not per batch.
-    lab = Lab(emulator, tmp_path, copy_min_rows=1, page_limit=4, queue_pages=1, batch_delay=0)
+    lab = Lab(sim, tmp_path, copy_min_rows=1, page_limit=4, queue_pages=1, batch_delay=0)
     try:
         load_fleet(lab.emu)
         lab.start().synced()

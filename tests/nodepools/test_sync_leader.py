@@ -13,7 +13,7 @@ from django.db import connection
 
 from nodepools.models import Node, Pod
 from nodepools.sync import LEADER_KEY
-from tests.nodepools.test_sync import Lab, emulator, load_small_cluster, workload  # noqa: F401 (fixture)
+from tests.nodepools.test_sync import Lab, load_small_cluster, workload
 
 pytestmark = pytest.mark.postgres
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -71,9 +71,9 @@ def leader_lock_pids(cluster_id: int) -> list[int]:
 
 
 @pytest.fixture
-def pg_lab(transactional_db, emulator, tmp_path):
-    lab = Lab(emulator, tmp_path)
-    load_small_cluster(emulator)
+def pg_lab(transactional_db, sim, tmp_path):
+    lab = Lab(sim, tmp_path)
+    load_small_cluster(sim)
     processes: list[SyncProcess] = []
 
     def spawn(name, *args):

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from nodepools.models import Cluster, Node, Pod
-from tests.nodepools.test_sync import emulator, workload  # noqa: F401 (fixture)
+from tests.nodepools.test_sync import workload
 from tests.nodepools.test_sync_leader import STARTUP, leader_lock_pids, pg_lab, wait_for  # noqa: F401 (fixture)
 
 HEARTBEAT, TAKEOVER = 0.5, 5.0

@@ -5,7 +5,6 @@ import copy
 
 import pytest
 
-from kubesim import KubeEmulator
 from provisioning.examples import example_spec, nodepool_object
 from tests.nodepools.test_sync import FAST, Lab  # noqa: F401  (the sync's test harness)
 
@@ -13,16 +12,8 @@ NODEPOOLS, NODECLAIMS = "nodepools.karpenter.sh", "nodeclaims.karpenter.sh"
 
 
 @pytest.fixture
-def emulator():
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
-    yield emu
-    emu.stop()
-
-
-@pytest.fixture
-def lab(db, emulator, tmp_path):
-    lab = Lab(emulator, tmp_path)
+def lab(db, sim, tmp_path):
+    lab = Lab(sim, tmp_path)
     yield lab
     lab.stop()
 

@@ -21,21 +21,9 @@ START = 1_750_000_000.0  # the manual clock's "0"
 
 
 @pytest.fixture
-def emu():
+def emu(emulators):
     """The emulator on a manual clock: each step of the stand-in is taken at the time the test says."""
-    emulator = KubeEmulator(bookmark_interval=0.1, clock=ManualClock(START))
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
-def live_emu():
-    """The emulator on the real clock, for the chaos loop's thread."""
-    emulator = KubeEmulator(bookmark_interval=0.1)
-    emulator.start()
-    yield emulator
-    emulator.stop()
+    return emulators(clock=ManualClock(START))
 
 
 @pytest.fixture
@@ -237,8 +225,8 @@ def test_the_sync_mirrors_the_launched_node_into_the_karpenter_backed_pool(emu, 
         sync.stop()
 
 
-def test_the_chaos_loop_drives_karpenter(live_emu, tmp_path):
-    emu = live_emu
+def test_the_chaos_loop_drives_karpenter(sim, tmp_path):
+    emu = sim
     api = k8s_config.new_client_from_config(config_file=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
     emu.karpenter_seconds = (0.1, 0.2, 0.3)
     emu.create("nodepools.karpenter.sh", H100_PROD)

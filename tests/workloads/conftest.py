@@ -53,16 +53,6 @@ def hetero(org):
 
 
 @pytest.fixture
-def sim():
-    from kubesim import KubeEmulator
-
-    emulator = KubeEmulator(bookmark_interval=0.1)
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def lab(org, sim, tmp_path):
     """`org` whose cluster is the emulator (kubeconfig on disk), holding the org's nodes and the
     projects' namespaces."""

@@ -25,7 +25,6 @@ asserts at least 95 %. Classes of disagreement (README "Will it fit, and when?" 
 """
 from __future__ import annotations
 
-import itertools
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -35,12 +34,13 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.workloads.mirroring import mirror
-from tests.workloads.test_loop_agreement import CLASSES, POOL_LABEL, Case, _emulator_key, _quota, cases, settle
+from tests.profiles import examples
+from tests.workloads.test_loop_agreement import CLASSES, Case, build_world, cases, settle
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = int(os.environ.get("CONSOLE_FIT_EXAMPLES", "500"))
+# 500 cases under the `ci` profile (one half of .ci/run), 100 in a contributor's run (tests/profiles.py).
+EXAMPLES = examples(ci=500, default=100, env="CONSOLE_FIT_EXAMPLES")
 THRESHOLD = 0.95
 
 
@@ -58,9 +58,6 @@ def probed(draw) -> tuple[Case, Probe]:
     probe = Probe(draw(st.integers(0, len(case.projects) - 1)), draw(st.sampled_from((1, 1, 2, 4, 8))),
                   draw(st.sampled_from((1, 1, 2))), draw(st.sampled_from(CLASSES + ("train",))))
     return case, probe
-
-
-_serial = itertools.count()
 
 
 def kai_outcome(emu, namespace: str, job: str) -> tuple[str, int, str]:
@@ -86,50 +83,12 @@ def kai_outcome(emu, namespace: str, job: str) -> tuple[str, int, str]:
 
 
 def run_case(case: Case, probe: Probe):
-    from django.contrib.auth import get_user_model
-
-    from enforcers.services import desired_for, enforcement_set
-    from kubesim import KubeEmulator, ManualClock, make_node
     from nodepools import services as pool_services
-    from nodepools.demo_cluster import operand_pods
     from nodepools.sync import api_client_for
-    from projects import services as org_services
     from workloads import forecast, submission
 
-    User = get_user_model()
-    admin = User.objects.filter(is_superuser=True).first() or User.objects.create_superuser("fit-admin", password="x")
-    serial = next(_serial)
-    cluster = pool_services.cluster_create(actor=None, name=f"fit-{serial}")
-    pool = pool_services.pool_create(actor=None, cluster=cluster, name="gpu", label_key="pool", label_value="gpu")
-    departments = [org_services.department_create(actor=None, cluster=cluster, name=f"d{i}")
-                   for i in range(len(case.departments))]
-    projects = [org_services.project_create(actor=None, department=departments[spec.department], name=f"p{i}")
-                for i, spec in enumerate(case.projects)]
-    for department, (deserved, weight, rank) in zip(departments, case.departments):
-        _quota(pool.quotas.get(department=department), gpu_deserved=deserved, over_quota_weight=weight, rank=rank)
-    for project, spec in zip(projects, case.projects):
-        _quota(pool.quotas.get(project=project), gpu_deserved=spec.deserved, gpu_limit=spec.limit,
-               over_quota_weight=spec.weight, rank=spec.rank)
-        if not spec.over_quota:
-            org_services.project_update(actor=None, project=project, allow_over_quota=False)
-    enforcement_set(actor=None, cluster=cluster, enforcer="kai")
-
-    emu = KubeEmulator(clock=ManualClock(), controllers=True)
-    nodes = [make_node(f"n{i}", gpus=case.gpus_per_node, labels={"pool": "gpu", POOL_LABEL: "gpu"})
-             for i in range(case.nodes)]
-    emu.load(nodes, operand_pods(nodes), namespaces=[f"runai-p{i}" for i in range(len(projects))])
-    for obj in desired_for(cluster, "kai"):
-        emu.create(_emulator_key(obj), obj)
-    for wave in (1, 2):
-        for index, job in enumerate(case.jobs):
-            if job.wave == wave:
-                request = submission.Request(project=projects[job.project], pools=[pool], image="trainer:1",
-                                             gpus=job.gpus, pods=job.pods, priority_class=job.klass, cpu="1",
-                                             memory="1Gi", name=f"w{index}")
-                emu.create("jobs.batch", submission.workload_preview(actor=admin, request=request).job)
-                emu.clock.advance(1)
-        settle(emu)
-    mirror(cluster, emu)
+    world = build_world(case, "fit")
+    admin, cluster, pool, projects, emu = world.admin, world.cluster, world.pool, world.projects, world.emu
     request = submission.Request(project=projects[probe.project], pools=[pool], image="trainer:1", gpus=probe.gpus,
                                  pods=probe.pods, priority_class=probe.klass, cpu="1", memory="1Gi", name="probe")
     dry = forecast.submission_verdict(user=admin, request=request,
@@ -153,7 +112,7 @@ TALLY: dict[str, Counter] = {"all": Counter(), "verdicts": Counter(), "disagree"
 DISAGREEMENTS: list[str] = []
 
 
-# derandomize: the same 500 cases on every run, so that CI judges the code, not the draw.
+# derandomize: the same cases on every run (500 under the `ci` profile), so that CI judges the code, not the draw.
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(example=probed())

@@ -58,11 +58,13 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.profiles import examples
 from tests.workloads.mirroring import mirror
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = int(os.environ.get("CONSOLE_AGREEMENT_EXAMPLES", "500"))
+# 500 cases under the `ci` profile (one half of .ci/run), 100 in a contributor's run (tests/profiles.py).
+EXAMPLES = examples(ci=500, default=100, env="CONSOLE_AGREEMENT_EXAMPLES")
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 CLASSES = ("train", "build-preemptible", "build", "inference")
 # Measured over 500 cases (README "Held against the scheduler"): fair share 99.7 % outright; categories 100 %
@@ -138,7 +140,20 @@ class Outcome:
     pool_state: str = "demand within supply"
 
 
-def run_case(case: Case) -> Outcome:
+@dataclass
+class World:
+    """One generated case built: the console's organisation, quotas and KAI enforcement in the database, the
+    emulator's cluster (nodes, operands, the console's Queues, shards and PriorityClasses) with both waves
+    of workloads submitted and settled, and the sync's mirror of it."""
+    admin: object
+    cluster: object
+    pool: object
+    projects: list
+    emu: object
+
+
+def build_world(case: Case, prefix: str) -> World:
+    """The world of `case`, shared by this test and the dry run's (tests/workloads/test_fit_agreement.py)."""
     from django.contrib.auth import get_user_model
 
     from enforcers.services import desired_for, enforcement_set
@@ -148,16 +163,16 @@ def run_case(case: Case) -> Outcome:
     from projects import services as org_services
     from workloads import submission
 
-    admin = get_user_model().objects.filter(is_superuser=True).first() or get_user_model().objects.create_superuser(
-        "loop-admin", password="x")
+    User = get_user_model()
+    admin = User.objects.filter(is_superuser=True).first() or User.objects.create_superuser(f"{prefix}-admin",
+                                                                                             password="x")
     serial = next(_serial)
-    cluster = pool_services.cluster_create(actor=None, name=f"loop-{serial}")
+    cluster = pool_services.cluster_create(actor=None, name=f"{prefix}-{serial}")
     pool = pool_services.pool_create(actor=None, cluster=cluster, name="gpu", label_key="pool", label_value="gpu")
     departments = [org_services.department_create(actor=None, cluster=cluster, name=f"d{i}")
                    for i in range(len(case.departments))]
-    projects = []
-    for i, spec in enumerate(case.projects):
-        projects.append(org_services.project_create(actor=None, department=departments[spec.department], name=f"p{i}"))
+    projects = [org_services.project_create(actor=None, department=departments[spec.department], name=f"p{i}")
+                for i, spec in enumerate(case.projects)]
     for department, (deserved, weight, rank) in zip(departments, case.departments):
         _quota(pool.quotas.get(department=department), gpu_deserved=Decimal(deserved), over_quota_weight=weight,
                rank=rank)
@@ -186,7 +201,12 @@ def run_case(case: Case) -> Outcome:
             emu.clock.advance(1)
         settle(emu)
     mirror(cluster, emu)  # what the sync writes (tests/workloads/mirroring.py)
-    return judge(cluster, pool, projects, case)
+    return World(admin, cluster, pool, projects, emu)
+
+
+def run_case(case: Case) -> Outcome:
+    world = build_world(case, "loop")
+    return judge(world.cluster, world.pool, world.projects, case)
 
 
 def _quota(row, **values) -> None:
@@ -349,7 +369,7 @@ TALLY: dict[str, Counter] = {"fair": Counter(), "category": Counter(), "cases": 
 DISAGREEMENTS: list[str] = []
 
 
-# derandomize: the same 500 cases on every run, so that CI judges the code, not the draw.
+# derandomize: the same cases on every run (500 under the `ci` profile), so that CI judges the code, not the draw.
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(case=cases())
