@@ -75,7 +75,7 @@ def test_every_floor_is_an_installed_app():
     assert set(LEVEL) <= installed
 
 
-@pytest.mark.parametrize("app", sorted(LEVEL, key=LEVEL.get))
+@pytest.mark.parametrize("app", sorted(LEVEL, key=lambda app: (LEVEL[app], app)))
 def test_a_lower_app_names_no_app_above_it(app):
     assert _names_of_apps_above(app) == []
 
