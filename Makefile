@@ -29,9 +29,9 @@ run: migrate
 test: install
 	$(BIN)/python -m pytest
 
-# The documentation (docs/, mkdocs.yml) on http://127.0.0.1:8001, rebuilt as you edit; CI builds it strictly.
+# The documentation (docs/, mkdocs.yml) on http://127.0.0.1:8002, rebuilt as you edit; CI builds it strictly.
 docs: install
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(or $(DOCS_PORT),8001)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(or $(DOCS_PORT),8002)
 
 # The documentation's pictures, remade from the demo (Debian's Chromium); commit the PNGs in docs/img/.
 screenshots: install

@@ -8,6 +8,7 @@ reference cannot fall behind the code.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,16 @@ def _schema() -> str:
     return _cache["yaml"]
 
 
+def _first_sentences(text: str, at_least: int = 60) -> str:
+    """The description's first sentences, enough for a line of the table."""
+    out = ""
+    for sentence in re.split(r"(?<=\.)\s+(?=[A-Z`])", " ".join(text.split())):
+        out = f"{out} {sentence}".strip()
+        if len(out) >= at_least:
+            break
+    return out
+
+
 def _endpoints_page(text: str) -> str:
     schema = yaml.safe_load(text)
     lines = [
@@ -49,8 +60,7 @@ def _endpoints_page(text: str) -> str:
         for method in METHODS:
             if method in item:
                 op = item[method]
-                summary = (op.get("summary") or op.get("description") or "").strip().splitlines()
-                summary = summary[0].split(". ")[0].rstrip(".") + "." if summary else ""
+                summary = _first_sentences(op.get("summary") or op.get("description") or "")
                 sections.setdefault(tag, []).append(
                     f"| `{method.upper()}` | `{path}` | {summary.replace('|', '/')} |")
     for tag in sorted(sections):
