@@ -127,6 +127,22 @@ def test_no_page_points_outside_the_repository():
                     f"{page.relative_to(ROOT)} links to {target}, which is not in the repository"
 
 
+OUTSIDE_CITATIONS = re.compile(r"DOMAIN(?:\.md)?\s*(?:§|sections?\b)|\bseeds?/|\bseed 00\d", re.I)
+
+
+def test_no_comment_cites_a_document_outside_the_repository():
+    """Code, templates and manifests point to the product's own docs (docs/concepts.md#quota, ...)."""
+    cited = []
+    for path in [*ROOT.rglob("*.py"), *ROOT.rglob("*.html"), *ROOT.rglob("*.yaml"), *pages()]:
+        parts = set(path.relative_to(ROOT).parts)
+        if {".venv", "site", "node_modules"} & parts or path == Path(__file__):
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE_CITATIONS.search(line):
+                cited.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not cited, "cites a document outside the repository:\n" + "\n".join(cited)
+
+
 def test_every_picture_the_pages_show_is_made_by_the_screenshot_script():
     script = (DOCS / "screenshots.py").read_text()
     shown = {name for page in pages() for name in re.findall(r"img/([\w-]+\.png)", page.read_text())}
