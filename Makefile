@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 # The web server's port of `make run`: `PORT=8001 make run` when 8000 is taken.
 PORT   ?= 8000
 
-.PHONY: run test install migrate demo clean
+.PHONY: run test install migrate demo docs screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -32,5 +32,13 @@ TEST_WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
+# The documentation (docs/, mkdocs.yml) on http://127.0.0.1:8002, rebuilt as you edit; CI builds it strictly.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(or $(DOCS_PORT),8002)
+
+# The documentation's pictures, remade from the demo (Debian's Chromium); commit the PNGs in docs/img/.
+screenshots: install
+	$(BIN)/python docs/screenshots.py
+
 clean:
-	rm -rf $(VENV) db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles
+	rm -rf $(VENV) db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles site

@@ -1,4 +1,4 @@
-"""Role assignments: subject (a user or a group) has a role in a scope (DOMAIN §6)."""
+"""Role assignments: subject (a user or a group) has a role in a scope (docs/concepts.md#roles)."""
 from __future__ import annotations
 
 from django.conf import settings

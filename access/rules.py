@@ -1,4 +1,4 @@
-"""Who may see and do what (DOMAIN §6): the one place access rules live.
+"""Who may see and do what (docs/concepts.md#roles): the one place access rules live.
 
 A rule is "subject (user or group) has role R in scope S"; S is the system, a cluster, a department
 or a project. A role grants permissions such as `project.change`; a grant applies to every object

@@ -1,4 +1,4 @@
-"""CSV exports, streamed, with every cell escaped against formula injection (DOMAIN §7).
+"""CSV exports, streamed, with every cell escaped against formula injection (docs/concepts.md#exports).
 
 The one place that writes CSV for the console; pages, API and compliance exports all use it:
 

@@ -1,7 +1,7 @@
 """Settings for the GPU capacity console.
 
 Embedded defaults run anywhere (SQLite, in-memory channel layer, DEBUG on). Production is configured
-through environment variables only; see README.md "Production".
+through environment variables only; see docs/reference/settings.md.
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# --- Hostile input (common/limits.py, common/parsing.py; README "Limits on what a request may hold") ---
+# --- Hostile input (common/limits.py, common/parsing.py; docs/reference/limits.md) ---
 # The most bytes one request body may hold (pages, API, uploads): larger is a 413 naming the limit.
 CONSOLE_MAX_BODY_BYTES = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(1024 * 1024)))
 # Django's own limits agree with it (form data held in memory; uploads are never spooled to disk).
@@ -318,7 +318,7 @@ LOGGING = {
     },
 }
 
-# --- Operations (console/health.py, common/metrics.py, common/jsonlog.py; docs/production.md) -------
+# --- Operations (console/health.py, common/metrics.py, common/jsonlog.py; docs/administration/health-and-metrics.md)
 # /healthz, /readyz and /metrics are answered first, before the HTTPS redirect and the host check: the
 # kubelet and Prometheus call a pod by its IP over plain HTTP. Every other request is timed.
 MIDDLEWARE.insert(0, "console.health.OpsMiddleware")
@@ -332,7 +332,7 @@ if LOG_FORMAT == "json":
         if _handler.get("class") == "logging.StreamHandler" or "formatter" in _handler:
             _handler["formatter"] = "json"
 
-# --- Single sign-on through OpenID Connect (accounts/oidc.py; docs/production.md) ---------------------
+# --- Single sign-on through OpenID Connect (accounts/oidc.py; docs/administration/sso.md) --------------
 # Off while OIDC_ISSUER or OIDC_CLIENT_ID is unset. The client secret is read from a file (a mounted Secret).
 OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "")
 OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")

@@ -1,4 +1,4 @@
-"""The objects a scheduler needs so that the console's pools and quotas act (DOMAIN §10).
+"""The objects a scheduler needs so that the console's pools and quotas act (docs/concepts.md#acting).
 
 Pure functions: a snapshot of one cluster's organisation (`OrgState`, read by `enforcers.selectors`)
 in, the Kubernetes objects the enforcer must hold out (plain JSON dicts, as sent to the API server).
@@ -51,7 +51,7 @@ KUEUE_KINDS = (PRIORITY_CLASS, KUEUE_PRIORITY_CLASS, KUEUE_FLAVOR, KUEUE_COHORT,
 # Namespaced kinds (the others are cluster-scoped).
 NAMESPACED = {KUEUE_LOCAL_QUEUE}
 
-# The reference priority classes (DOMAIN §5): below 100 preemptible, 100 and above in-quota only.
+# The reference priority classes (docs/concepts.md#workloads): below 100 preemptible, 100 and above in-quota only.
 PRIORITY_CLASSES = (
     ("train", 50, "Training: preemptible, may use over-quota GPUs."),
     ("build-preemptible", 75, "Interactive build that may be preempted: may use over-quota GPUs."),
@@ -257,7 +257,7 @@ def kai_objects(state: OrgState) -> list[dict]:
 # resource no flavor covers is never admitted ("resource ephemeral-storage unavailable in ClusterQueue").
 STORAGE_RESOURCE = "ephemeral-storage"
 COVERED = (GPU_RESOURCE, "cpu", "memory", STORAGE_RESOURCE)
-# Over-quota work is reclaimable (DOMAIN §4): a ClusterQueue whose own nominal quota is lent out takes it
+# Over-quota work is reclaimable (docs/concepts.md#over-quota): a ClusterQueue whose own nominal quota is lent out takes it
 # back from any borrower in its cohort, and within a queue a higher priority preempts a lower one.
 # Kueue's default (Never) would leave a lender waiting behind borrowers for good.
 PREEMPTION = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}

@@ -128,7 +128,7 @@ class ChaosMixin:
         return used
 
     def not_ready_nodes(self) -> dict[str, list[str]]:
-        """Nodes the console shows not ready, with the faults seen (the console's rules, DOMAIN §3).
+        """Nodes the console shows not ready, with the faults seen (the console's rules, docs/concepts.md#not-ready).
 
         Missing operand pods count only in a cluster that runs the NVIDIA operands at all; pods whose
         nodeSelector no longer matches their node's labels make it an undrained migrated node.

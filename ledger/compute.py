@@ -1,11 +1,11 @@
 """One hour of the ledger from pods' lifetimes, quotas and utilization: pure, exact, no database.
 
 `hour_rows(hour_start, intervals, deserved, utilization)` integrates, over [hour_start, hour_start + 1 h),
-each pod's requests over the seconds it held them (DOMAIN §12) and sums them per (pool, GPU model,
+each pod's requests over the seconds it held them (docs/concepts.md#gpu-hours) and sums them per (pool, GPU model,
 project). Everything is exact: times are whole seconds, GPUs a Decimal with three places (a fraction of
 a GPU counts by its fraction), so GPU-seconds are exact Decimals and any sum of them is too.
 
-Over-quota (DOMAIN §4): at every instant a project holds max(0, allocated − deserved) GPUs of a pool above
+Over-quota (docs/concepts.md#over-quota): at every instant a project holds max(0, allocated − deserved) GPUs of a pool above
 its deserved quota of that instant. Which of its pods hold them decides the GPU model they are counted in:
 the project's pods are stacked non-preemptible first (they run within the quota), then by start (the
 earliest first; the later ones borrowed), and what lies above the deserved quota is over-quota. Pods of no

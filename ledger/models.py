@@ -1,4 +1,4 @@
-"""The GPU-hours ledger (DOMAIN §12): where the GPU-hours went, hour by hour, and what they cost.
+"""The GPU-hours ledger (docs/concepts.md#gpu-hours): where the GPU-hours went, hour by hour, and what they cost.
 
 - `LedgerEntry`: one row per closed hour × cluster × pool × GPU model × project (pods of no project: a
   row without project), written by the sync's leader as the hour closes (`kind` closing) and, when a

@@ -6,7 +6,7 @@ Two queries per cluster and hour, whatever the number of pods:
 - an instant query at the hour's end: each pod's average utilization over the hour
   (`avg by (namespace, pod) (avg_over_time(util[3599s] @ end))`);
 - a range query over the hour, one point a minute: per pod, how many of its GPUs were idle — the
-  console's one meaning of idle (README "GPU utilization": under CONSOLE_GPU_IDLE_THRESHOLD % for the
+  console's one meaning of idle (docs/concepts.md#idle: under CONSOLE_GPU_IDLE_THRESHOLD % for the
   whole CONSOLE_GPU_IDLE_WINDOW_MINUTES, having reported a window ago; `gpumetrics.idle_expr`) — and how
   many reported. A pod's idle share of the hour is idle GPU-points / reporting GPU-points.
 

@@ -1,4 +1,4 @@
-"""The demo cluster of seed 001 ("Plan your Node-Pools deployment"), as Kubernetes objects.
+"""The demo cluster of docs/getting-started.md#what-the-demo-is, as Kubernetes objects.
 
 20 nodes of 4 V100 (the default pool; 16 of 16GB and 4 of 32GB: two platforms), 5 nodes of 4 A100 40GB (pool a100-40gb, ML-Ops) and 5 nodes of
 4 A100 80GB (pool a100-80gb, R&D); NVIDIA operand pods on the GPU nodes; training, build and inference
@@ -32,7 +32,7 @@ A100_80 = dict(gpu_product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920, instan
                memory="1152Gi")
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 
-# Nodes that are not ready, each for another reason (DOMAIN §3).
+# Nodes that are not ready, each for another reason (docs/concepts.md#not-ready).
 CORDONED = "v100-07"
 DISK_PRESSURE = "v100-13"
 UNREACHABLE = "v100-19"
@@ -124,7 +124,7 @@ def demo_objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 # ---------------------------------------------------------------------------------------------------
 # Karpenter (issue 13): two Karpenter-backed pools of the emulator-served demo (`make run`). Their NodePools
-# (karpenter.sh/v1, after seed 000's "H100-prod" and "T4-best-effort") live in the emulator, whose Karpenter
+# (karpenter.sh/v1, classes of capacity "H100 production" and "T4 best-effort") live in the emulator, whose Karpenter
 # stand-in launches NodeClaims for the pending GPU pods chaos submits now and then.
 KARPENTER_LABEL_KEY = "karpenter.sh/nodepool"
 KARPENTER_POOLS = {

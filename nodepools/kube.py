@@ -1,7 +1,7 @@
 """How the console reads Kubernetes objects into its own terms: node facts and not-ready reasons, the
 resources it accounts (`Resources`), pool membership and moves between pools.
 
-Pure functions over the JSON the API server sends (dicts), with no Django import (DOMAIN.md sections 3, 5).
+Pure functions over the JSON the API server sends (dicts), with no Django import (docs/concepts.md#not-ready, #workloads).
 Kubernetes' own rules — quantities, label syntax, a pod's effective requests, the API's refusals — are the
 package `kube` (`kube.quantity`, `kube.labels`, `kube.requests`, `kube.client`); this module only turns
 their answers into the console's figures.
@@ -59,7 +59,7 @@ class Resources:
 
 
 def pod_resources(pod: Mapping[str, Any]) -> Resources:
-    """The pod's effective requests (kube.requests.pod_requests, DOMAIN §5) in the console's units."""
+    """The pod's effective requests (kube.requests.pod_requests, docs/concepts.md#workloads) in the console's units."""
     return Resources.from_amounts(kube_requests.pod_requests(pod))
 
 
@@ -67,7 +67,7 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 def pod_times(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(started, finished) of a pod's allocation as RFC 3339 texts (GPU-hours, DOMAIN §12).
+    """(started, finished) of a pod's allocation as RFC 3339 texts (docs/concepts.md#gpu-hours).
 
     Started: when it was bound to its node (the PodScheduled=True condition's lastTransitionTime), else
     status.startTime, else its creation; None while unbound. Finished: for a Succeeded or Failed pod,
@@ -127,7 +127,7 @@ def pod_is_ready(pod: Mapping[str, Any]) -> bool:
 # Nodes
 
 class NodeReason:
-    """The reasons a node is not ready (DOMAIN §3), in the order the main reason is chosen."""
+    """The reasons a node is not ready (docs/concepts.md#not-ready), in the order the main reason is chosen."""
 
     NODE_UNREACHABLE = "Node unreachable"
     KUBELET_NOT_READY = "Kubelet not ready"
@@ -266,7 +266,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
 
 
 def resolve_pool(labels: Mapping[str, str], pools: Iterable[tuple[Any, str, str]]) -> tuple[Any, list[Any]]:
-    """Which pool a node belongs to (DOMAIN §2).
+    """Which pool a node belongs to (docs/concepts.md#pools).
 
     `pools` are (pool, label_key, label_value) in creation order, without the default pool. Returns
     (the first matching pool or None for the default pool, every matching pool when more than one).

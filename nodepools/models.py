@@ -1,4 +1,4 @@
-"""Clusters, node pools and the mirror of each cluster's Nodes and Pods (DOMAIN.md sections 1-3, 5)."""
+"""Clusters, node pools and the mirror of each cluster's Nodes and Pods (docs/concepts.md)."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -427,7 +427,7 @@ class PodQuerySet(RestrictedQuerySet):
 
 
 class Pod(models.Model):
-    """A Pod mirrored from its cluster, with its effective requests (DOMAIN §5) already computed."""
+    """A Pod mirrored from its cluster, with its effective requests (docs/concepts.md#workloads) already computed."""
 
     FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -500,7 +500,7 @@ class Pod(models.Model):
 
 
 class PodLifetime(models.Model):
-    """How long one pod held what it requested (DOMAIN §12): the sync's writer keeps one row per pod uid
+    """How long one pod held what it requested (docs/concepts.md#gpu-hours): the sync's writer keeps one row per pod uid
     from the list and the watch (`nodepools.sync.lifetimes`), and keeps it after the pod is gone, so that
     the GPU-hours ledger counts a pod that ran 7 minutes as 7 minutes even once it is deleted.
 

@@ -380,7 +380,7 @@ class NodeChanged(ValidationError):
 
 
 def node_move_to_pool(*, actor: Any, node: Node, pool: NodePool, resource_version: str | None = None) -> kube.LabelMovePlan:
-    """Move a node to a pool by setting the pool's label on the Node in the cluster (DOMAIN §3).
+    """Move a node to a pool by setting the pool's label on the Node in the cluster (docs/concepts.md#pools).
 
     Labels of the node's other pools are removed (moving to `default` removes every pool label). A value
     of the node's own that the move overwrites or removes is kept in the annotation

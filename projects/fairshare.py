@@ -1,4 +1,4 @@
-"""Fair share of one node pool's GPUs (DOMAIN §4), as a pure function for display.
+"""Fair share of one node pool's GPUs (docs/concepts.md#over-quota), as a pure function for display.
 
 Deserved quota is served first, rank by rank (highest first); what is left idle is then split, rank by
 rank, between those that want more, in proportion to their over-quota weight:

@@ -5,18 +5,18 @@ call these functions; tests call them on scripted pools.
 
 - `fragmentation(nodes)`: how many pods of 1, 2, 4 and 8 GPUs fit now, each on one node; the largest gang
   of n pods × k GPUs, in the pool and inside one topology domain (the pool's zone label, or the topology
-  label the pool names); free GPUs per node as a histogram (DOMAIN §12: free GPUs scattered so that a pod
+  label the pool names); free GPUs per node as a histogram (docs/concepts.md#fragmentation: free GPUs scattered so that a pod
   of k GPUs on one node, or a gang of n × k, cannot fit although the free total would cover it).
 - `make_room(...)`: the preemptible pods the scheduler's rules would take to make room for n × k GPUs, and
   whose they are: over-quota pods of other queues first (reclaim), then, for a requester, lower-priority
-  pods of its own queue (preempt) — DOMAIN §11.
+  pods of its own queue (preempt) — docs/concepts.md#schedulers.
 - `verdict(...)`: the dry run of a submission against the pool as it is now, the project's quota standing
   and the scheduler's rules: starts now, waits for quota (whose over-quota use holds it, how much), waits
   for capacity (with the fragmentation answer), waits for a node Karpenter can launch, or never fits.
 - `estimate(...)`: when a waiting workload may start, as a range with its basis in words, from the queue
   order, the running workloads' expected ends and the quota rules; or no estimate, and why.
 
-The scheduler's rules read here are those of DOMAIN §11 (KAI Scheduler's, which the console's enforcer
+The scheduler's rules read here are those of docs/concepts.md#schedulers (KAI Scheduler's, which the console's enforcer
 writes): a limit caps a queue and every queue above it; non-preemptible work (priority ≥ 100) runs within
 the deserved quota only; a queue may reclaim GPUs of preemptible pods from queues above their fair share
 (or above their deserved quota while it stays within its own) only while it stays within its own fair
@@ -1139,7 +1139,7 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
     deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
     for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once.
     The reclaim rules: a workload that would run over its project's deserved quota borrows, so in-quota work
-    of the pool's other owners may take the GPUs first, or back (DOMAIN §11): the latest bound then grows by
+    of the pool's other owners may take the GPUs first, or back (docs/concepts.md#schedulers): the latest bound then grows by
     `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads)."""
     if verdict_now is not None:
         if verdict_now.code == NEVER_FITS:

@@ -1,4 +1,4 @@
-"""Departments, projects, their quota per node pool, priority lists and role assignments (DOMAIN §4, §6)."""
+"""Departments, projects, their quota per node pool, priority lists and role assignments (docs/concepts.md#quota, #roles)."""
 from __future__ import annotations
 
 from decimal import Decimal

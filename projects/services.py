@@ -1,6 +1,6 @@
 """Every write to departments, projects, quotas, priority lists and role assignments.
 
-The quota rules of DOMAIN §4 live here, once: zero rows for every (owner, pool), projects over their
+The quota rules (docs/concepts.md#quota) live here, once: zero rows for every (owner, pool), projects over their
 department (a warning, or an error when the cluster says so), over-subscription of a pool (a
 warning), the floor set by non-preemptible workloads already running, and optimistic concurrency.
 """

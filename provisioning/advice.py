@@ -1,4 +1,4 @@
-"""Best-practice advice for a node pool (seed 002 "Node Pools & Scheduling"), each with its fix in one
+"""Best-practice advice for a node pool (docs/using/platform-admin.md#node-pools), each with its fix in one
 sentence. Pure functions over plain facts (no Django): the pool's nodes (labels, taints, GPU facts), the
 pods on them, the Karpenter NodePool backing the pool (raw JSON, if any) and the cluster's PriorityClasses.
 
@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 GPU_TAINT_KEY = "nvidia.com/gpu"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 NON_PREEMPTIBLE_FROM = 100
-# The labels NVIDIA GPU feature discovery puts on every GPU node, which the console reads (DOMAIN §3).
+# The labels NVIDIA GPU feature discovery puts on every GPU node, which the console reads (docs/concepts.md#not-ready).
 FEATURE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
                   "nvidia.com/gpu.memory", "nvidia.com/gpu.family")
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")

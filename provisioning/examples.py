@@ -1,4 +1,4 @@
-"""The starting points of the NodePool form: seed 000's classes of capacity as Karpenter NodePools.
+"""The starting points of the NodePool form: classes of capacity as Karpenter NodePools (docs/administration/karpenter.md).
 
 Each is a `spec` of a `karpenter.sh/v1` NodePool (field names from Karpenter's CRD and its docs'
 examples, e.g. concepts/nodepools). Instance types and GPU names are AWS's (the karpenter-provider-aws

@@ -1,4 +1,4 @@
-"""Why a GPU workload is not getting a node: what Karpenter can do for a pending pod (seed 000's
+"""Why a GPU workload is not getting a node: what Karpenter can do for a pending pod (Karpenter's
 "typical behaviour": a pool is selected, a NodeClaim is created from it, a node is provisioned).
 
 Pure functions over the raw Kubernetes JSON (``karpenter.sh/v1`` NodePool and NodeClaim objects, a pod's

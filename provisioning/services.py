@@ -65,7 +65,7 @@ def _gpu_limit(spec: dict[str, Any]) -> int | None:
 
 
 def _set_pool_limit(*, actor: Any, cluster: Cluster, name: str, gpu_limit: int | None) -> None:
-    """The console pools backed by this NodePool take its GPU limit (one value, DOMAIN §2)."""
+    """The console pools backed by this NodePool take its GPU limit (one value, docs/concepts.md#karpenter)."""
     for pool in NodePool.objects.filter(cluster=cluster, label_key=karpenter.NODEPOOL_LABEL, label_value=name):
         if pool.gpu_limit != gpu_limit:
             with _writing_cluster_already():

@@ -44,7 +44,7 @@ class CreateForm(NodePoolForm):
 
 @login_required
 def pool_create(request):
-    """A console pool backed by a new Karpenter NodePool, from one of seed 000's starting points."""
+    """A console pool backed by a new Karpenter NodePool, from one of the examples (docs/administration/karpenter.md)."""
     _require_admin(request)
     clusters = pool_selectors.cluster_list(user=request.user)
     example = request.GET.get("example") or "a100-standard"

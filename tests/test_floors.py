@@ -1,4 +1,4 @@
-"""The apps' floors (README, Layout): a lower app's code and templates never name an app above it.
+"""The apps' floors (docs/development/index.md, Floors): a lower app's code and templates never name an app above it.
 
 An app above reaches down by importing; a lower app learns of the apps above only through registration
 (signals, registries, slots, relations declared from above with `add_to_class`). This reads the source as

@@ -332,7 +332,7 @@ class PoolAccessQuerySet(RestrictedQuerySet):
 
 
 class PoolAccess(models.Model):
-    """Who may submit workloads to one pool (OSMO's pool roles, DOMAIN §6). No row: open to every
+    """Who may submit workloads to one pool (OSMO's pool roles, docs/concepts.md#roles). No row: open to every
     project of the pool's cluster, not in maintenance."""
 
     pool = models.OneToOneField("nodepools.NodePool", on_delete=models.CASCADE, related_name="access")

@@ -1,8 +1,8 @@
 """The `batch/v1` Job a submission becomes (pure: facts in, a Kubernetes object out).
 
-Scheduling primitives (seed 002) on the pod template:
+Scheduling primitives (docs/administration/schedulers.md#what-a-submitted-job-carries) on the pod template:
 - required node affinity to the pools of the list: with an enforcer on, the console stamps its own pool
-  label on every node (DOMAIN §10), so one term `console.gpu-capacity.io/node-pool In [pools]` selects
+  label on every node (docs/concepts.md#acting), so one term `console.gpu-capacity.io/node-pool In [pools]` selects
   them; without one, nodes carry only the pools' own labels, so each pool is one term on its label
   (the `default` pool: none of the other pools' labels, which is how the console computes it);
 - preferred node affinity weighted by list order (first pool 100, then less), so the scheduler tries

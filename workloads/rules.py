@@ -1,4 +1,4 @@
-"""Who may submit a workload of a project to a pool (DOMAIN §6, OSMO's pool roles): one rule, used by
+"""Who may submit a workload of a project to a pool (docs/concepts.md#roles, OSMO's pool roles): one rule, used by
 the submission service, the API and the submission page.
 
 A user may submit to pool P for project X when

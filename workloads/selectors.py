@@ -243,7 +243,7 @@ def enforcer_of(cluster: Any) -> str:
 
 
 def default_pools(project: Any) -> list[NodePool]:
-    """The project's node pool priority list, then `default` (DOMAIN §4)."""
+    """The project's node pool priority list, then `default` (docs/concepts.md#priority-lists)."""
     pools = [e.pool for e in project.priority_entries.select_related("pool").order_by("position")]
     if not any(p.is_default for p in pools):
         default = NodePool.objects.filter(cluster_id=project.cluster_id, is_default=True).first()

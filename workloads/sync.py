@@ -26,7 +26,7 @@ JOB_VALUE_FIELDS = (
     "queue", "submitted_by", "created_in_cluster", "resource_version", "scheduler_name",
     "started_at", "finished_at", "active_deadline_seconds",
 )
-# The reference priority classes (DOMAIN §5), for Jobs whose pod template names a class but no value.
+# The reference priority classes (docs/concepts.md#workloads), for Jobs whose pod template names a class but no value.
 PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 
 

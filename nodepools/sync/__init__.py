@@ -1,4 +1,4 @@
-"""The live mirror of each cluster's Kubernetes objects (DOMAIN.md §9), kept as Kubernetes' informers do.
+"""The live mirror of each cluster's Kubernetes objects (docs/concepts.md#sync), kept as Kubernetes' informers do.
 
 Modules by concern:
 

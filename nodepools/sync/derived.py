@@ -1,4 +1,4 @@
-"""Derived node state: pool membership, status and not-ready reasons (DOMAIN.md §2-3).
+"""Derived node state: pool membership, status and not-ready reasons (docs/concepts.md#pools, #not-ready).
 
 A node's pool follows from its labels and the cluster's pools (the first-created matching pool wins, the
 others are listed as conflicts, no match: the default pool); its reasons from its conditions and cordon,

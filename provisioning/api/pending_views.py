@@ -38,7 +38,7 @@ class PoolPendingPodsView(generics.GenericAPIView):
 
 
 class PoolAdviceView(generics.GenericAPIView):
-    """The pool's best-practice advice (seed 002), each with its fix in one sentence."""
+    """The pool's best-practice advice (docs/using/platform-admin.md#node-pools), each with its fix in one sentence."""
 
     serializer_class = s.PoolAdviceSerializer
     pagination_class = None

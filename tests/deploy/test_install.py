@@ -1,4 +1,4 @@
-"""The install steps of README "Production", run for real: the real kubectl creates the namespace and
+"""The install steps of the production page (docs/administration/production.md), run for real: the real kubectl creates the namespace and
 the Secrets, applies the example overlay (`kubectl apply -k`) and scales the web Deployment against the
 Kubernetes API emulator; the sync reaches a cluster through a kubeconfig file and through in-cluster
 access (the service account files and environment a pod gets, over HTTPS). Skips without kubectl unless
@@ -45,9 +45,10 @@ def kubectl(sim, tmp_path):
     return run
 
 
-def readme_production() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("\n## Production\n") + 1:]
+def install_steps() -> str:
+    """The section "Install, step by step" of docs/administration/production.md."""
+    text = (REPO / "docs" / "administration" / "production.md").read_text()
+    section = text[text.index("\n## Install, step by step\n") + 1:]
     return section[:section.find("\n## ", 5)]
 
 
@@ -55,10 +56,10 @@ SECRET_KEY_COMMAND = "$(python3 -c 'import secrets; print(secrets.token_urlsafe(
 
 
 def step_commands() -> list[list[str]]:
-    """The shell commands of README "Production" as argument lists (continuation lines joined, comments
+    """The shell commands of the install steps as argument lists (continuation lines joined, comments
     dropped, the SECRET_KEY generator run)."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", readme_production(), re.S):
+    for block in re.findall(r"```sh\n(.*?)```", install_steps(), re.S):
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             if line.strip() and not line.lstrip().startswith("#"):
                 commands.append(shlex.split(line.replace(SECRET_KEY_COMMAND, secrets.token_urlsafe(50))))
@@ -66,15 +67,15 @@ def step_commands() -> list[list[str]]:
 
 
 def manage_py_step(*words: str) -> list[str]:
-    """The `python manage.py ...` arguments of the README step run with `kubectl exec` that has `words`."""
+    """The `python manage.py ...` arguments of the install step run with `kubectl exec` that has `words`."""
     for command in step_commands():
         if command[0] == "kubectl" and "exec" in command and all(w in command for w in words):
             return command[command.index("manage.py") + 1:]
-    raise AssertionError(f"README \"Production\" has no `kubectl exec ... manage.py` step with {words}")
+    raise AssertionError(f"the install steps have no `kubectl exec ... manage.py` step with {words}")
 
 
 def test_install_apply_k_creates_every_object_and_the_web_scales(sim, kubectl, tmp_path):
-    # The files the README's commands read.
+    # The files the install steps' commands read.
     (tmp_path / "client-secret").write_text("oidc-client-secret\n")
     (tmp_path / "metrics-token").write_text("metrics-token-value\n")
     (tmp_path / "prod-east.kubeconfig").write_text(Path(sim.write_kubeconfig(tmp_path / "k")).read_text())
@@ -82,7 +83,7 @@ def test_install_apply_k_creates_every_object_and_the_web_scales(sim, kubectl, t
     assert ["apply", "-k", "deploy/overlays/prod"] in kubectl_steps
     assert ["-n", NAMESPACE, "scale", "deployment/gpu-console-web", "--replicas=5"] in kubectl_steps
     for args in kubectl_steps:
-        # The README's overlay is your copy of the example one (step 1).
+        # The steps' overlay is your copy of the example one (step 1).
         kubectl(*[str(OVERLAY) if a == "deploy/overlays/prod" else a for a in args])
 
     # Every object of the overlay is in the cluster as rendered.
@@ -229,10 +230,10 @@ def test_in_cluster_access_refuses_a_server_whose_certificate_it_cannot_verify(t
 
 
 def test_sso_is_configured_by_the_environment(tmp_path):
-    """The variables of README step 3, as the ConfigMap sets them, turn single sign-on on in a fresh
+    """The variables of install step 3, as the ConfigMap sets them, turn single sign-on on in a fresh
     process, with the client secret read from the mounted file; LOCAL_LOGIN=0 turns passwords off. The
     table names exactly the OIDC_* variables the settings read."""
-    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", readme_production().split("**3.")[1].split("**4.")[0], re.M))
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", install_steps().split("### 3.")[1].split("### 4.")[0], re.M))
     source = (REPO / "console" / "settings.py").read_text()
     assert documented == set(re.findall(r'"(OIDC_[A-Z_]+)"', source)) | {"LOCAL_LOGIN"}
     (tmp_path / "client-secret").write_text("s3cret\n")

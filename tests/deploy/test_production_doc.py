@@ -1,5 +1,5 @@
-"""docs/production.md: every test it names as exercising a step exists, and its commands use the
-objects and paths the manifests define."""
+"""docs/administration/production.md: every test it names as exercising a step exists, and its commands
+use the objects and paths the manifests define."""
 from __future__ import annotations
 
 import ast
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
-DOC = (REPO / "docs" / "production.md").read_text()
+DOC = (REPO / "docs" / "administration" / "production.md").read_text()
 
 
 def test_every_test_the_doc_names_exists():
@@ -15,11 +15,11 @@ def test_every_test_the_doc_names_exists():
     assert len(references) >= 15
     for path, name in references:
         source = REPO / path
-        assert source.exists(), f"docs/production.md names {path}, which does not exist"
+        assert source.exists(), f"the production page names {path}, which does not exist"
         if name:
             functions = {node.name for node in ast.walk(ast.parse(source.read_text()))
                          if isinstance(node, ast.FunctionDef)}
-            assert name in functions, f"docs/production.md names {path}::{name}, which does not exist"
+            assert name in functions, f"the production page names {path}::{name}, which does not exist"
 
 
 def test_every_step_has_its_test_in_a_comment():
@@ -33,34 +33,34 @@ def test_every_step_has_its_test_in_a_comment():
 def test_doc_commands_name_the_manifests_objects():
     manifests = "\n".join(p.read_text() for p in (REPO / "deploy").rglob("*.yaml"))
     for name in set(re.findall(r"(?:deployment|job|secret generic)/?\s?(gpu-console-[a-z-]+)", DOC)):
-        assert name in manifests, f"docs/production.md uses {name}, which deploy/ does not define or mount"
+        assert name in manifests, f"the production page uses {name}, which deploy/ does not define or mount"
     assert "kubectl apply -k deploy/overlays/" in DOC
     assert "/etc/console/kubeconfigs" in manifests and "/etc/console/kubeconfigs/prod-east" in DOC
 
 
-def readme_production() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("\n## Production\n") + 1:]
+def install_steps() -> str:
+    """The section "Install, step by step" of the production page: the commands tests/deploy/test_install.py runs."""
+    section = DOC[DOC.index("\n## Install, step by step\n") + 1:]
     return section[:section.find("\n## ", 5)]
 
 
-def test_every_test_readmes_production_section_names_exists():
-    section = readme_production()
+def test_every_test_the_install_steps_name_exists():
+    section = install_steps()
     references = re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", section)
     assert len(references) >= 10
     for path, name in references:
         source = REPO / path
-        assert source.exists(), f"README names {path}, which does not exist"
+        assert source.exists(), f"the install steps name {path}, which does not exist"
         if name:
             functions = {node.name for node in ast.walk(ast.parse(source.read_text()))
                          if isinstance(node, ast.FunctionDef)}
-            assert name in functions, f"README names {path}::{name}, which does not exist"
+            assert name in functions, f"the install steps name {path}::{name}, which does not exist"
 
 
-def test_every_step_of_readmes_production_section_has_its_test():
+def test_every_install_step_has_its_test():
     """Install, SSO, clusters (kubeconfig and in-cluster), scaling, /metrics: each command block names the
     test that runs it, and the install-in-cluster steps are all there. No link leaves the repository."""
-    section = readme_production()
+    section = install_steps()
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     for block in blocks:
         assert re.search(r"^# tests/\S+\.py::\w+", block, re.M), f"a step without its test: {block}"
@@ -68,7 +68,7 @@ def test_every_step_of_readmes_production_section_has_its_test():
     for step in ("kubectl apply -k deploy/overlays/", "create secret generic gpu-console-oidc",
                  "cluster_add prod-east --kubeconfig", "cluster_add local --in-cluster",
                  "scale deployment/gpu-console-web", "/metrics"):
-        assert step in commands, f"README \"Production\" lacks the step {step!r}"
+        assert step in commands, f"the install steps lack {step!r}"
     for url in re.findall(r"https?://([^\s`)/:]+)", section):
-        assert url == "<host>" or url.endswith("example.com"), f"README \"Production\" links outside the repository: {url}"
+        assert url == "<host>" or url.endswith("example.com"), f"the install steps link outside the repository: {url}"
     assert "](http" not in section

@@ -20,7 +20,7 @@ WARM_UP = 12  # one minute
 
 
 def console_reasons(emu: KubeEmulator) -> dict[str, list[str]]:
-    """Not-ready reasons of every node as the console computes them (nodepools.kube, DOMAIN §3)."""
+    """Not-ready reasons of every node as the console computes them (nodepools.kube, docs/concepts.md#not-ready)."""
     pods = emu.list("pods")
     out = {}
     for node in emu.list("nodes"):
@@ -69,7 +69,7 @@ def test_chaos_keeps_three_to_six_demo_nodes_not_ready_for_an_hour_with_every_re
     assert min(counts) >= 3 and max(counts) <= 6, sorted(set(counts))
     assert 4 <= sum(counts) / len(counts) <= 5.5  # a steady state, not a drift to either bound
     assert set(FAULTS) <= faults
-    # ... and the console itself shows every reason a node can be not ready for (DOMAIN §3).
+    # ... and the console itself shows every reason a node can be not ready for (docs/concepts.md#not-ready).
     assert {
         kube.NodeReason.DISK_PRESSURE, kube.NodeReason.MEMORY_PRESSURE, kube.NodeReason.PID_PRESSURE,
         kube.NodeReason.NETWORK_UNAVAILABLE, kube.NodeReason.KUBELET_NOT_READY, kube.NodeReason.NODE_UNREACHABLE,

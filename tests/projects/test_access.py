@@ -1,4 +1,4 @@
-"""Each role sees and changes exactly its scope (DOMAIN §6), through the one choke point `restrict`."""
+"""Each role sees and changes exactly its scope (docs/concepts.md#roles), through the one choke point `restrict`."""
 import pytest
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError

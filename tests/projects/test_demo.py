@@ -1,4 +1,4 @@
-"""The demo organisation of seed 001, loaded idempotently, with one login per role."""
+"""The demo organisation (docs/getting-started.md#what-the-demo-is), loaded idempotently, with one login per role."""
 from decimal import Decimal
 from io import StringIO
 

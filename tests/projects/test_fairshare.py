@@ -1,4 +1,4 @@
-"""Fair share of a pool's GPUs (DOMAIN §4): deserved first by rank, then idle GPUs by weight."""
+"""Fair share of a pool's GPUs (docs/concepts.md#over-quota): deserved first by rank, then idle GPUs by weight."""
 from decimal import Decimal as D
 
 from projects.fairshare import Claim, fair_shares, hierarchical_fair_shares

@@ -1,4 +1,4 @@
-"""Quota rules (DOMAIN §4): zero rows, validation, warnings versus errors, the non-preemptible floor,
+"""Quota rules (docs/concepts.md#quota): zero rows, validation, warnings versus errors, the non-preemptible floor,
 allocation, and edits that race."""
 import threading
 from decimal import Decimal

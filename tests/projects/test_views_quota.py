@@ -1,4 +1,4 @@
-"""The quota grid and its inline editor: rules of DOMAIN §4 shown in place, concurrent edits refused."""
+"""The quota grid and its inline editor: rules of docs/concepts.md#quota shown in place, concurrent edits refused."""
 import re
 
 import pytest

@@ -1,4 +1,4 @@
-"""Best-practice advice for a pool (seed 002): each piece present when its condition holds, absent otherwise."""
+"""Best-practice advice for a pool (docs/using/platform-admin.md#node-pools): each piece present when its condition holds, absent otherwise."""
 from __future__ import annotations
 
 from kubesim import make_node

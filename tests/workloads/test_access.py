@@ -1,4 +1,4 @@
-"""Who may submit to a pool (DOMAIN §6, OSMO's pool roles): open pools, pools listing departments,
+"""Who may submit to a pool (docs/concepts.md#roles, OSMO's pool roles): open pools, pools listing departments,
 projects or groups, maintenance, and who may change that (audited)."""
 from __future__ import annotations
 

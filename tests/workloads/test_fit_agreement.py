@@ -15,7 +15,7 @@ emulator); the controllers settle again, and the verdict is compared with the ou
   quota, a reason about nodes (`PodSchedulingErrors`) for capacity, others' over-quota use, or never fits.
 
 The test prints the agreement over every generated case, per verdict and per class of disagreement, and
-asserts at least 95 %. Classes of disagreement (README "Will it fit, and when?" says what each is):
+asserts at least 95 %. Classes of disagreement (docs/development/tests.md#the-dry-run-held-against-the-scheduler says what each is):
 
 - `fair-share-rounding`: KAI divides GPUs between queues in whole units (the remainder one unit at a time);
   the console's fair share is continuous, so at the edge of a queue's share one reclaims and the other not;

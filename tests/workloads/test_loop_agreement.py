@@ -16,7 +16,7 @@ is mirrored by the sync's own code (`nodepools.sync.mirror.Mirror`, every regist
 - **why waiting**: for every waiting workload, the category of the console's answer (`projects.waiting`,
   through `workloads.decisions`) against the category of KAI's own reason (its PodGroup's condition).
 
-Documented differences (the real KAI Scheduler decides so too; README "Held against the scheduler"):
+Documented differences (the real KAI Scheduler decides so too; docs/development/tests.md#held-against-the-scheduler):
 
 - `over-subscribed`: where the deserved quotas (each capped by what its owner asks) add up to more than there
   is to divide — the departments' to more than the pool, or a department's projects' to more than its fair
@@ -67,7 +67,7 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = examples(ci=500, default=100, env="CONSOLE_AGREEMENT_EXAMPLES")
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 CLASSES = ("train", "build-preemptible", "build", "inference")
-# Measured over 500 cases (README "Held against the scheduler"): fair share 99.7 % outright; categories 100 %
+# Measured over 500 cases (docs/development/tests.md#held-against-the-scheduler): fair share 99.7 % outright; categories 100 %
 # outright (96.0 % before the emulator wrote a reason for every waiting PodGroup in every cycle).
 FAIR_SHARE_THRESHOLD = 0.98  # agreeing or a documented difference
 FAIR_SHARE_RAW_THRESHOLD = 0.95  # agreeing outright (the rest: the documented differences the draw hits)

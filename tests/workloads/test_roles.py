@@ -1,4 +1,4 @@
-"""Who sees, submits and stops what (DOMAIN §6): every role of the test organisation against the
+"""Who sees, submits and stops what (docs/concepts.md#roles): every role of the test organisation against the
 workloads of rnd-a (where the project roles are) and ops-a (another department)."""
 from __future__ import annotations
 

@@ -250,7 +250,7 @@ def test_with_kueue_a_reclaimed_workload_says_by_whom_and_waiting_ones_their_pos
     lab.settle()
     # Beyond rnd-b's maximum (nominal 2 + borrowing limit 2): a limit; one more in line behind it. (A request
     # within the maximum but beyond what is left of it, Kueue words as the cohort's lack of quota: "insufficient
-    # unused quota"; the console says over its limit. README: a documented difference.)
+    # unused quota"; the console says over its limit. docs/development/tests.md: a documented difference.)
     lab.submit("sysadmin", org.rnd_b, "b-big", gpus=3, pods=2)
     lab.submit("sysadmin", org.rnd_b, "b-3", gpus=2)
     lab.settle()

@@ -1,4 +1,4 @@
-"""Load the example organisation of seed 001 ("Plan your Node-Pools deployment"), idempotently."""
+"""Load the example organisation of docs/getting-started.md#what-the-demo-is, idempotently."""
 from __future__ import annotations
 
 import os
