@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from kubesim import nvidia
 from kubesim.util import Obj, _gc_paused, _status_str, _timestamp
 
 _GPU = "nvidia.com/gpu"
@@ -151,6 +152,11 @@ def make_node(
     created: dt.datetime | str | None = None,
     annotations: Mapping[str, str] | None = None,
     allocatable: Mapping[str, str] | None = None,
+    mig_config: str | None = None,
+    mig_strategy: str | None = None,
+    gpu_replicas: int = 1,
+    sharing_strategy: str | None = None,
+    rename_shared: bool = False,
 ) -> Obj:
     """Build a realistic core/v1 Node (no uid/resourceVersion: the emulator assigns those).
 
@@ -161,6 +167,14 @@ def make_node(
     condition dicts (merged by type over the defaults).  Taints for
     unschedulable / not-ready / pressure are added as the node lifecycle
     controller would; ``taints`` adds more.
+
+    How the GPUs are exposed follows NVIDIA's device plugin and GPU feature discovery
+    (:func:`kubesim.nvidia.exposure`): whole (the default); ``mig_config`` (a MIG manager layout such as
+    ``all-1g.10gb`` or ``all-balanced``) with ``mig_strategy`` ``mixed`` (default: one
+    ``nvidia.com/mig-<profile>`` resource per profile, ``nvidia.com/gpu: 0``) or ``single``
+    (``nvidia.com/gpu`` counts the slices); ``gpu_replicas`` > 1 for time-slicing (or ``sharing_strategy``
+    ``mps``), ``rename_shared`` advertising ``nvidia.com/gpu.shared``. The physical GPUs stay noted in the
+    annotation :data:`kubesim.nvidia.HARDWARE_ANNOTATION` (the MIG manager republishes from it).
     """
     ts = _timestamp(created)
     node_labels: dict[str, str] = {
@@ -183,21 +197,18 @@ def make_node(
         "memory": str(memory),
         "pods": "110",
     }
+    hardware: dict[str, str] = {}
     if gpus > 0:
         product = gpu_product or DEFAULT_GPU_PRODUCT
         mem = gpu_memory_mib if gpu_memory_mib is not None else _GPU_PRODUCTS.get(product, (0, ""))[0]
-        node_labels.update(
-            {
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.product": product,
-                "nvidia.com/gpu.count": str(gpus),
-                "nvidia.com/gpu.family": _gpu_family(product),
-                "nvidia.com/gpu.replicas": "1",
-            }
-        )
-        if mem:
-            node_labels["nvidia.com/gpu.memory"] = str(mem)
-        capacity["nvidia.com/gpu"] = str(gpus)
+        family = _gpu_family(product)
+        gpu_labels, gpu_resources = nvidia.exposure(
+            gpus=gpus, product=product, memory_mib=mem, family=family, mig_config=mig_config,
+            mig_strategy=mig_strategy, replicas=gpu_replicas, sharing_strategy=sharing_strategy,
+            rename_shared=rename_shared)
+        node_labels.update(gpu_labels)
+        capacity.update(gpu_resources)
+        hardware[nvidia.HARDWARE_ANNOTATION] = nvidia.hardware_note(gpus, product, mem, family)
     node_labels.update(labels or {})
     alloc = dict(capacity)
     alloc["ephemeral-storage"] = "989560464Ki"
@@ -228,6 +239,7 @@ def make_node(
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                **hardware,
                 **(annotations or {}),
             },
             "creationTimestamp": ts,
