@@ -209,6 +209,8 @@ def make_node(
         node_labels.update(gpu_labels)
         capacity.update(gpu_resources)
         hardware[nvidia.HARDWARE_ANNOTATION] = nvidia.hardware_note(gpus, product, mem, family)
+        if nvidia.layouts_for(product):
+            hardware[nvidia.APPLIED_ANNOTATION] = mig_config or nvidia.DISABLED
     node_labels.update(labels or {})
     alloc = dict(capacity)
     alloc["ephemeral-storage"] = "989560464Ki"

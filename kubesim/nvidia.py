@@ -199,6 +199,10 @@ def is_exposure_resource(name: str) -> bool:
 HARDWARE_ANNOTATION = "emulator.gpu-capacity.io/gpu-hardware"
 
 
+#: What the emulator notes of the geometry the MIG manager applied last (a real node's is in its GPUs).
+APPLIED_ANNOTATION = "emulator.gpu-capacity.io/mig-config-applied"
+
+
 def hardware_note(gpus: int, product: str, memory_mib: int, family: str) -> str:
     return f"{gpus}/{product}/{memory_mib}/{family}"
 
