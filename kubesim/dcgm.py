@@ -44,7 +44,7 @@ import orjson
 
 from kube import requests as kube_requests
 from kube.quantity import QuantityError, parse_quantity
-from kubesim import nvidia
+import kubesim.nvidia as nvidia
 from kubesim.reports import unreadable
 from kubesim.util import Obj
 

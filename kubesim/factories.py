@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kubesim import nvidia
+import kubesim.nvidia as nvidia
 from kubesim.util import Obj, _gc_paused, _status_str, _timestamp
 
 _GPU = "nvidia.com/gpu"

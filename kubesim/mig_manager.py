@@ -29,17 +29,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube import gpu as kgpu
 from kube import requests as kube_requests
 from kube.quantity import QuantityError
-from kubesim import nvidia
+import kubesim.nvidia as nvidia
 from kubesim.errors import ApiError
 from kubesim.resources import NODES, PODS
 from kubesim.util import Obj
 
 APPLIED_ANNOTATION = nvidia.APPLIED_ANNOTATION
 COMPONENT = "nvidia-mig-manager"
-KAI_SHARING_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
-KAI_RESERVATION_NAMESPACE = "kai-resource-reservation"
+KAI_SHARING_ANNOTATIONS = (kgpu.ANNOTATION_GPU_FRACTION, kgpu.ANNOTATION_GPU_MEMORY)
+KAI_RESERVATION_NAMESPACE = kgpu.RESERVATION_NAMESPACE
 
 
 def uses_gpu(pod: Obj) -> bool:

@@ -23,36 +23,35 @@ Written from NVIDIA's own documentation:
   slices per GPU depend on the GPU model; the manager reports ``nvidia.com/mig.config.state``
   (``pkg/mig/reconfigure/reconfigure.go``: ``pending``, ``rebooting``, ``success``, ``failed``).
 
-A100/H100/H200 GPUs have 7 compute slices (a ``<g>g`` profile takes g of them).
+A100/H100/H200 GPUs have 7 compute slices (a ``<g>g`` profile takes g of them). The names and their
+reading come from :mod:`kube.gpu`; the layouts and the publishing are the emulator's hardware.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from kube import gpu as kgpu
 
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-COUNT_LABEL = "nvidia.com/gpu.count"
-MEMORY_LABEL = "nvidia.com/gpu.memory"
-FAMILY_LABEL = "nvidia.com/gpu.family"
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
-PRESENT_LABEL = "nvidia.com/gpu.present"
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
-MIG_STATES = ("pending", "rebooting", "success", "failed")
-SHARED_SUFFIX = "-SHARED"
-SHARING_STRATEGIES = ("none", "time-slicing", "mps")
-MIG_STRATEGIES = ("none", "single", "mixed")
-COMPUTE_SLICES = 7
+# The names are the console's and the emulator's one vocabulary (kube.gpu, taken from the same docs).
+GPU = kgpu.GPU_RESOURCE
+GPU_SHARED = kgpu.GPU_SHARED_RESOURCE
+MIG_RESOURCE_PREFIX = kgpu.MIG_RESOURCE_PREFIX
+PRODUCT_LABEL = kgpu.LABEL_GPU_PRODUCT
+COUNT_LABEL = kgpu.LABEL_GPU_COUNT
+MEMORY_LABEL = kgpu.LABEL_GPU_MEMORY
+FAMILY_LABEL = kgpu.LABEL_GPU_FAMILY
+REPLICAS_LABEL = kgpu.LABEL_GPU_REPLICAS
+SHARING_STRATEGY_LABEL = kgpu.LABEL_SHARING_STRATEGY
+PRESENT_LABEL = kgpu.LABEL_GPU_PRESENT
+MIG_STRATEGY_LABEL = kgpu.LABEL_MIG_STRATEGY
+MIG_CAPABLE_LABEL = kgpu.LABEL_MIG_CAPABLE
+MPS_CAPABLE_LABEL = kgpu.LABEL_MPS_CAPABLE
+MIG_CONFIG_LABEL = kgpu.LABEL_MIG_CONFIG
+MIG_CONFIG_STATE_LABEL = kgpu.LABEL_MIG_CONFIG_STATE
+MIG_STATES = kgpu.MIG_CONFIG_STATES
+SHARED_SUFFIX = kgpu.SHARED_SUFFIX
+SHARING_STRATEGIES = (kgpu.SHARING_NONE, kgpu.SHARING_TIME_SLICING, kgpu.SHARING_MPS)
+MIG_STRATEGIES = (kgpu.MIG_STRATEGY_NONE, kgpu.MIG_STRATEGY_SINGLE, kgpu.MIG_STRATEGY_MIXED)
 #: Streaming multiprocessors of one compute slice (A100: 14; H100/H200: 16, 132 for the whole GPU).
 _SMS_PER_SLICE = {"ampere": 14, "hopper": 16, "blackwell": 18}
-_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
 
 # Per GPU memory class (GFD's product names), the MIG manager's layouts: name -> {profile: per GPU}.
 _A100_80 = {
@@ -79,19 +78,17 @@ DISABLED = "all-disabled"
 
 
 def parse_profile(profile: str) -> tuple[int, int] | None:
-    """``3g.40gb`` -> (3 compute slices, 40 GB); None when it is no MIG profile name."""
-    found = _PROFILE.match(profile or "")
-    return (int(found.group(1)), int(found.group(2))) if found else None
+    """``3g.40gb`` -> (3 GPU-instance slices, 40 GB) (kube.gpu.parse_mig_profile); None when it is none."""
+    parsed = kgpu.parse_mig_profile(profile)
+    return (parsed.gpu_slices, parsed.memory_gb) if parsed else None
 
 
-def mig_resource(profile: str) -> str:
-    """The extended resource of a profile in the mixed strategy: ``nvidia.com/mig-3g.40gb``."""
-    return MIG_RESOURCE_PREFIX + profile
+mig_resource = kgpu.mig_resource  # ``3g.40gb`` -> ``nvidia.com/mig-3g.40gb``
 
 
 def profile_memory_mib(profile: str) -> int:
     parsed = parse_profile(profile)
-    return parsed[1] * 1024 if parsed else 0
+    return parsed[1] * kgpu.MIB_PER_GB if parsed else 0
 
 
 def layouts_for(product: str) -> dict[str, dict[str, int]]:
@@ -190,8 +187,7 @@ def is_exposure_label(key: str) -> bool:
                            "nvidia.com/mig.capable", "nvidia.com/mps.capable"))
 
 
-def is_exposure_resource(name: str) -> bool:
-    return name in (GPU, GPU_SHARED) or name.startswith(MIG_RESOURCE_PREFIX)
+is_exposure_resource = kgpu.is_gpu_resource  # nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>
 
 
 #: The emulator's own note of the hardware (a real node's is the hardware itself): ``<gpus>/<product>/

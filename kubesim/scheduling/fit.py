@@ -34,18 +34,20 @@ from typing import Any
 
 import orjson
 
+from kube import gpu as kgpu
+from kube import wellknown
 from kube.labels import pod_matches_node, preferred_node_affinity_score
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import pod_requests
 from kube.taints import first_untolerated_taint, tolerations_tolerate, untolerated_taints
 
-GPU = "nvidia.com/gpu"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU = kgpu.GPU_RESOURCE
+GPU_MEMORY_LABEL = kgpu.LABEL_GPU_MEMORY
 # KAI's GPU sharing (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md; pkg/common/constants/constants.go).
-GPU_FRACTION_ANNOTATION = "gpu-fraction"
-GPU_MEMORY_ANNOTATION = "gpu-memory"
-GPU_GROUP_LABEL = "runai-gpu-group"
-KAI_SCHEDULER = "kai-scheduler"
+GPU_FRACTION_ANNOTATION = kgpu.ANNOTATION_GPU_FRACTION
+GPU_MEMORY_ANNOTATION = kgpu.ANNOTATION_GPU_MEMORY
+GPU_GROUP_LABEL = kgpu.GPU_GROUP_LABEL
+KAI_SCHEDULER = wellknown.KAI_SCHEDULER_NAME
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"

@@ -100,8 +100,9 @@ from typing import Any
 
 from kubesim.scheduling import kai_share as ks
 import hashlib
-import re
 import uuid
+
+from kube import gpu as kgpu
 
 from kubesim.scheduling.fit import (CPU, GPU, MEMORY, Cluster, NodeInfo, PodInfo, kai_resource_reason,
                                     resource_reasons, usage)
@@ -126,17 +127,16 @@ RESOURCES_WERE_NOT_FOUND = "no nodes with enough resources were found"
 DEFAULT_PODGROUP_ERROR = "Unable to schedule podgroup"
 POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 MESSAGE_SEPARATOR = ". \n"  # how KAI joins the reasons of a histogram
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_RESOURCE_PREFIX = kgpu.MIG_RESOURCE_PREFIX
+MIG_STRATEGY_LABEL = kgpu.LABEL_MIG_STRATEGY
 # GPU sharing (docs/gpu-sharing/README.md; pkg/common/constants/constants.go; the binder's
 # pkg/binder/binding/resourcereservation/resource_reservation.go): the reservation pods live here, one per
 # shared GPU, named gpu-reservation-<hash of node/group>, labelled app=kai-resource-reservation and with the
 # group; the sharers carry the group label.
-RESERVATION_NAMESPACE = "kai-resource-reservation"
-RESERVATION_APP = "kai-resource-reservation"
+RESERVATION_NAMESPACE = kgpu.RESERVATION_NAMESPACE
+RESERVATION_APP = "kai-resource-reservation"  # global_config.go ResourceReservationAppLabelValue
 RESERVATION_POD_PREFIX = "gpu-reservation"
-GPU_GROUP_LABEL = "runai-gpu-group"
+GPU_GROUP_LABEL = kgpu.GPU_GROUP_LABEL
 GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
 
@@ -314,8 +314,10 @@ def mig_gpus(name: str) -> int:
     """The GPUs KAI counts for one device of a MIG resource: its compute slices, ``nvidia.com/mig-3g.40gb`` -> 3
     (pkg/scheduler/api/common_info/resources/mig.go ExtractGpuAndMemoryFromMigResourceName, used by
     resource_info/gpu_resource_requirment.go GetGpusQuota); 0 for any other resource."""
-    found = _MIG_RESOURCE.match(name)
-    return int(found.group(1)) if found else 0
+    if not name.startswith(MIG_RESOURCE_PREFIX):
+        return 0
+    parsed = kgpu.parse_mig_profile(name)
+    return parsed.gpu_slices if parsed else 0
 
 
 def kai_amounts(requests: Mapping[str, float]) -> dict[str, float]:
