@@ -71,6 +71,19 @@ class MigManagerMixin:
             state = self._mig_manager_state = {"seen": None, "nodes": {}}
         return state
 
+    def set_mig_manager(self, seconds: tuple[float, float] | list[float] | None = None,
+                        reboot: bool | None = None) -> dict[str, Any]:
+        """Set how long a new layout takes (apply, reboot) and whether a MIG mode change reboots (also
+        ``POST /_emulator/set_mig_manager``); returns the settings."""
+        if seconds is not None:
+            apply, reboot_seconds = (float(v) for v in seconds)
+            if apply < 0 or reboot_seconds < 0:
+                raise ApiError(400, "set_mig_manager: seconds must be >= 0", "BadRequest")
+            self.mig_manager_seconds = (apply, reboot_seconds)
+        if reboot is not None:
+            self.mig_manager_reboot = bool(reboot)
+        return {"seconds": list(self.mig_manager_seconds), "reboot": self.mig_manager_reboot}
+
     def mig_manager_step(self) -> list[str]:
         """Move every node's MIG reconfiguration on as the manager would now; returns what happened."""
         state = self._mig_state()

@@ -222,3 +222,58 @@ def test_an_unknown_layout_fails_and_changes_nothing(manual_sim: KubeEmulator, m
     assert node.metadata.labels["nvidia.com/mig.config.state"] == "failed"
     assert gpu_resources(node) == MIXED_BALANCED
     assert core.read_namespaced_pod("inference", "ml").metadata.deletion_timestamp is None
+
+
+def control(sim: KubeEmulator, op: str, **body) -> object:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(f"{sim.url}/_emulator/{op}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"null")["result"]
+
+
+def test_over_the_control_surface_a_shared_node_is_made_and_the_mig_manager_is_timed(manual_sim: KubeEmulator,
+                                                                                      manual_api) -> None:
+    emu = manual_sim
+    control(emu, "add_node", make={"name": "a100", "gpus": 4, "gpu_replicas": 2})
+    assert gpu_resources(read_node(manual_api, "a100")) == {"nvidia.com/gpu": "8"}
+    assert control(emu, "set_mig_manager", seconds=[5, 0]) == {"seconds": [5.0, 0.0], "reboot": False}
+    client.CoreV1Api(manual_api).patch_node("a100", {"metadata": {"labels": {"nvidia.com/mig.config": "all-2g.20gb"}}})
+    control(emu, "tick")
+    control(emu, "advance_clock", seconds=5)
+    control(emu, "tick")
+    node = read_node(manual_api, "a100")
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    # The GPUs are cut now: no replicas any more, 3 × 2g.20gb per GPU.
+    assert gpu_resources(node) == {"nvidia.com/gpu": "0", "nvidia.com/mig-2g.20gb": "12"}
+    assert node.metadata.labels["nvidia.com/gpu.replicas"] == "1"
+    assert "-SHARED" not in node.metadata.labels["nvidia.com/gpu.product"]
+
+
+def test_the_shared_fleet_has_mig_and_time_sliced_pools_whose_pods_never_overcommit() -> None:
+    from collections import Counter
+
+    from kube import requests as kube_requests
+    from kubesim import generate_cluster
+
+    nodes, pods = generate_cluster(18, 600, seed=1, shared=True)
+    pools = Counter(n["metadata"]["labels"]["karpenter.sh/nodepool"] for n in nodes)
+    assert {"a100-mig", "h100-mig", "l4-shared"} <= set(pools)
+    mig = next(n for n in nodes if n["metadata"]["labels"]["karpenter.sh/nodepool"] == "a100-mig")
+    assert {k: v for k, v in mig["status"]["allocatable"].items() if k.startswith("nvidia.com/")} == MIXED_BALANCED
+    held: dict[tuple[str, str], int] = Counter()
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node and pod["status"]["phase"] == "Running":
+            for name, value in kube_requests.pod_requests(pod).items():
+                if name.startswith("nvidia.com/"):
+                    held[(node, name)] += int(value)
+    allocatable = {(n["metadata"]["name"], k): int(v) for n in nodes for k, v in n["status"]["allocatable"].items()
+                   if k.startswith("nvidia.com/")}
+    assert any(name.startswith("nvidia.com/mig-") for _, name in held)
+    assert all(count <= allocatable.get(key, 0) for key, count in held.items())
+    # Without shared=True the fleet is the one it always was: six pools of whole GPUs.
+    plain, _ = generate_cluster(18, 10, seed=1)
+    assert len({n["metadata"]["labels"]["karpenter.sh/nodepool"] for n in plain}) == 6
