@@ -531,7 +531,9 @@ class Placement:
 
     def _cpu_key(self, i: int) -> tuple:
         node = self.cluster.nodes[i]
-        has_gpu = 1 if node.allocatable.get(GPU, 0.0) > 0 else 0
+        # resourcetype.go: a node with GPUs (whole or MIG: node_info.go IsCPUOnlyNode) after the CPU-only ones.
+        has_gpu = 1 if node.allocatable.get(GPU, 0.0) > 0 or any(
+            name.startswith(MIG_RESOURCE_PREFIX) and value > 0 for name, value in node.allocatable.items()) else 0
         free = self.cluster.free[i].get(CPU, 0.0)
         if self.cpu_spread:
             capacity = node.allocatable.get(CPU, 0.0)

@@ -189,3 +189,13 @@ def test_kai_places_mig_pods_and_counts_their_compute_slices(manual_sim: KubeEmu
     # KAI's quota counts a MIG device by its compute slices (GetGpusQuota): 1 + 1 + 3.
     assert queue_status(api, "team")["allocated"]["nvidia.com/gpu"] == "5"
     assert reservations(api) == []
+
+
+def test_a_cpu_only_pod_goes_to_a_cpu_node_before_a_mig_node(manual_sim: KubeEmulator, manual_api) -> None:
+    emu, api = manual_sim, manual_api
+    emu.add_node(make_node("a-mig", gpus=8, mig_config="all-balanced"))  # first by name, no nvidia.com/gpu
+    emu.add_node(make_node("z-cpu"))
+    queue(api, "team", 1)
+    sharing_pod(api, "web", fraction=None)
+    settle(emu)
+    assert pods(api)["web"].spec.node_name == "z-cpu"
