@@ -105,12 +105,16 @@ class MigManagerMixin:
             applied = (md.get("annotations") or {}).get(APPLIED_ANNOTATION) or nvidia.DISABLED
             current = labels.get(nvidia.MIG_CONFIG_STATE_LABEL)
             progress = state["nodes"].get(name)
+            restarted = False
             if progress is not None and progress["config"] != wanted:
                 del state["nodes"][name]  # the label moved again: start over
-                progress = None
+                progress, restarted = None, True
             if progress is None:
                 if wanted == applied:
-                    if current != "success":
+                    if restarted:  # back to what the GPUs have: the device plugin publishes it again
+                        self._mig_apply(name, wanted, hardware)
+                        done.append(f"mig-manager: {name} {wanted} kept")
+                    elif current != "success":
                         self._mig_label(name, "success")
                     continue
                 if nvidia.layout(hardware[1], wanted) is None:

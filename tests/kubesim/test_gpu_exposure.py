@@ -277,3 +277,20 @@ def test_the_shared_fleet_has_mig_and_time_sliced_pools_whose_pods_never_overcom
     # Without shared=True the fleet is the one it always was: six pools of whole GPUs.
     plain, _ = generate_cluster(18, 10, seed=1)
     assert len({n["metadata"]["labels"]["karpenter.sh/nodepool"] for n in plain}) == 6
+
+
+def test_a_layout_asked_back_while_pending_keeps_the_gpus_as_they_are(manual_sim: KubeEmulator, manual_api) -> None:
+    emu = manual_sim
+    emu.add_node(make_node("a100", gpus=8, mig_config="all-balanced"))
+    core = client.CoreV1Api(manual_api)
+    core.patch_node("a100", {"metadata": {"labels": {"nvidia.com/mig.config": "all-7g.80gb"}}})
+    emu.tick()
+    assert read_node(manual_api, "a100").metadata.labels["nvidia.com/mig.config.state"] == "pending"
+    core.patch_node("a100", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}})
+    emu.tick()
+    node = read_node(manual_api, "a100")
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    assert gpu_resources(node) == MIXED_BALANCED
+    emu.clock.advance(60)
+    emu.tick()
+    assert gpu_resources(read_node(manual_api, "a100")) == MIXED_BALANCED
