@@ -17,7 +17,8 @@ instance is a series of its own, labelled as its GPU plus ``GPU_I_PROFILE`` (the
 applied (:mod:`kubesim.nvidia`) are held by the pods asking ``nvidia.com/mig-<profile>`` (mixed) or
 ``nvidia.com/gpu`` (single) in order. A time-sliced or MPS GPU is one device whose replicas its pods
 share (its utilization the sum of theirs, labelled with the first); a KAI shared GPU is held by its
-reservation pod, as the kubelet's pod-resources report it.
+reservation pod, as the kubelet's pod-resources report it (the device plugin gave the device to it), its
+utilization and memory those of the pods of its ``runai-gpu-group``.
 
 Values follow the emulated workloads, deterministically: the Running pods of a node get its devices
 in order (oldest pod first, then namespace and name), as many as they request ``nvidia.com/gpu``
@@ -42,9 +43,10 @@ from typing import Any
 
 import orjson
 
+import kubesim.nvidia as nvidia
+from kube import gpu as kgpu
 from kube import requests as kube_requests
 from kube.quantity import QuantityError, parse_quantity
-import kubesim.nvidia as nvidia
 from kubesim.reports import unreadable
 from kubesim.util import Obj
 
@@ -181,11 +183,16 @@ def devices(nodes: list[Obj], pods: list[Obj],
     any_exporter = False
     by_node: dict[str, list[Obj]] = defaultdict(list)
     held: dict[int, dict[str, int]] = {}
+    sharers: dict[str, list[Obj]] = defaultdict(list)  # KAI GPU group -> its running fraction pods
     for pod in pods:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         node = spec.get("nodeName")
         if not node or status.get("phase") != "Running":
             continue
+        pod_md = pod.get("metadata") or {}
+        group = (pod_md.get("labels") or {}).get(kgpu.GPU_GROUP_LABEL)
+        if group and pod_md.get("namespace") != kgpu.RESERVATION_NAMESPACE:
+            sharers[group].append(pod)
         if ((pod.get("metadata") or {}).get("labels") or {}).get("app") == EXPORTER_APP:
             any_exporter = True
             exporter_nodes.add(node)
@@ -235,9 +242,15 @@ def devices(nodes: list[Obj], pods: list[Obj],
                                    "namespace": "", "pod": "", "container": "", "mig_profile": profile,
                                    "gpu_instance": instance if profile else None}
             if pod is not None:
-                util = min(100.0, sum(pod_utilization(p) for p in sharing))
+                pod_md = pod.get("metadata") or {}
+                if pod_md.get("namespace") == kgpu.RESERVATION_NAMESPACE:
+                    # A KAI shared GPU: the reservation pod holds it; what runs on it is its sharers' work.
+                    working = sharers.get((pod_md.get("labels") or {}).get(kgpu.GPU_GROUP_LABEL, ""), [])
+                else:
+                    working = sharing
+                util = min(100.0, sum(pod_utilization(p) for p in working))
                 dev.update(utilization=util, fb_used=min(size, sum(pod_memory_used(p, size, pod_utilization(p))
-                                                                   for p in sharing)),
+                                                                   for p in working)),
                            namespace=pod["metadata"].get("namespace") or "", pod=pod["metadata"].get("name") or "",
                            container=_gpu_container(pod))
             pairs = [("gpu", str(index)), ("UUID", dev["uuid"]), ("pci_bus_id", f"00000000:{0x10 + index:02X}:00.0"),

@@ -60,3 +60,29 @@ def test_a_whole_gpu_has_no_mig_labels_and_a_time_sliced_node_exports_its_physic
     sliced = {s["gpu"]: (s.get("pod"), value) for s, value in util if s["Hostname"] == "sliced"}
     # 2 physical GPUs, not 8 replicas: the first four notebooks share GPU 0, the fifth is on GPU 1.
     assert sliced == {"0": ("notebook-0", 40.0), "1": ("notebook-4", 10.0)}
+
+
+def test_a_kai_shared_gpu_is_held_by_its_reservation_pod_and_busy_with_its_sharers_work(manual_sim: KubeEmulator,
+                                                                                       manual_api) -> None:
+    from kubernetes import client
+
+    emu = manual_sim
+    emu.add_node(make_node("gpu-1", gpus=2))
+    client.CustomObjectsApi(manual_api).create_cluster_custom_object("scheduling.run.ai", "v2", "queues", {
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team"},
+        "spec": {"resources": {"gpu": {"quota": 1, "limit": -1}, "cpu": {"quota": -1, "limit": -1},
+                               "memory": {"quota": -1, "limit": -1}}}})
+    for name, busy in (("notebook-a", "30"), ("notebook-b", "25")):
+        client.CoreV1Api(manual_api).create_namespaced_pod("ml", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": "team"},
+                         "annotations": {"gpu-fraction": "0.5", "emulator.gpu-capacity.io/gpu-utilization": busy}},
+            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "lab", "image": "jupyter"}]}})
+    for _ in range(3):
+        emu.tick()
+        emu.clock.advance(1)
+    util = {s["gpu"]: (s.get("namespace"), s.get("pod", ""), value) for s, value in samples(emu, "DCGM_FI_DEV_GPU_UTIL")}
+    namespace, pod, value = util["0"]
+    assert namespace == "kai-resource-reservation" and pod.startswith("gpu-reservation-")
+    assert value == 55.0  # 30 % + 25 % of the two halves
+    assert util["1"] == (None, "", 0.0)  # the other GPU: nobody's
