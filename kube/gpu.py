@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from math import ceil, floor
@@ -65,7 +65,8 @@ __all__ = [
     "LABEL_MIG_CONFIG_STATE", "LABEL_MIG_STRATEGY", "LABEL_SHARING_STRATEGY", "MigProfile", "MigSlices",
     "NodeGpus", "PLACES", "RESERVATION_NAMESPACE", "GPU_GROUP_LABEL", "compute_slices", "is_gpu_resource",
     "is_reservation_pod", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
-    "pod_gpu_demand", "to_decimal",
+    "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
+    "request_record", "request_from_record", "to_decimal",
 ]
 
 PLACES = 3
@@ -134,8 +135,12 @@ def to_decimal(value: Fraction | Decimal | int) -> Decimal:
     return Decimal(value).quantize(_QUANTUM, ROUND_HALF_EVEN)
 
 
-def _fraction(value: Decimal | int | Fraction) -> Fraction:
-    return value if isinstance(value, Fraction) else Fraction(value)
+def fraction_of(value: Any) -> Fraction:
+    """A stored share (`"1/7"`, `"0.5"`, a number) as a Fraction; 0 when it is none."""
+    try:
+        return value if isinstance(value, Fraction) else Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        return Fraction(0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -460,6 +465,7 @@ class GpuDemand:
     kind: str = "none"
     devices: int = 0  # nvidia.com/gpu or nvidia.com/gpu.shared units asked
     mig: Mapping[str, int] = field(default_factory=dict)  # profile -> slices
+    resources: Mapping[str, int] = field(default_factory=dict)  # GPU extended resources asked, by name
     fraction: Fraction | None = None  # per device
     fraction_devices: int = 0
     memory_mib: int | None = None
@@ -527,36 +533,30 @@ def pod_gpu_demand(pod: Mapping[str, Any], node: NodeGpus | None = None, *,
     `requests` may pass the pod's effective requests when already computed. Raises QuantityError for a
     malformed quantity (as `kube.requests.pod_requests` does); a malformed annotation counts as nothing and
     is named in `error`."""
+    return demand_on(pod_gpu_request(pod, requests=requests), node, gpu_memory_mib=gpu_memory_mib)
+
+
+def pod_gpu_request(pod: Mapping[str, Any], *, requests: Mapping[str, Decimal] | None = None) -> GpuDemand:
+    """What a pod asks of GPUs, whatever node it lands on (`equivalents` as on a whole-GPU node of unknown
+    memory); `demand_on` prices it on a node."""
     if is_reservation_pod(pod):
         return GpuDemand(kind="reservation")
     amounts = requests if requests is not None else pod_requests(pod)
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    model = node.product if node is not None else ""
-    total = Fraction(0)
+    resources: dict[str, int] = {}
     mig: dict[str, int] = {}
     for name, amount in amounts.items():
-        if amount and is_mig_resource(name):
-            profile = parse_mig_profile(name)
-            count = _whole(amount)
-            mig[profile.name] = mig.get(profile.name, 0) + count
-            unit = node.unit(name) if node is not None else None
-            total += count * (unit if unit is not None else mig_profile_share(profile, model))
-    devices = 0
-    kind = "mig" if mig else "none"
-    for name in (GPU_RESOURCE, GPU_SHARED_RESOURCE):
-        count = _whole(amounts.get(name))
-        if not count:
+        if not amount:
             continue
-        devices += count
-        unit = node.unit(name) if node is not None else None
-        if unit is None:
-            unit = Fraction(1)
-        total += count * unit
-        if kind == "none":
-            kind = "whole" if unit == 1 else "replica"
-    if devices or mig:
-        return GpuDemand(kind=kind, devices=devices, mig=mig, equivalents=total)
-
+        if is_mig_resource(name):
+            profile = parse_mig_profile(name)
+            mig[profile.name] = mig.get(profile.name, 0) + _whole(amount)
+            resources[name] = _whole(amount)
+        elif name in (GPU_RESOURCE, GPU_SHARED_RESOURCE) and _whole(amount):
+            resources[name] = _whole(amount)
+    if resources:
+        devices = resources.get(GPU_RESOURCE, 0) + resources.get(GPU_SHARED_RESOURCE, 0)
+        return demand_on(GpuDemand(kind="mig" if mig else "whole", devices=devices, mig=mig, resources=resources))
     errors = fraction_errors(annotations)
     error = "; ".join(f"{key}: {text}" for key, text in errors.items())
     if ANNOTATION_GPU_FRACTION in annotations and ANNOTATION_GPU_FRACTION not in errors:
@@ -568,18 +568,124 @@ def pod_gpu_demand(pod: Mapping[str, Any], node: NodeGpus | None = None, *,
                          error=error)
     if ANNOTATION_GPU_MEMORY in annotations and ANNOTATION_GPU_MEMORY not in errors:
         mib = int(str(annotations[ANNOTATION_GPU_MEMORY]).strip())
-        per_gpu = (node.memory_mib if node is not None and node.memory_mib else None) or gpu_memory_mib
-        share = min(Fraction(1), Fraction(mib, per_gpu)) if per_gpu else GPU_MEMORY_DEFAULT_SHARE
-        return GpuDemand(kind="memory", memory_mib=mib, fraction_devices=1, equivalents=share, error=error)
+        return GpuDemand(kind="memory", memory_mib=mib, fraction_devices=1, equivalents=GPU_MEMORY_DEFAULT_SHARE,
+                         error=error)
     return GpuDemand(error=error)
+
+
+def demand_on(demand: GpuDemand, node: NodeGpus | None = None, *, gpu_memory_mib: int | None = None) -> GpuDemand:
+    """`demand` priced in GPU-equivalents on `node` (None: a whole-GPU node; `gpu_memory_mib` for a
+    `gpu-memory` request when no node is known)."""
+    if demand.kind in ("none", "reservation", "fraction"):
+        return demand
+    if demand.kind == "memory":
+        per_gpu = (node.memory_mib if node is not None and node.memory_mib else None) or gpu_memory_mib
+        share = min(Fraction(1), Fraction(demand.memory_mib, per_gpu)) if per_gpu else GPU_MEMORY_DEFAULT_SHARE
+        return replace(demand, equivalents=share)
+    model = node.product if node is not None else ""
+    total = Fraction(0)
+    kind = "mig" if demand.mig else "whole"
+    for name, count in demand.resources.items():
+        unit = node.unit(name) if node is not None else None
+        if unit is None:
+            unit = mig_profile_share(name, model) if is_mig_resource(name) else Fraction(1)
+        elif name in (GPU_RESOURCE, GPU_SHARED_RESOURCE) and unit != 1 and not demand.mig:
+            kind = "replica"
+        total += count * unit
+    return replace(demand, kind=kind, equivalents=total)
+
+
+# ---------------------------------------------------------------------------------------------------
+# As stored (JSON): a node's sharing and a pod's request
+
+def _text(value: Fraction) -> str:
+    return str(value)
+
+
+def sharing_record(inv: NodeGpus) -> dict[str, Any]:
+    """A node's inventory as a JSON-able dict (what the console stores of how a node shares its GPUs)."""
+    if inv.exposure == NONE:
+        return {}
+    record: dict[str, Any] = {"exposure": inv.exposure, "physical": inv.physical, "replicas": inv.replicas,
+                              "allocatable": _text(inv.allocatable),
+                              "units": {name: _text(unit) for name, unit in inv.units.items()}}
+    for key in ("sharing_strategy", "mig_strategy", "mig_config", "mig_config_state"):
+        if getattr(inv, key):
+            record[key] = getattr(inv, key)
+    if inv.slices:
+        record["slices"] = [{"profile": s.profile, "resource": s.resource, "capacity": s.capacity,
+                             "allocatable": s.allocatable, "memory_mib": s.memory_mib, "share": _text(s.share)}
+                            for s in inv.slices]
+    return record
+
+
+def node_from_record(record: Mapping[str, Any] | None, *, product: str = "", memory_mib: int | None = None,
+                     physical: int = 0) -> NodeGpus:
+    """`sharing_record`'s dict back to a NodeGpus (enough to price a pod's demand on the node)."""
+    record = record or {}
+    if not record:
+        units = {GPU_RESOURCE: Fraction(1)} if physical else {}
+        return NodeGpus(product=product, exposure=WHOLE if physical else NONE, physical=physical,
+                        memory_mib=memory_mib, allocatable=Fraction(physical), units=units)
+    try:
+        units = {str(k): Fraction(str(v)) for k, v in (record.get("units") or {}).items()}
+        slices = tuple(MigSlices(profile=str(s["profile"]), resource=str(s["resource"]), capacity=int(s["capacity"]),
+                                 allocatable=int(s["allocatable"]), memory_mib=s.get("memory_mib"),
+                                 share=Fraction(str(s["share"]))) for s in record.get("slices") or ())
+        allocatable = Fraction(str(record.get("allocatable", "0")))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        units, slices, allocatable = {GPU_RESOURCE: Fraction(1)}, (), Fraction(physical)
+    return NodeGpus(product=product, exposure=str(record.get("exposure") or WHOLE),
+                    physical=int(record.get("physical") or physical), memory_mib=memory_mib,
+                    replicas=int(record.get("replicas") or 1), sharing_strategy=str(record.get("sharing_strategy", "")),
+                    mig_strategy=str(record.get("mig_strategy", "")), mig_config=str(record.get("mig_config", "")),
+                    mig_config_state=str(record.get("mig_config_state", "")), slices=slices,
+                    allocatable=allocatable, units=units)
+
+
+def request_record(demand: GpuDemand) -> dict[str, Any]:
+    """A pod's node-independent demand (`pod_gpu_request`) as a JSON-able dict; {} for none."""
+    if demand.kind == "none" and not demand.error:
+        return {}
+    record: dict[str, Any] = {"kind": demand.kind}
+    if demand.resources:
+        record["resources"] = dict(demand.resources)
+    if demand.fraction is not None:
+        record["fraction"] = _text(demand.fraction)
+        record["devices"] = demand.fraction_devices
+    if demand.memory_mib is not None:
+        record["memory_mib"] = demand.memory_mib
+    if demand.error:
+        record["error"] = demand.error
+    return record
+
+
+def request_from_record(record: Mapping[str, Any] | None) -> GpuDemand:
+    """`request_record`'s dict back to a GpuDemand (node-independent)."""
+    record = record or {}
+    kind = str(record.get("kind") or "none")
+    try:
+        resources = {str(k): int(v) for k, v in (record.get("resources") or {}).items()}
+        fraction = Fraction(str(record["fraction"])) if "fraction" in record else None
+        devices = int(record.get("devices") or (1 if fraction is not None else 0))
+        memory = int(record["memory_mib"]) if "memory_mib" in record else None
+    except (TypeError, ValueError, ZeroDivisionError):
+        return GpuDemand(error="unreadable GPU request record")
+    mig = {parse_mig_profile(n).name: c for n, c in resources.items() if is_mig_resource(n)}
+    if kind == "fraction" and fraction is not None:
+        return GpuDemand(kind=kind, fraction=fraction, fraction_devices=devices, equivalents=fraction * devices)
+    if kind == "memory" and memory is not None:
+        return GpuDemand(kind=kind, memory_mib=memory, fraction_devices=1, equivalents=GPU_MEMORY_DEFAULT_SHARE)
+    if resources:
+        return demand_on(GpuDemand(kind="mig" if mig else "whole",
+                                   devices=resources.get(GPU_RESOURCE, 0) + resources.get(GPU_SHARED_RESOURCE, 0),
+                                   mig=mig, resources=resources))
+    return GpuDemand(kind=kind if kind == "reservation" else "none", error=str(record.get("error", "")))
 
 
 def demand_resources(demand: GpuDemand) -> dict[str, int]:
     """The extended resources a demand names (`{"nvidia.com/mig-1g.10gb": 2}`), for a fit against a node."""
-    out = {mig_resource(profile): count for profile, count in demand.mig.items()}
-    if demand.devices:
-        out[GPU_RESOURCE] = demand.devices
-    return out
+    return dict(demand.resources)
 
 
 def floor_fits(free: Fraction, each: Fraction) -> int:
