@@ -83,7 +83,8 @@ version of the CRDs in kube/crds/):
   is deleted. The queue counts the fraction (a pending ``gpu-memory`` pod: memory / the smallest GPU
   memory of the cluster, as proportion.go does); no fraction goes onto a MIG node. MIG resources
   (``nvidia.com/mig-<g>g.<mem>gb``) are fitted as extended resources and count ``g`` GPUs each in queues
-  and the cluster's total (GetGpusQuota);
+  and the cluster's total (GetGpusQuota, ResourceVector.TotalGPUs); a MIG job goes only to a MIG node and
+  a mixed-strategy MIG node takes MIG jobs only (node_info.go);
 
 Not emulated: consolidation, stale-gang eviction, multi-device fractions (``gpu-fraction-num-devices``),
 the GPU index a reservation pod reports (the emulator numbers them), topology, time-based fair share
@@ -138,6 +139,9 @@ RESERVATION_APP = "kai-resource-reservation"  # global_config.go ResourceReserva
 RESERVATION_POD_PREFIX = "gpu-reservation"
 GPU_GROUP_LABEL = kgpu.GPU_GROUP_LABEL
 GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
+# node_info.go's fit errors for MIG.
+MIG_ON_NON_MIG_NODE = "MIG job cannot be scheduled on non-MIG node"
+NON_MIG_ON_MIXED_NODE = "non MIG jobs cant run on a node with MigStrategy='mixed'"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -580,8 +584,22 @@ class Placement:
         cluster = self.cluster
         static = cluster.static_reasons(pod)
         for i in self.candidates(pod.requests):
-            if cluster.static(pod, static, i) is None and cluster.fits(i, pod.requests):
+            if cluster.static(pod, static, i) is None and cluster.fits(i, pod.requests) and \
+                    self._mig_reason(i, pod) is None:
                 return i
+        return None
+
+    def _mig_reason(self, i: int, pod: PodInfo) -> str | None:
+        """node_info.go's MIG rules: a MIG job only on a MIG node; a mixed-strategy MIG node takes MIG jobs only
+        (its uncut GPUs included); ``None``: no objection."""
+        node = self.cluster.nodes[i]
+        mig_node = any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in node.allocatable.items())
+        mig_job = any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in pod.requests.items())
+        if mig_job and not mig_node:
+            return MIG_ON_NON_MIG_NODE
+        if mig_node and not mig_job and pod.requests.get(GPU, 0.0) > 0 and \
+                node.labels.get(MIG_STRATEGY_LABEL) == "mixed":
+            return NON_MIG_ON_MIXED_NODE
         return None
 
     def take(self, i: int, pod: PodInfo, sign: int = 1) -> None:
@@ -607,6 +625,8 @@ class Placement:
                 pod.requests, cluster.free[i], cluster.free_pods[i], kai=True)
             if reason is None and not found_reasons and pod.shares_gpu and self._shared_room(i, pod) is None:
                 found_reasons = [kai_resource_reason(GPU)]
+            if reason is None and not pod.shares_gpu and self._mig_reason(i, pod) is not None:
+                found_reasons = [self._mig_reason(i, pod)]
             for reason in found_reasons:
                 reasons[reason] = reasons.get(reason, 0) + 1
         message = RESOURCES_WERE_NOT_FOUND

@@ -199,3 +199,20 @@ def test_a_cpu_only_pod_goes_to_a_cpu_node_before_a_mig_node(manual_sim: KubeEmu
     sharing_pod(api, "web", fraction=None)
     settle(emu)
     assert pods(api)["web"].spec.node_name == "z-cpu"
+
+
+def test_a_whole_gpu_pod_does_not_take_the_uncut_gpus_of_a_mixed_mig_node(manual_sim: KubeEmulator,
+                                                                         manual_api) -> None:
+    emu, api = manual_sim, manual_api
+    node = make_node("mig-1", gpus=2, mig_config="all-balanced")
+    node["status"]["allocatable"]["nvidia.com/gpu"] = node["status"]["capacity"]["nvidia.com/gpu"] = "1"  # one uncut
+    emu.add_node(node)
+    queue(api, "team", 8)
+    sharing_pod(api, "whole", fraction=None, resources={"limits": {"nvidia.com/gpu": "1"}})
+    sharing_pod(api, "slice", fraction=None, resources={"limits": {"nvidia.com/mig-1g.10gb": "1"}})
+    settle(emu)
+    found = pods(api)
+    assert found["slice"].spec.node_name == "mig-1"
+    assert found["whole"].spec.node_name is None
+    message = next(c for c in found["whole"].status.conditions if c.type == "PodScheduled").message
+    assert "non MIG jobs cant run on a node with MigStrategy='mixed'" in message
