@@ -216,3 +216,25 @@ def test_a_whole_gpu_pod_does_not_take_the_uncut_gpus_of_a_mixed_mig_node(manual
     assert found["whole"].spec.node_name is None
     message = next(c for c in found["whole"].status.conditions if c.type == "PodScheduled").message
     assert "non MIG jobs cant run on a node with MigStrategy='mixed'" in message
+
+
+def test_a_queue_within_its_quota_reclaims_a_shared_gpu_from_fractions_over_quota(manual_sim: KubeEmulator,
+                                                                                  manual_api) -> None:
+    emu, api = manual_sim, manual_api
+    emu.add_node(make_node("gpu-1", gpus=1))
+    queue(api, "borrower", 0)
+    queue(api, "owner", 1)
+    sharing_pod(api, "half-a", queue_name="borrower")
+    sharing_pod(api, "half-b", queue_name="borrower")
+    settle(emu)
+    assert {p.spec.node_name for p in pods(api).values()} == {"gpu-1"}
+    assert len(reservations(api)) == 1
+    sharing_pod(api, "trainer", queue_name="owner", fraction=None,
+                resources={"limits": {"nvidia.com/gpu": "1"}})
+    settle(emu, ticks=8)
+    found = pods(api)
+    assert found["trainer"].spec.node_name == "gpu-1"
+    assert "half-a" not in found and "half-b" not in found  # reclaimed: both halves of the GPU went
+    assert reservations(api) == []
+    assert queue_status(api, "borrower")["allocated"]["nvidia.com/gpu"] == "0"
+    assert queue_status(api, "owner")["allocated"]["nvidia.com/gpu"] == "1"
