@@ -29,12 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from kube import gpu as kgpu
 from kube import requests as kube_requests
 from kube.quantity import QuantityError
 import kubesim.nvidia as nvidia
 from kubesim.errors import ApiError
-from kubesim.resources import NODES, PODS
+from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Obj
 
 APPLIED_ANNOTATION = nvidia.APPLIED_ANNOTATION
@@ -93,7 +95,7 @@ class MigManagerMixin:
         state["seen"] = rv
         done: list[str] = []
         now = self.clock.now()  # type: ignore[attr-defined]
-        for node in self.list(NODES):  # type: ignore[attr-defined]
+        for node in self._mig_nodes():
             md = node["metadata"]
             labels = md.get("labels") or {}
             wanted = labels.get(nvidia.MIG_CONFIG_LABEL)
@@ -153,6 +155,16 @@ class MigManagerMixin:
         state["seen"] = self._kind_rv.get(NODES, 0)  # type: ignore[attr-defined]
         return done
 
+    def _mig_nodes(self) -> list[Obj]:
+        """The nodes labelled ``nvidia.com/mig.config`` (found by the store's label index: no other node is
+        parsed) and those the manager is working on."""
+        state = self._mig_state()
+        with self._lock:  # type: ignore[attr-defined]
+            entries = self._stores[NODES].entries  # type: ignore[attr-defined]
+            found = [data for key, (data, _rv, labels, _fields) in entries.items()
+                     if key[1] in state["nodes"] or any(k == nvidia.MIG_CONFIG_LABEL for k, _ in labels)]
+        return [orjson.loads(data) for data in found]
+
     # ------------------------------------------------------------------ the steps
 
     def _mig_label(self, name: str, value: str) -> None:
@@ -162,8 +174,13 @@ class MigManagerMixin:
             pass
 
     def _gpu_pods_on(self, name: str) -> list[Obj]:
-        return [p for p in self.list(PODS)  # type: ignore[attr-defined]
-                if (p.get("spec") or {}).get("nodeName") == name and kube_requests.pod_is_active(p) and uses_gpu(p)]
+        """The active GPU pods bound to the node (found by the store's field index: no other pod is parsed)."""
+        node_at = get_resource(PODS).field_index["spec.nodeName"]
+        with self._lock:  # type: ignore[attr-defined]
+            found = [data for data, _rv, _labels, fields in self._stores[PODS].entries.values()  # type: ignore[attr-defined]
+                     if fields[node_at] == name]
+        pods = [orjson.loads(data) for data in found]
+        return [p for p in pods if kube_requests.pod_is_active(p) and uses_gpu(p)]
 
     def _mig_pending(self, node: Obj, wanted: str) -> None:
         name = node["metadata"]["name"]
