@@ -72,7 +72,8 @@ version of the CRDs in kube/crds/):
   devices, CPU millicpus, memory megabytes) and PodGroup ``status.resourcesStatus`` follow the cycle's
   decisions, as KAI's queue and podgroup controllers report them.
 
-- GPU sharing (docs/gpu-sharing/README.md; pkg/scheduler/api/node_info/node_info.go, resource_info/
+- GPU sharing (read at kai-scheduler/KAI-Scheduler d5bc503a1463: docs/gpu-sharing/README.md and its
+  gpu-sharing.yaml, gpu-memory.yaml; pkg/common/constants/constants.go; pkg/scheduler/api/node_info/node_info.go, resource_info/
   gpu_resource_requirment.go, plugins/proportion; the binder's binding/resourcereservation): a pod asking
   ``gpu-fraction`` (0 < f <= 1) or ``gpu-memory`` (MiB; its share is memory / the node's
   ``nvidia.com/gpu.memory``, floored to 100 MiB as KAI reads it) and no ``nvidia.com/gpu`` goes onto a shared
