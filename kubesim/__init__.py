@@ -25,14 +25,16 @@ Modules, by concern: ``store`` (objects, resourceVersions, history, paging), ``s
 checked by ``kube.validation``: OpenAPI through ``jsonschema``, CEL rules through ``cel``), ``factories``,
 ``faults``, ``chaos``, ``control`` (HTTP control surface), ``cli``; ``schedulers`` (KAI queue status),
 ``scheduling`` (the default scheduler, KAI Scheduler, Kueue), ``karpenter`` (Karpenter's provisioner: NodeClaims and Nodes for pending pods),
-``dcgm`` (the DCGM exporter); ``clock`` (the one clock of steps and timestamps), ``gc`` (owner references,
+``dcgm`` (the DCGM exporter, per GPU and per MIG instance), ``nvidia`` (how the device plugin and GPU
+feature discovery publish a node's GPUs: whole, MIG single/mixed, time-slicing/MPS), ``mig_manager``
+(NVIDIA's MIG manager applying a node's ``nvidia.com/mig.config``); ``clock`` (the one clock of steps and timestamps), ``gc`` (owner references,
 finalizers, cascading deletion), ``controllers`` (the controller loop), ``jobs`` (the Job controller),
 ``kubelet`` (pods start, run, end).
 
 Run standalone::
 
     python -m kubesim --port 8001 --kubeconfig /tmp/kubesim.kubeconfig \\
-        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320]] [--chaos 1.0] [--controllers]
+        [--scenario cluster.json] [--demo-nodes 40 [--demo-pods 320] [--demo-shared]] [--chaos 1.0] [--controllers]
 """
 
 from kube.labels import SelectorError

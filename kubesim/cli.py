@@ -54,6 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--controller-interval", type=float, default=1.0, metavar="SECONDS",
         help="seconds between two runs of the controllers (default 1.0)",
     )
+    parser.add_argument("--demo-shared", action="store_true",
+                        help="--demo-nodes also makes pools whose GPUs are shared: MIG mixed (all-balanced), MIG "
+                             "single (all-1g.10gb) and time-sliced (4 replicas), their pods asking slices and replicas")
+    parser.add_argument(
+        "--mig-manager-seconds", type=float, nargs=2, default=None, metavar=("APPLY", "REBOOT"),
+        help="seconds NVIDIA's MIG manager takes to apply a new nvidia.com/mig.config layout, and to reboot "
+             "when the MIG mode changes with --mig-manager-reboot (default 30 120)")
+    parser.add_argument("--mig-manager-reboot", action="store_true",
+                        help="the MIG manager's WITH_REBOOT: a change of MIG mode reboots the node")
     parser.add_argument("--seed", type=int, default=None, help="random seed for --chaos and --demo-nodes")
     parser.add_argument(
         "--history-size", type=int, default=10_000, help="watch history length in events (default 10000)"
@@ -65,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     emu = KubeEmulator(history_size=args.history_size, bookmark_interval=args.bookmark_interval,
                        controllers=args.controllers, controller_interval=args.controller_interval)
+    emu.set_mig_manager(seconds=args.mig_manager_seconds, reboot=args.mig_manager_reboot)
     # The source objects are dropped right after loading: the store keeps only serialized bytes.
     if args.scenario:
         with open(args.scenario, "rb") as fh:
@@ -77,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         del scenario
     elif args.demo_nodes:
-        nodes, pod_iter = iter_cluster(args.demo_nodes, args.demo_pods, seed=args.seed or 0)
+        nodes, pod_iter = iter_cluster(args.demo_nodes, args.demo_pods, seed=args.seed or 0, shared=args.demo_shared)
         emu.load(nodes=nodes, pods=pod_iter)
         del nodes, pod_iter
     gc.collect()

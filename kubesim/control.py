@@ -52,6 +52,8 @@ class ControlMixin:
             "scheduling_step",
             "bind_pod",
             "karpenter_step",
+            "mig_manager_step",
+            "set_mig_manager",
             "tick",
             "advance_clock",
             "set_clock",

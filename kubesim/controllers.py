@@ -8,7 +8,8 @@
    e.g. by setting ``spec.nodeName``; it may return a list of what it did);
 3. the kubelets (:mod:`kubesim.kubelet`): bound pods start, run their time, end; deleted pods stop;
 4. Karpenter's stand-in (:mod:`kubesim.karpenter`): nodes for pods no node fits;
-5. the queue status KAI Scheduler and Kueue report (:mod:`kubesim.schedulers`).
+5. NVIDIA's MIG manager (:mod:`kubesim.mig_manager`): a node's new ``nvidia.com/mig.config`` layout;
+6. the queue status KAI Scheduler and Kueue report (:mod:`kubesim.schedulers`).
 
 ``KubeEmulator(controllers=True)`` turns them on: the emulator then notes, on every write, which Jobs and
 pods have something to do (so that a tick with nothing to do costs next to nothing, whatever the number of
@@ -112,6 +113,7 @@ class ControllersMixin:
                     done += [str(r) for r in result]
             done += self.kubelet_step()
             done += self.karpenter_step()
+            done += self.mig_manager_step()
             changed = self.report_queue_status()
             if changed:
                 done.append(f"queue status: {changed} updated")

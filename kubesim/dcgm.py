@@ -11,6 +11,15 @@ with the exporter's label set: ``gpu`` (index), ``UUID``, ``pci_bus_id``, ``devi
 pod (its Kubernetes pod-resources mapping), ``container``, ``namespace`` and ``pod``. A device no pod
 holds reads 0 and carries no pod labels.
 
+MIG (dcgm-exporter ``internal/pkg/rendermetrics/render_metrics.go``, ``collector/gpu_collector.go``): a MIG
+instance is a series of its own, labelled as its GPU plus ``GPU_I_PROFILE`` (the profile, ``1g.10gb``) and
+``GPU_I_ID`` (the GPU instance), its memory the profile's; the instances of the layout the MIG manager
+applied (:mod:`kubesim.nvidia`) are held by the pods asking ``nvidia.com/mig-<profile>`` (mixed) or
+``nvidia.com/gpu`` (single) in order. A time-sliced or MPS GPU is one device whose replicas its pods
+share (its utilization the sum of theirs, labelled with the first); a KAI shared GPU is held by its
+reservation pod, as the kubelet's pod-resources report it (the device plugin gave the device to it), its
+utilization and memory those of the pods of its ``runai-gpu-group``.
+
 Values follow the emulated workloads, deterministically: the Running pods of a node get its devices
 in order (oldest pod first, then namespace and name), as many as they request ``nvidia.com/gpu``
 (``kube.requests``: a pod whose quantities are none holds no device and is reported). A
@@ -34,6 +43,8 @@ from typing import Any
 
 import orjson
 
+import kubesim.nvidia as nvidia
+from kube import gpu as kgpu
 from kube import requests as kube_requests
 from kube.quantity import QuantityError, parse_quantity
 from kubesim.reports import unreadable
@@ -79,12 +90,52 @@ def pod_gpu_request(pod: Obj) -> int:
     return int(kube_requests.pod_requests(pod).get(_GPU, 0))
 
 
+def pod_device_requests(pod: Obj) -> dict[str, int]:
+    """The devices a pod holds, per device-plugin resource (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``,
+    ``nvidia.com/mig-<profile>``). Raises QuantityError."""
+    return {name: int(value) for name, value in kube_requests.pod_requests(pod).items()
+            if nvidia.is_exposure_resource(name) and value > 0}
+
+
 def _gpu_container(pod: Obj) -> str:
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
-        if (resources.get("limits") or {}).get(_GPU) or (resources.get("requests") or {}).get(_GPU):
+        asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        if any(nvidia.is_exposure_resource(name) and value for name, value in asked.items()):
             return str(container.get("name") or "")
     return ""
+
+
+def _node_devices(meta: Obj, status: Obj) -> tuple[list[tuple[int, str, int, str]], int, int]:
+    """What the exporter sees on a node: [(GPU index, MIG profile or "", GPU instance id or 0, the resource a
+    pod holds it by)], physical GPUs, replicas per GPU (time-slicing/MPS). MIG instances come from the layout
+    the MIG manager applied (``kubesim.nvidia``), numbered per GPU from 1 in the layout's order."""
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    hardware = nvidia.parse_hardware(annotations.get(nvidia.HARDWARE_ANNOTATION, ""))
+    capacity = status.get("capacity") or {}
+    if hardware is None:
+        count = int(parse_quantity(capacity.get(_GPU) or 0))
+        return [(i, "", 0, _GPU) for i in range(count)], count, 1
+    gpus, product = hardware[0], hardware[1]
+    applied = annotations.get(nvidia.APPLIED_ANNOTATION) or nvidia.DISABLED
+    slices = nvidia.layout(product, applied) or {}
+    strategy = labels.get(nvidia.MIG_STRATEGY_LABEL) or "mixed"
+    if slices:
+        out = []
+        for index in range(gpus):
+            instance = 0
+            for profile, per_gpu in sorted(slices.items(), key=lambda kv: -(nvidia.parse_profile(kv[0]) or (0, 0))[0]):
+                for _ in range(per_gpu):
+                    instance += 1
+                    out.append((index, profile, instance, _GPU if strategy == "single" else nvidia.mig_resource(profile)))
+        return out, gpus, 1
+    try:
+        replicas = max(1, int(labels.get(nvidia.REPLICAS_LABEL) or 1))
+    except ValueError:
+        replicas = 1
+    resource = nvidia.GPU_SHARED if nvidia.GPU_SHARED in capacity else _GPU
+    return [(i, "", 0, resource) for i in range(gpus)], gpus, replicas
 
 
 def pod_utilization(pod: Obj) -> float:
@@ -124,62 +175,89 @@ def _labels(pairs: list[tuple[str, str]]) -> str:
 
 def devices(nodes: list[Obj], pods: list[Obj],
             report: Callable[[Obj, object], None] = lambda obj, error: None) -> list[dict[str, Any]]:
-    """Every exported GPU device: ``{"node", "gpu", "uuid", "model", "memory_mib", "utilization",
-    "fb_used", "namespace", "pod", "container", "labels"}`` (what the exporter serves, as data). A pod or
-    node whose GPU quantity is none holds or has no device, and goes to `report`."""
+    """Every exported GPU device or MIG instance: ``{"node", "gpu", "uuid", "model", "memory_mib",
+    "utilization", "fb_used", "namespace", "pod", "container", "mig_profile", "gpu_instance", "labels"}``
+    (what the exporter serves, as data). A pod or node whose GPU quantity is none holds or has no device,
+    and goes to `report`."""
     exporter_nodes: set[str] = set()
     any_exporter = False
     by_node: dict[str, list[Obj]] = defaultdict(list)
-    held: dict[int, int] = {}
+    held: dict[int, dict[str, int]] = {}
+    sharers: dict[str, list[Obj]] = defaultdict(list)  # KAI GPU group -> its running fraction pods
     for pod in pods:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         node = spec.get("nodeName")
         if not node or status.get("phase") != "Running":
             continue
+        pod_md = pod.get("metadata") or {}
+        group = (pod_md.get("labels") or {}).get(kgpu.GPU_GROUP_LABEL)
+        if group and pod_md.get("namespace") != kgpu.RESERVATION_NAMESPACE:
+            sharers[group].append(pod)
         if ((pod.get("metadata") or {}).get("labels") or {}).get("app") == EXPORTER_APP:
             any_exporter = True
             exporter_nodes.add(node)
         try:
-            held[id(pod)] = pod_gpu_request(pod)
+            held[id(pod)] = pod_device_requests(pod)
         except QuantityError as exc:
             report(pod, exc)
             continue
-        if held[id(pod)] > 0:
+        if held[id(pod)]:
             by_node[node].append(pod)
     out: list[dict[str, Any]] = []
     for node in nodes:
         meta, status = node.get("metadata") or {}, node.get("status") or {}
         name = meta.get("name") or ""
         try:
-            count = int(parse_quantity((status.get("capacity") or {}).get(_GPU) or 0))
+            slots, physical, replicas = _node_devices(meta, status)
         except QuantityError as exc:
             report({"kind": "Node", **node}, f"status.capacity[{_GPU}]: {exc}")
             continue
-        if count <= 0 or (any_exporter and name not in exporter_nodes):
+        if physical <= 0 or not slots or (any_exporter and name not in exporter_nodes):
             continue
         if any(c.get("type") == "Ready" and c.get("status") == "Unknown" for c in status.get("conditions") or []):
             continue
         labels = meta.get("labels") or {}
-        memory = _label_int(labels.get("nvidia.com/gpu.memory")) or _DEFAULT_MEMORY_MIB
-        model = model_name(labels.get("nvidia.com/gpu.product") or "")
-        holders: list[Obj | None] = []
+        hardware = nvidia.parse_hardware((meta.get("annotations") or {}).get(nvidia.HARDWARE_ANNOTATION, ""))
+        memory = (hardware[2] if hardware else 0) or _label_int(labels.get("nvidia.com/gpu.memory")) or _DEFAULT_MEMORY_MIB
+        model = model_name(hardware[1] if hardware else labels.get("nvidia.com/gpu.product") or "")
+        # Per resource, the pods holding its devices in order (oldest first), one entry per device/replica.
+        holders: dict[str, list[Obj]] = defaultdict(list)
         for pod in sorted(by_node.get(name, ()), key=lambda p: (
                 (p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"].get("namespace") or "",
                 p["metadata"].get("name") or "")):
-            holders.extend([pod] * held[id(pod)])
-        for index in range(count):
-            pod = holders[index] if index < len(holders) else None
+            for resource, count in held[id(pod)].items():
+                holders[resource].extend([pod] * count)
+        taken: dict[str, int] = defaultdict(int)
+        for index, profile, instance, resource in slots:
+            sharing: list[Obj] = []
+            for _ in range(replicas):  # time-slicing/MPS: the replicas of one GPU, handed out in order
+                at = taken[resource]
+                taken[resource] += 1
+                if at < len(holders[resource]):
+                    sharing.append(holders[resource][at])
+            pod = sharing[0] if sharing else None
+            size = nvidia.profile_memory_mib(profile) if profile else memory
             dev: dict[str, Any] = {"node": name, "gpu": index, "uuid": gpu_uuid(name, index), "model": model,
-                                   "memory_mib": memory, "utilization": 0.0, "fb_used": 0,
-                                   "namespace": "", "pod": "", "container": ""}
+                                   "memory_mib": size, "utilization": 0.0, "fb_used": 0,
+                                   "namespace": "", "pod": "", "container": "", "mig_profile": profile,
+                                   "gpu_instance": instance if profile else None}
             if pod is not None:
-                util = pod_utilization(pod)
-                dev.update(utilization=util, fb_used=pod_memory_used(pod, memory, util),
+                pod_md = pod.get("metadata") or {}
+                if pod_md.get("namespace") == kgpu.RESERVATION_NAMESPACE:
+                    # A KAI shared GPU: the reservation pod holds it; what runs on it is its sharers' work.
+                    working = sharers.get((pod_md.get("labels") or {}).get(kgpu.GPU_GROUP_LABEL, ""), [])
+                else:
+                    working = sharing
+                util = min(100.0, sum(pod_utilization(p) for p in working))
+                dev.update(utilization=util, fb_used=min(size, sum(pod_memory_used(p, size, pod_utilization(p))
+                                                                   for p in working)),
                            namespace=pod["metadata"].get("namespace") or "", pod=pod["metadata"].get("name") or "",
                            container=_gpu_container(pod))
             pairs = [("gpu", str(index)), ("UUID", dev["uuid"]), ("pci_bus_id", f"00000000:{0x10 + index:02X}:00.0"),
-                     ("device", f"nvidia{index}"), ("modelName", model), ("Hostname", name),
-                     ("DCGM_FI_DRIVER_VERSION", DRIVER_VERSION)]
+                     ("device", f"nvidia{index}"), ("modelName", model)]
+            if profile:
+                pairs += [("GPU_I_PROFILE", profile), ("GPU_I_ID", str(instance))]
+            pairs += [("Hostname", name), ("DCGM_FI_DRIVER_VERSION", DRIVER_VERSION)]
             if pod is not None:
                 pairs += [("container", dev["container"]), ("namespace", dev["namespace"]), ("pod", dev["pod"])]
             dev["labels"] = _labels(pairs)

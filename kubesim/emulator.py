@@ -28,6 +28,7 @@ from kubesim.faults import FaultsMixin
 from kubesim.jobs import JobControllerMixin
 from kubesim.karpenter import KarpenterMixin
 from kubesim.kubelet import KubeletMixin
+from kubesim.mig_manager import MigManagerMixin
 from kubesim.schedulers import SchedulerStatusMixin
 from kubesim.scheduling.adapter import SchedulingMixin
 from kubesim.scheduling.kueue_adapter import KueueMixin
@@ -36,7 +37,7 @@ from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
 
 class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
-                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, FaultsMixin, Store):
+                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, MigManagerMixin, FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::

@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import kubesim.nvidia as nvidia
 from kubesim.util import Obj, _gc_paused, _status_str, _timestamp
 
 _GPU = "nvidia.com/gpu"
@@ -151,6 +152,11 @@ def make_node(
     created: dt.datetime | str | None = None,
     annotations: Mapping[str, str] | None = None,
     allocatable: Mapping[str, str] | None = None,
+    mig_config: str | None = None,
+    mig_strategy: str | None = None,
+    gpu_replicas: int = 1,
+    sharing_strategy: str | None = None,
+    rename_shared: bool = False,
 ) -> Obj:
     """Build a realistic core/v1 Node (no uid/resourceVersion: the emulator assigns those).
 
@@ -161,6 +167,14 @@ def make_node(
     condition dicts (merged by type over the defaults).  Taints for
     unschedulable / not-ready / pressure are added as the node lifecycle
     controller would; ``taints`` adds more.
+
+    How the GPUs are exposed follows NVIDIA's device plugin and GPU feature discovery
+    (:func:`kubesim.nvidia.exposure`): whole (the default); ``mig_config`` (a MIG manager layout such as
+    ``all-1g.10gb`` or ``all-balanced``) with ``mig_strategy`` ``mixed`` (default: one
+    ``nvidia.com/mig-<profile>`` resource per profile, ``nvidia.com/gpu: 0``) or ``single``
+    (``nvidia.com/gpu`` counts the slices); ``gpu_replicas`` > 1 for time-slicing (or ``sharing_strategy``
+    ``mps``), ``rename_shared`` advertising ``nvidia.com/gpu.shared``. The physical GPUs stay noted in the
+    annotation :data:`kubesim.nvidia.HARDWARE_ANNOTATION` (the MIG manager republishes from it).
     """
     ts = _timestamp(created)
     node_labels: dict[str, str] = {
@@ -183,21 +197,20 @@ def make_node(
         "memory": str(memory),
         "pods": "110",
     }
+    hardware: dict[str, str] = {}
     if gpus > 0:
         product = gpu_product or DEFAULT_GPU_PRODUCT
         mem = gpu_memory_mib if gpu_memory_mib is not None else _GPU_PRODUCTS.get(product, (0, ""))[0]
-        node_labels.update(
-            {
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.product": product,
-                "nvidia.com/gpu.count": str(gpus),
-                "nvidia.com/gpu.family": _gpu_family(product),
-                "nvidia.com/gpu.replicas": "1",
-            }
-        )
-        if mem:
-            node_labels["nvidia.com/gpu.memory"] = str(mem)
-        capacity["nvidia.com/gpu"] = str(gpus)
+        family = _gpu_family(product)
+        gpu_labels, gpu_resources = nvidia.exposure(
+            gpus=gpus, product=product, memory_mib=mem, family=family, mig_config=mig_config,
+            mig_strategy=mig_strategy, replicas=gpu_replicas, sharing_strategy=sharing_strategy,
+            rename_shared=rename_shared)
+        node_labels.update(gpu_labels)
+        capacity.update(gpu_resources)
+        hardware[nvidia.HARDWARE_ANNOTATION] = nvidia.hardware_note(gpus, product, mem, family)
+        if nvidia.layouts_for(product):
+            hardware[nvidia.APPLIED_ANNOTATION] = mig_config or nvidia.DISABLED
     node_labels.update(labels or {})
     alloc = dict(capacity)
     alloc["ephemeral-storage"] = "989560464Ki"
@@ -228,6 +241,7 @@ def make_node(
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                **hardware,
                 **(annotations or {}),
             },
             "creationTimestamp": ts,
@@ -473,12 +487,24 @@ _POOLS = (
     ("t4-batch", "Tesla-T4", 1, "g4dn.xlarge", "spot", "4", "16Gi"),
     ("cpu-general", None, 0, "m7i.4xlarge", "on-demand", "16", "64Gi"),
 )
+# With ``shared=True``, pools whose GPUs are shared (kubesim.nvidia): an A100 80GB pool in MIG mixed
+# ``all-balanced``, an H100 pool in MIG single ``all-1g.10gb`` and an L4 pool time-sliced 4 ways.
+_SHARED_POOLS = (
+    ("a100-mig", "NVIDIA-A100-SXM4-80GB", 8, "p4de.24xlarge", "on-demand", "96", "1152Gi",
+     {"mig_config": "all-balanced", "mig_strategy": "mixed"}),
+    ("h100-mig", "NVIDIA-H100-80GB-HBM3", 8, "p5.48xlarge", "on-demand", "192", "2048Gi",
+     {"mig_config": "all-1g.10gb", "mig_strategy": "single"}),
+    ("l4-shared", "NVIDIA-L4", 4, "g6.12xlarge", "on-demand", "48", "192Gi", {"gpu_replicas": 4}),
+)
 _NAMESPACES = ("ml-training", "inference", "research", "batch", "data-eng", "kube-system")
 _ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 
 
-def generate_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0) -> tuple[list[Obj], list[Obj]]:
-    """A deterministic, plausible GPU fleet: ``nodes`` nodes across six pools and ``pods`` pods.
+def generate_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0,
+                     shared: bool = False) -> tuple[list[Obj], list[Obj]]:
+    """A deterministic, plausible GPU fleet: ``nodes`` nodes across six pools and ``pods`` pods (with
+    ``shared``, nine pools: three share their GPUs — MIG mixed, MIG single, time-slicing — and their pods
+    ask slices and replicas).
 
     Pods (default: 8 per node) are spread over nodes, request whole GPUs
     without over-committing a node, and a few are Pending (unscheduled) or
@@ -486,11 +512,12 @@ def generate_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0)
     pods take a few seconds).  See :func:`iter_cluster` to stream the pods.
     """
     with _gc_paused():
-        node_objs, pod_iter = iter_cluster(nodes, pods, seed=seed)
+        node_objs, pod_iter = iter_cluster(nodes, pods, seed=seed, shared=shared)
         return node_objs, list(pod_iter)
 
 
-def iter_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0) -> tuple[list[Obj], Iterator[Obj]]:
+def iter_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0,
+                 shared: bool = False) -> tuple[list[Obj], Iterator[Obj]]:
     """Like :func:`generate_cluster` (same objects), but the pods come from a lazy iterator.
 
     ``emu.load(nodes=nodes, pods=pod_iter)`` then never holds all pod dicts at
@@ -500,9 +527,10 @@ def iter_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0) -> 
     rng = random.Random(seed)
     created = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     node_objs: list[Obj] = []
-    free_gpus: list[int] = []
+    free_gpus: list[dict[str, int]] = []
+    pools = [(*p, {}) for p in _POOLS] + (list(_SHARED_POOLS) if shared else [])
     for i in range(nodes):
-        pool, product, gpus, itype, ctype, cpu, mem = _POOLS[i % len(_POOLS)]
+        pool, product, gpus, itype, ctype, cpu, mem, exposure = pools[i % len(pools)]
         node_objs.append(
             make_node(
                 f"{pool}-{i:05d}",
@@ -516,15 +544,22 @@ def iter_cluster(nodes: int = 40, pods: int | None = None, *, seed: int = 0) -> 
                 capacity_type=ctype,
                 created=created + dt.timedelta(minutes=i),
                 ready=rng.random() > 0.02,
+                **exposure,
             )
         )
-        free_gpus.append(gpus)
+        allocatable = node_objs[-1]["status"]["allocatable"]
+        free_gpus.append({name: int(value) for name, value in allocatable.items()
+                          if nvidia.is_exposure_resource(name) and int(value) > 0}
+                         if exposure else {_GPU: gpus})
     node_names = [n["metadata"]["name"] for n in node_objs]
-    return node_objs, _iter_pods(nodes * 8 if pods is None else pods, node_names, free_gpus, rng, created)
+    shared_nodes = frozenset(i for i in range(nodes) if pools[i % len(pools)][-1])
+    return node_objs, _iter_pods(nodes * 8 if pods is None else pods, node_names, free_gpus, rng, created,
+                                 shared_nodes)
 
 
 def _iter_pods(
-    count: int, node_names: list[str], free_gpus: list[int], rng: random.Random, created: dt.datetime
+    count: int, node_names: list[str], free_gpus: list[dict[str, int]], rng: random.Random, created: dt.datetime,
+    shared_nodes: frozenset[int] = frozenset(),
 ) -> Iterator[Obj]:
     for j in range(count):
         ns = _NAMESPACES[j % len(_NAMESPACES)]
@@ -536,11 +571,17 @@ def _iter_pods(
             yield make_pod(name, ns, phase="Pending", containers=containers, labels=labels, created=created)
             continue
         n = rng.randrange(len(node_names))
-        gpu = min(rng.choice((1, 1, 2, 4, 8)), free_gpus[n])  # never over-commit a node's GPUs
-        free_gpus[n] -= gpu
+        free = free_gpus[n]
+        if n not in shared_nodes:
+            resource, gpu = _GPU, min(rng.choice((1, 1, 2, 4, 8)), free.get(_GPU, 0))  # never over-commit
+        else:  # a shared node: one slice or one replica of what is left
+            left = sorted(name for name, value in free.items() if value > 0)
+            resource, gpu = (rng.choice(left), 1) if left else (_GPU, 0)
+        if gpu:
+            free[resource] -= gpu
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4, 8))), "memory": f"{rng.choice((4, 8, 16, 32))}Gi"}
         if gpu:
-            requests["nvidia.com/gpu"] = gpu
+            requests[resource] = gpu
         yield make_pod(
             name,
             ns,

@@ -9,11 +9,13 @@ their answers into the console's figures.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, Iterable, Mapping
 
+from kube import gpu as kube_gpu
 from kube import requests as kube_requests
+from kube import wellknown
 
 GPU_RESOURCE = kube_requests.GPU
 STORAGE_RESOURCE = kube_requests.EPHEMERAL_STORAGE
@@ -59,8 +61,23 @@ class Resources:
 
 
 def pod_resources(pod: Mapping[str, Any]) -> Resources:
-    """The pod's effective requests (kube.requests.pod_requests, docs/concepts.md#workloads) in the console's units."""
-    return Resources.from_amounts(kube_requests.pod_requests(pod))
+    """The pod's effective requests (kube.requests.pod_requests, docs/concepts.md#workloads) in the console's units; GPUs in
+    GPU-equivalents as on a whole-GPU node (kube.gpu.pod_gpu_request: MIG slices their share, KAI fractions
+    their value; `pod_gpu_request` with `kube.gpu.demand_on` prices them on a node)."""
+    return pod_resources_and_request(pod)[0]
+
+
+def pod_resources_and_request(pod: Mapping[str, Any]) -> tuple[Resources, dict[str, Any]]:
+    """(`pod_resources`, the pod's GPU request as stored: `kube.gpu.request_record`)."""
+    amounts = kube_requests.pod_requests(pod)
+    demand = kube_gpu.pod_gpu_request(pod, requests=amounts)
+    resources = Resources.from_amounts(amounts)
+    return replace(resources, gpus=demand.gpus), kube_gpu.request_record(demand)
+
+
+def gpu_sharing(inventory: kube_gpu.NodeGpus) -> dict[str, Any]:
+    """How a node shares its GPUs, as the console stores it (`Node.gpu_sharing`)."""
+    return kube_gpu.sharing_record(inventory)
 
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -157,8 +174,8 @@ _PRESSURE_CONDITIONS = {
 TOOLKIT_APP = "nvidia-container-toolkit-daemonset"
 DCGM_APP = "nvidia-dcgm-exporter"
 OPERANDS = {
-    TOOLKIT_APP: ("nvidia.com/gpu.deploy.container-toolkit", NodeReason.MISSING_TOOLKIT),
-    DCGM_APP: ("nvidia.com/gpu.deploy.dcgm-exporter", NodeReason.MISSING_DCGM),
+    TOOLKIT_APP: (kube_gpu.LABEL_DEPLOY_TOOLKIT, NodeReason.MISSING_TOOLKIT),
+    DCGM_APP: (kube_gpu.LABEL_DEPLOY_DCGM_EXPORTER, NodeReason.MISSING_DCGM),
 }
 
 
@@ -186,6 +203,7 @@ class NodeFacts:
     created: str | None
     resource_version: str
     condition_reasons: list[str] = field(default_factory=list)
+    gpus: kube_gpu.NodeGpus = field(default_factory=kube_gpu.NodeGpus)
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -241,6 +259,11 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
     labels = dict(metadata.get("labels") or {})
     capacity = Resources.from_map(status.get("capacity"))
     allocatable = Resources.from_map(status.get("allocatable") or status.get("capacity"))
+    inventory = kube_gpu.node_gpus(labels, status.get("capacity") or {},
+                                   status.get("allocatable") or status.get("capacity") or {})
+    # GPUs counted as kube.gpu reads them: physical devices and GPU-equivalents, whatever the exposure.
+    capacity = replace(capacity, gpus=Decimal(inventory.physical))
+    allocatable = replace(allocatable, gpus=kube_gpu.to_decimal(inventory.allocatable))
     return NodeFacts(
         name=metadata["name"],
         uid=metadata.get("uid") or "",
@@ -250,18 +273,19 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         conditions=list(status.get("conditions") or []),
         capacity=capacity,
         allocatable=allocatable,
-        gpu_product=labels.get("nvidia.com/gpu.product", ""),
-        gpu_memory_mib=_int_or_none(labels.get("nvidia.com/gpu.memory")),
-        gpu_family=labels.get("nvidia.com/gpu.family", ""),
-        gpu_count_label=_int_or_none(labels.get("nvidia.com/gpu.count")),
-        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
-        zone=labels.get("topology.kubernetes.io/zone", ""),
-        instance_type=labels.get("node.kubernetes.io/instance-type", ""),
-        capacity_type=labels.get("karpenter.sh/capacity-type", ""),
-        is_gpu_node=labels.get("nvidia.com/gpu.present") == "true" or capacity.gpus > 0,
+        gpu_product=inventory.product,  # the model, without -MIG-<profile> or -SHARED
+        gpu_memory_mib=inventory.memory_mib,
+        gpu_family=labels.get(kube_gpu.LABEL_GPU_FAMILY, ""),
+        gpu_count_label=_int_or_none(labels.get(kube_gpu.LABEL_GPU_COUNT)),
+        mig_strategy=labels.get(kube_gpu.LABEL_MIG_STRATEGY, ""),
+        zone=labels.get(wellknown.ZONE_LABEL, ""),
+        instance_type=labels.get(wellknown.INSTANCE_TYPE_LABEL, ""),
+        capacity_type=labels.get(wellknown.KARPENTER_CAPACITY_TYPE_LABEL, ""),
+        is_gpu_node=labels.get(kube_gpu.LABEL_GPU_PRESENT) == "true" or inventory.physical > 0,
         created=metadata.get("creationTimestamp"),
         resource_version=str(metadata.get("resourceVersion") or ""),
         condition_reasons=node_condition_reasons(node),
+        gpus=inventory,
     )
 
 

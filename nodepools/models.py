@@ -161,24 +161,28 @@ class NodePoolQuerySet(RestrictedQuerySet):
     access_paths = {"cluster": ["cluster_id"]}
 
     def with_capacity(self) -> "NodePoolQuerySet":
-        """Annotate nodes, GPUs, CPU and memory (total, ready, allocated), computed by the database."""
+        """Annotate nodes, GPUs, CPU and memory (total, ready, allocated, free), computed by the database; the
+        GPU figures are `nodepools.capacity.pool_gpu_totals` (the one definition of ready, allocated, free)."""
+        from nodepools import capacity  # (it reads NodeStatus from here)
+
         nodes = Node.objects.filter(pool=OuterRef("pk")).order_by().values("pool")
         ready_nodes = nodes.filter(status=NodeStatus.READY)
         pods = Pod.objects.active().filter(node__pool=OuterRef("pk")).order_by().values("node__pool")
 
         def total(qs, expr, output=models.BigIntegerField()):
-            return Coalesce(Subquery(qs.annotate(v=Sum(expr)).values("v")), Value(0), output_field=output)
+            aggregate = expr if isinstance(expr, models.Aggregate) else Sum(expr)
+            return Coalesce(Subquery(qs.annotate(v=aggregate).values("v")), Value(0), output_field=output)
 
         gpu = models.DecimalField(max_digits=14, decimal_places=3)
+        gpus = {name: total(nodes, aggregate, models.BigIntegerField() if name in ("gpu_devices", "gpu_memory_total_mib")
+                            else gpu)
+                for name, aggregate in capacity.pool_gpu_totals().items()}
         return self.annotate(
             node_count=total(nodes, Value(1)),
             ready_node_count=total(ready_nodes, Value(1)),
-            gpu_total=total(nodes, "gpu_allocatable"),
-            gpu_ready=total(ready_nodes, "gpu_allocatable"),
-            gpu_memory_total_mib=total(nodes, F("gpu_allocatable") * Coalesce("gpu_memory_mib", 0)),
+            **gpus,
             cpu_total_millis=total(nodes, "cpu_allocatable_millis"),
             memory_total_bytes=total(nodes, "memory_allocatable_bytes"),
-            gpu_allocated=total(pods, "gpus", gpu),
             cpu_allocated_millis=total(pods, "cpu_millis"),
             memory_allocated_bytes=total(pods, "memory_bytes"),
             # Workloads are the projects' pods; system pods (NVIDIA operands, ...) still use allocation.
@@ -248,11 +252,6 @@ class NodePool(models.Model):
         return "Ready" if self.ready_node_count else "Unschedulable"
 
     @property
-    def gpu_free(self):
-        """Ready GPUs not allocated (never below zero); needs the `with_capacity()` annotations."""
-        return max(self.gpu_ready - self.gpu_allocated, 0)
-
-    @property
     def label(self) -> str:
         return f"{self.label_key}={self.label_value}" if self.label_key else ""
 
@@ -319,10 +318,16 @@ class Node(models.Model):
     # status.capacity / status.allocatable["ephemeral-storage"] (K8_STORAGE of workload validation).
     storage_capacity_bytes = models.BigIntegerField(default=0)
     storage_allocatable_bytes = models.BigIntegerField(default=0)
-    gpu_capacity = models.IntegerField(default=0)
-    gpu_allocatable = models.IntegerField(default=0)
+    # Physical GPUs (however they are cut or shared) and what the node lets pods use, in GPU-equivalents
+    # (kube.gpu: a MIG slice its compute slices over the GPU's, a replica 1/replicas); memory per physical GPU.
+    gpu_capacity = models.IntegerField("physical GPUs", default=0)
+    gpu_allocatable = models.DecimalField("allocatable GPUs (GPU-equivalents)", max_digits=10, decimal_places=3,
+                                          default=Decimal(0))
     gpu_product = models.CharField("GPU type", max_length=128, blank=True)
     gpu_memory_mib = models.IntegerField("GPU memory (MiB per GPU)", null=True, blank=True)
+    # How the GPUs are shared (kube.gpu.NodeGpus as stored, `nodepools.kube.gpu_sharing`): exposure, replicas,
+    # the unit of nvidia.com/gpu in GPU-equivalents, MIG slices by profile, the MIG manager's layout and state.
+    gpu_sharing = models.JSONField(default=dict, blank=True)
     gpu_family = models.CharField(max_length=64, blank=True)
     gpu_count_label = models.IntegerField(null=True, blank=True)
     mig_strategy = models.CharField(max_length=32, blank=True)
@@ -451,7 +456,10 @@ class Pod(models.Model):
     ready = models.BooleanField(default=False)
     cpu_millis = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
+    # GPU-equivalents (kube.gpu.pod_gpu_demand on its node); `gpu_request` what it asks, node-independent
+    # (`nodepools.kube.gpu_request`): whole devices, MIG profiles, a KAI fraction or GPU memory.
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    gpu_request = models.JSONField(default=dict, blank=True)
     # Requests of ephemeral-storage (computed like CPU and memory: kube.requests.pod_requests).
     storage_bytes = models.BigIntegerField(default=0)
     # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its

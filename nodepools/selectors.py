@@ -28,7 +28,7 @@ from gpumetrics import (
     node_gpu_metrics,
 )
 from kube.client import api_error_message
-from nodepools import kube
+from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
 from nodepools.memo import memoised
 from nodepools.models import (
@@ -86,16 +86,71 @@ def nodes_attach_usage(nodes: list[Node]) -> list[Node]:
     usage = node_usage(n.pk for n in nodes) if nodes else {}
     for node in nodes:
         gpus, cpu, memory, count = usage.get(node.pk, (Decimal(0), 0, 0, 0))
-        node.gpu_allocated, node.cpu_allocated_millis, node.memory_allocated_bytes, node.pod_count = (
-            gpus or Decimal(0), cpu or 0, memory or 0, count or 0)
-        node.gpu_ready = node.gpu_allocatable if node.status == NodeStatus.READY else 0
-        node.gpu_free = max(Decimal(node.gpu_ready) - node.gpu_allocated, Decimal(0))
+        node.cpu_allocated_millis, node.memory_allocated_bytes, node.pod_count = cpu or 0, memory or 0, count or 0
+        capacity.node_attach(node, gpus or Decimal(0))  # gpu_ready, gpu_allocated, gpu_free (one definition)
     return nodes
+
+
+def nodes_attach_sharing(nodes: list[Node]) -> list[Node]:
+    """Set `node.sharing` (`capacity.node_sharing`: MIG slices by profile with what pods use of each, replicas
+    and KAI fractions in use) on nodes, from one query of the GPU requests of their active pods."""
+    requests: dict[int, list[dict[str, Any]]] = {node.pk: [] for node in nodes}
+    if nodes:
+        for node_id, record in (Pod.objects.active().filter(node_id__in=list(requests)).exclude(gpu_request={})
+                                .order_by().values_list("node_id", "gpu_request")):
+            requests[node_id].append(record)
+    for node in nodes:
+        node.sharing = capacity.node_sharing(node.gpu_sharing, requests.get(node.pk, []), physical=node.gpu_capacity)
+    return nodes
+
+
+def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
+    """A pool's GPUs by how they are shared: per exposure the nodes and physical GPUs; per MIG profile the
+    slices published, allocatable and allocated (its pods' requests), their memory and share; replicas per
+    GPU seen. Two queries (the pool's nodes' sharing, its pods' GPU requests)."""
+    exposures: dict[str, dict[str, int]] = {}
+    slices: dict[str, dict[str, Any]] = {}
+    replicas: set[int] = set()
+    layouts: set[str] = set()
+    names: dict[int, str] = {}
+    for pk, sharing, physical in Node.objects.filter(pool=pool).values_list("pk", "gpu_sharing", "gpu_capacity"):
+        if not physical and not sharing:
+            continue
+        exposure = (sharing or {}).get("exposure") or "whole"
+        entry = exposures.setdefault(exposure, {"nodes": 0, "gpus": 0})
+        entry["nodes"] += 1
+        entry["gpus"] += physical or 0
+        if int((sharing or {}).get("replicas") or 1) > 1:
+            replicas.add(int(sharing["replicas"]))
+        if (sharing or {}).get("mig_config"):
+            layouts.add(sharing["mig_config"])
+        for item in (sharing or {}).get("slices") or ():
+            row = slices.setdefault(item["profile"], {"profile": item["profile"], "count": 0, "allocatable": 0,
+                                                      "allocated": 0, "memory_mib": item.get("memory_mib"),
+                                                      "share": item.get("share")})
+            row["count"] += int(item.get("capacity") or 0)
+            row["allocatable"] += int(item.get("allocatable") or 0)
+            names[pk] = names.get(pk, "") + "|" + item["resource"] + "=" + item["profile"]
+    if names:
+        by_node = {pk: dict(part.split("=", 1) for part in text.strip("|").split("|")) for pk, text in names.items()}
+        for node_id, record in (Pod.objects.active().filter(node_id__in=list(by_node)).exclude(gpu_request={})
+                                .order_by().values_list("node_id", "gpu_request")):
+            for resource, count in ((record or {}).get("resources") or {}).items():
+                profile = by_node.get(node_id, {}).get(resource)
+                if profile in slices:
+                    slices[profile]["allocated"] += int(count)
+    from kube import gpu as kube_gpu
+
+    rows = sorted(slices.values(), key=lambda r: (kube_gpu.fraction_of(r["share"] or 0), r["profile"]))
+    for row in rows:
+        row["share"] = kube_gpu.to_decimal(kube_gpu.fraction_of(row["share"] or 0))
+    return {"exposures": dict(sorted(exposures.items())), "slices": rows, "replicas": sorted(replicas),
+            "layouts": sorted(layouts)}
 
 
 NODE_TABLE_FIELDS = (
     "name", "cluster_id", "pool_id", "status", "status_reasons", "gpu_product", "gpu_capacity", "gpu_allocatable",
-    "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
+    "gpu_memory_mib", "gpu_sharing", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
     "cluster__name", "pool__name",
 )
 
@@ -121,15 +176,11 @@ def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
     key = sort.lstrip("-")
     if key not in USAGE_SORTS:
         return nodes
-    ready = Case(When(status=NodeStatus.READY, then=F("gpu_allocatable")), default=Value(0),
-                 output_field=models.IntegerField())
     if key == "gpu_devices":
-        return nodes.annotate(gpu_ready=ready)
+        return nodes.annotate(gpu_ready=capacity.ready_expr())
     nodes = nodes_annotate_usage(nodes)
     if key == "gpu_free":
-        gpu = models.DecimalField(max_digits=14, decimal_places=3)
-        nodes = nodes.annotate(gpu_ready=ready).annotate(
-            gpu_free=Greatest(Cast(F("gpu_ready"), gpu) - F("gpu_allocated"), Value(Decimal(0)), output_field=gpu))
+        nodes = nodes.annotate(gpu_ready=capacity.ready_expr(), gpu_free=capacity.free_expr())
     return nodes
 
 
@@ -151,8 +202,8 @@ def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
 
 
 POOL_USAGE_FIELDS = (
-    "node_count", "ready_node_count", "gpu_total", "gpu_ready", "gpu_memory_total_mib", "cpu_total_millis",
-    "memory_total_bytes", "gpu_allocated", "cpu_allocated_millis", "memory_allocated_bytes", "workload_count",
+    "node_count", "ready_node_count", *capacity.POOL_FIGURES, "cpu_total_millis",
+    "memory_total_bytes", "cpu_allocated_millis", "memory_allocated_bytes", "workload_count",
 )
 
 # Figures an app above this one adds to every pool row, `{attribute: (figures(pool_ids) -> {pool_id: value},
@@ -170,8 +221,7 @@ def pool_node_totals() -> dict[str, Any]:
     """The aggregates of a pool's nodes that `pools_attach_usage` sets (node_count ... memory_total_bytes)."""
     ready = Q(status=NodeStatus.READY)
     return {"node_count": Count("pk"), "ready_node_count": Count("pk", filter=ready),
-            "gpu_total": Sum("gpu_allocatable"), "gpu_ready": Sum("gpu_allocatable", filter=ready),
-            "gpu_memory_total_mib": Sum(F("gpu_allocatable") * Coalesce("gpu_memory_mib", 0)),
+            **capacity.pool_gpu_totals(),
             "cpu_total_millis": Sum("cpu_allocatable_millis"), "memory_total_bytes": Sum("memory_allocatable_bytes")}
 
 
@@ -186,19 +236,20 @@ def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None
                  .annotate(**pool_node_totals())}
     pods: dict[int, dict[str, Any]] = {}
     for r in usage if usage is not None else pod_usage(ids):
-        total = pods.setdefault(r["pool_id"], {"gpu_allocated": Decimal(0), "cpu_allocated_millis": 0,
-                                               "memory_allocated_bytes": 0, "workload_count": 0})
-        total["gpu_allocated"] += r["gpu"] or 0
+        # (GPUs allocated come from the nodes: `capacity.pool_gpu_totals`, ready nodes apart from the others.)
+        total = pods.setdefault(r["pool_id"], {"cpu_allocated_millis": 0, "memory_allocated_bytes": 0,
+                                               "workload_count": 0})
         total["cpu_allocated_millis"] += r["cpu"] or 0
         total["memory_allocated_bytes"] += r["mem"] or 0
         # Workloads are the projects' pods; system pods (NVIDIA operands, ...) still use allocation.
         total["workload_count"] += r["pods"] if r["project_id"] else 0
     figures = {name: (compute(ids), default) for name, (compute, default) in POOL_FIGURES.items()}
+    defaults = capacity.pool_defaults()
     for pool in pools:
         values = {**nodes.get(pool.pk, {}), **pods.get(pool.pk, {})}
         for name in POOL_USAGE_FIELDS:
             value = values.get(name)
-            setattr(pool, name, value if value is not None else (Decimal(0) if name == "gpu_allocated" else 0))
+            setattr(pool, name, value if value is not None else defaults.get(name, 0))
         for name, (by_pool, default) in figures.items():
             value = by_pool.get(pool.pk)
             setattr(pool, name, value if value is not None else default)
@@ -336,7 +387,7 @@ def capacity_preview(
     ready_before, ready_after = [0] * n_slots, [0] * n_slots
     moved: dict[tuple[int, int], list[tuple[int, str, int, int]]] = {}
     for pk, name, _, status, gpus in nodes:
-        ready = gpus if status == NodeStatus.READY else 0
+        ready = capacity.node_figures(status, gpus, 0)["gpu_ready"]
         a, b = was[pk], will[pk]
         count_before[a] += 1
         ready_before[a] += ready

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from gpumetrics import idle_threshold, idle_window_seconds
+from nodepools import capacity
 from nodepools.models import NodeStatus
 from nodepools.selectors import (
     NODE_USAGE_FIELDS,
@@ -329,7 +330,7 @@ class NodeTable(ConsoleTable):
         return None if total is None else _mib_gib(total)
 
     def render_gpu_devices(self, record):
-        return f"{record.gpu_ready}/{record.gpu_capacity}"
+        return f"{_num(record.gpu_ready)}/{_num(record.gpu_capacity)}"
 
     def render_gpu_memory(self, record):
         # The node's GPU memory in all (devices x memory per device), like the CSV's.
@@ -398,7 +399,7 @@ class NodeTable(ConsoleTable):
                                      ("gpu_memory_total_gib", "Total GPU memory reported (GiB)"))}
 
     def export_gpu_ready(self, row):
-        return row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
+        return capacity.node_figures(row["status"], row["gpu_allocatable"], 0)["gpu_ready"]
 
     def export_gpu_total(self, row):
         return row["gpu_capacity"]
@@ -407,8 +408,7 @@ class NodeTable(ConsoleTable):
         return row["gpu_allocated_float"]
 
     def export_gpu_free(self, row):
-        ready = row["gpu_allocatable"] if row["status"] == NodeStatus.READY else 0
-        return max(ready - row["gpu_allocated_float"], ZERO)
+        return capacity.node_free(row["status"], row["gpu_allocatable"], Decimal(repr(row["gpu_allocated_float"] or 0)))
 
     def export_gpu_memory(self, row):
         if not row["gpu_memory_mib"]:

@@ -205,6 +205,7 @@ def node_list(request):
 def node_detail(request, pk: int):
     node = get_object_or_404(selectors.node_list(user=request.user), pk=pk)
     selectors.nodes_attach_usage([node])
+    selectors.nodes_attach_sharing([node])
     # One budget for the page's two Prometheus reads (its figures, then its devices): a slow Prometheus
     # holds the page one budget at most, and the devices then show the reason the figures met.
     budget = selectors.GpuBudget()

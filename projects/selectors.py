@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 
 from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
+from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from nodepools.memo import memoised
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
@@ -375,8 +376,9 @@ def pool_capacity(*, user: Any, cluster: Cluster, pools: list[NodePool] | None =
     if pools is None:
         pools = list(NodePool.objects.restrict(user, "view").filter(cluster=cluster).order_by("-is_default", "created", "pk"))
         ids = [p.pk for p in pools]
+        totals = node_capacity.pool_gpu_totals()
         gpus = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(
-            total=Sum("gpu_allocatable"), ready=Sum("gpu_allocatable", filter=models.Q(status=NodeStatus.READY)))}
+            total=totals["gpu_total"], ready=totals["gpu_ready"])}
     else:
         pools = sorted(pools, key=lambda p: (not p.is_default, p.created, p.pk))
         ids = [p.pk for p in pools]
@@ -538,16 +540,15 @@ def _decimal(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(str(value))
 
 
-# A node takes new pods, in the scheduler's eyes, when it is Ready and not cordoned — also when the console
-# counts it "not ready" only for what no scheduler reads (an NVIDIA operand missing, an undrained move): the
-# not-ready reasons are sorted with those last, so its main (first) reason says it.
+# Not-ready reasons no scheduler reads (an NVIDIA operand missing, an undrained move). A node not ready for
+# one of them is still not ready: its GPUs are neither ready nor free anywhere (nodepools.capacity), so that
+# "Will it fit?" counts the same free GPUs as the pools table, the nodes' Free column and the API.
 SCHEDULER_BLIND_REASONS = ("Undrained migrated node", "Missing NVIDIA container toolkit", "Missing NVIDIA DCGM exporter")
 
 
 def takes_pods_q():
-    """Nodes that take new pods (see SCHEDULER_BLIND_REASONS), as a filter."""
-    return Q(unschedulable=False) & (Q(status=NodeStatus.READY) | Q(
-        status=NodeStatus.NOT_READY, status_reasons__0__in=SCHEDULER_BLIND_REASONS))
+    """Nodes whose GPUs take new pods: the nodes the console calls Ready (nodepools.capacity), as a filter."""
+    return node_capacity.READY_Q & Q(unschedulable=False)
 
 
 def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
@@ -579,8 +580,8 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     label): one query per distinct topology label, rows read straight from the cursor."""
     out: dict[int, list[Any]] = {}
     for pool_id, rows in _pool_node_rows(pools).items():
-        out[pool_id] = [fit.NodeRoom(name, gpus or 0, Decimal(gpus or 0) - _decimal(g), domain or "", bool(takes),
-                                     cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
+        out[pool_id] = [fit.NodeRoom(name, _decimal(gpus), max(_decimal(gpus) - _decimal(g), Decimal(0)), domain or "",
+                                     bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
                         for name, takes, gpus, cpu, memory, domain, g, c, m in rows]
     return out
 
@@ -602,7 +603,7 @@ def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]]
         domain = F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels")
         rows = (Node.objects.filter(pool_id__in=pool_ids).order_by()
                 .annotate(fits=Case(When(takes_pods_q() & Q(gpu_allocatable__gt=0), then=Value(1)), default=Value(0)),
-                          domain=domain, room=F("gpu_allocatable") - F("usage_gpus"))
+                          domain=domain, room=node_capacity.free_expr())
                 .values("pool_id", "fits", "domain", "room").annotate(**pool_node_totals())
                 .values_list("pool_id", "fits", "domain", "room", *totals))
         for pool_id, fits, domain, room, *figures in _rows(rows):
@@ -610,9 +611,10 @@ def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]]
             pool = nodes.setdefault(pool_id, dict.fromkeys(totals))
             for name, value in group.items():
                 if value is not None:
-                    pool[name] = (pool[name] or 0) + int(value)
+                    pool[name] = (pool[name] or 0) + (_decimal(value) if name.startswith("gpu_") and name not in (
+                        "gpu_devices", "gpu_memory_total_mib") else int(value))
             if fits:
-                groups[pool_id].append((domain or "", _decimal(room), group["node_count"], int(group["gpu_total"] or 0)))
+                groups[pool_id].append((domain or "", _decimal(room), group["node_count"], _decimal(group["gpu_total"])))
     labels = {pool.pk: pool.topology_label for pool in pools}
     return nodes, {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 
@@ -647,8 +649,8 @@ def pool_standings(pool: NodePool, *, extra: tuple[Project, Decimal] | None = No
                  .order_by().values("project_id").annotate(
                      gpu=Sum("gpus"), np=Sum("gpus", filter=models.Q(priority__gte=fit.PREEMPTIBLE_BELOW))))
     if getattr(pool, "gpu_ready", None) is None:
-        pool.gpu_ready = Node.objects.filter(pool=pool, status=NodeStatus.READY).aggregate(
-            v=Sum("gpu_allocatable"))["v"] or 0
+        pool.gpu_ready = Node.objects.filter(pool=pool).aggregate(
+            v=node_capacity.pool_gpu_totals()["gpu_ready"])["v"] or 0
     by_department: dict[int, dict[str, Decimal]] = {}
     for q in rows:
         u = usage.get(q.project_id) if q.project_id else None

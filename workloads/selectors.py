@@ -18,6 +18,7 @@ from django.db.models.functions import Coalesce
 from enforcers.models import Enforcement
 from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
 from kube.taints import common_taints
+from nodepools import capacity
 from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
 from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
 from projects import waiting
@@ -87,14 +88,14 @@ def node_views(nodes_queryset: Any) -> list[engine.NodeView]:
             taints=list(node.taints or []),
             cpu_millis=max(node.cpu_allocatable_millis - int(node.cpu_used or 0), 0),
             memory_bytes=max(node.memory_allocatable_bytes - int(node.memory_used or 0), 0),
-            gpus=max(Decimal(node.gpu_allocatable) - gpu_used, Decimal(0)),
+            gpus=capacity.node_free(node.status, node.gpu_allocatable, gpu_used),
             storage_bytes=max(node.storage_allocatable_bytes - int(node.storage_used or 0), 0),
             cpu_allocatable_millis=node.cpu_allocatable_millis,
             memory_allocatable_bytes=node.memory_allocatable_bytes,
             gpu_allocatable=node.gpu_allocatable,
             storage_allocatable_bytes=node.storage_allocatable_bytes,
             pool=node.pool.name if node.pool_id else "",
-            ready=node.status == NodeStatus.READY and not node.unschedulable,
+            ready=capacity.is_ready(node.status) and not node.unschedulable,
         ))
     return views
 

@@ -32,6 +32,7 @@ from kubesim.resources import NODES, PODS, get_resource
 from kubesim.scheduling import default as default_core
 from kubesim.scheduling import kai as kai_core
 from kubesim.scheduling.fit import Cluster, NodeInfo, PodInfo, node_info, pod_info
+from kubesim.factories import make_pod
 from kubesim.util import Obj, _gc_paused
 
 PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
@@ -91,7 +92,7 @@ class _Informer:
                 self.kai.discard((pod.namespace, pod.name))
         if not pod.node or not pod.active:
             return
-        if pod.scheduler != kai_core.SCHEDULER_NAME:
+        if pod.scheduler != kai_core.SCHEDULER_NAME and pod.namespace != kai_core.RESERVATION_NAMESPACE:
             other = self.other_used.setdefault(pod.node, {})
             for name, value in pod.requests.items():
                 other[name] = other.get(name, 0.0) + sign * value
@@ -576,6 +577,8 @@ class SchedulingMixin:
             self._kai_evict(eviction, groups.get(eviction.group), moment)
         for bind in decisions.binds:
             try:
+                if bind.gpu_group:
+                    self._kai_reserve_gpu(bind)
                 pod = self.bind_pod(bind.namespace, bind.name, bind.node)
             except ApiError:
                 continue
@@ -599,8 +602,65 @@ class SchedulingMixin:
             if group is not None:
                 self.record_event(_ref(group, "PodGroup", kai_core.POD_GROUP_API), type_="Normal", reason="NotReady",
                                   message=message, component=component, now=moment)
+        self._kai_sync_reservations()
         return {"bound": len(decisions.binds), "evicted": len(decisions.evictions),
                 "unschedulable": len(decisions.unschedulable)}
+
+    # ------------------------------------------------------------------ KAI's binder: shared GPUs
+
+    def _kai_reserve_gpu(self, bind: kai_core.Bind) -> None:
+        """The binder's ReserveGpuDevice (pkg/binder/binding/resourcereservation/resource_reservation.go): the
+        GPU group's reservation pod (created when the group is new: ``nvidia.com/gpu: 1`` on the node, in
+        ``kai-resource-reservation``, labelled ``app`` and ``runai-gpu-group``, annotated
+        ``karpenter.sh/do-not-disrupt``), then the ``runai-gpu-group`` label on the sharer."""
+        name = kai_core.reservation_pod_name(bind.node, bind.gpu_group)
+        if self.get_pod(kai_core.RESERVATION_NAMESPACE, name) is None:
+            taken = {int(p["metadata"].get("annotations", {}).get(kai_core.GPU_INDEX_ANNOTATION, -1))
+                     for p in self.list(PODS, kai_core.RESERVATION_NAMESPACE)
+                     if (p.get("spec") or {}).get("nodeName") == bind.node}
+            index = next(i for i in range(len(taken) + 1) if i not in taken)
+            pod = make_pod(name, kai_core.RESERVATION_NAMESPACE, node=bind.node, phase="Running",
+                           labels={"app": kai_core.RESERVATION_APP, kai_core.GPU_GROUP_LABEL: bind.gpu_group},
+                           annotations={"karpenter.sh/do-not-disrupt": "true",
+                                        kai_core.GPU_INDEX_ANNOTATION: str(index)},
+                           containers=[{"name": "resource-reservation", "image": "ghcr.io/nvidia/kai-scheduler/"
+                                        "resource-reservation", "requests": {"nvidia.com/gpu": 1},
+                                        "limits": {"nvidia.com/gpu": 1}}],
+                           created=self.clock.rfc3339())
+            pod["spec"]["runtimeClassName"] = "nvidia"
+            pod["spec"]["serviceAccountName"] = "kai-resource-reservation"
+            try:
+                self.create(PODS, pod)
+            except ApiError as err:
+                if err.code != 409:  # AlreadyExists: another bind made it, reuse it (as the binder does)
+                    raise
+        self._update(PODS, (bind.namespace, bind.name),
+                     {"metadata": {"labels": {kai_core.GPU_GROUP_LABEL: bind.gpu_group}}}, patch_type="merge")
+
+    def _kai_sync_reservations(self) -> int:
+        """The binder's sync (syncForPods): a reservation pod whose GPU group has no pending or running sharer
+        left is deleted. Returns how many."""
+        reservations = self.list(PODS, kai_core.RESERVATION_NAMESPACE)
+        if not reservations:
+            return 0
+        index = get_resource(PODS).field_index
+        phase_at = index["status.phase"]
+        with self._lock:
+            entries = [(dict(labels), fields) for key, (_data, _rv, labels, fields) in self._stores[PODS].entries.items()
+                       if key[0] != kai_core.RESERVATION_NAMESPACE and labels]
+        groups = {labels[kai_core.GPU_GROUP_LABEL] for labels, fields in entries
+                  if kai_core.GPU_GROUP_LABEL in labels and fields[phase_at] not in ("Succeeded", "Failed")}
+        deleted = 0
+        for pod in reservations:
+            group = (pod["metadata"].get("labels") or {}).get(kai_core.GPU_GROUP_LABEL)
+            if group in groups or pod["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                self.delete_pod(kai_core.RESERVATION_NAMESPACE, pod["metadata"]["name"], grace_period_seconds=0)
+                deleted += 1
+            except ApiError:
+                pass
+        return deleted
 
     def _kai_evict(self, eviction: kai_core.Eviction, group: Obj | None, moment: float) -> None:
         """KAI's evictor (cache/evictor/default_evictor.go): with ``--update-pod-eviction-condition`` the pod's
@@ -686,8 +746,14 @@ class SchedulingMixin:
         if not queues and not groups:
             return 0
         classes, default = self._priority_classes()
+        informer: _Informer = self._scheduling()["informer"]
+        memories = {name: info.gpu_memory for name, (_rv, info) in informer.nodes.items() if info.gpu_memory}
+        if not memories:
+            memories = {n["metadata"]["name"]: node_info(n).gpu_memory for n in self.list(NODES)}
+            memories = {k: v for k, v in memories.items() if v}
         group_status, queue_status = kai_core.controller_status(
-            groups, self._kai_pods(), queues, priority_classes=classes, default_priority=default)
+            groups, self._kai_pods(), queues, priority_classes=classes, default_priority=default,
+            node_gpu_memory=memories)
         changed = 0
         for group in groups:
             md = group["metadata"]

@@ -34,12 +34,20 @@ from typing import Any
 
 import orjson
 
+from kube import gpu as kgpu
+from kube import wellknown
 from kube.labels import pod_matches_node, preferred_node_affinity_score
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import pod_requests
 from kube.taints import first_untolerated_taint, tolerations_tolerate, untolerated_taints
 
-GPU = "nvidia.com/gpu"
+GPU = kgpu.GPU_RESOURCE
+GPU_MEMORY_LABEL = kgpu.LABEL_GPU_MEMORY
+# KAI's GPU sharing (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md; pkg/common/constants/constants.go).
+GPU_FRACTION_ANNOTATION = kgpu.ANNOTATION_GPU_FRACTION
+GPU_MEMORY_ANNOTATION = kgpu.ANNOTATION_GPU_MEMORY
+GPU_GROUP_LABEL = kgpu.GPU_GROUP_LABEL
+KAI_SCHEDULER = wellknown.KAI_SCHEDULER_NAME
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -127,6 +135,7 @@ class NodeInfo:
     allocatable: dict[str, float]
     created: str = ""
     taints_key: tuple = ()  # the taints as a hashable value: nodes with equal ones filter alike
+    gpu_memory: float = 0.0  # MiB of one GPU (GPU feature discovery's nvidia.com/gpu.memory), 0: unknown
 
     @property
     def obj(self) -> dict[str, Any]:
@@ -148,7 +157,47 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
         created=md.get("creationTimestamp") or "",
         taints_key=tuple((t.get("key"), str(t.get("value") or ""), t.get("effect")) for t in spec.get("taints") or []
                          if isinstance(t, dict)),
+        gpu_memory=_gpu_memory_label((md.get("labels") or {}).get(GPU_MEMORY_LABEL)),
     )
+
+
+def _gpu_memory_label(value: Any) -> float:
+    """KAI's reading of ``nvidia.com/gpu.memory`` (pkg/scheduler/api/node_info/node_info.go getNodeGpuMemory):
+    MiB, floored to a multiple of 100; 0 when absent or not a number."""
+    try:
+        mib = int(str(value))
+    except (TypeError, ValueError):
+        return 0.0
+    return float(mib - mib % 100) if mib > 0 else 0.0
+
+
+def sharing_request(annotations: Mapping[str, str], requests: Mapping[str, float]) -> tuple[float, float, str]:
+    """A KAI GPU-sharing request (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md): (``gpu-fraction``, a
+    portion of one GPU in (0, 1]; ``gpu-memory``, MiB; the error of a bad value). (0, 0, "") for a pod that
+    asks no shared GPU; a pod that also asks ``nvidia.com/gpu`` is refused, as KAI's admission does."""
+    fraction_text = annotations.get(GPU_FRACTION_ANNOTATION)
+    memory_text = annotations.get(GPU_MEMORY_ANNOTATION)
+    if fraction_text is None and memory_text is None:
+        return 0.0, 0.0, ""
+    if requests.get(GPU, 0.0) > 0:
+        return 0.0, 0.0, (f"pod has both {GPU} in its resources and the {GPU_FRACTION_ANNOTATION if fraction_text is not None else GPU_MEMORY_ANNOTATION} "
+                          "annotation: only one of them may ask for GPUs")
+    if fraction_text is not None:
+        try:
+            fraction = float(fraction_text)
+        except ValueError:
+            fraction = -1.0
+        if not 0 < fraction <= 1:
+            return 0.0, 0.0, (f"annotation {GPU_FRACTION_ANNOTATION}: {fraction_text!r} must be a number greater than "
+                              "0 and at most 1")
+        return fraction, 0.0, ""
+    try:
+        memory = float(int(str(memory_text)))
+    except ValueError:
+        memory = -1.0
+    if memory <= 0:
+        return 0.0, 0.0, f"annotation {GPU_MEMORY_ANNOTATION}: {memory_text!r} must be a whole number of MiB above 0"
+    return 0.0, memory, ""
 
 
 @dataclass(slots=True)
@@ -172,6 +221,17 @@ class PodInfo:
     score_key: bytes = b""
     error: str = ""  # why the pod cannot be considered (a bad quantity), in the API server's words
     terminating: bool = False  # being deleted (``deletionTimestamp``): holds its node, is never placed
+    # KAI GPU sharing: the annotations' ``gpu-fraction`` / ``gpu-memory`` (MiB), the shared GPU it is on
+    # (``runai-gpu-group`` label) and its share of that GPU in GPU devices (the fraction; a memory request's
+    # share of its node's GPU memory, set by the scheduler).
+    gpu_fraction: float = 0.0
+    gpu_memory: float = 0.0
+    gpu_group: str = ""
+    gpu_share: float = 0.0
+
+    @property
+    def shares_gpu(self) -> bool:
+        return self.gpu_fraction > 0 or self.gpu_memory > 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -219,15 +279,20 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
             owner = (ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))
             break
     priority = spec.get("priority")
+    annotations = md.get("annotations") or {}
+    # Only KAI reads the sharing annotations (another scheduler's pod asks what its resources say).
+    fraction, memory, sharing_error = sharing_request(annotations, requests) \
+        if spec.get("schedulerName") == KAI_SCHEDULER else (0.0, 0.0, "")
     return PodInfo(
         namespace=md.get("namespace") or "default", name=md.get("name", ""), uid=md.get("uid", ""),
-        labels=md.get("labels") or {}, annotations=md.get("annotations") or {},
+        labels=md.get("labels") or {}, annotations=annotations,
         scheduler=spec.get("schedulerName") or "default-scheduler", node=node,
         phase=(pod.get("status") or {}).get("phase") or "Pending", requests=requests,
         priority=priority if type(priority) is int else None,
         priority_class=spec.get("priorityClassName") or "", created=md.get("creationTimestamp") or "",
-        owner=owner, constraints=constraints, filter_key=filter_key, score_key=score_key, error=error,
-        terminating=bool(md.get("deletionTimestamp")),
+        owner=owner, constraints=constraints, filter_key=filter_key, score_key=score_key, error=error or sharing_error,
+        terminating=bool(md.get("deletionTimestamp")), gpu_fraction=fraction, gpu_memory=memory,
+        gpu_group=(md.get("labels") or {}).get(GPU_GROUP_LABEL, ""), gpu_share=fraction,
     )
 
 

@@ -72,7 +72,23 @@ version of the CRDs in kube/crds/):
   devices, CPU millicpus, memory megabytes) and PodGroup ``status.resourcesStatus`` follow the cycle's
   decisions, as KAI's queue and podgroup controllers report them.
 
-Not emulated: consolidation, stale-gang eviction, GPU sharing (fractions), topology, time-based fair share
+- GPU sharing (read at kai-scheduler/KAI-Scheduler d5bc503a1463: docs/gpu-sharing/README.md and its
+  gpu-sharing.yaml, gpu-memory.yaml; pkg/common/constants/constants.go; pkg/scheduler/api/node_info/node_info.go, resource_info/
+  gpu_resource_requirment.go, plugins/proportion; the binder's binding/resourcereservation): a pod asking
+  ``gpu-fraction`` (0 < f <= 1) or ``gpu-memory`` (MiB; its share is memory / the node's
+  ``nvidia.com/gpu.memory``, floored to 100 MiB as KAI reads it) and no ``nvidia.com/gpu`` goes onto a shared
+  GPU with room (binpack: the first in the placement order; spread: a GPU of its own first), else a free
+  GPU of its own; the binder then makes the GPU group's reservation pod (``gpu-reservation-<hash>`` in
+  ``kai-resource-reservation``, ``nvidia.com/gpu: 1``, labels ``app: kai-resource-reservation`` and
+  ``runai-gpu-group``) and labels the sharer with the group; a reservation pod whose sharers are all gone
+  is deleted. The queue counts the fraction (a pending ``gpu-memory`` pod: memory / the smallest GPU
+  memory of the cluster, as proportion.go does); no fraction goes onto a MIG node. MIG resources
+  (``nvidia.com/mig-<g>g.<mem>gb``) are fitted as extended resources and count ``g`` GPUs each in queues
+  and the cluster's total (GetGpusQuota, ResourceVector.TotalGPUs); a MIG job goes only to a MIG node and
+  a mixed-strategy MIG node takes MIG jobs only (node_info.go);
+
+Not emulated: consolidation, stale-gang eviction, multi-device fractions (``gpu-fraction-num-devices``),
+the GPU index a reservation pod reports (the emulator numbers them), topology, time-based fair share
 (no usage database: weights are the plain ``overQuotaWeight`` proportions), minimum runtimes,
 pipelining (an evicted pod's resources are free at once here, so the reclaimer is bound in the same cycle).
 """
@@ -85,7 +101,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.scheduling import kai_share as ks
-from kubesim.scheduling.fit import CPU, GPU, MEMORY, Cluster, NodeInfo, PodInfo, resource_reasons, usage
+import hashlib
+import uuid
+
+from kube import gpu as kgpu
+
+from kubesim.scheduling.fit import (CPU, GPU, MEMORY, Cluster, NodeInfo, PodInfo, kai_resource_reason,
+                                    resource_reasons, usage)
 
 SCHEDULER_NAME = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -107,6 +129,20 @@ RESOURCES_WERE_NOT_FOUND = "no nodes with enough resources were found"
 DEFAULT_PODGROUP_ERROR = "Unable to schedule podgroup"
 POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 MESSAGE_SEPARATOR = ". \n"  # how KAI joins the reasons of a histogram
+MIG_RESOURCE_PREFIX = kgpu.MIG_RESOURCE_PREFIX
+MIG_STRATEGY_LABEL = kgpu.LABEL_MIG_STRATEGY
+# GPU sharing (docs/gpu-sharing/README.md; pkg/common/constants/constants.go; the binder's
+# pkg/binder/binding/resourcereservation/resource_reservation.go): the reservation pods live here, one per
+# shared GPU, named gpu-reservation-<hash of node/group>, labelled app=kai-resource-reservation and with the
+# group; the sharers carry the group label.
+RESERVATION_NAMESPACE = kgpu.RESERVATION_NAMESPACE
+RESERVATION_APP = "kai-resource-reservation"  # global_config.go ResourceReservationAppLabelValue
+RESERVATION_POD_PREFIX = "gpu-reservation"
+GPU_GROUP_LABEL = kgpu.GPU_GROUP_LABEL
+GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
+# node_info.go's fit errors for MIG.
+MIG_ON_NON_MIG_NODE = "MIG job cannot be scheduled on non-MIG node"
+NON_MIG_ON_MIXED_NODE = "non MIG jobs cant run on a node with MigStrategy='mixed'"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -279,14 +315,38 @@ def group_from(obj: Mapping[str, Any], *, priority_classes: Mapping[str, int], d
                  node_pool=labels.get(node_pool_key) or DEFAULT_NODE_POOL if node_pool_key else DEFAULT_NODE_POOL)
 
 
+def mig_gpus(name: str) -> int:
+    """The GPUs KAI counts for one device of a MIG resource: its compute slices, ``nvidia.com/mig-3g.40gb`` -> 3
+    (pkg/scheduler/api/common_info/resources/mig.go ExtractGpuAndMemoryFromMigResourceName, used by
+    resource_info/gpu_resource_requirment.go GetGpusQuota); 0 for any other resource."""
+    if not name.startswith(MIG_RESOURCE_PREFIX):
+        return 0
+    parsed = kgpu.parse_mig_profile(name)
+    return parsed.gpu_slices if parsed else 0
+
+
 def kai_amounts(requests: Mapping[str, float]) -> dict[str, float]:
-    return ks.quantities(cpu=requests.get(CPU, 0.0), memory=requests.get(MEMORY, 0.0), gpu=requests.get(GPU, 0.0))
+    """CPU, memory and GPUs as KAI's queues count them: ``nvidia.com/gpu`` plus each MIG device's slices."""
+    gpu = requests.get(GPU, 0.0)
+    for name, value in requests.items():
+        if name.startswith(MIG_RESOURCE_PREFIX):
+            gpu += mig_gpus(name) * value
+    return ks.quantities(cpu=requests.get(CPU, 0.0), memory=requests.get(MEMORY, 0.0), gpu=gpu)
+
+
+def pod_amounts(pod: PodInfo) -> dict[str, float]:
+    """A pod's amounts for its queue: its requests, and the share of a GPU a ``gpu-fraction`` / ``gpu-memory``
+    pod holds (docs/gpu-sharing/README.md; proportion.go counts a memory request as memory / GPU memory)."""
+    amounts = kai_amounts(pod.requests)
+    if pod.gpu_share:
+        amounts[ks.GPU] += pod.gpu_share
+    return amounts
 
 
 def _sum(pods: Sequence[PodInfo]) -> dict[str, float]:
     total = ks.quantities()
     for pod in pods:
-        for r, v in kai_amounts(pod.requests).items():
+        for r, v in pod_amounts(pod).items():
             total[r] += v
     return total
 
@@ -301,6 +361,27 @@ class Bind:
     name: str
     node: str
     node_pool: str
+    gpu_group: str = ""  # a shared-GPU pod's GPU group (its reservation pod's)
+
+
+def reservation_pod_name(node: str, group: str) -> str:
+    """The binder's deterministic name of a GPU group's reservation pod (resource_reservation.go)."""
+    return f"{RESERVATION_POD_PREFIX}-{hashlib.sha256(f'{node}/{group}'.encode()).hexdigest()[:16]}"
+
+
+def new_gpu_group(node: str, pod: PodInfo) -> str:
+    """A new shared GPU's group name (KAI draws a UUID; here one derived from the node and its first pod)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kai-gpu-group/{node}/{pod.namespace}/{pod.name}/{pod.uid}"))
+
+
+def gpu_share_on(pod: PodInfo, node: NodeInfo) -> float:
+    """The portion of one of the node's GPUs the pod asks (node_info.go getResourceGpuPortion): its
+    fraction, or its memory over the node's GPU memory (0: the node's memory is unknown)."""
+    if pod.gpu_fraction:
+        return pod.gpu_fraction
+    if pod.gpu_memory and node.gpu_memory:
+        return pod.gpu_memory / node.gpu_memory
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -360,6 +441,91 @@ class Placement:
         self.cpu_order = sorted(self.cpu_keys.values())
         self.generation = 0  # moves with every pod placed or taken away
         self.fit_errors: dict[tuple, str] = {}
+        # Shared GPUs: per node, GPU group -> the portion its sharers hold; per sharer, its (group, share).
+        self.shared: dict[int, dict[str, float]] = {}
+        self.assigned: dict[tuple[str, str], tuple[str, float]] = {}
+        self._choice: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def add_sharer(self, i: int, pod: PodInfo) -> None:
+        """A bound pod on a shared GPU (from the snapshot): its group holds its share."""
+        share = gpu_share_on(pod, self.cluster.nodes[i])
+        pod.gpu_share = share
+        groups = self.shared.setdefault(i, {})
+        groups[pod.gpu_group] = groups.get(pod.gpu_group, 0.0) + share
+        self.assigned[pod.key] = (pod.gpu_group, share)
+
+    def _sharing_node(self, i: int) -> bool:
+        """KAI puts no fraction on a MIG node (node_info.go: mixed takes MIG jobs only, single whole GPUs)."""
+        node = self.cluster.nodes[i]
+        return node.labels.get(MIG_STRATEGY_LABEL) not in ("single", "mixed") or not any(
+            k.startswith(MIG_RESOURCE_PREFIX) or "-MIG-" in node.labels.get("nvidia.com/gpu.product", "")
+            for k in node.allocatable)
+
+    def _shared_room(self, i: int, pod: PodInfo) -> tuple[str, float] | None:
+        """Where on node ``i`` the sharer fits: (an existing group, or "" for a GPU of its own, its share)."""
+        if not self._sharing_node(i):
+            return None
+        share = gpu_share_on(pod, self.cluster.nodes[i])
+        if share <= 0 or share > 1 + 1e-9:
+            return None
+        fitting = [(used, group) for group, used in (self.shared.get(i) or {}).items() if used + share <= 1 + 1e-9]
+        if fitting:
+            # binpack: the fullest shared GPU that fits; spread: the emptiest.
+            return (min(fitting) if self.gpu_spread else max(fitting))[1], share
+        if self.cluster.free[i].get(GPU, 0.0) >= 1 - 1e-9 and self.cluster.free_pods[i] >= 2:
+            return "", share
+        return None
+
+    def _place_shared(self, pod: PodInfo) -> int | None:
+        """A shared GPU with room (binpack: the first node in order that has one; spread: a GPU of its own
+        first), else a free GPU of its own, which a new reservation pod will hold."""
+        cluster = self.cluster
+        static = cluster.static_reasons(pod)
+        in_group: tuple[int, str, float] | None = None
+        own: tuple[int, float] | None = None
+        for key in self.gpu_order:
+            i = key[-1]
+            if cluster.static(pod, static, i) is not None or not cluster.fits(i, pod.requests):
+                continue
+            room = self._shared_room(i, pod)
+            if room is None:
+                continue
+            group, share = room
+            if group and in_group is None:
+                in_group = (i, group, share)
+            elif not group and own is None:
+                own = (i, share)
+            if (in_group if not self.gpu_spread else own) is not None:
+                break
+        if in_group is not None and (not self.gpu_spread or own is None):
+            i, group, share = in_group
+        elif own is not None:
+            i, share = own
+            group = new_gpu_group(cluster.nodes[i].name, pod)
+        else:
+            return None
+        self._choice[pod.key] = (group, share)
+        return i
+
+    def _take_shared(self, i: int, pod: PodInfo, sign: int) -> None:
+        groups = self.shared.setdefault(i, {})
+        if sign > 0:
+            group, share = self._choice.pop(pod.key)
+            if group not in groups:
+                self.cluster.assume(i, {GPU: 1.0})  # the reservation pod holds the whole GPU
+                groups[group] = 0.0
+            groups[group] += share
+            self.assigned[pod.key] = (group, share)
+            pod.gpu_group, pod.gpu_share = group, share
+            return
+        group, share = self.assigned.pop(pod.key)
+        left = groups.get(group, 0.0) - share
+        if left <= 1e-9:
+            groups.pop(group, None)
+            self.cluster.assume(i, {GPU: 1.0}, -1)  # nobody shares it any more: the whole GPU is free
+        else:
+            groups[group] = left
+        self._choice[pod.key] = (group, share)  # taken again (a victim kept): the same group
 
     def _gpu_key(self, i: int) -> tuple:
         node = self.cluster.nodes[i]
@@ -370,7 +536,9 @@ class Placement:
 
     def _cpu_key(self, i: int) -> tuple:
         node = self.cluster.nodes[i]
-        has_gpu = 1 if node.allocatable.get(GPU, 0.0) > 0 else 0
+        # resourcetype.go: a node with GPUs (whole or MIG: node_info.go IsCPUOnlyNode) after the CPU-only ones.
+        has_gpu = 1 if node.allocatable.get(GPU, 0.0) > 0 or any(
+            name.startswith(MIG_RESOURCE_PREFIX) and value > 0 for name, value in node.allocatable.items()) else 0
         free = self.cluster.free[i].get(CPU, 0.0)
         if self.cpu_spread:
             capacity = node.allocatable.get(CPU, 0.0)
@@ -412,14 +580,32 @@ class Placement:
                 yield key[-1]
 
     def place(self, pod: PodInfo) -> int | None:
+        if pod.shares_gpu:
+            return self._place_shared(pod)
         cluster = self.cluster
         static = cluster.static_reasons(pod)
         for i in self.candidates(pod.requests):
-            if cluster.static(pod, static, i) is None and cluster.fits(i, pod.requests):
+            if cluster.static(pod, static, i) is None and cluster.fits(i, pod.requests) and \
+                    self._mig_reason(i, pod) is None:
                 return i
         return None
 
+    def _mig_reason(self, i: int, pod: PodInfo) -> str | None:
+        """node_info.go's MIG rules: a MIG job only on a MIG node; a mixed-strategy MIG node takes MIG jobs only
+        (its uncut GPUs included); ``None``: no objection."""
+        node = self.cluster.nodes[i]
+        mig_node = any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in node.allocatable.items())
+        mig_job = any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in pod.requests.items())
+        if mig_job and not mig_node:
+            return MIG_ON_NON_MIG_NODE
+        if mig_node and not mig_job and pod.requests.get(GPU, 0.0) > 0 and \
+                node.labels.get(MIG_STRATEGY_LABEL) == "mixed":
+            return NON_MIG_ON_MIXED_NODE
+        return None
+
     def take(self, i: int, pod: PodInfo, sign: int = 1) -> None:
+        if pod.shares_gpu:
+            self._take_shared(i, pod, sign)
         self.cluster.assume(i, pod.requests, sign)
         self.update(i)
         self.generation += 1
@@ -427,7 +613,7 @@ class Placement:
     def fit_error(self, pod: PodInfo) -> str:
         """KAI's TasksFitErrors message over this shard's nodes (the same for pods of one shape until a pod
         lands or leaves)."""
-        key = (pod.filter_key, tuple(sorted(pod.requests.items())), self.generation)
+        key = (pod.filter_key, tuple(sorted(pod.requests.items())), pod.gpu_fraction, pod.gpu_memory, self.generation)
         found = self.fit_errors.get(key)
         if found is not None:
             return found
@@ -438,6 +624,10 @@ class Placement:
             reason = cluster.static(pod, static, i)
             found_reasons = [reason] if reason is not None else resource_reasons(
                 pod.requests, cluster.free[i], cluster.free_pods[i], kai=True)
+            if reason is None and not found_reasons and pod.shares_gpu and self._shared_room(i, pod) is None:
+                found_reasons = [kai_resource_reason(GPU)]
+            if reason is None and not pod.shares_gpu and self._mig_reason(i, pod) is not None:
+                found_reasons = [self._mig_reason(i, pod)]
             for reason in found_reasons:
                 reasons[reason] = reasons.get(reason, 0) + 1
         message = RESOURCES_WERE_NOT_FOUND
@@ -673,12 +863,19 @@ def cycle(snapshot: Snapshot) -> Decisions:
             if group_name:
                 # A copy: the cycle moves pods (bound, evicted) without touching the caller's snapshot.
                 by_group.setdefault((pod.namespace, group_name), []).append(copy.copy(pod))
-        elif snapshot.other_used is None and pod.node and pod.active:
+        elif snapshot.other_used is None and pod.node and pod.active and pod.namespace != RESERVATION_NAMESPACE:
             into = other.setdefault(pod.node, {})
             for r, v in pod.requests.items():
                 into[r] = into.get(r, 0.0) + v
     other_used = {node: kai_amounts(values) for node, values in (
         other if snapshot.other_used is None else snapshot.other_used).items()}
+    # A pending gpu-memory pod counts memory / the smallest GPU memory of the cluster (proportion.go
+    # MinNodeGPUMemoryMiB); a bound one its share of its node's GPU (Placement.add_sharer).
+    memories = [n.gpu_memory for n in cluster.nodes if n.gpu_memory > 0]
+    for pods in by_group.values():
+        for pod in pods:
+            if pod.gpu_memory and not pod.node:
+                pod.gpu_share = pod.gpu_memory / min(memories) if memories else 0.0
     key = snapshot.node_pool_key
     for _name, value, gpu_strategy, cpu_strategy, condition in shards_of(snapshot):
         members = [i for i, n in enumerate(cluster.nodes) if _in_partition(n.labels, key, value)]
@@ -725,6 +922,10 @@ class _Shard:
         self.bound_now: dict[tuple[str, str], Bind] = {}  # pods this cycle allocated, by key
         self.valid: list[Group] = []
         for group in groups:
+            for pod in group.pods:
+                if pod.shares_gpu and pod.node and pod.active and pod.gpu_group and pod.node in cluster.index:
+                    self.placement.add_sharer(cluster.index[pod.node], pod)
+        for group in groups:
             if group.queue not in queues:
                 group.fit_errors.append(("QueueDoesNotExist", f"Queue '{group.queue}' does not exist", None))
                 continue
@@ -732,7 +933,7 @@ class _Shard:
             for pod in group.pods:
                 if not pod.active:
                     continue
-                ks.add_usage(queues, group.queue, kai_amounts(pod.requests), allocated=bool(pod.node),
+                ks.add_usage(queues, group.queue, pod_amounts(pod), allocated=bool(pod.node),
                              non_preemptible=not group.preemptible)
         ks.set_fair_shares(self.total, queues)
 
@@ -806,9 +1007,9 @@ class _Shard:
     def _commit(self, group: Group, placed: list[tuple[PodInfo, int]]) -> None:
         for pod, i in placed:
             pod.node = self.cluster.nodes[i].name
-            ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
+            ks.add_usage(self.queues, group.queue, pod_amounts(pod), allocated=True,
                          non_preemptible=not group.preemptible, request=False)
-            bind = Bind(pod.namespace, pod.name, pod.node, group.node_pool)
+            bind = Bind(pod.namespace, pod.name, pod.node, group.node_pool, pod.gpu_group if pod.shares_gpu else "")
             self.decisions.binds.append(bind)
             self.bound_now[pod.key] = bind
         group.fit_errors.clear()
@@ -824,7 +1025,7 @@ class _Shard:
                     # (Statement.Evict of a pod the session allocated), the pod stays pending and its bind is
                     # never sent; explain() then gives its PodGroup the reason it waits.
                     self.decisions.binds.remove(bind)
-                    ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
+                    ks.add_usage(self.queues, group.queue, pod_amounts(pod), allocated=True,
                                  non_preemptible=not group.preemptible, request=False, sign=-1.0)
                     pod.node = ""
                     continue
@@ -841,7 +1042,7 @@ class _Shard:
                     message = preempt_message(pod, preemptor)
                 self.decisions.evictions.append(Eviction(pod.namespace, pod.name, group.key, message, action,
                                                          preemptor.key, len(pods), self.eviction_condition))
-                ks.add_usage(self.queues, group.queue, kai_amounts(pod.requests), allocated=True,
+                ks.add_usage(self.queues, group.queue, pod_amounts(pod), allocated=True,
                              non_preemptible=not group.preemptible, sign=-1.0)
                 pod.phase = "Failed"  # gone: neither counted nor placed again this cycle
 
@@ -1006,7 +1207,8 @@ class _Shard:
 
 def controller_status(pod_groups: Sequence[Mapping[str, Any]], pods: Sequence[PodInfo],
                       queues: Sequence[Mapping[str, Any]], *, priority_classes: Mapping[str, int],
-                      default_priority: int = 0) -> tuple[dict[tuple[str, str], dict], dict[str, dict]]:
+                      default_priority: int = 0, node_gpu_memory: Mapping[str, float] | None = None,
+                      ) -> tuple[dict[tuple[str, str], dict], dict[str, dict]]:
     """PodGroup ``status.resourcesStatus`` (pkg/podgroupcontroller: ``requested`` of its pending and running
     pods, ``allocated`` of those bound, ``allocatedNonPreemptible`` for a non-preemptible group) and Queue
     ``status`` (pkg/queuecontroller/controllers/resource_updater: a queue sums its PodGroups by
@@ -1015,6 +1217,10 @@ def controller_status(pod_groups: Sequence[Mapping[str, Any]], pods: Sequence[Po
     for pod in pods:
         name = pod.annotations.get(POD_GROUP_ANNOTATION)
         if pod.scheduler == SCHEDULER_NAME and name and pod.active:
+            if pod.gpu_memory:  # a gpu-memory pod: its share of its node's GPU (or of the smallest one)
+                memories = node_gpu_memory or {}
+                base = memories.get(pod.node) if pod.node else min(memories.values(), default=0.0)
+                pod.gpu_share = pod.gpu_memory / base if base else 0.0
             by_group.setdefault((pod.namespace, name), []).append(pod)
     empty = ks.quantities
     sums: dict[str, dict[str, dict[str, float]]] = {}
@@ -1024,7 +1230,7 @@ def controller_status(pod_groups: Sequence[Mapping[str, Any]], pods: Sequence[Po
                            node_pool_key="")
         figures = {"allocated": empty(), "allocatedNonPreemptible": empty(), "requested": empty()}
         for pod in by_group.get(group.key, []):
-            for r, v in kai_amounts(pod.requests).items():
+            for r, v in pod_amounts(pod).items():
                 figures["requested"][r] += v
                 if pod.node:
                     figures["allocated"][r] += v

@@ -96,11 +96,19 @@ class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
     label = serializers.CharField(read_only=True)
     node_count = serializers.IntegerField(read_only=True)
     ready_node_count = serializers.IntegerField(read_only=True)
-    gpu_total = serializers.IntegerField(read_only=True)
-    gpu_ready = serializers.IntegerField(read_only=True)
-    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    gpu_memory_total_mib = serializers.IntegerField(read_only=True)
+    gpu_devices = serializers.IntegerField(read_only=True, help_text="Physical GPUs of the pool's nodes.")
+    gpu_total = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+                                         help_text="Allocatable GPUs (GPU-equivalents) of the pool's nodes.")
+    gpu_ready = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+                                         help_text="Allocatable GPUs of the nodes the console calls Ready.")
+    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+                                             help_text="GPUs the active pods hold on Ready nodes.")
+    gpu_allocated_not_ready = serializers.DecimalField(
+        max_digits=14, decimal_places=3, read_only=True,
+        help_text="GPUs active pods hold on nodes that are not Ready (shown apart, in no free figure).")
+    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+                                        help_text="Σ over Ready nodes of max(0, ready − allocated).")
+    gpu_memory_total_mib = serializers.IntegerField(read_only=True, help_text="Physical GPU memory, counted once.")
     cpu_total = serializers.SerializerMethodField(help_text="Allocatable CPU cores of the pool's nodes.")
     cpu_allocated = serializers.SerializerMethodField(help_text="CPU cores requested by the pool's running pods.")
     memory_total_bytes = serializers.IntegerField(read_only=True)
@@ -111,8 +119,9 @@ class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
         model = NodePool
         fields = [
             "id", "cluster", "name", "description", "is_default", "label_key", "label_value", "label",
-            "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "status", "node_count", "ready_node_count", "gpu_total",
-            "gpu_ready", "gpu_allocated", "gpu_free", "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
+            "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "status", "node_count", "ready_node_count",
+            "gpu_devices", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_allocated_not_ready", "gpu_free",
+            "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
             "memory_total_bytes", "memory_allocated_bytes", "workload_count", *GPU_METRICS_FIELDS, "created", "updated",
         ]
         read_only_fields = ["is_default", "created", "updated"]
@@ -148,15 +157,51 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True)
 
 
+class GpuSliceSerializer(serializers.Serializer):
+    profile = serializers.CharField(help_text="MIG profile, e.g. 1g.10gb.")
+    resource = serializers.CharField(help_text="The extended resource pods ask (nvidia.com/mig-1g.10gb; "
+                                               "nvidia.com/gpu with the single strategy).")
+    count = serializers.IntegerField(help_text="Slices the node publishes (capacity).")
+    allocatable = serializers.IntegerField()
+    allocated = serializers.IntegerField(help_text="Slices the node's active pods hold.")
+    memory_mib = serializers.IntegerField(allow_null=True, help_text="Memory of one slice.")
+    share = serializers.DecimalField(max_digits=6, decimal_places=3,
+                                     help_text="One slice in GPU-equivalents (its compute slices over the GPU's).")
+
+
+class GpuSharingSerializer(serializers.Serializer):
+    exposure = serializers.CharField(help_text="none, whole, mig-single, mig-mixed, time-slicing or mps.")
+    replicas = serializers.IntegerField(help_text="Replicas per GPU (time-slicing, MPS); 1 otherwise.")
+    sharing_strategy = serializers.CharField()
+    mig_strategy = serializers.CharField()
+    mig_config = serializers.CharField(help_text="nvidia.com/mig.config: the MIG manager's layout.")
+    mig_config_state = serializers.CharField(help_text="nvidia.com/mig.config.state: pending, rebooting, success, "
+                                                       "failed.")
+    slices = GpuSliceSerializer(many=True)
+    replicas_total = serializers.IntegerField(allow_null=True)
+    replicas_in_use = serializers.IntegerField(allow_null=True)
+    fractions_in_use = serializers.IntegerField(help_text="Pods holding a KAI gpu-fraction or gpu-memory share.")
+    fraction_gpus = serializers.DecimalField(max_digits=14, decimal_places=3)
+
+
 class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
     status_text = serializers.CharField(read_only=True)
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
+    gpu_capacity = serializers.IntegerField(read_only=True, help_text="Physical GPUs, however cut or shared.")
+    gpu_allocatable = serializers.DecimalField(max_digits=10, decimal_places=3, read_only=True,
+                                               help_text="What pods may use, in GPU-equivalents.")
+    gpu_ready = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True, default=None)
+    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True, default=None)
+    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True, default=None)
+    gpu_allocated_not_ready = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True, default=None)
+    gpu_sharing = GpuSharingSerializer(source="sharing", read_only=True, default=None)
 
     class Meta:
         model = Node
         fields = [
             "id", "cluster", "name", "pool", "pool_name", "pool_conflicts", "status", "status_text", "status_reasons",
-            "unschedulable", "labels", "taints", "gpu_product", "gpu_capacity", "gpu_allocatable", "gpu_memory_mib",
+            "unschedulable", "labels", "taints", "gpu_product", "gpu_capacity", "gpu_allocatable", "gpu_ready",
+            "gpu_allocated", "gpu_free", "gpu_allocated_not_ready", "gpu_sharing", "gpu_memory_mib",
             "gpu_family", "mig_strategy", "is_gpu_node", "cpu_capacity_millis", "cpu_allocatable_millis",
             "memory_capacity_bytes", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
             "created_in_cluster", *GPU_METRICS_FIELDS, "updated",

@@ -106,12 +106,18 @@ class NodeViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Retriev
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)
         if page is not None:
-            selectors.nodes_attach_gpu_metrics(list(page))
+            nodes = list(page)
+            # Ready, allocated, free (nodepools.capacity) and how the GPUs are shared: two queries per page.
+            selectors.nodes_attach_usage(nodes)
+            selectors.nodes_attach_sharing(nodes)
+            selectors.nodes_attach_gpu_metrics(nodes)
         return page
 
     def get_object(self):
         node = super().get_object()
         if self.action == "retrieve":
+            selectors.nodes_attach_usage([node])
+            selectors.nodes_attach_sharing([node])
             selectors.nodes_attach_gpu_metrics([node])
         return node
 

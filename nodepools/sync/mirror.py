@@ -21,7 +21,8 @@ from django.db import connection
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus, Pod, project_namespace_model
 from nodepools.sync.derived import DerivedNodes, derive_nodes_sql
 from nodepools.sync.lifetimes import lifetime_key, lifetimes_end, lifetimes_upsert
-from nodepools.sync.resources import NODES, PODS, REGISTRY, Resource, when
+from kube import gpu as kube_gpu
+from nodepools.sync.resources import NODES, POD_GPU_REQUEST_AT, POD_GPUS_AT, POD_NODE_AT, PODS, REGISTRY, Resource, when
 from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
 
 logger = logging.getLogger("nodepools.sync")
@@ -75,6 +76,11 @@ class Mirror:
         self.lifetime_keys: set = set()
         self.lifetimes_all = False
         self.in_view_at = Cluster.objects.filter(pk=self.cid).values_list("pods_current_at", flat=True).first()
+        # Per node name, its GPUs as kube.gpu reads them: a pod's GPU request is priced on its node when the pod
+        # is written (a replica of a time-sliced GPU is 1/replicas of it); the nodes whose pricing changed
+        # (a new MIG layout, replicas, GPU memory) have their pods priced again (`_regauge`).
+        self.gpu_nodes: dict[str, kube_gpu.NodeGpus] = {}
+        self.regauge: set[str] = set()
         self._load()
 
     # Back-compat views used by callers and tests.
@@ -92,9 +98,13 @@ class Mirror:
         if NODES in self.index:
             for row in Node.objects.filter(cluster_id=self.cid).values_list(
                 "pk", "name", "uid", "resource_version", "labels", "is_gpu_node", "conditions", "unschedulable",
-                "pool_id", "pool_conflicts", "status", "status_reasons",
+                "pool_id", "pool_conflicts", "status", "status_reasons", "gpu_sharing", "gpu_product",
+                "gpu_memory_mib", "gpu_capacity",
             ).iterator(chunk_size=2000):
-                pk, name, uid, rv, labels, is_gpu, conditions, unschedulable, pool_id, conflicts, status, reasons = row
+                (pk, name, uid, rv, labels, is_gpu, conditions, unschedulable, pool_id, conflicts, status, reasons,
+                 sharing, product, memory, physical) = row
+                self.gpu_nodes[name] = kube_gpu.node_from_record(sharing, product=product, memory_mib=memory,
+                                                                 physical=physical)
                 cond = kube.node_condition_reasons({"spec": {"unschedulable": unschedulable},
                                                     "status": {"conditions": conditions}})
                 self.index[NODES][name] = Entry(pk, uid, rv, None)
@@ -184,8 +194,48 @@ class Mirror:
         self.up[kind][key] = values
         if kind == NODES:
             self.derived.node_changed(key, facts)
+            self._gpu_node(key, facts.gpus)
         elif kind == PODS:
             self.derived.pod_changed(key, values[1], values[2], values[7], values[5], values[6])
+
+    def _gpu_node(self, name: str, inventory: kube_gpu.NodeGpus | None) -> None:
+        """Keep the node's GPUs for pricing its pods; note the node when what prices them changed."""
+        old = self.gpu_nodes.get(name)
+        if inventory is None:
+            self.gpu_nodes.pop(name, None)
+            return
+        self.gpu_nodes[name] = inventory
+        if old is None or (old.units, old.memory_mib, old.product) != (inventory.units, inventory.memory_mib,
+                                                                        inventory.product):
+            self.regauge.add(name)
+
+    def price(self, values: list) -> list:
+        """A pod's values with its GPUs in GPU-equivalents on its node (`kube.gpu.demand_on`)."""
+        record = values[POD_GPU_REQUEST_AT]
+        if not record:
+            return values
+        node = self.gpu_nodes.get(values[POD_NODE_AT]) if values[POD_NODE_AT] else None
+        gpus = kube_gpu.demand_on(kube_gpu.request_from_record(record), node).gpus
+        if gpus != values[POD_GPUS_AT]:
+            values = list(values)
+            values[POD_GPUS_AT] = gpus
+        return values
+
+    def _regauge(self) -> int:
+        """Price again the stored pods of the nodes whose GPUs changed how they price (set-wise per node)."""
+        names, self.regauge = sorted(self.regauge), set()
+        changed = []
+        for i in range(0, len(names), 500):
+            for pod in Pod.objects.filter(cluster_id=self.cid, node_name__in=names[i:i + 500]).exclude(
+                    gpu_request={}).only("pk", "node_name", "gpus", "gpu_request"):
+                node = self.gpu_nodes.get(pod.node_name)
+                gpus = kube_gpu.demand_on(kube_gpu.request_from_record(pod.gpu_request), node).gpus
+                if gpus != pod.gpus:
+                    pod.gpus = gpus
+                    changed.append(pod)
+        if changed:
+            Pod.objects.bulk_update(changed, ["gpus"], batch_size=500)
+        return len(changed)
 
     def _skip(self, resource: Resource, obj: Any, exc: BaseException) -> None:
         self.skipped += 1
@@ -224,6 +274,7 @@ class Mirror:
             self.dels[kind].add(key)
         if kind == NODES:
             self.derived.node_deleted(key)
+            self._gpu_node(key, None)
         elif kind == PODS:
             self.derived.pod_deleted(key)
 
@@ -299,7 +350,13 @@ class Mirror:
             else:
                 def links(key, values):
                     return ()
-            written[kind] += self.writers[kind].upsert([(key, v, links(key, v)) for key, v in items.items()], now)
+            if kind == PODS:
+                price = self.price
+                written[kind] += self.writers[kind].upsert(
+                    [(key, v, links(key, v)) for key, v in ((k, price(v)) for k, v in items.items())], now)
+            else:
+                written[kind] += self.writers[kind].upsert([(key, v, links(key, v)) for key, v in items.items()],
+                                                           now)
             if kind == PODS and not self.lifetimes_all:
                 self.lifetime_keys.update(items)  # (a full list writes them all at its end)
             index = self.index[kind]
@@ -308,6 +365,10 @@ class Mirror:
                 if entry is not None and not entry.pk:
                     entry.pk = True  # stored; its id is looked up only if something needs it
             items.clear()
+        if self.regauge and PODS in self.resources:
+            priced = self._regauge()
+            if priced:
+                written["pods_priced"] += priced
         if in_sql and not deferred:
             written[NODES] += self._derive_in_sql(now)
         if PODS in self.resources and not deferred:
@@ -385,5 +446,6 @@ class Mirror:
         orphans = [name for name in new_names if derived.pods_per_node.get(name)]
         if orphans:
             link_orphan_pods(self.cid, orphans)
+            self.regauge.update(orphans)
             self.lifetimes_all = True  # their lifetimes learn the pool and GPU model of their node
         return written

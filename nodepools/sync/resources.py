@@ -17,6 +17,7 @@ import orjson
 from django.utils.dateparse import parse_datetime
 
 from common import caches
+from kube import gpu as kube_gpu
 from nodepools import kube
 from nodepools.models import Node, Pod
 
@@ -123,14 +124,17 @@ NODE_VALUE_FIELDS = (
     "uid", "labels", "taints", "conditions", "unschedulable", "cpu_capacity_millis", "cpu_allocatable_millis",
     "memory_capacity_bytes", "memory_allocatable_bytes", "gpu_capacity", "gpu_allocatable", "gpu_product",
     "gpu_memory_mib", "gpu_family", "gpu_count_label", "mig_strategy", "is_gpu_node", "zone", "instance_type",
-    "capacity_type", "created_in_cluster", "resource_version", "storage_capacity_bytes",
+    "capacity_type", "created_in_cluster", "resource_version", "gpu_sharing", "storage_capacity_bytes",
     "storage_allocatable_bytes",
 )
 POD_VALUE_FIELDS = (
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
     "memory_bytes", "gpus", "created_in_cluster", "started_in_cluster", "finished_in_cluster", "resource_version",
-    "storage_bytes", "scheduling_message",
+    "storage_bytes", "gpu_request", "scheduling_message",
 )
+# Where a pod's values hold its node's name, its GPU-equivalents and its GPU request (the mirror prices the
+# request on the node when it writes the pod: `kube.gpu.demand_on`).
+POD_NODE_AT, POD_GPUS_AT, POD_GPU_REQUEST_AT = (POD_VALUE_FIELDS.index(f) for f in ("node_name", "gpus", "gpu_request"))
 
 
 def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
@@ -139,31 +143,40 @@ def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
     values = [
         facts.uid, facts.labels, facts.taints, facts.conditions, facts.unschedulable,
         facts.capacity.cpu_millis, facts.allocatable.cpu_millis, facts.capacity.memory_bytes,
-        facts.allocatable.memory_bytes, int(facts.capacity.gpus), int(facts.allocatable.gpus), facts.gpu_product,
+        facts.allocatable.memory_bytes, int(facts.capacity.gpus), facts.allocatable.gpus, facts.gpu_product,
         facts.gpu_memory_mib, facts.gpu_family, facts.gpu_count_label, facts.mig_strategy, facts.is_gpu_node,
         facts.zone, facts.instance_type, facts.capacity_type, facts.created, facts.resource_version,
-        facts.capacity.storage_bytes, facts.allocatable.storage_bytes,
+        kube.gpu_sharing(facts.gpus), facts.capacity.storage_bytes, facts.allocatable.storage_bytes,
     ]
     return values, facts
 
 
-_REQUESTS: dict[bytes, kube.Resources] = caches.register({})
+_REQUESTS: dict[bytes, tuple[kube.Resources, dict[str, Any]]] = caches.register({})
+_GPU_ANNOTATIONS = (kube_gpu.ANNOTATION_GPU_FRACTION, kube_gpu.ANNOTATION_GPU_FRACTION_NUM_DEVICES,
+                    kube_gpu.ANNOTATION_GPU_MEMORY)
 
 
-def pod_requests(spec: dict[str, Any]) -> kube.Resources:
-    """kube.pod_resources, memoised on the resources part of the spec: pods of one workload share it, and
+def pod_requests(spec: dict[str, Any], metadata: dict[str, Any] | None = None) -> tuple[kube.Resources, dict[str, Any]]:
+    """kube.pod_resources_and_request, memoised on the resources part of the spec (and what of the metadata
+    tells GPU sharing: KAI's annotations, the reservation namespace): pods of one workload share it, and
     parsing quantities (Decimal) is most of a pod's cost on a full list."""
+    metadata = metadata if isinstance(metadata, dict) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+    sharing = {"namespace": metadata.get("namespace") or "",
+               "annotations": {k: annotations[k] for k in _GPU_ANNOTATIONS if k in annotations}}
+    pod = {"metadata": sharing, "spec": spec}
     try:
         key = orjson.dumps([
             [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("containers") or ()],
             [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
             spec.get("overhead"), spec.get("resources"),
+            sharing["annotations"] or None, sharing["namespace"] == kube_gpu.RESERVATION_NAMESPACE,
         ])
     except (TypeError, AttributeError, orjson.JSONEncodeError):
-        return kube.pod_resources({"spec": spec})  # malformed: let the parser say what is wrong
+        return kube.pod_resources_and_request(pod)  # malformed: let the parser say what is wrong
     found = _REQUESTS.get(key)
     if found is None:
-        found = kube.pod_resources({"spec": spec})
+        found = kube.pod_resources_and_request(pod)
         if len(_REQUESTS) > 10_000:
             _REQUESTS.clear()
         _REQUESTS[key] = found
@@ -175,7 +188,7 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
     metadata = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    requests = pod_requests(spec)
+    requests, gpu_request = pod_requests(spec, metadata)
     labels = metadata.get("labels") or {}
     selector = spec.get("nodeSelector") or {}
     if not isinstance(labels, dict) or not isinstance(selector, dict):
@@ -186,19 +199,19 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
         int(spec.get("priority") or 0), spec.get("priorityClassName") or "", labels, selector,
         kube.pod_is_ready(obj), requests.cpu_millis, requests.memory_bytes, requests.gpus,
         metadata.get("creationTimestamp"), started, finished, str(metadata.get("resourceVersion") or ""),
-        requests.storage_bytes, kube.pod_scheduling_message(obj),
+        requests.storage_bytes, gpu_request, kube.pod_scheduling_message(obj),
     ], None
 
 
 def _register_core() -> None:
     register(Resource(
         name=NODES, kind="Node", group="", version="v1", plural="nodes", namespaced=False, model=Node,
-        fields=NODE_VALUE_FIELDS, values=node_values, json_fields=("labels", "taints", "conditions"),
+        fields=NODE_VALUE_FIELDS, values=node_values, json_fields=("labels", "taints", "conditions", "gpu_sharing"),
         datetime_fields=("created_in_cluster",),
     ))
     register(Resource(
         name=PODS, kind="Pod", group="", version="v1", plural="pods", namespaced=True, model=Pod,
-        fields=POD_VALUE_FIELDS, values=pod_values, json_fields=("labels", "node_selector"),
+        fields=POD_VALUE_FIELDS, values=pod_values, json_fields=("labels", "node_selector", "gpu_request"),
         datetime_fields=("created_in_cluster", "started_in_cluster", "finished_in_cluster"),
     ))
 

@@ -1,0 +1,204 @@
+"""kube.gpu: a node's GPUs and a pod's GPU demand in GPU-equivalents, however NVIDIA publishes them."""
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kube import gpu
+from kubesim.factories import make_node, make_pod
+from kubesim import nvidia
+
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+A100_40 = "NVIDIA-A100-SXM4-40GB"
+
+
+def inventory(node):
+    return gpu.node_gpus_of(node)
+
+
+def pod(resources=None, annotations=None, namespace="runai-team"):
+    obj = {"metadata": {"name": "p", "namespace": namespace, "annotations": dict(annotations or {})},
+           "spec": {"containers": [{"name": "main", "resources": {"limits": dict(resources or {})}}]}}
+    return obj
+
+
+# --- the issue's nodes, as NVIDIA's device plugin and GPU feature discovery publish them ---------------
+
+def test_mig_mixed_all_balanced_counts_eight_gpus_not_zero():
+    node = make_node("mig", gpus=8, gpu_product=A100_80, mig_config="all-balanced", mig_strategy="mixed")
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "0"
+    inv = inventory(node)
+    assert inv.exposure == gpu.MIG_MIXED
+    assert inv.physical == 8
+    assert inv.allocatable == 8  # 16 × 1/7 + 8 × 2/7 + 8 × 3/7
+    assert inv.total_memory_mib == 8 * 81920
+    by_profile = {s.profile: s for s in inv.slices}
+    assert {p: (s.allocatable, s.share) for p, s in by_profile.items()} == {
+        "1g.10gb": (16, Fraction(1, 7)), "2g.20gb": (8, Fraction(2, 7)), "3g.40gb": (8, Fraction(3, 7))}
+    assert by_profile["3g.40gb"].memory_mib == 40 * 1024
+    assert inv.mig_config == "all-balanced"
+
+
+def test_time_sliced_node_counts_its_physical_gpus_and_memory_once():
+    node = make_node("ts", gpus=8, gpu_product=A100_80, gpu_replicas=4)
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "32"
+    inv = inventory(node)
+    assert (inv.exposure, inv.physical, inv.replicas, inv.allocatable) == (gpu.TIME_SLICING, 8, 4, 8)
+    assert inv.total_memory_mib == 8 * 81920  # not 32 ×
+    assert inv.product == A100_80  # without -SHARED
+    one_replica = gpu.pod_gpu_demand(pod({"nvidia.com/gpu": "1"}), inv)
+    assert (one_replica.kind, one_replica.equivalents) == ("replica", Fraction(1, 4))
+
+
+def test_renamed_shared_resource_and_mps():
+    inv = inventory(make_node("sh", gpus=2, gpu_product=A100_40, gpu_replicas=10, rename_shared=True))
+    assert (inv.physical, inv.allocatable, inv.unit("nvidia.com/gpu.shared")) == (2, 2, Fraction(1, 10))
+    assert gpu.pod_gpu_demand(pod({"nvidia.com/gpu.shared": "3"}), inv).equivalents == Fraction(3, 10)
+    mps = inventory(make_node("mps", gpus=4, gpu_product=A100_40, gpu_replicas=2, sharing_strategy="mps"))
+    assert (mps.exposure, mps.physical, mps.allocatable) == (gpu.MPS, 4, 4)
+
+
+def test_mig_single_reads_physical_gpus_from_the_overridden_count():
+    node = make_node("single", gpus=8, gpu_product=A100_80, mig_config="all-1g.10gb", mig_strategy="single")
+    assert node["metadata"]["labels"]["nvidia.com/gpu.count"] == "56"
+    inv = inventory(node)
+    assert (inv.exposure, inv.physical, inv.allocatable, inv.memory_mib) == (gpu.MIG_SINGLE, 8, 8, 81920)
+    assert gpu.pod_gpu_demand(pod({"nvidia.com/gpu": "2"}), inv).equivalents == Fraction(2, 7)
+    # GFD's own example: 8 A100 40GB in 1g.5gb slices, 56 devices
+    labels = {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+              "nvidia.com/gpu.count": "56", "nvidia.com/gpu.memory": "5120"}
+    inv = gpu.node_gpus(labels, {"nvidia.com/gpu": "56"})
+    assert (inv.physical, inv.memory_mib, inv.allocatable) == (8, 40960, 8)
+    three = gpu.node_gpus({**labels, "nvidia.com/gpu.product": "A100-SXM4-80GB-MIG-3g.40gb",
+                           "nvidia.com/gpu.count": "16"}, {"nvidia.com/gpu": "16"})
+    assert (three.physical, three.allocatable) == (8, Fraction(48, 7))  # 2 × 3g.40gb leave 1/7 of each GPU
+
+
+def test_whole_gpus_and_nodes_without_gpus():
+    inv = inventory(make_node("w", gpus=4, gpu_product=A100_40))
+    assert (inv.exposure, inv.physical, inv.allocatable, inv.memory_mib) == (gpu.WHOLE, 4, 4, 40960)
+    cpu = inventory(make_node("cpu"))
+    assert (cpu.exposure, cpu.physical, cpu.allocatable, cpu.total_memory_mib) == (gpu.NONE, 0, 0, 0)
+    # an unhealthy device lowers allocatable, not the physical count
+    hurt = gpu.node_gpus({"nvidia.com/gpu.count": "8"}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "7"})
+    assert (hurt.physical, hurt.allocatable) == (8, 7)
+    # garbage is read as absent, never raised
+    assert gpu.node_gpus({"nvidia.com/gpu.count": "lots"}, {"nvidia.com/gpu": "many"}).physical == 0
+
+
+# --- shares ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile, product, share", [
+    ("1g.10gb", A100_80, Fraction(1, 7)), ("3g.40gb", A100_80, Fraction(3, 7)), ("7g.80gb", A100_80, 1),
+    ("1g.18gb", "NVIDIA-H200", Fraction(1, 7)), ("nvidia.com/mig-2g.20gb", "NVIDIA-H100-80GB-HBM3", Fraction(2, 7)),
+    ("1g.6gb", "NVIDIA-A30", Fraction(1, 4)), ("2g.12gb", "NVIDIA-A30", Fraction(1, 2)),
+    ("1c.3g.40gb", A100_80, Fraction(1, 7)), ("1g.10gb+me", A100_80, Fraction(1, 7)),
+])
+def test_mig_profile_share(profile, product, share):
+    assert gpu.mig_profile_share(profile, product) == share
+
+
+def test_not_a_profile_is_refused_with_the_rule():
+    with pytest.raises(ValueError, match="not a MIG profile"):
+        gpu.mig_profile_share("big", A100_80)
+    assert gpu.parse_mig_profile("nvidia.com/gpu") is None
+    assert gpu.mig_resource("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+
+
+@pytest.mark.parametrize("profile, product, per_gpu", [
+    ("1g.10gb", A100_80, 7), ("1g.20gb", A100_80, 4), ("2g.20gb", A100_80, 3), ("3g.40gb", A100_80, 2),
+    ("1g.10gb", A100_40, 4), ("1g.5gb", A100_40, 7), ("1g.35gb", "NVIDIA-H200", 4), ("3g.71gb", "NVIDIA-H200", 2),
+])
+def test_instances_per_gpu_follow_the_mig_managers_layouts(profile, product, per_gpu):
+    assert gpu.instances_per_gpu(profile, product) == per_gpu
+
+
+# --- pod demand -----------------------------------------------------------------------------------
+
+def test_kai_fractions_and_gpu_memory():
+    half = gpu.pod_gpu_demand(pod(annotations={"gpu-fraction": "0.5"}))
+    assert (half.kind, half.equivalents, half.gpus) == ("fraction", Fraction(1, 2), Decimal("0.500"))
+    two = gpu.pod_gpu_demand(pod(annotations={"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}))
+    assert two.equivalents == Fraction(1, 2)
+    inv = inventory(make_node("w", gpus=1, gpu_product=A100_80))
+    mem = gpu.pod_gpu_demand(pod(annotations={"gpu-memory": "20480"}), inv)
+    assert (mem.kind, mem.equivalents) == ("memory", Fraction(1, 4))
+    # with no node known, KAI's node-scale-adjuster default; with a pool's GPU memory, its share
+    assert gpu.pod_gpu_demand(pod(annotations={"gpu-memory": "2000"})).equivalents == Fraction(1, 10)
+    assert gpu.pod_gpu_demand(pod(annotations={"gpu-memory": "40960"}), gpu_memory_mib=40960).equivalents == 1
+
+
+def test_bad_fraction_annotations_count_nothing_and_say_why():
+    bad = gpu.pod_gpu_demand(pod(annotations={"gpu-fraction": "1.5"}))
+    assert bad.equivalents == 0 and "gpu-fraction" in bad.error and "at most 1" in bad.error
+    assert "gpu-memory" in gpu.fraction_errors({"gpu-memory": "-3"})
+    assert gpu.fraction_errors({"gpu-fraction": "0.3"}) == {}
+
+
+def test_mig_requests_and_the_reservation_pod():
+    inv = inventory(make_node("mig", gpus=8, gpu_product=A100_80, mig_config="all-balanced"))
+    demand = gpu.pod_gpu_demand(pod({"nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-1g.10gb": "2"}), inv)
+    assert (demand.kind, demand.mig, demand.equivalents) == ("mig", {"3g.40gb": 1, "1g.10gb": 2}, Fraction(5, 7))
+    assert gpu.demand_resources(demand) == {"nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-1g.10gb": 2}
+    # without a node the share follows the 7-slice convention
+    assert gpu.pod_gpu_demand(pod({"nvidia.com/mig-1g.10gb": "1"})).equivalents == Fraction(1, 7)
+    reservation = gpu.pod_gpu_demand(pod({"nvidia.com/gpu": "1"}, namespace="kai-resource-reservation"))
+    assert (reservation.kind, reservation.equivalents) == ("reservation", 0)
+    whole = gpu.pod_gpu_demand(make_pod("w", containers=[{"name": "main", "requests": {"nvidia.com/gpu": 2}}]))
+    assert (whole.kind, whole.devices, whole.equivalents) == ("whole", 2, 2)
+
+
+def test_stored_figures_round_half_even_to_three_places():
+    assert gpu.to_decimal(Fraction(1, 7)) == Decimal("0.143")
+    assert gpu.to_decimal(Fraction(3, 7)) == Decimal("0.429")
+    assert gpu.to_decimal(7 * Fraction(1, 7)) == Decimal("1.000")
+
+
+# --- properties over what NVIDIA publishes --------------------------------------------------------
+
+
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(gpus=st.integers(1, 16), product=st.sampled_from([A100_80, A100_40, "NVIDIA-H200"]), data=st.data())
+def test_every_exposure_keeps_physical_gpus_and_memory(gpus, product, data):
+    layouts = sorted(nvidia.layouts_for(product))
+    mode = data.draw(st.sampled_from(["whole", "mixed", "single", "shared", "renamed", "mps"]))
+    kwargs = {}
+    if mode == "mixed":
+        kwargs = dict(mig_config=data.draw(st.sampled_from(layouts)), mig_strategy="mixed")
+    elif mode == "single":
+        singles = [name for name in layouts if len(nvidia.layout(product, name)) == 1]
+        kwargs = dict(mig_config=data.draw(st.sampled_from(singles)), mig_strategy="single")
+    elif mode in ("shared", "renamed", "mps"):
+        kwargs = dict(gpu_replicas=data.draw(st.integers(2, 10)), rename_shared=mode == "renamed",
+                      sharing_strategy="mps" if mode == "mps" else None)
+    node = make_node("n", gpus=gpus, gpu_product=product, **kwargs)
+    inv = inventory(node)
+    memory = int(make_node("x", gpus=1, gpu_product=product)["metadata"]["labels"]["nvidia.com/gpu.memory"])
+    assert inv.physical == gpus
+    assert 0 <= inv.allocatable <= gpus
+    if mode in ("whole", "shared", "renamed", "mps") or kwargs.get("mig_config") == "all-disabled":
+        assert inv.allocatable == gpus
+    if inv.memory_mib and mode != "single":
+        assert inv.total_memory_mib == gpus * memory
+    # Every unit the node publishes, taken by pods one at a time, adds up to the node's allocatable.
+    taken = Fraction(0)
+    for resource, amount in node["status"]["allocatable"].items():
+        if gpu.is_gpu_resource(resource):
+            taken += int(amount) * gpu.pod_gpu_demand(pod({resource: "1"}), inv).equivalents
+    assert taken == inv.allocatable
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(fraction=st.fractions(min_value=Fraction(1, 100), max_value=1, max_denominator=100),
+       devices=st.integers(1, 4))
+def test_a_fraction_counts_its_value_on_each_device(fraction, devices):
+    text = f"{float(fraction):.4f}".rstrip("0").rstrip(".")
+    demand = gpu.pod_gpu_demand(pod(annotations={"gpu-fraction": text, "gpu-fraction-num-devices": str(devices)}))
+    assert demand.kind == "fraction"
+    assert demand.equivalents == Fraction(text) * devices
