@@ -20,6 +20,10 @@ and on PostgreSQL the fleet case:
 After (b), after (d) and in the fleet case the derived state (pool, conflicts, status, reasons) of a sample
 of nodes (--check-nodes) is checked against the Python rules of nodepools/sync/derived.py.
 
+The machine reference (bench/reference.py) is measured at the start and end of the run; the times are
+printed also as multiples of it and, when the reference machine is recorded, scaled to it (--no-reference:
+without). --py-spy PREFIX samples the sync process during (b) (PREFIX-<database>.txt, folded stacks).
+
 Targets: b <= 30 s and b/a <= 3; c <= 30 s; d = 1.000 rows per changed object with 0 no-op writes;
 e <= 512 MiB; f: every cluster within 3 x b, RSS <= 1 GiB.
 The machine may be shared: the load average (1, 5, 15 min) is printed beside every figure; compare
@@ -111,6 +115,29 @@ def wait_for(condition, timeout: float, poll: float = 0.2) -> float | None:
     return None
 
 
+def start_py_spy(pid: int, prefix: str, kind: str):
+    """py-spy sampling the sync process from its start to the end of its first full sync (b): a speedscope
+    profile (<prefix>-<database>.json) and the raw folded stacks (.txt) beside it."""
+    import shutil
+
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = Path(f"{prefix}-{kind}.txt")
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--output", str(out),
+                             "--subprocesses", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, out
+
+
+def stop_py_spy(spy) -> str:
+    proc, out = spy
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log(f"py-spy profile of the first full sync: {out}")
+    return str(out)
+
+
 def run_one(kind: str, args) -> dict:
     """One database: everything in this process (Django configured for that database)."""
     url = database_url(kind)
@@ -185,6 +212,7 @@ def run_one(kind: str, args) -> dict:
          "--backoff-base", "0.2", "--backoff-max", "2"],
         cwd=BASE_DIR, env=env, stdout=sync_log, stderr=subprocess.STDOUT,
     )
+    spy = start_py_spy(proc.pid, args.py_spy, kind) if args.py_spy else None
     try:
         def synced():
             return Cluster.objects.filter(pk=cluster.pk, last_full_sync__isnull=False).exists()
@@ -193,6 +221,8 @@ def run_one(kind: str, args) -> dict:
         if done is None:
             raise RuntimeError("initial sync did not finish in 10 minutes")
         result["b_seconds"] = done - start
+        if spy is not None:
+            result["b_profile"] = stop_py_spy(spy)
         result["b_over_a"] = result["b_seconds"] / result["a_seconds"]
         result["b_load"] = load()
         counts = (Node.objects.filter(cluster=cluster).count(), Pod.objects.filter(cluster=cluster).count())
@@ -466,6 +496,10 @@ def main() -> int:
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet case (PostgreSQL)")
     parser.add_argument("--fleet-only", action="store_true", help="only the fleet case; compare with --single-b")
     parser.add_argument("--single-b", type=float, help="the single-cluster b (s) to compare the fleet with")
+    parser.add_argument("--py-spy", metavar="PREFIX", default="",
+                        help="sample the sync process with py-spy during (b): PREFIX-<database>.txt (folded stacks)")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     parser.add_argument("--one", choices=["sqlite", "postgres", "fleet"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # a child: one case, result as JSON on stdout
@@ -477,14 +511,19 @@ def main() -> int:
     if "postgres" in kinds or args.fleet_only:
         if not args.no_fleet:
             kinds.append("fleet")
+    sys.path.insert(0, str(BASE_DIR))
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()
     results = []
     for kind in kinds:
         argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
                 "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
                 "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters),
-                "--check-nodes", str(args.check_nodes)]
+                "--check-nodes", str(args.check_nodes)] + (["--py-spy", args.py_spy] if args.py_spy else [])
         out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    ref.finish()
     print(f"\nSync benchmark: {args.nodes} nodes, {args.pods} pods; burst {args.burst_rate}/s for {args.burst_seconds}s; "
           f"{os.cpu_count()} CPUs")
     single_b = args.single_b
@@ -501,7 +540,7 @@ def main() -> int:
                 ratio = f"{seconds / single_b:.2f} x single b" if single_b else "no single b to compare"
                 met = verdict("f_over_b", seconds / single_b) if single_b else "n/a"
                 print(f"  (f) cluster {i + 1} initial full sync          {seconds:8.2f} s   {ratio}, target <= 3: {met}   "
-                      f"{load_text(at)}")
+                      f"{load_text(at)}   {ref.seconds(seconds)}")
             print(f"      sync process peak RSS                 {r['f_peak_rss_mib']:8.0f} MiB target <= 1024: "
                   f"{verdict('f_peak_rss_mib', r['f_peak_rss_mib'])}   {load_text(r['f_rss_load'])}")
             for i, (checked, wrong) in enumerate(r["f_derived"]):
@@ -511,12 +550,13 @@ def main() -> int:
             continue
         print(f"\n[{r['database']}]  {load_text(r['load_before'])} before, {load_text(r['load_after'])} after")
         print(f"  (a) floor: fetch + orjson every page      {r['a_seconds']:8.2f} s   "
-              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}")
+              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}   "
+              f"{ref.seconds(r['a_seconds'])}")
         print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 30 s: "
-              f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}")
+              f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}   {ref.seconds(r['b_seconds'])}")
         print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 3: {verdict('b_over_a', r['b_over_a'])}")
         print(f"  (c) caught up after the watch burst       {r['c_seconds']:8.2f} s   target <= 30 s: {verdict('c_seconds', r['c_seconds'])}"
-              f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}")
+              f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}   {ref.seconds(r['c_seconds'])}")
         print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target 1.000: "
               f"{verdict('d_rows_per_change', r['d_rows_per_change'])}   ({r['d_rows_written']} rows for "
               f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)   {load_text(r['d_load'])}")
