@@ -5,8 +5,12 @@
 Per database, in one run, against the Kubernetes API emulator (in this process) and a real
 `manage.py sync_clusters` process:
 
-  (a) floor: fetch every list page (limit 500) with the kubernetes client and parse it with orjson
-  (b) initial full sync (from starting the sync process to every row stored), and b/a
+  (a) floor: fetch every list page (limit 500) of every kind the sync mirrors (nodes, pods, and the kinds
+      the apps register: Jobs, KAI PodGroups, Kueue Workloads, eviction Events, Karpenter NodePools and
+      NodeClaims) with the kubernetes client, as the informers list them, and parse it with orjson; per kind,
+      and the nodes and pods alone (what the floor was before the other kinds)
+  (b) initial full sync (from starting the sync process to every row stored: its start, Django's set-up and
+      system checks included), and b/a
   (c) a watch burst of 200 pod changes/s for 60 s: how long after the burst the database caught up
   (d) a relist after 410 with 1 % of objects changed: rows written per changed object, no-op writes
   (e) the sync process's peak RSS
@@ -115,6 +119,45 @@ def wait_for(condition, timeout: float, poll: float = 0.2) -> float | None:
     return None
 
 
+def measure_floor(cluster, runs: int) -> tuple[list[float], dict[str, tuple[int, float]]]:
+    """The floor: every list page (limit 500) of every kind the sync mirrors (nodepools.sync's registry:
+    nodes, pods and the kinds the apps register, e.g. Jobs, KAI PodGroups, Kueue Workloads, eviction
+    Events, Karpenter NodePools and NodeClaims) fetched with the kubernetes client as the sync's informers
+    do (their own list call) and parsed with orjson, nothing else; an optional kind the cluster does not
+    serve (404) counts as none. Returns each run's seconds and, for the median run, per kind (objects,
+    seconds)."""
+    import orjson
+    from kubernetes.client.exceptions import ApiException
+
+    from nodepools.sync import REGISTRY, api_client_for
+    from nodepools.sync.informer import list_call
+
+    floors, kinds_of_runs = [], []
+    with api_client_for(cluster) as api_client:
+        calls = {name: list_call(api_client, resource) for name, resource in REGISTRY.items()}
+        for _ in range(runs):
+            per_kind = {}
+            for name, call in calls.items():
+                started, count, token = time.monotonic(), 0, None
+                while True:
+                    try:
+                        body = orjson.loads(call(limit=500, _continue=token).data)
+                    except ApiException as exc:
+                        if exc.status == 404 and REGISTRY[name].optional:
+                            break
+                        raise
+                    count += len(body.get("items") or [])
+                    token = (body.get("metadata") or {}).get("continue")
+                    if not token:
+                        break
+                per_kind[name] = (count, time.monotonic() - started)
+                del body
+            floors.append(sum(seconds for _, seconds in per_kind.values()))
+            kinds_of_runs.append(per_kind)
+    median = sorted(range(runs), key=lambda i: floors[i])[runs // 2]
+    return floors, kinds_of_runs[median]
+
+
 def start_py_spy(pid: int, prefix: str, kind: str):
     """py-spy sampling the sync process from its start to the end of its first full sync (b): a speedscope
     profile (<prefix>-<database>.json) and the raw folded stacks (.txt) beside it."""
@@ -123,7 +166,7 @@ def start_py_spy(pid: int, prefix: str, kind: str):
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = Path(f"{prefix}-{kind}.txt")
     proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--output", str(out),
-                             "--subprocesses", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--idle", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, out
 
 
@@ -151,12 +194,10 @@ def run_one(kind: str, args) -> dict:
     import orjson
     from django.core.management import call_command
     from django.db import connection
-    from kubernetes import client
 
     from nodepools import services
     from kubesim import KubeEmulator, generate_cluster
     from nodepools.models import Cluster, Node, Pod
-    from nodepools.sync import api_client_for
     from projects import services as project_services
 
     result: dict = {"database": kind, "load_before": load()}
@@ -180,28 +221,16 @@ def run_one(kind: str, args) -> dict:
     for ns in ("ml-training", "inference", "research", "batch", "data-eng"):
         project_services.project_create(actor=None, department=department, name=ns, namespaces=[ns])
 
-    # (a) the floor: every page fetched and parsed, nothing else.
-    floors = []
-    with api_client_for(cluster) as api_client:
-        api = client.CoreV1Api(api_client)
-        for _ in range(args.floor_runs):
-            start = time.monotonic()
-            count = 0
-            for fn in (api.list_node, api.list_pod_for_all_namespaces):
-                token = None
-                while True:
-                    body = orjson.loads(fn(limit=500, _continue=token, _preload_content=False).data)
-                    count += len(body["items"])
-                    token = body["metadata"].get("continue")
-                    if not token:
-                        break
-            floors.append(time.monotonic() - start)
-            del body
+    # (a) the floor: every page of every kind the sync mirrors fetched and parsed, nothing else.
+    floors, per_kind = measure_floor(cluster, args.floor_runs)
+    count = sum(n for n, _ in per_kind.values())
     result["a_runs"] = floors
     result["a_seconds"] = statistics.median(floors)
+    result["a_kinds"] = {kind: [n, seconds] for kind, (n, seconds) in per_kind.items()}
+    result["a_nodes_pods_seconds"] = sum(per_kind[k][1] for k in ("nodes", "pods") if k in per_kind)
     result["a_load"] = load()
-    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects; runs {', '.join(f'{f:.2f}' for f in floors)}); "
-        f"{load_text(result['a_load'])}")
+    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects of {len(per_kind)} kinds; runs "
+        f"{', '.join(f'{f:.2f}' for f in floors)}); {load_text(result['a_load'])}")
 
     # (b) initial full sync by a real sync process.
     env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
@@ -209,7 +238,7 @@ def run_one(kind: str, args) -> dict:
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "sync_clusters", "--cluster", "bench", "--unreachable-after", "3600",
-         "--backoff-base", "0.2", "--backoff-max", "2"],
+         "--backoff-base", "0.2", "--backoff-max", "2", *args.sync_option],
         cwd=BASE_DIR, env=env, stdout=sync_log, stderr=subprocess.STDOUT,
     )
     spy = start_py_spy(proc.pid, args.py_spy, kind) if args.py_spy else None
@@ -496,6 +525,9 @@ def main() -> int:
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet case (PostgreSQL)")
     parser.add_argument("--fleet-only", action="store_true", help="only the fleet case; compare with --single-b")
     parser.add_argument("--single-b", type=float, help="the single-cluster b (s) to compare the fleet with")
+    parser.add_argument("--sync-option", action="append", default=[], metavar="=--OPTION=VALUE",
+                        help="an option given to the single-cluster sync_clusters process, e.g. "
+                             "--sync-option=--batch-delay=0.1 (to measure a tunable)")
     parser.add_argument("--py-spy", metavar="PREFIX", default="",
                         help="sample the sync process with py-spy during (b): PREFIX-<database>.txt (folded stacks)")
     parser.add_argument("--no-reference", action="store_true",
@@ -520,7 +552,8 @@ def main() -> int:
         argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
                 "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
                 "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters),
-                "--check-nodes", str(args.check_nodes)] + (["--py-spy", args.py_spy] if args.py_spy else [])
+                "--check-nodes", str(args.check_nodes)] + (["--py-spy", args.py_spy] if args.py_spy else []) \
+            + [f"--sync-option={option}" for option in args.sync_option]
         out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
     ref.finish()
@@ -552,6 +585,9 @@ def main() -> int:
         print(f"  (a) floor: fetch + orjson every page      {r['a_seconds']:8.2f} s   "
               f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}   "
               f"{ref.seconds(r['a_seconds'])}")
+        print("      of every kind the sync mirrors: " + ", ".join(
+            f"{kind} {n:,} in {seconds:.2f} s" for kind, (n, seconds) in r["a_kinds"].items())
+            + f"; nodes and pods alone {r['a_nodes_pods_seconds']:.2f} s (the floor before other kinds were mirrored)")
         print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 30 s: "
               f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}   {ref.seconds(r['b_seconds'])}")
         print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 3: {verdict('b_over_a', r['b_over_a'])}")
