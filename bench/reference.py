@@ -264,6 +264,15 @@ def describe(figures: dict) -> str:
 BASES = {"page": ("page_ms", "ref"), "python": ("python_ms", "py-ref")}
 
 
+def ratio(value: float) -> str:
+    """A multiple of the reference, with the digits that say something: 12.3, 3.14, 0.052."""
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
 @dataclass
 class Reference:
     """The reference of one bench run: measured at its start and end; formats figures against it."""
@@ -299,9 +308,10 @@ class Reference:
             if rec:
                 self._print(f"  the reference machine (bench/reference.json, {rec['at']}): {rec['machine']['cpu']}, "
                             f"{rec['machine']['cores']} cores: page {rec['page_ms']:.1f} ms, python "
-                            f"{rec['python_ms']:.1f} ms ({load_text(rec['load'])}); this machine is "
+                            f"{rec['python_ms']:.1f} ms ({load_text(rec['load'])}"
+                            + (f"; {rec['note']}" if rec.get("note") else "") + "); this machine is "
                             f"{figures['page_ms'] / rec['page_ms']:.2f}× (page) and "
-                            f"{figures['python_ms'] / rec['python_ms']:.2f}× (python) as slow")
+                            f"{figures['python_ms'] / rec['python_ms']:.2f}× (python) as slow as it")
                 same = (rec["machine"].get("python"), rec["machine"].get("django")) == (machine()["python"],
                                                                                          machine()["django"])
                 if not same:
@@ -339,8 +349,7 @@ class Reference:
         if not self.enabled:
             return text
         scale = {"ms": 1, "s": 1000}[unit]
-        text += f" ({value * scale / self.value(basis):.{2 if value * scale / self.value(basis) < 10 else 1}f} × " \
-                f"{BASES[basis][1]}"
+        text += f" ({ratio(value * scale / self.value(basis))} × {BASES[basis][1]}"
         factor = self.factor(basis)
         if factor is not None:
             text += f"; ≈ {value * factor:.{digits}f} {unit} on the reference machine"
@@ -366,10 +375,10 @@ class Reference:
         if not self.enabled:
             return "", ""
         factor = self.factor(basis)
-        return f"{value_ms / self.value(basis):.2f}", ("" if factor is None else f"{value_ms * factor:.1f}")
+        return ratio(value_ms / self.value(basis)), ("" if factor is None else f"{value_ms * factor:.1f}")
 
 
-def record_now(runs: int, quiet: float) -> dict:
+def record_now(runs: int, quiet: float, note: str = "") -> dict:
     """Measure `runs` times (after waiting for a 1-minute load of at most `quiet`) and write bench/reference.json."""
     if quiet:
         deadline = time.monotonic() + 600
@@ -389,6 +398,7 @@ def record_now(runs: int, quiet: float) -> dict:
         "load": taken[0]["load"], "load_after": taken[-1]["load_after"],
         "at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
         "how": f"bench/reference.py --record --runs {runs}" + (f" --quiet {quiet:g}" if quiet else ""),
+        "note": note,
     }
     RECORD.write_text(json.dumps(rec, indent=2) + "\n")
     return rec
@@ -400,13 +410,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="measurements taken to record (their median)")
     parser.add_argument("--quiet", metavar="LOAD", type=float, default=0,
                         help="first wait (at most 10 min) for a 1-minute load average of at most LOAD")
+    parser.add_argument("--note", default="", help="what to say of the recording (kept in bench/reference.json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child()))
         return 0
     if args.record:
-        rec = record_now(args.runs, args.quiet)
+        rec = record_now(args.runs, args.quiet, args.note)
         print(f"recorded {RECORD}: page {rec['page_ms']} ms, python {rec['python_ms']} ms, "
               f"{load_text(rec['load'])} on {rec['machine']['cpu']} ({rec['machine']['cores']} cores)")
         return 0
