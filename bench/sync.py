@@ -595,7 +595,7 @@ def main() -> int:
               f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}   {ref.seconds(r['c_seconds'])}")
         print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target 1.000: "
               f"{verdict('d_rows_per_change', r['d_rows_per_change'])}   ({r['d_rows_written']} rows for "
-              f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)   {load_text(r['d_load'])}")
+              f"{r['d_changed_objects']} objects; relist {ref.seconds(r['d_relist_seconds'], digits=1)})   {load_text(r['d_load'])}")
         print(f"      no-op writes                          {r['d_noop_writes']:8d}       target 0: "
               f"{verdict('d_noop_writes', r['d_noop_writes'])}")
         print(f"  (e) sync process peak RSS                 {r['e_peak_rss_mib']:8.0f} MiB target <= 512: "
