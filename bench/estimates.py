@@ -98,7 +98,14 @@ def main() -> int:
                         "judged too (0: only the first window).")
     parser.add_argument("--trace", default="", help="At every observation, print the waiting workloads whose name "
                         "starts with this: the console's estimate, the dry run's verdict and KAI's reason.")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
+    from bench.reference import Reference
+
+    # The emulator runs in real time: on a slower (or loaded) machine the console observes less often than
+    # asked, which the reference shows.
+    ref = Reference.off() if args.no_reference else Reference.start()
     load_before = os.getloadavg()
     wall = time.perf_counter()
     url = prepare_database("sqlite")
@@ -173,8 +180,10 @@ def main() -> int:
         s.started = starts.get(key)
 
     load_after = os.getloadavg()
+    took = time.perf_counter() - wall
+    ref.finish()
     print(f"\nbench/estimates.py: the demo's workload stream for {until / 60:g} simulated minutes, observed every "
-          f"{args.observe} s; {time.perf_counter() - wall:.0f} s of wall time; load average {load_before[0]:.2f} "
+          f"{args.observe} s; {ref.seconds(took, digits=0)} of wall time; load average {load_before[0]:.2f} "
           f"before, {load_after[0]:.2f} after (2 cores)")
     windows = [("the first %g minutes (a console new to the stream)" % args.minutes, 0.0, args.minutes * 60)]
     if args.warmup:

@@ -19,6 +19,8 @@ average of that moment, and the SQL queries):
                      estimates until when (the pool's outlook below)
   pool outlook       `workloads.forecast.pool_outlook`: what the start estimates of the pool read
 
+The machine reference (bench/reference.py) is measured at the start and end; each p95 is printed also as a
+multiple of it ("× ref") and scaled to the reference machine ("on ref. m.") when it is recorded.
 The query counts are measured on a fleet 100 times smaller too: they must be the same. Target: the
 fragmentation's p95 <= 100 ms. The machine may be shared: the load average is printed beside every figure.
 """
@@ -141,8 +143,13 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=40000)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
 
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()
     load_before = os.getloadavg()
     url = prepare_database(args.database)
     setup_django(url)
@@ -167,6 +174,7 @@ def main() -> int:
     counts = count_queries(ops)
     timings = measure(ops, args.repeat)
     load_after = os.getloadavg()
+    ref.finish()
 
     from projects import selectors
 
@@ -174,7 +182,8 @@ def main() -> int:
     print(f"\nbench/fit.py on {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}: one pool of {args.nodes} "
           f"nodes ({frag.nodes} Ready, {frag.gpus} GPUs: {frag.line()}), {args.pods} pods; "
           f"{args.repeat} runs each; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (2 cores)")
-    print(f"{'operation':22} {'median ms':>10} {'p95 ms':>8} {'load':>5} {'SQL q':>6} {'at 1/100':>9}")
+    print(f"{'operation':22} {'median ms':>10} {'p95 ms':>8} {'× ref':>6} {'on ref. m.':>10} {'load':>5} {'SQL q':>6} "
+          f"{'at 1/100':>9}")
     ok = True
     for name, (median, p95, load_now) in timings.items():
         same = counts[name] == small_counts[name]
@@ -183,7 +192,9 @@ def main() -> int:
             verdict += f"  target p95 <= {TARGET_MS} ms: {'ok' if p95 <= TARGET_MS else 'MISSED'}"
             ok &= p95 <= TARGET_MS
         ok &= same
-        print(f"{name:22} {median:10.1f} {p95:8.1f} {load_now:5.2f} {counts[name]:6d} {small_counts[name]:9d}{verdict}")
+        times_ref, on_ref = ref.columns(p95)
+        print(f"{name:22} {median:10.1f} {p95:8.1f} {times_ref:>6} {on_ref:>10} {load_now:5.2f} {counts[name]:6d} "
+              f"{small_counts[name]:9d}{verdict}")
     if url.startswith("sqlite:///"):
         for suffix in ("", "-wal", "-shm"):
             Path(url.removeprefix("sqlite:///") + suffix).unlink(missing_ok=True)

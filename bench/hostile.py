@@ -6,7 +6,8 @@ Each case runs in a fresh child process of its own (Django's test client against
 SQLite database), capped with RLIMIT_AS (default 3 GiB) and a wall-clock timeout, so that a case that
 would eat the host (the YAML alias bomb did: 23 GB) ends as a MemoryError or a timeout instead. Printed
 per case: the HTTP status, the seconds the request took, the growth of the child's peak resident memory
-(VmHWM after the request minus VmRSS before it) and the first words of the answer, with the load average.
+(VmHWM after the request minus VmRSS before it) and the first words of the answer, with the load average
+and the seconds against the machine reference (bench/reference.py, measured at the start and end).
 
 `--code DIR` runs the cases against another checkout (e.g. `--code /work/main` for the code before the
 fix): the same requests, so the figures of both runs compare. The cases are the ones issue 19 names:
@@ -148,6 +149,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, choices=sorted(CASES))
     parser.add_argument("--mem-limit-gib", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     parser.add_argument("--child", nargs=2, metavar=("DATABASE", "CASE"), help=argparse.SUPPRESS)
     parser.add_argument("--setup", metavar="DATABASE", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -159,6 +162,10 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         return run_case(code, Path(args.child[0]), args.child[1])
 
+    sys.path.insert(0, str(HERE))
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()
     workdir = Path(tempfile.mkdtemp(prefix="hostile-bench-"))
     base = workdir / "base.sqlite3"
     me = [sys.executable, str(Path(__file__).resolve()), "--code", str(code)]
@@ -177,7 +184,7 @@ def main() -> None:
             if lines:
                 row = json.loads(lines[-1])
                 print(f"{name:30} {row['status']!s:>12} {row['seconds']:9.3f} {row['grown_mib']:10.1f}  "
-                      f"{row['answer'][:90]!r}   {loadavg()}")
+                      f"{row['answer'][:90]!r}   {loadavg()}   {ref.seconds(row['seconds'], digits=3)}")
             else:
                 tail = (done.stderr.strip().splitlines() or ["?"])[-1]
                 print(f"{name:30} {'died':>12} {time.perf_counter() - started:9.1f} {'':>10}  {tail[:90]!r}   {loadavg()}")
@@ -185,6 +192,7 @@ def main() -> None:
             print(f"{name:30} {'no answer':>12} {'>' + str(int(args.timeout)):>9} {'':>10}  (killed after the timeout)"
                   f"   {loadavg()}")
     shutil.rmtree(workdir, ignore_errors=True)
+    ref.finish()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ In one process, one run (no Django), on a manual clock:
   (e) a tick with nothing to do again, the Jobs' pods among the fleet: median of 50, ms
   (f) with KAI Queues present and nothing changed: median of 50, ms
 
+The machine reference (bench/reference.py) is measured at the start and end; each time is printed also
+against its pure-Python loop ("× py-ref", and scaled to the reference machine when it is recorded).
+
 Targets: a ratio <= 1.2; b and e median <= 5 ms; f median <= 5 ms.
 The machine may be shared: the load average (1, 5, 15 min) is printed beside every figure.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.reference import Reference  # noqa: E402
 from kubesim import KubeEmulator, ManualClock, generate_cluster  # noqa: E402
 
 TARGETS = {"a_ratio": 1.2, "b_ms": 5.0, "e_ms": 5.0, "f_ms": 5.0}
@@ -36,9 +40,16 @@ def load_text() -> str:
     return "load " + "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+REF = Reference.off()  # the machine reference of this run (main), pure Python: its Python loop
+
+
 def report(label: str, value: float, unit: str, target: float | None = None) -> None:
     verdict = "" if target is None else ("  ok" if value <= target else f"  OVER target {target}")
-    print(f"{label:<64} {value:10.3f} {unit:<3} ({load_text()}){verdict}", flush=True)
+    against = ""
+    if REF.enabled and unit in ("s", "ms"):
+        against = "  " + (REF.seconds(value, basis="python", digits=3) if unit == "s"
+                          else REF.ms(value, basis="python", digits=3))
+    print(f"{label:<64} {value:10.3f} {unit:<3} ({load_text()}){verdict}{against}", flush=True)
 
 
 def timed(fn) -> float:
@@ -66,7 +77,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
+    global REF
+    REF = Reference.off() if args.no_reference else Reference.start()
     nodes, pods = generate_cluster(args.nodes, args.pods, seed=1)
     print(f"fleet: {len(nodes)} nodes, {len(pods)} pods ({load_text()})", flush=True)
 
@@ -128,6 +143,7 @@ def main() -> int:
     report("(f) the tick reporting the new queue (scans every pod, parses queued ones)", timed(on.tick), "s")
     ticks = quiet_ticks(on)
     report("(f) tick with KAI Queues and nothing changed, median", statistics.median(ticks), "ms", TARGETS["f_ms"])
+    REF.finish()
     return 0
 
 

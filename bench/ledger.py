@@ -240,8 +240,13 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150000)
     parser.add_argument("--close-runs", type=int, default=3)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
 
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()
     load_before = os.getloadavg()
     from bench.pages import setup_django
 
@@ -324,29 +329,30 @@ def main() -> int:
     thread.join()
     during_load = load1()
     load_after = os.getloadavg()
+    ref.finish()
 
     ms = [t * 1000 for t in statement_times]
     print(f"\nbench/ledger.py on PostgreSQL: {args.projects} projects × {args.pools} pools × {len(MODELS)} GPU models, "
           f"{args.days} days: {rows:,} hourly rows (fill {args.fill:g})")
     print(f"load average before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, "
           f"after {load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} (2 cores shared: re-measure on a quiet machine)")
-    print(f"{'figure':58} {'value':>14} {'target':>12} {'load':>6}")
-    print(f"{'writing the year with COPY (+ days, marks)':58} {write_s:12.1f} s {'':>12} {write_load:6.2f}")
-    print(f"{'department month statement, median':58} {statistics.median(ms):11.1f} ms {'':>12} {statement_load:6.2f}")
+    print(f"{'figure':58} {'value':>14} {'target':>12} {'load':>6}  against the machine reference")
+    print(f"{'writing the year with COPY (+ days, marks)':58} {write_s:12.1f} s {'':>12} {write_load:6.2f}  {ref.seconds(write_s, digits=1)}")
+    print(f"{'department month statement, median':58} {statistics.median(ms):11.1f} ms {'':>12} {statement_load:6.2f}  {ref.ms(statistics.median(ms))}")
     print(f"{'department month statement, p95 (' + str(lines) + ' lines, ' + str(statement_queries) + ' SQL)':58} "
-          f"{p95(ms):11.1f} ms {'<= ' + str(TARGETS['statement_p95_ms']) + ' ms':>12} {statement_load:6.2f}")
-    print(f"{'cluster-wide year CSV, first byte':58} {csv['ttfb_ms']:11.1f} ms {'':>12} {csv_load:6.2f}")
+          f"{p95(ms):11.1f} ms {'<= ' + str(TARGETS['statement_p95_ms']) + ' ms':>12} {statement_load:6.2f}  {ref.ms(p95(ms))}")
+    print(f"{'cluster-wide year CSV, first byte':58} {csv['ttfb_ms']:11.1f} ms {'':>12} {csv_load:6.2f}  {ref.ms(csv['ttfb_ms'])}")
     print(f"{'cluster-wide year CSV, rows/s (' + format(csv_rows, ',') + ' rows, ' + format(csv['bytes'] / 2**20, '.0f') + ' MiB)':58} "
-          f"{csv['rows_per_s']:14,.0f} {'>= 50,000':>12} {csv_load:6.2f}")
+          f"{csv['rows_per_s']:14,.0f} {'>= 50,000':>12} {csv_load:6.2f}  {ref.rate(csv['rows_per_s'], 'rows/s')}")
     print(f"{'cluster-wide year CSV, peak Python allocations':58} {csv['peak_mib']:10.1f} MiB "
           f"{'<= ' + str(TARGETS['csv_peak_mib']) + ' MiB':>12} {csv_load:6.2f}")
-    print(f"{'full list of the big cluster through the writer (lifetimes)':58} {load_s:12.1f} s {'':>12} {load_s_load:6.2f}")
+    print(f"{'full list of the big cluster through the writer (lifetimes)':58} {load_s:12.1f} s {'':>12} {load_s_load:6.2f}  {ref.seconds(load_s, digits=1)}")
     for i, (seconds, load_now, pods) in enumerate(closes):
         print(f"{'closing an hour of ' + str(args.nodes) + ' nodes / ' + format(pods, ',') + ' pods, run ' + str(i + 1):58} "
-              f"{seconds:12.2f} s {'<= 5 s':>12} {load_now:6.2f}")
+              f"{seconds:12.2f} s {'<= 5 s':>12} {load_now:6.2f}  {ref.seconds(seconds)}")
     during_ms = [t * 1000 for t in during]
     print(f"{'statement p95 while hours close (' + str(len(during)) + ' requests)':58} {p95(during_ms):11.1f} ms "
-          f"{'<= 300 ms':>12} {during_load:6.2f}")
+          f"{'<= 300 ms':>12} {during_load:6.2f}  {ref.ms(p95(during_ms))}")
     ok = (p95(ms) <= TARGETS["statement_p95_ms"] and csv["rows_per_s"] >= TARGETS["csv_rows_per_s"]
           and csv["peak_mib"] <= TARGETS["csv_peak_mib"] and max(c[0] for c in closes) <= TARGETS["close_s"])
     print("targets met" if ok else "targets NOT met (see the load beside each figure)")

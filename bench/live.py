@@ -109,9 +109,15 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--cordons", type=int, default=10, help="rounds (a cordon and an uncordon each)")
     parser.add_argument("--port", type=int, default=18400)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
 
     import os
+
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()  # before the stack starts, after it stops
 
     from playwright.sync_api import sync_playwright
 
@@ -136,6 +142,7 @@ def main() -> int:
             browser.close()
     finally:
         stack.stop()
+    ref.finish()
 
     def figures(rows, key):
         values = [r[key] * 1000 for r in rows if r[key] is not None]
@@ -146,12 +153,12 @@ def main() -> int:
     for label, key in (("row written by the sync", "write"), ("hint on the page's websocket", "hint"),
                        ("refetch leaves the browser", "fetch"), ("status cell changed", "total")):
         med, lo, hi = figures(results, key)
-        print(f"  {label:32s} median {med:6.0f} ms  ({lo:.0f}-{hi:.0f})")
+        print(f"  {label:32s} median {med:6.0f} ms  ({lo:.0f}-{hi:.0f})   {ref.ms(med, digits=0)}")
     med = statistics.median(r["total"] * 1000 for r in results)
     cordons = statistics.median(r["total"] * 1000 for r in results if r["cordon"])
     print(f"  cordons alone: median {cordons:.0f} ms; p95 of all {percentile([r['total'] * 1000 for r in results], 0.95):.0f} ms")
     verdict = "MET" if med <= TARGET_MS else "NOT MET"
-    print(f"  target median <= {TARGET_MS} ms: {med:.0f} ms {verdict}; {load_avg()}")
+    print(f"  target median <= {TARGET_MS} ms: {ref.ms(med, digits=0)} {verdict}; {load_avg()}")
     return 0 if med <= TARGET_MS else 1
 
 

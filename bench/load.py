@@ -216,8 +216,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--port", type=int, default=18400)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",") if r]
+    from bench.reference import Reference
+
+    # Before the stack starts and after it stops. (A rate's p95 is mostly queueing: it scales with the
+    # machine's speed only while the machine keeps up, and with its cores, which the reference does not
+    # measure; the reference machine's cores are recorded beside it.)
+    ref = Reference.off() if args.no_reference else Reference.start()
     os.environ["CONN_MAX_AGE"] = os.environ.get("CONN_MAX_AGE", "60")  # as deploy/base/configmap.yaml
 
     stack = Stack(nodes=args.nodes, pods=args.pods, daphnes=2, port=args.port)
@@ -291,6 +299,7 @@ def main() -> int:
                 print(f"    failures: see {workdir / f'rate-{rate:g}' / 'stats_failures.csv'} and {stack.workdir}/daphne-*.log")
     finally:
         stack.stop()
+    ref.finish()
 
     print(f"\nmany users at once: {args.nodes:,} nodes / {args.pods:,} pods changing at {args.events:g}/s, "
           f"PostgreSQL + Redis, two Daphne processes, {args.live} open live pages")
@@ -301,7 +310,7 @@ def main() -> int:
               and d["over_1s"] == 0 and d["missed"] == 0 and d["checked"] > 0)
         if ok:
             held = row
-        print(f"  {row['rate']:>4g} req/s asked, {row['rps']:5.1f} served: p95 {row['p95_all']:5.0f} ms, "
+        print(f"  {row['rate']:>4g} req/s asked, {row['rps']:5.1f} served: p95 {ref.ms(row['p95_all'], digits=0)}, "
               f"{row['failures']} errors, changes within 1 s: {d['checked'] - d['over_1s']}/{d['checked']} "
               f"(worst {d['worst'] * 1000:.0f} ms, {d['missed']} missed)  {'MET' if ok else 'NOT MET'}; {row['load']}")
     if held:

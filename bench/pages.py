@@ -7,6 +7,7 @@ Prometheus holding an hour of DCGM-exporter samples of 40,000 GPUs.
                                     [--only REGEX]     # only the pages whose name matches (no CSV)
     .venv/bin/python bench/pages.py --check     # the guard .ci/run runs: query counts only, 1,000 nodes and 1/100
     .venv/bin/python bench/pages.py --csv-only  # the CSV's figures (and every query count), no page timing
+    .venv/bin/python bench/pages.py --profile DIR --only REGEX   # cProfile of each timed page: where its time goes
 
 In one run, on a fresh database filled with a generated fleet (six node pools, three departments,
 five projects):
@@ -37,6 +38,11 @@ five projects):
           memory growth; its GPU figures are the ones the leader's round stored (every GPU node must
           have them)
           (tracemalloc peak of Python allocations during the export, measured in a separate pass)
+
+Every run (but --check) measures the machine reference (bench/reference.py) at its start and end and prints each
+page's p95 also as a multiple of it and, when the reference machine is recorded, scaled to it (--no-reference:
+without). --profile DIR profiles each timed page (its times are then cProfile's, slower): the page's time split
+into the SQL driver, Django's ORM, the templates, the console's code and the rest, and its dearest functions.
 
 Targets: p95 <= 100 ms per page (<= 150 ms for a page that asks Prometheus; <= 1 s for a section slow by nature
 that its page fetches after it loads: the start estimates, the workloads' "why is it waiting"); equal query counts at both sizes
@@ -349,8 +355,60 @@ def measure_queries(clients, urls, rounds: LeaderRounds | None = None) -> dict[s
     return counts
 
 
+TEMPLATE_FILES = ("/django/template/", "/django/templatetags/", "/django/utils/html.py", "/django/utils/safestring.py",
+                  "/django/utils/formats.py", "/django/utils/numberformat.py", "/django/utils/dateformat.py",
+                  "/django/utils/functional.py", "/django_tables2/", "/templates/")
+
+
+def is_console(filename: str) -> bool:
+    """A file of the console's own code (not the bench's, not a library's)."""
+    try:
+        relative = Path(filename).relative_to(BASE_DIR).as_posix()
+    except ValueError:
+        return False
+    return not relative.startswith((".venv/", "bench/"))
+
+
+def profile_split(stats) -> dict[str, float]:
+    """Seconds of a cProfile's functions' own time (tottime, so nothing counted twice), by where they are:
+    the database driver, Django's ORM, the templates (Django's template engine, its filters and
+    django-tables2's rendering), the console's own code, the rest (Django's request cycle, Python)."""
+    split = dict.fromkeys(("SQL driver", "ORM", "templates", "console code", "other"), 0.0)
+    for (filename, _, function), (_, _, tottime, _, _) in stats.stats.items():
+        if filename == "~" and ("sqlite3" in function or "psycopg" in function or "cursor" in function.lower()):
+            kind = "SQL driver"
+        elif "/psycopg/" in filename or "/sqlite3/" in filename:
+            kind = "SQL driver"
+        elif "/django/db/" in filename:
+            kind = "ORM"
+        elif any(part in filename for part in TEMPLATE_FILES):
+            kind = "templates"
+        elif is_console(filename):
+            kind = "console code"
+        else:
+            kind = "other"
+        split[kind] += tottime
+    return split
+
+
+def print_profile(name: str, path: Path, requests: int) -> None:
+    """Where one page's time goes: the split (per request) and its dearest functions of the console's code."""
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    split = profile_split(stats)
+    total = sum(split.values())
+    print(f"\nprofile of {name!r} ({requests} requests, {total / requests * 1000:.1f} ms each under cProfile; {path}):")
+    print("  " + ", ".join(f"{kind} {seconds / requests * 1000:.1f} ms ({seconds / total:.0%})"
+                           for kind, seconds in split.items()))
+    rows = sorted(((v[3], key) for key, v in stats.stats.items() if is_console(key[0])), reverse=True)[:25]
+    print("  the console's functions by cumulative time (ms per request):")
+    for cumulative, (filename, line, function) in rows:
+        print(f"    {cumulative / requests * 1000:8.1f}  {Path(filename).relative_to(BASE_DIR)}:{line} {function}")
+
+
 def measure_pages(clients, urls, repeat: int, rounds: LeaderRounds | None = None,
-                  quiet: float = 0) -> dict[str, tuple[float, float, float]]:
+                  quiet: float = 0, profile: str = "") -> dict[str, tuple[float, float, float]]:
     """(median ms, p95 ms, load average) per page; Prometheus' answer cache is off (each request queries it).
     Before each page: the leader's round when due (`rounds`), then a wait for a 1-minute load average of at
     most `quiet` (0: no wait)."""
@@ -367,11 +425,23 @@ def measure_pages(clients, urls, repeat: int, rounds: LeaderRounds | None = None
             settle(quiet)
             client.get(url)  # warm caches, compile templates
             times = []
+            profiler = None
+            if profile:
+                import cProfile
+
+                profiler = cProfile.Profile()
+                profiler.enable()
             for _ in range(repeat):
                 started = time.perf_counter()
                 response = client.get(url)
                 times.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200
+            if profiler is not None:
+                profiler.disable()
+                Path(profile).mkdir(parents=True, exist_ok=True)
+                path = Path(profile) / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".prof")
+                profiler.dump_stats(str(path))
+                print_profile(name, path, repeat)
             times.sort()
             results[name] = (statistics.median(times), times[max(0, int(round(0.95 * len(times))) - 1)],
                              os.getloadavg()[0])
@@ -486,6 +556,11 @@ def main() -> int:
                         help="Before each page, wait (at most 3 min) for a 1-minute load average of at most LOAD.")
     parser.add_argument("--only", metavar="REGEX", default="",
                         help="Only the pages whose name matches REGEX (e.g. '^overview$'); the CSV is left out.")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="Leave out the machine reference (bench/reference.py) measured at the start and end.")
+    parser.add_argument("--profile", metavar="DIR", default="",
+                        help="Profile the timed requests of each page with cProfile: DIR/<page>.prof, and the "
+                             "page's time split into templates, SQL and the rest printed.")
     parser.add_argument("--csv-only", action="store_true",
                         help="Time only the CSV export (the pages' query counts are still checked).")
     parser.add_argument("--check", action="store_true",
@@ -503,6 +578,11 @@ def main() -> int:
         if "--prom-minutes" not in given:
             args.prom_minutes = 10
 
+    sys.path.insert(0, str(BASE_DIR))
+    from bench.reference import Reference
+
+    # The machine reference (no timing in --check: none there).
+    ref = Reference.off() if args.check or args.no_reference else Reference.start()
     load_before = os.getloadavg()
     setup_django(prepare_database(args.database))
     from django.conf import settings
@@ -577,7 +657,7 @@ def main() -> int:
             refresh_pool_figures(cluster)
         csv_q = csv_queries(client, csv_url)
         timings = {} if args.check or args.csv_only else measure_pages(clients, urls, args.repeat, rounds,
-                                                                        args.quiet)
+                                                                        args.quiet, args.profile)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
         csv = None if args.check or args.only else measure_csv(cookie, args.nodes, figures=prom is not None)
@@ -586,6 +666,7 @@ def main() -> int:
         if prom is not None:
             prom.stop()
     load_after = os.getloadavg()
+    ref.finish()
 
     print(f"\nbench/pages.py{' --check' if args.check else ''} on "
           f"{settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}: {args.nodes} nodes, "
@@ -593,8 +674,11 @@ def main() -> int:
                                    f"every {args.prom_interval:g} s, both fleets), " if prom else "no Prometheus, ")
           + (f"{args.repeat} requests per page; " if not (args.check or args.csv_only) else "")
           + f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (2 cores)")
-    print(f"{'page':38} {'median ms':>10} {'p95 ms':>8} {'target':>6} {'load':>5} {'SQL q':>6} {'at 1/100':>9} "
-          f"{'Prom q':>7} {'at 1/100':>9}  equal query counts at both sizes")
+    if ref.enabled:
+        print(f"p95 × ref: the p95 over this run's machine reference ({ref.value():.1f} ms, bench/reference.py); "
+              "on ref. m.: the p95 scaled to the reference machine (bench/reference.json)")
+    print(f"{'page':38} {'median ms':>10} {'p95 ms':>8} {'× ref':>6} {'on ref. m.':>10} {'target':>6} {'load':>5} "
+          f"{'SQL q':>6} {'at 1/100':>9} {'Prom q':>7} {'at 1/100':>9}  equal query counts at both sizes")
     ok = True
     for name in urls:
         (sql, prom_q), (small_sql, small_prom) = counts[name], small_counts[name]
@@ -609,22 +693,23 @@ def main() -> int:
             good = p95 <= target and same
         ok &= good
         verdict = "ok" if good else ("QUERY COUNTS DIFFER" if not same else "MISSED")
-        print(f"{name:38} {median:10.1f} {p95:8.1f} {target:6d} {load_now:5.2f} {sql:6d} {small_sql:9d} {prom_q:7d} "
-              f"{small_prom:9d}  {verdict}")
+        times_ref, on_ref = ref.columns(p95) if name in timings else ("", "")
+        print(f"{name:38} {median:10.1f} {p95:8.1f} {times_ref:>6} {on_ref:>10} {target:6d} {load_now:5.2f} {sql:6d} "
+              f"{small_sql:9d} {prom_q:7d} {small_prom:9d}  {verdict}")
     same = csv_q == small_csv_q
     ok &= same
-    print(f"{'CSV of all nodes, all columns':38} {'':10} {'':8} {'':6} {'':5} {csv_q:6d} {small_csv_q:9d} {0:7d} "
+    print(f"{'CSV of all nodes, all columns':38} {'':10} {'':8} {'':6} {'':10} {'':6} {'':5} {csv_q:6d} {small_csv_q:9d} {0:7d} "
           f"{0:9d}  {'ok' if same else 'QUERY COUNTS DIFFER'}")
     if refresh and not args.check:
         took, load_now = sorted(refresh)[len(refresh) // 2]
         print(f"pools' GPU figures, read by the sync's leader every {settings.GPUMETRICS_POOLS_EVERY:g} s (off the "
               f"pages' path; one Prometheus query for all {gpu_count:,} GPUs, idle window included): median "
-              f"{took * 1000:.0f} ms of {len(refresh)}, load {load_now:.2f}")
+              f"{ref.ms(took * 1000, digits=0)} of {len(refresh)}, load {load_now:.2f}")
     if csv is not None:
         csv_ok = csv["rows_per_s"] >= TARGETS["csv_rows_per_s"] and csv["growth_mib"] <= TARGETS["csv_growth_mib"]
         ok &= csv_ok
         print(f"CSV of all {args.nodes} nodes, all columns ({csv['bytes'] / 2**20:.2f} MiB): first byte "
-              f"{csv['ttfb_ms']:.0f} ms, total {csv['total_s'] * 1000:.0f} ms = {csv['rows_per_s']:,.0f} rows/s "
+              f"{csv['ttfb_ms']:.0f} ms, total {csv['total_s'] * 1000:.0f} ms = {ref.rate(csv['rows_per_s'], 'rows/s')} "
               f"(target >= {TARGETS['csv_rows_per_s']:,}), peak memory of the export {csv['growth_mib']:.1f} MiB "
               f"(target <= {TARGETS['csv_growth_mib']}), load {csv_load:.2f}  {'ok' if csv_ok else 'MISSED'}")
     if args.check:

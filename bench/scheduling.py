@@ -11,6 +11,9 @@ scheduler, once for KAI (each in a project queue of a pool). Printed, with the l
   every bind, condition and event written to the store); for KAI also its other components: the pod
   grouper's first pass (a PodGroup per pod) and the podgroup and queue controllers' status.
 
+The machine reference (bench/reference.py) is measured at the start and end; each wall time is printed also
+against its pure-Python loop ("× py-ref", and scaled to the reference machine when it is recorded).
+
 Run: ``python bench/scheduling.py [--nodes 5000] [--pending 1000] [--pods-per-node 8]``.
 """
 from __future__ import annotations
@@ -23,12 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.reference import Reference  # noqa: E402
 from kubesim import KubeEmulator, generate_cluster, make_pod  # noqa: E402
 from kubesim.scheduling import default as default_core  # noqa: E402
 from kubesim.scheduling import kai as kai_core  # noqa: E402
 
 POOL = "console.gpu-capacity.io/node-pool"
 TARGET_SECONDS = 1.0
+
+
+REF = Reference.off()  # the machine reference of this run (main)
 
 
 def load() -> str:
@@ -50,7 +57,8 @@ class Figure:
         text = f"  {label:<44}{self.wall:7.3f}  {self.cpu:7.3f}"
         if target:
             text += f"   target < {TARGET_SECONDS:.0f} s: {verdict(self.wall, self.cpu)}"
-        return text + (f"   {extra}" if extra else "") + f"   ({self.load})"
+        against = f"   wall {REF.seconds(self.wall, basis='python', digits=3)}" if REF.enabled else ""
+        return text + (f"   {extra}" if extra else "") + f"   ({self.load}){against}"
 
 
 def fleet(nodes: int, pods_per_node: int) -> tuple[KubeEmulator, list[str]]:
@@ -145,11 +153,17 @@ def main() -> int:
     parser.add_argument("--pending", type=int, default=1000)
     parser.add_argument("--pods-per-node", type=int, default=8)
     parser.add_argument("--projects", type=int, default=10)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     args = parser.parse_args()
+    global REF
+    REF = Reference.off() if args.no_reference else Reference.start()
     print(f"Scheduling pass: {args.pending} pending pods over {args.nodes} nodes "
           f"({args.nodes * args.pods_per_node} pods running)")
     header = f"  {'':<44}{'wall s':>7}  {'CPU s':>7}"
     d = bench_default(args.nodes, args.pending, args.pods_per_node)
+    k = bench_kai(args.nodes, args.pending, args.pods_per_node, args.projects)
+    REF.finish()
     done = d["whole"].result
     print("\n[default scheduler]")
     print(header)
@@ -157,7 +171,6 @@ def main() -> int:
     print(d["decide"].line("decisions (pure core)", f"{len(d['decide'].result.binds)} bound"))
     print(d["whole"].line("whole pass (decisions + binds + events)",
                           f"{done['bound']} bound, {done['unschedulable']} unschedulable", target=True))
-    k = bench_kai(args.nodes, args.pending, args.pods_per_node, args.projects)
     done = k["whole"].result
     print(f"\n[KAI Scheduler, {args.projects} project queues per pool]")
     print(header)

@@ -5,8 +5,12 @@
 Per database, in one run, against the Kubernetes API emulator (in this process) and a real
 `manage.py sync_clusters` process:
 
-  (a) floor: fetch every list page (limit 500) with the kubernetes client and parse it with orjson
-  (b) initial full sync (from starting the sync process to every row stored), and b/a
+  (a) floor: fetch every list page (limit 500) of every kind the sync mirrors (nodes, pods, and the kinds
+      the apps register: Jobs, KAI PodGroups, Kueue Workloads, eviction Events, Karpenter NodePools and
+      NodeClaims) with the kubernetes client, as the informers list them, and parse it with orjson; per kind,
+      and the nodes and pods alone (what the floor was before the other kinds)
+  (b) initial full sync (from starting the sync process to every row stored: its start, Django's set-up and
+      system checks included), and b/a
   (c) a watch burst of 200 pod changes/s for 60 s: how long after the burst the database caught up
   (d) a relist after 410 with 1 % of objects changed: rows written per changed object, no-op writes
   (e) the sync process's peak RSS
@@ -19,6 +23,10 @@ and on PostgreSQL the fleet case:
 
 After (b), after (d) and in the fleet case the derived state (pool, conflicts, status, reasons) of a sample
 of nodes (--check-nodes) is checked against the Python rules of nodepools/sync/derived.py.
+
+The machine reference (bench/reference.py) is measured at the start and end of the run; the times are
+printed also as multiples of it and, when the reference machine is recorded, scaled to it (--no-reference:
+without). --py-spy PREFIX samples the sync process during (b) (PREFIX-<database>.txt, folded stacks).
 
 Targets: b <= 30 s and b/a <= 3; c <= 30 s; d = 1.000 rows per changed object with 0 no-op writes;
 e <= 512 MiB; f: every cluster within 3 x b, RSS <= 1 GiB.
@@ -111,6 +119,68 @@ def wait_for(condition, timeout: float, poll: float = 0.2) -> float | None:
     return None
 
 
+def measure_floor(cluster, runs: int) -> tuple[list[float], dict[str, tuple[int, float]]]:
+    """The floor: every list page (limit 500) of every kind the sync mirrors (nodepools.sync's registry:
+    nodes, pods and the kinds the apps register, e.g. Jobs, KAI PodGroups, Kueue Workloads, eviction
+    Events, Karpenter NodePools and NodeClaims) fetched with the kubernetes client as the sync's informers
+    do (their own list call) and parsed with orjson, nothing else; an optional kind the cluster does not
+    serve (404) counts as none. Returns each run's seconds and, for the median run, per kind (objects,
+    seconds)."""
+    import orjson
+    from kubernetes.client.exceptions import ApiException
+
+    from nodepools.sync import REGISTRY, api_client_for
+    from nodepools.sync.informer import list_call
+
+    floors, kinds_of_runs = [], []
+    with api_client_for(cluster) as api_client:
+        calls = {name: list_call(api_client, resource) for name, resource in REGISTRY.items()}
+        for _ in range(runs):
+            per_kind = {}
+            for name, call in calls.items():
+                started, count, token = time.monotonic(), 0, None
+                while True:
+                    try:
+                        body = orjson.loads(call(limit=500, _continue=token).data)
+                    except ApiException as exc:
+                        if exc.status == 404 and REGISTRY[name].optional:
+                            break
+                        raise
+                    count += len(body.get("items") or [])
+                    token = (body.get("metadata") or {}).get("continue")
+                    if not token:
+                        break
+                per_kind[name] = (count, time.monotonic() - started)
+                del body
+            floors.append(sum(seconds for _, seconds in per_kind.values()))
+            kinds_of_runs.append(per_kind)
+    median = sorted(range(runs), key=lambda i: floors[i])[runs // 2]
+    return floors, kinds_of_runs[median]
+
+
+def start_py_spy(pid: int, prefix: str, kind: str):
+    """py-spy sampling the sync process from its start to the end of its first full sync (b): a speedscope
+    profile (<prefix>-<database>.json) and the raw folded stacks (.txt) beside it."""
+    import shutil
+
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = Path(f"{prefix}-{kind}.txt")
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--output", str(out),
+                             "--idle", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, out
+
+
+def stop_py_spy(spy) -> str:
+    proc, out = spy
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log(f"py-spy profile of the first full sync: {out}")
+    return str(out)
+
+
 def run_one(kind: str, args) -> dict:
     """One database: everything in this process (Django configured for that database)."""
     url = database_url(kind)
@@ -124,12 +194,10 @@ def run_one(kind: str, args) -> dict:
     import orjson
     from django.core.management import call_command
     from django.db import connection
-    from kubernetes import client
 
     from nodepools import services
     from kubesim import KubeEmulator, generate_cluster
     from nodepools.models import Cluster, Node, Pod
-    from nodepools.sync import api_client_for
     from projects import services as project_services
 
     result: dict = {"database": kind, "load_before": load()}
@@ -153,28 +221,16 @@ def run_one(kind: str, args) -> dict:
     for ns in ("ml-training", "inference", "research", "batch", "data-eng"):
         project_services.project_create(actor=None, department=department, name=ns, namespaces=[ns])
 
-    # (a) the floor: every page fetched and parsed, nothing else.
-    floors = []
-    with api_client_for(cluster) as api_client:
-        api = client.CoreV1Api(api_client)
-        for _ in range(args.floor_runs):
-            start = time.monotonic()
-            count = 0
-            for fn in (api.list_node, api.list_pod_for_all_namespaces):
-                token = None
-                while True:
-                    body = orjson.loads(fn(limit=500, _continue=token, _preload_content=False).data)
-                    count += len(body["items"])
-                    token = body["metadata"].get("continue")
-                    if not token:
-                        break
-            floors.append(time.monotonic() - start)
-            del body
+    # (a) the floor: every page of every kind the sync mirrors fetched and parsed, nothing else.
+    floors, per_kind = measure_floor(cluster, args.floor_runs)
+    count = sum(n for n, _ in per_kind.values())
     result["a_runs"] = floors
     result["a_seconds"] = statistics.median(floors)
+    result["a_kinds"] = {kind: [n, seconds] for kind, (n, seconds) in per_kind.items()}
+    result["a_nodes_pods_seconds"] = sum(per_kind[k][1] for k in ("nodes", "pods") if k in per_kind)
     result["a_load"] = load()
-    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects; runs {', '.join(f'{f:.2f}' for f in floors)}); "
-        f"{load_text(result['a_load'])}")
+    log(f"{kind}: (a) floor {result['a_seconds']:.2f}s ({count} objects of {len(per_kind)} kinds; runs "
+        f"{', '.join(f'{f:.2f}' for f in floors)}); {load_text(result['a_load'])}")
 
     # (b) initial full sync by a real sync process.
     env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
@@ -182,9 +238,10 @@ def run_one(kind: str, args) -> dict:
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "sync_clusters", "--cluster", "bench", "--unreachable-after", "3600",
-         "--backoff-base", "0.2", "--backoff-max", "2"],
+         "--backoff-base", "0.2", "--backoff-max", "2", *args.sync_option],
         cwd=BASE_DIR, env=env, stdout=sync_log, stderr=subprocess.STDOUT,
     )
+    spy = start_py_spy(proc.pid, args.py_spy, kind) if args.py_spy else None
     try:
         def synced():
             return Cluster.objects.filter(pk=cluster.pk, last_full_sync__isnull=False).exists()
@@ -193,6 +250,8 @@ def run_one(kind: str, args) -> dict:
         if done is None:
             raise RuntimeError("initial sync did not finish in 10 minutes")
         result["b_seconds"] = done - start
+        if spy is not None:
+            result["b_profile"] = stop_py_spy(spy)
         result["b_over_a"] = result["b_seconds"] / result["a_seconds"]
         result["b_load"] = load()
         counts = (Node.objects.filter(cluster=cluster).count(), Pod.objects.filter(cluster=cluster).count())
@@ -466,6 +525,13 @@ def main() -> int:
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet case (PostgreSQL)")
     parser.add_argument("--fleet-only", action="store_true", help="only the fleet case; compare with --single-b")
     parser.add_argument("--single-b", type=float, help="the single-cluster b (s) to compare the fleet with")
+    parser.add_argument("--sync-option", action="append", default=[], metavar="=--OPTION=VALUE",
+                        help="an option given to the single-cluster sync_clusters process, e.g. "
+                             "--sync-option=--batch-delay=0.1 (to measure a tunable)")
+    parser.add_argument("--py-spy", metavar="PREFIX", default="",
+                        help="sample the sync process with py-spy during (b): PREFIX-<database>.txt (folded stacks)")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="leave out the machine reference (bench/reference.py) measured at the start and end")
     parser.add_argument("--one", choices=["sqlite", "postgres", "fleet"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # a child: one case, result as JSON on stdout
@@ -477,14 +543,20 @@ def main() -> int:
     if "postgres" in kinds or args.fleet_only:
         if not args.no_fleet:
             kinds.append("fleet")
+    sys.path.insert(0, str(BASE_DIR))
+    from bench.reference import Reference
+
+    ref = Reference.off() if args.no_reference else Reference.start()
     results = []
     for kind in kinds:
         argv = [sys.executable, __file__, "--one", kind, "--nodes", str(args.nodes), "--pods", str(args.pods),
                 "--burst-rate", str(args.burst_rate), "--burst-seconds", str(args.burst_seconds),
                 "--floor-runs", str(args.floor_runs), "--fleet-clusters", str(args.fleet_clusters),
-                "--check-nodes", str(args.check_nodes)]
+                "--check-nodes", str(args.check_nodes)] + (["--py-spy", args.py_spy] if args.py_spy else []) \
+            + [f"--sync-option={option}" for option in args.sync_option]
         out = subprocess.run(argv, cwd=BASE_DIR, stdout=subprocess.PIPE, check=True).stdout
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    ref.finish()
     print(f"\nSync benchmark: {args.nodes} nodes, {args.pods} pods; burst {args.burst_rate}/s for {args.burst_seconds}s; "
           f"{os.cpu_count()} CPUs")
     single_b = args.single_b
@@ -501,7 +573,7 @@ def main() -> int:
                 ratio = f"{seconds / single_b:.2f} x single b" if single_b else "no single b to compare"
                 met = verdict("f_over_b", seconds / single_b) if single_b else "n/a"
                 print(f"  (f) cluster {i + 1} initial full sync          {seconds:8.2f} s   {ratio}, target <= 3: {met}   "
-                      f"{load_text(at)}")
+                      f"{load_text(at)}   {ref.seconds(seconds)}")
             print(f"      sync process peak RSS                 {r['f_peak_rss_mib']:8.0f} MiB target <= 1024: "
                   f"{verdict('f_peak_rss_mib', r['f_peak_rss_mib'])}   {load_text(r['f_rss_load'])}")
             for i, (checked, wrong) in enumerate(r["f_derived"]):
@@ -511,15 +583,19 @@ def main() -> int:
             continue
         print(f"\n[{r['database']}]  {load_text(r['load_before'])} before, {load_text(r['load_after'])} after")
         print(f"  (a) floor: fetch + orjson every page      {r['a_seconds']:8.2f} s   "
-              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}")
+              f"(runs: {', '.join(f'{x:.2f}' for x in r['a_runs'])})   {load_text(r['a_load'])}   "
+              f"{ref.seconds(r['a_seconds'])}")
+        print("      of every kind the sync mirrors: " + ", ".join(
+            f"{kind} {n:,} in {seconds:.2f} s" for kind, (n, seconds) in r["a_kinds"].items())
+            + f"; nodes and pods alone {r['a_nodes_pods_seconds']:.2f} s (the floor before other kinds were mirrored)")
         print(f"  (b) initial full sync                     {r['b_seconds']:8.2f} s   target <= 30 s: "
-              f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}")
+              f"{verdict('b_seconds', r['b_seconds'])}   {load_text(r['b_load'])}   {ref.seconds(r['b_seconds'])}")
         print(f"      b/a                                   {r['b_over_a']:8.2f}     target <= 3: {verdict('b_over_a', r['b_over_a'])}")
         print(f"  (c) caught up after the watch burst       {r['c_seconds']:8.2f} s   target <= 30 s: {verdict('c_seconds', r['c_seconds'])}"
-              f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}")
+              f"   (burst took {r['c_burst_seconds']:.1f} s)   {load_text(r['c_load'])}   {ref.seconds(r['c_seconds'])}")
         print(f"  (d) rows written per changed object       {r['d_rows_per_change']:8.3f}     target 1.000: "
               f"{verdict('d_rows_per_change', r['d_rows_per_change'])}   ({r['d_rows_written']} rows for "
-              f"{r['d_changed_objects']} objects; relist {r['d_relist_seconds']:.1f} s)   {load_text(r['d_load'])}")
+              f"{r['d_changed_objects']} objects; relist {ref.seconds(r['d_relist_seconds'], digits=1)})   {load_text(r['d_load'])}")
         print(f"      no-op writes                          {r['d_noop_writes']:8d}       target 0: "
               f"{verdict('d_noop_writes', r['d_noop_writes'])}")
         print(f"  (e) sync process peak RSS                 {r['e_peak_rss_mib']:8.0f} MiB target <= 512: "
