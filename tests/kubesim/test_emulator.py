@@ -45,18 +45,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    emulator = KubeEmulator(bookmark_interval=0.2)
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
-def kubeconfig(emu: KubeEmulator, tmp_path: Path) -> str:
-    return emu.write_kubeconfig(tmp_path / "kubeconfig")
+def kubeconfig(sim: KubeEmulator, tmp_path: Path) -> str:
+    return sim.write_kubeconfig(tmp_path / "kubeconfig")
 
 
 @pytest.fixture
@@ -99,20 +89,20 @@ def list_all(fn: Any, limit: int, **kw: Any) -> tuple[list[dict[str, Any]], list
             return items, metas
 
 
-def control(http: urllib3.PoolManager, emu: KubeEmulator, op: str, **body: Any) -> urllib3.BaseHTTPResponse:
+def control(http: urllib3.PoolManager, sim: KubeEmulator, op: str, **body: Any) -> urllib3.BaseHTTPResponse:
     return http.request(
-        "POST", f"{emu.url}/_emulator/{op}", body=json.dumps(body), headers={"Content-Type": "application/json"}
+        "POST", f"{sim.url}/_emulator/{op}", body=json.dumps(body), headers={"Content-Type": "application/json"}
     )
 
 
 # --------------------------------------------------------------------------- config and discovery
 
 
-def test_kubeconfig_loads_with_both_entry_points(emu: KubeEmulator, kubeconfig: str) -> None:
-    emu.add_node(make_node("gpu-1", gpus=8))
+def test_kubeconfig_loads_with_both_entry_points(sim: KubeEmulator, kubeconfig: str) -> None:
+    sim.add_node(make_node("gpu-1", gpus=8))
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, context="emulator", client_configuration=cfg)
-    assert cfg.host == emu.url
+    assert cfg.host == sim.url
     with client.ApiClient(cfg) as api_client:
         assert names(client.CoreV1Api(api_client).list_node().to_dict()["items"]) == ["gpu-1"]
         assert client.VersionApi(api_client).get_code().git_version.startswith("v1.")
@@ -124,13 +114,13 @@ def test_kubeconfig_loads_with_both_entry_points(emu: KubeEmulator, kubeconfig: 
 # --------------------------------------------------------------------------- lists
 
 
-def test_list_paging_with_continue(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.load(nodes=[make_node(f"node-{i:02d}") for i in range(23)])
+def test_list_paging_with_continue(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.load(nodes=[make_node(f"node-{i:02d}") for i in range(23)])
     items, metas = list_all(api.list_node, 5)
     assert names(items) == [f"node-{i:02d}" for i in range(23)]
     assert len(metas) == 5
     assert metas[0]["remainingItemCount"] == 18
-    assert all(m["resourceVersion"] == str(emu.resource_version) for m in metas)
+    assert all(m["resourceVersion"] == str(sim.resource_version) for m in metas)
     assert all("kind" not in i and "apiVersion" not in i for i in items)  # items carry no kind, like the real server
     md = items[0]["metadata"]
     assert md["uid"] and md["creationTimestamp"] and md["resourceVersion"]
@@ -139,9 +129,9 @@ def test_list_paging_with_continue(emu: KubeEmulator, api: client.CoreV1Api) -> 
     assert page.kind == "NodeList" and len(page.items) == 10 and page.metadata._continue
 
 
-def test_pods_sorted_by_namespace_then_name_and_namespaced_list(emu: KubeEmulator, api: client.CoreV1Api) -> None:
+def test_pods_sorted_by_namespace_then_name_and_namespaced_list(sim: KubeEmulator, api: client.CoreV1Api) -> None:
     pods = [make_pod(f"p{i}", ns) for ns in ("zeta", "alpha", "mid") for i in (3, 1, 2)]
-    emu.load(pods=pods)
+    sim.load(pods=pods)
     items, _ = list_all(api.list_pod_for_all_namespaces, 4)
     assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in items] == [
         (ns, f"p{i}") for ns in ("alpha", "mid", "zeta") for i in (1, 2, 3)
@@ -153,14 +143,14 @@ def test_pods_sorted_by_namespace_then_name_and_namespaced_list(emu: KubeEmulato
     assert pod.kind == "Pod" and pod.metadata.namespace == "zeta"
 
 
-def test_continued_pages_are_consistent_with_the_first_page(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.load(pods=[make_pod(f"p{i}", "ns", labels={"v": "old"}) for i in range(10)])
+def test_continued_pages_are_consistent_with_the_first_page(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.load(pods=[make_pod(f"p{i}", "ns", labels={"v": "old"}) for i in range(10)])
     first = orjson.loads(api.list_namespaced_pod("ns", limit=4, _preload_content=False).data)
     snapshot_rv = first["metadata"]["resourceVersion"]
-    emu.delete_pod("ns", "p7")  # later in the list: must still be listed
-    emu.add_pod(make_pod("p55", "ns"))  # created after the snapshot: must not be listed
-    emu.update_pod("ns", "p8", {"metadata": {"labels": {"v": "new"}}})  # listed in its snapshot version
-    emu.delete_pod("ns", "p2")  # already returned: nothing to do
+    sim.delete_pod("ns", "p7")  # later in the list: must still be listed
+    sim.add_pod(make_pod("p55", "ns"))  # created after the snapshot: must not be listed
+    sim.update_pod("ns", "p8", {"metadata": {"labels": {"v": "new"}}})  # listed in its snapshot version
+    sim.delete_pod("ns", "p2")  # already returned: nothing to do
     rest: list[dict[str, Any]] = []
     token = first["metadata"]["continue"]
     while token:
@@ -176,13 +166,13 @@ def test_continued_pages_are_consistent_with_the_first_page(emu: KubeEmulator, a
     assert names(now) == ["p0", "p1", "p3", "p4", "p5", "p55", "p6", "p8", "p9"]
 
 
-def test_expired_continue_token_answers_410_expired(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.load(nodes=[make_node(f"n{i}") for i in range(5)])
+def test_expired_continue_token_answers_410_expired(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.load(nodes=[make_node(f"n{i}") for i in range(5)])
     token = orjson.loads(api.list_node(limit=2, _preload_content=False).data)["metadata"]["continue"]
-    emu.compact()
+    sim.compact()
     with pytest.raises(client.ApiException) as exc:
         api.list_node(limit=2, _continue=token)
-    assert exc.value.status == 410 and emu.stats()["responses"]["410"] == 1
+    assert exc.value.status == 410 and sim.stats()["responses"]["410"] == 1
     assert orjson.loads(exc.value.body) == {
         "kind": "Status",
         "apiVersion": "v1",
@@ -193,12 +183,12 @@ def test_expired_continue_token_answers_410_expired(emu: KubeEmulator, api: clie
         "code": 410,
     }
     # The history window running past the snapshot has the same effect.
-    emu.set_history_size(3)
+    sim.set_history_size(3)
     token = orjson.loads(api.list_node(limit=2, _preload_content=False).data)["metadata"]["continue"]
     for i in range(3):
-        emu.cordon(f"n{i}", True)
+        sim.cordon(f"n{i}", True)
     assert api.list_node(limit=2, _continue=token).items  # still inside the window
-    emu.cordon("n4", True)
+    sim.cordon("n4", True)
     with pytest.raises(client.ApiException) as exc:
         api.list_node(limit=2, _continue=token)
     assert exc.value.status == 410
@@ -222,8 +212,8 @@ def test_expired_continue_token_answers_410_expired(emu: KubeEmulator, api: clie
         ("nvidia.com/gpu.count>4", ["a1", "a2"]),
     ],
 )
-def test_label_selectors(emu: KubeEmulator, api: client.CoreV1Api, selector: str, expected: list[str]) -> None:
-    emu.load(
+def test_label_selectors(sim: KubeEmulator, api: client.CoreV1Api, selector: str, expected: list[str]) -> None:
+    sim.load(
         nodes=[
             make_node("a1", gpus=8, labels={"pool": "a100"}),
             make_node("a2", gpus=8, labels={"pool": "a100", "spot": "yes"}),
@@ -235,8 +225,8 @@ def test_label_selectors(emu: KubeEmulator, api: client.CoreV1Api, selector: str
     assert names(items) == expected
 
 
-def test_field_selectors(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.load(
+def test_field_selectors(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.load(
         nodes=[make_node("n1"), make_node("n2", unschedulable=True)],
         pods=[
             gpu_pod("a", "ns1", "n1"),
@@ -263,7 +253,7 @@ def test_field_selectors(emu: KubeEmulator, api: client.CoreV1Api) -> None:
     assert exc.value.status == 400 and orjson.loads(exc.value.body)["reason"] == "BadRequest"
 
 
-def test_get_missing_object_is_404_status(emu: KubeEmulator, api: client.CoreV1Api) -> None:
+def test_get_missing_object_is_404_status(sim: KubeEmulator, api: client.CoreV1Api) -> None:
     with pytest.raises(client.ApiException) as exc:
         api.read_node("nope")
     assert exc.value.status == 404
@@ -274,11 +264,11 @@ def test_get_missing_object_is_404_status(emu: KubeEmulator, api: client.CoreV1A
     assert exc.value.status == 404
 
 
-def test_namespaces_derived_from_pods_and_explicit(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.load(pods=[make_pod("a", "team-b"), make_pod("b", "team-a")], namespaces=["empty"])
+def test_namespaces_derived_from_pods_and_explicit(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.load(pods=[make_pod("a", "team-b"), make_pod("b", "team-a")], namespaces=["empty"])
     assert [n.metadata.name for n in api.list_namespace().items] == ["empty", "team-a", "team-b"]
     assert api.read_namespace("team-a").status.phase == "Active"
-    emu.delete_pod("team-a", "a" if emu.get_pod("team-a", "a") else "b")
+    sim.delete_pod("team-a", "a" if sim.get_pod("team-a", "a") else "b")
     assert [n.metadata.name for n in api.list_namespace().items] == ["empty", "team-b"]
     with pytest.raises(client.ApiException) as exc:
         api.read_namespace("team-a")
@@ -289,12 +279,12 @@ def test_namespaces_derived_from_pods_and_explicit(emu: KubeEmulator, api: clien
 
 
 def test_watch_replays_added_modified_deleted_through_kubernetes_watch(
-    emu: KubeEmulator, api: client.CoreV1Api
+    sim: KubeEmulator, api: client.CoreV1Api
 ) -> None:
     rv = api.list_node().metadata.resource_version
-    emu.add_node(make_node("gpu-1", gpus=8))
-    emu.set_node_condition("gpu-1", "Ready", False)
-    emu.delete_node("gpu-1")
+    sim.add_node(make_node("gpu-1", gpus=8))
+    sim.set_node_condition("gpu-1", "Ready", False)
+    sim.delete_node("gpu-1")
     w = watch.Watch()
     events = []
     for event in w.stream(
@@ -310,11 +300,11 @@ def test_watch_replays_added_modified_deleted_through_kubernetes_watch(
     ready = {c.type: c.status for c in events[1]["object"].status.conditions}["Ready"]
     assert ready == "False"
     rvs = [int(e["raw_object"]["metadata"]["resourceVersion"]) for e in events]
-    assert rvs == sorted(rvs) and rvs[-1] == emu.resource_version
+    assert rvs == sorted(rvs) and rvs[-1] == sim.resource_version
 
 
-def test_watch_delivers_live_events_and_pods_by_namespace(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("n1", gpus=4))
+def test_watch_delivers_live_events_and_pods_by_namespace(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("n1", gpus=4))
     rv = api.list_pod_for_all_namespaces().metadata.resource_version
     received: list[tuple[str, str]] = []
     w = watch.Watch()
@@ -328,21 +318,21 @@ def test_watch_delivers_live_events_and_pods_by_namespace(emu: KubeEmulator, api
     thread = threading.Thread(target=consume)
     thread.start()
     time.sleep(0.2)  # the watch is open and waiting: these arrive live
-    emu.add_pod(gpu_pod("other", "elsewhere", "n1"))
-    emu.add_pod(gpu_pod("job", "team", "n1"))
-    emu.set_pod_phase("team", "job", "Succeeded")
-    emu.delete_pod("team", "job")
+    sim.add_pod(gpu_pod("other", "elsewhere", "n1"))
+    sim.add_pod(gpu_pod("job", "team", "n1"))
+    sim.set_pod_phase("team", "job", "Succeeded")
+    sim.delete_pod("team", "job")
     thread.join(timeout=10)
     assert received == [("ADDED", "job"), ("MODIFIED", "job"), ("DELETED", "job")]
 
 
-def test_raw_watch_json_lines_and_initial_state(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("a"))
-    emu.add_node(make_node("b"))
+def test_raw_watch_json_lines_and_initial_state(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("a"))
+    sim.add_node(make_node("b"))
     # rv omitted: synthetic ADDED for the current state, then live events.
     resp = api.list_node(watch=True, timeout_seconds=1, _preload_content=False)
     assert resp.headers.get("Transfer-Encoding") == "chunked"
-    emu.cordon("a")
+    sim.cordon("a")
     lines = [orjson.loads(line) for line in watch.watch.iter_resp_lines(resp) if line]
     resp.release_conn()
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [
@@ -354,9 +344,9 @@ def test_raw_watch_json_lines_and_initial_state(emu: KubeEmulator, api: client.C
     assert lines[2]["object"]["spec"]["unschedulable"] is True
 
 
-def test_watch_bookmarks(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("a"))
-    rv = str(emu.resource_version)
+def test_watch_bookmarks(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("a"))
+    rv = str(sim.resource_version)
     resp = api.list_node(
         watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=1, _preload_content=False
     )
@@ -367,14 +357,14 @@ def test_watch_bookmarks(emu: KubeEmulator, api: client.CoreV1Api) -> None:
     # No bookmarks unless asked for.
     resp = api.list_node(watch=True, resource_version=rv, timeout_seconds=0.5, _preload_content=False)
     assert [line for line in watch.watch.iter_resp_lines(resp) if line] == []
-    assert emu.stats()["bookmarks_sent"] == len(events)
+    assert sim.stats()["bookmarks_sent"] == len(events)
 
 
-def test_watch_with_too_old_resource_version_gets_410(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.set_history_size(3)
+def test_watch_with_too_old_resource_version_gets_410(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.set_history_size(3)
     start_rv = api.list_node().metadata.resource_version
     for i in range(5):
-        emu.add_node(make_node(f"n{i}"))
+        sim.add_node(make_node(f"n{i}"))
     # Raw form: one ERROR event with a 410 Expired Status, then the stream ends.
     resp = api.list_node(watch=True, resource_version=start_rv, timeout_seconds=5, _preload_content=False)
     events = [orjson.loads(line) for line in watch.watch.iter_resp_lines(resp) if line]
@@ -386,23 +376,23 @@ def test_watch_with_too_old_resource_version_gets_410(emu: KubeEmulator, api: cl
     with pytest.raises(client.ApiException) as exc:
         list(watch.Watch().stream(api.list_node, resource_version=start_rv, timeout_seconds=5))
     assert exc.value.status == 410
-    assert emu.stats()["watch_expired"] == 2
+    assert sim.stats()["watch_expired"] == 2
     # A recent rv inside the window still works; compact() forgets everything.
-    recent = str(emu.resource_version - 2)
+    recent = str(sim.resource_version - 2)
     resp = api.list_node(watch=True, resource_version=recent, timeout_seconds=0.3, _preload_content=False)
     assert [orjson.loads(line)["type"] for line in watch.watch.iter_resp_lines(resp) if line] == ["ADDED", "ADDED"]
-    emu.compact()
+    sim.compact()
     with pytest.raises(client.ApiException) as exc:
         list(watch.Watch().stream(api.list_node, resource_version=recent, timeout_seconds=5))
     assert exc.value.status == 410
 
 
-def test_watch_with_label_selector_sees_objects_enter_and_leave(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("n1", labels={"pool": "a"}))
-    rv = str(emu.resource_version)
-    emu.set_node_labels("n1", {"pool": "b"})  # leaves the selection
-    emu.set_node_labels("n1", {"pool": "a", "x": "1"})  # enters again
-    emu.add_node(make_node("n2", labels={"pool": "b"}))  # never selected
+def test_watch_with_label_selector_sees_objects_enter_and_leave(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("n1", labels={"pool": "a"}))
+    rv = str(sim.resource_version)
+    sim.set_node_labels("n1", {"pool": "b"})  # leaves the selection
+    sim.set_node_labels("n1", {"pool": "a", "x": "1"})  # enters again
+    sim.add_node(make_node("n2", labels={"pool": "b"}))  # never selected
     resp = api.list_node(
         watch=True, resource_version=rv, label_selector="pool=a", timeout_seconds=0.3, _preload_content=False
     )
@@ -410,8 +400,8 @@ def test_watch_with_label_selector_sees_objects_enter_and_leave(emu: KubeEmulato
     assert [e["type"] for e in events] == ["DELETED", "ADDED"]
 
 
-def test_drop_watches_ends_open_streams(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("a"))
+def test_drop_watches_ends_open_streams(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("a"))
     outcome: dict[str, Any] = {}
     opened = threading.Event()
 
@@ -428,16 +418,16 @@ def test_drop_watches_ends_open_streams(emu: KubeEmulator, api: client.CoreV1Api
     thread = threading.Thread(target=consume)
     thread.start()
     assert opened.wait(5)
-    assert emu.drop_watches() == 1
+    assert sim.drop_watches() == 1
     thread.join(timeout=5)
     assert not thread.is_alive() and outcome["seconds"] < 5
-    assert emu.stats()["watch_streams_active"] == 0
+    assert sim.stats()["watch_streams_active"] == 0
 
 
-def test_several_watchers_keep_up_with_hundreds_of_events(emu: KubeEmulator, kubeconfig: str) -> None:
+def test_several_watchers_keep_up_with_hundreds_of_events(sim: KubeEmulator, kubeconfig: str) -> None:
     """Four raw JSON-lines watchers and one kubernetes Watch.stream all get every event."""
-    emu.load(nodes=[make_node(f"n{i:03d}") for i in range(50)])
-    rv = str(emu.resource_version)
+    sim.load(nodes=[make_node(f"n{i:03d}") for i in range(50)])
+    rv = str(sim.resource_version)
     total = 400
     counts = [0] * 5
 
@@ -463,7 +453,7 @@ def test_several_watchers_keep_up_with_hundreds_of_events(emu: KubeEmulator, kub
         t.start()
     started = time.monotonic()
     for i in range(total):  # bursts of 50 changes, 20 bursts/s at most
-        emu.cordon(f"n{i % 50:03d}", unschedulable=(i // 50) % 2 == 0)
+        sim.cordon(f"n{i % 50:03d}", unschedulable=(i // 50) % 2 == 0)
         if i % 50 == 49:
             time.sleep(0.05)
     for t in threads:
@@ -471,14 +461,14 @@ def test_several_watchers_keep_up_with_hundreds_of_events(emu: KubeEmulator, kub
     elapsed = time.monotonic() - started
     assert counts == [total] * 5
     assert elapsed < 10
-    assert emu.stats()["events_sent"] >= 5 * total
+    assert sim.stats()["events_sent"] >= 5 * total
 
 
 # --------------------------------------------------------------------------- patches
 
 
-def test_patch_node_strategic_merge_removes_label_and_emits_modified(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("gpu-1", gpus=8, labels={"pool": "a100", "team": "x"}))
+def test_patch_node_strategic_merge_removes_label_and_emits_modified(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("gpu-1", gpus=8, labels={"pool": "a100", "team": "x"}))
     rv_before = int(api.read_node("gpu-1").metadata.resource_version)
     resp = api.list_node(watch=True, resource_version=str(rv_before), timeout_seconds=0.5, _preload_content=False)
     patched = api.patch_node(
@@ -497,29 +487,29 @@ def test_patch_node_strategic_merge_removes_label_and_emits_modified(emu: KubeEm
     conditions = {c.type: c.status for c in api.read_node("gpu-1").status.conditions}
     assert conditions["Ready"] == "False" and len(conditions) == 5
     # A no-op patch changes nothing, like the real API server.
-    rv = emu.resource_version
+    rv = sim.resource_version
     api.patch_node("gpu-1", {"spec": {"unschedulable": True}})
-    assert emu.resource_version == rv
+    assert sim.resource_version == rv
 
 
-def test_patch_node_merge_patch_json_patch_and_conflict(emu: KubeEmulator, http: urllib3.PoolManager) -> None:
-    emu.add_node(make_node("n1", labels={"a": "1", "b": "2"}))
-    url = f"{emu.url}/api/v1/nodes/n1"
+def test_patch_node_merge_patch_json_patch_and_conflict(sim: KubeEmulator, http: urllib3.PoolManager) -> None:
+    sim.add_node(make_node("n1", labels={"a": "1", "b": "2"}))
+    url = f"{sim.url}/api/v1/nodes/n1"
 
     def patch(body: Any, content_type: str) -> urllib3.BaseHTTPResponse:
         return http.request("PATCH", url, body=json.dumps(body), headers={"Content-Type": content_type})
 
     r = patch({"metadata": {"labels": {"a": None, "c": "3"}}}, "application/merge-patch+json")
     assert r.status == 200
-    assert orjson.loads(r.data)["metadata"]["labels"] == {**emu.get_node("n1")["metadata"]["labels"]}
-    labels = emu.get_node("n1")["metadata"]["labels"]
+    assert orjson.loads(r.data)["metadata"]["labels"] == {**sim.get_node("n1")["metadata"]["labels"]}
+    labels = sim.get_node("n1")["metadata"]["labels"]
     assert "a" not in labels and labels["b"] == "2" and labels["c"] == "3"
     r = patch(
         [{"op": "add", "path": "/metadata/labels/d", "value": "4"}, {"op": "remove", "path": "/metadata/labels/b"}],
         "application/json-patch+json",
     )
     assert r.status == 200
-    labels = emu.get_node("n1")["metadata"]["labels"]
+    labels = sim.get_node("n1")["metadata"]["labels"]
     assert labels["d"] == "4" and "b" not in labels
     r = patch({"metadata": {"resourceVersion": "1", "labels": {"e": "5"}}}, "application/merge-patch+json")
     assert r.status == 409 and orjson.loads(r.data)["reason"] == "Conflict"
@@ -530,7 +520,7 @@ def test_patch_node_merge_patch_json_patch_and_conflict(emu: KubeEmulator, http:
     assert (
         http.request(
             "PATCH",
-            f"{emu.url}/api/v1/nodes/missing",
+            f"{sim.url}/api/v1/nodes/missing",
             body=b"{}",
             headers={"Content-Type": "application/merge-patch+json"},
         ).status
@@ -541,14 +531,14 @@ def test_patch_node_merge_patch_json_patch_and_conflict(emu: KubeEmulator, http:
 # --------------------------------------------------------------------------- faults
 
 
-def test_fail_next_429_with_retry_after_then_5xx(emu: KubeEmulator, api: client.CoreV1Api, kubeconfig: str) -> None:
-    emu.add_node(make_node("n1"))
+def test_fail_next_429_with_retry_after_then_5xx(sim: KubeEmulator, api: client.CoreV1Api, kubeconfig: str) -> None:
+    sim.add_node(make_node("n1"))
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     cfg.retries = False  # else urllib3 honours Retry-After and retries the 429 by itself
     with client.ApiClient(cfg) as api_client:
         strict = client.CoreV1Api(api_client)
-        emu.fail_next(1, status=429, retry_after=3)
+        sim.fail_next(1, status=429, retry_after=3)
         with pytest.raises(client.ApiException) as exc:
             strict.list_node()
         assert exc.value.status == 429
@@ -559,12 +549,12 @@ def test_fail_next_429_with_retry_after_then_5xx(emu: KubeEmulator, api: client.
         assert len(strict.list_node().items) == 1  # only the next request failed
 
     # The default client sleeps Retry-After and retries transparently.
-    emu.fail_next(1, status=429, retry_after=1)
+    sim.fail_next(1, status=429, retry_after=1)
     started = time.monotonic()
     assert len(api.list_node().items) == 1
     assert time.monotonic() - started >= 0.9
 
-    emu.fail_next(2, status=503, path_prefix="/api/v1/pods")
+    sim.fail_next(2, status=503, path_prefix="/api/v1/pods")
     assert len(api.list_node().items) == 1  # other paths unaffected
     for _ in range(2):
         with pytest.raises(client.ApiException) as exc:
@@ -572,35 +562,35 @@ def test_fail_next_429_with_retry_after_then_5xx(emu: KubeEmulator, api: client.
         assert exc.value.status == 503 and orjson.loads(exc.value.body)["reason"] == "ServiceUnavailable"
     api.list_pod_for_all_namespaces()
 
-    emu.fail_next(1, status=500)
+    sim.fail_next(1, status=500)
     with pytest.raises(client.ApiException) as exc:
         api.read_node("n1")
     assert exc.value.status == 500 and orjson.loads(exc.value.body)["reason"] == "InternalError"
-    assert emu.stats()["faults_injected"] == 5
+    assert sim.stats()["faults_injected"] == 5
 
 
-def test_offline_refuses_connections_then_comes_back(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("n1"))
-    url = emu.url
+def test_offline_refuses_connections_then_comes_back(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("n1"))
+    url = sim.url
     assert api.list_node().items
-    emu.set_offline(True)
+    sim.set_offline(True)
     with pytest.raises(urllib3.exceptions.HTTPError):
         api.list_node(_request_timeout=2)
-    emu.set_offline(False)
-    assert emu.url == url
+    sim.set_offline(False)
+    assert sim.url == url
     assert [n.metadata.name for n in api.list_node().items] == ["n1"]
 
 
-def test_offline_reset_over_http_control(emu: KubeEmulator, api: client.CoreV1Api, http: urllib3.PoolManager) -> None:
-    emu.add_node(make_node("n1"))
-    assert control(http, emu, "set_offline", offline=True).status == 200
+def test_offline_reset_over_http_control(sim: KubeEmulator, api: client.CoreV1Api, http: urllib3.PoolManager) -> None:
+    sim.add_node(make_node("n1"))
+    assert control(http, sim, "set_offline", offline=True).status == 200
     with pytest.raises(urllib3.exceptions.HTTPError):
         api.list_node(_request_timeout=2)
-    assert control(http, emu, "set_offline", offline=True, mode="refuse").status == 400  # could never come back
-    assert control(http, emu, "set_offline", offline=False).status == 200
+    assert control(http, sim, "set_offline", offline=True, mode="refuse").status == 400  # could never come back
+    assert control(http, sim, "set_offline", offline=False).status == 200
     assert len(api.list_node().items) == 1
     # With a duration it comes back by itself.
-    emu.set_offline(True, mode="refuse", duration=0.3)
+    sim.set_offline(True, mode="refuse", duration=0.3)
     time.sleep(0.8)
     assert len(api.list_node().items) == 1
 
@@ -608,16 +598,16 @@ def test_offline_reset_over_http_control(emu: KubeEmulator, api: client.CoreV1Ap
 # --------------------------------------------------------------------------- control surface
 
 
-def test_http_control_surface(emu: KubeEmulator, api: client.CoreV1Api, http: urllib3.PoolManager) -> None:
-    r = control(http, emu, "add_node", make={"name": "gpu-1", "gpus": 4, "gpu_product": "NVIDIA-H100-80GB-HBM3"})
+def test_http_control_surface(sim: KubeEmulator, api: client.CoreV1Api, http: urllib3.PoolManager) -> None:
+    r = control(http, sim, "add_node", make={"name": "gpu-1", "gpus": 4, "gpu_product": "NVIDIA-H100-80GB-HBM3"})
     assert r.status == 200 and orjson.loads(r.data)["ok"] is True
     assert api.read_node("gpu-1").metadata.labels["nvidia.com/gpu.family"] == "hopper"
-    assert control(http, emu, "add_node", make={"name": "gpu-1"}).status == 409
-    control(http, emu, "add_pod", obj=gpu_pod("job", "ml", "gpu-1", gpus=2))
-    control(http, emu, "update_node", name="gpu-1", patch={"metadata": {"labels": {"pool": "h100"}}})
-    control(http, emu, "cordon", name="gpu-1", unschedulable=True)
-    control(http, emu, "set_node_condition", name="gpu-1", type="MemoryPressure", status="True")
-    control(http, emu, "set_pod_phase", namespace="ml", name="job", phase="Failed")
+    assert control(http, sim, "add_node", make={"name": "gpu-1"}).status == 409
+    control(http, sim, "add_pod", obj=gpu_pod("job", "ml", "gpu-1", gpus=2))
+    control(http, sim, "update_node", name="gpu-1", patch={"metadata": {"labels": {"pool": "h100"}}})
+    control(http, sim, "cordon", name="gpu-1", unschedulable=True)
+    control(http, sim, "set_node_condition", name="gpu-1", type="MemoryPressure", status="True")
+    control(http, sim, "set_pod_phase", namespace="ml", name="job", phase="Failed")
     node = api.read_node("gpu-1")
     assert node.metadata.labels["pool"] == "h100" and node.spec.unschedulable
     assert {t.key for t in node.spec.taints} == {
@@ -625,63 +615,63 @@ def test_http_control_surface(emu: KubeEmulator, api: client.CoreV1Api, http: ur
         "node.kubernetes.io/memory-pressure",
     }
     assert api.read_namespaced_pod("job", "ml").status.phase == "Failed"
-    control(http, emu, "fail_next", n=1, status=500)
+    control(http, sim, "fail_next", n=1, status=500)
     with pytest.raises(client.ApiException):
         api.list_node()
-    r = control(http, emu, "load", nodes=[make_node("n2")], pods=[make_pod("p", "ml")])
-    assert orjson.loads(r.data)["result"] == emu.resource_version
-    control(http, emu, "delete_pod", namespace="ml", name="p")
-    r = http.request("GET", f"{emu.url}/_emulator/stats")
+    r = control(http, sim, "load", nodes=[make_node("n2")], pods=[make_pod("p", "ml")])
+    assert orjson.loads(r.data)["result"] == sim.resource_version
+    control(http, sim, "delete_pod", namespace="ml", name="p")
+    r = http.request("GET", f"{sim.url}/_emulator/stats")
     stats = orjson.loads(r.data)
     assert stats["nodes"] == 2 and stats["pods"] == 1 and stats["faults_injected"] == 1
     assert stats["requests"]["get nodes"] >= 1 and stats["requests"]["fault 500"] == 1
-    assert control(http, emu, "no_such_op").status == 404
-    assert control(http, emu, "cordon", bogus=1).status == 400
-    assert control(http, emu, "delete_node", name="missing").status == 404
-    r = control(http, emu, "compact")
-    assert orjson.loads(r.data)["result"] == emu.resource_version
+    assert control(http, sim, "no_such_op").status == 404
+    assert control(http, sim, "cordon", bogus=1).status == 400
+    assert control(http, sim, "delete_node", name="missing").status == 404
+    r = control(http, sim, "compact")
+    assert orjson.loads(r.data)["result"] == sim.resource_version
 
 
-def test_python_api_updates_and_errors(emu: KubeEmulator) -> None:
-    emu.add_node(make_node("n1"))
+def test_python_api_updates_and_errors(sim: KubeEmulator) -> None:
+    sim.add_node(make_node("n1"))
     with pytest.raises(ApiError) as exc:
-        emu.add_node(make_node("n1"))
+        sim.add_node(make_node("n1"))
     assert exc.value.code == 409 and exc.value.reason == "AlreadyExists"
-    uid = emu.get_node("n1")["metadata"]["uid"]
-    emu.upsert_node(make_node("n1", gpus=2))
-    assert emu.get_node("n1")["metadata"]["uid"] == uid  # an upsert keeps the identity
-    emu.update_node("n1", lambda n: n["metadata"]["labels"].update(pool="x"))
-    assert emu.get_node("n1")["metadata"]["labels"]["pool"] == "x"
+    uid = sim.get_node("n1")["metadata"]["uid"]
+    sim.upsert_node(make_node("n1", gpus=2))
+    assert sim.get_node("n1")["metadata"]["uid"] == uid  # an upsert keeps the identity
+    sim.update_node("n1", lambda n: n["metadata"]["labels"].update(pool="x"))
+    assert sim.get_node("n1")["metadata"]["labels"]["pool"] == "x"
     with pytest.raises(ApiError) as exc:
-        emu.update_node("n1", lambda n: {**n, "metadata": {**n["metadata"], "name": "other"}})
+        sim.update_node("n1", lambda n: {**n, "metadata": {**n["metadata"], "name": "other"}})
     assert exc.value.code == 422
     with pytest.raises(ApiError) as exc:
-        emu.delete_pod("default", "missing")
+        sim.delete_pod("default", "missing")
     assert exc.value.code == 404
-    emu.set_node_condition("n1", "Ready", "Unknown")
-    taints = {t["key"] for t in emu.get_node("n1")["spec"]["taints"]}
+    sim.set_node_condition("n1", "Ready", "Unknown")
+    taints = {t["key"] for t in sim.get_node("n1")["spec"]["taints"]}
     assert taints == {"node.kubernetes.io/unreachable"}
-    emu.set_node_condition("n1", "Ready", True)
-    assert "taints" not in emu.get_node("n1")["spec"]
+    sim.set_node_condition("n1", "Ready", True)
+    assert "taints" not in sim.get_node("n1")["spec"]
 
 
-def test_chaos_keeps_changing_the_cluster(emu: KubeEmulator) -> None:
+def test_chaos_keeps_changing_the_cluster(sim: KubeEmulator) -> None:
     nodes, pods = generate_cluster(12, 30, seed=3)
-    emu.load(nodes=nodes, pods=pods)
-    rv = emu.resource_version
-    emu.start_chaos(0.02, seed=7)
+    sim.load(nodes=nodes, pods=pods)
+    rv = sim.resource_version
+    sim.start_chaos(0.02, seed=7)
     time.sleep(0.6)
-    emu.stop_chaos()
-    assert emu.resource_version > rv + 5
-    described = {emu.chaos_step(random.Random(i)).split()[0] for i in range(30)}
+    sim.stop_chaos()
+    assert sim.resource_version > rv + 5
+    described = {sim.chaos_step(random.Random(i)).split()[0] for i in range(30)}
     assert described <= {"node", "pod"}
 
 
-def test_load_without_events_compacts_and_drops_watches(emu: KubeEmulator, api: client.CoreV1Api) -> None:
-    emu.add_node(make_node("old"))
+def test_load_without_events_compacts_and_drops_watches(sim: KubeEmulator, api: client.CoreV1Api) -> None:
+    sim.add_node(make_node("old"))
     rv = api.list_node().metadata.resource_version
-    new_rv = emu.load(nodes=[make_node(f"n{i}") for i in range(3)], emit_events=False)
-    assert new_rv == emu.resource_version
+    new_rv = sim.load(nodes=[make_node(f"n{i}") for i in range(3)], emit_events=False)
+    assert new_rv == sim.resource_version
     assert {
         n["metadata"]["resourceVersion"] for n in list_all(api.list_node, 10)[0] if n["metadata"]["name"] != "old"
     } == {str(new_rv)}
@@ -690,31 +680,31 @@ def test_load_without_events_compacts_and_drops_watches(emu: KubeEmulator, api: 
     assert exc.value.status == 410
 
 
-def test_create_and_delete_through_the_api(emu: KubeEmulator, api: client.CoreV1Api) -> None:
+def test_create_and_delete_through_the_api(sim: KubeEmulator, api: client.CoreV1Api) -> None:
     created = api.create_namespaced_pod("ml", gpu_pod("job", "ml", None, phase="Pending"))
     assert created.metadata.uid and created.metadata.namespace == "ml"
     with pytest.raises(client.ApiException) as exc:
         api.create_namespaced_pod("ml", gpu_pod("job", "ml", None))
     assert exc.value.status == 409 and orjson.loads(exc.value.body)["reason"] == "AlreadyExists"
     api.create_node(make_node("n1"))
-    rv = str(emu.resource_version)
+    rv = str(sim.resource_version)
     api.delete_namespaced_pod("job", "ml")
     api.delete_node("n1")
     resp = api.list_pod_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=0.2, _preload_content=False)
     events = [orjson.loads(line) for line in watch.watch.iter_resp_lines(resp) if line]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("DELETED", "job")]
-    assert api.list_node().items == [] and emu.get_pod("ml", "job") is None
+    assert api.list_node().items == [] and sim.get_pod("ml", "job") is None
 
 
 # --------------------------------------------------------------------------- scale
 
 
-def test_scale_list_50k_pods_in_pages_of_500(emu: KubeEmulator, api: client.CoreV1Api) -> None:
+def test_scale_list_50k_pods_in_pages_of_500(sim: KubeEmulator, api: client.CoreV1Api) -> None:
     # CPU seconds of this process (the emulator's threads and the client alike): the shared 2-core
     # machine's load makes wall-clock time measure the neighbours, not the emulator.
     started = time.process_time()
     nodes, pod_iter = iter_cluster(5000, 50_000, seed=1)
-    emu.load(nodes=nodes, pods=pod_iter)
+    sim.load(nodes=nodes, pods=pod_iter)
     del nodes, pod_iter
     load_seconds = time.process_time() - started
     started = time.process_time()
@@ -932,27 +922,27 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
 
 def test_chaos_places_gpu_pods_only_where_gpus_are_free():
     # An over-full node would show more GPUs allocated than it has in the demo console.
-    emu = KubeEmulator()
-    emu.add_node(make_node("gpu-1", gpus=4))
-    emu.add_pod(make_pod("busy", "team", node="gpu-1", containers=[{"name": "m", "requests": {"nvidia.com/gpu": "4"}}]))
+    sim = KubeEmulator()
+    sim.add_node(make_node("gpu-1", gpus=4))
+    sim.add_pod(make_pod("busy", "team", node="gpu-1", containers=[{"name": "m", "requests": {"nvidia.com/gpu": "4"}}]))
     rng = random.Random(3)
     for _ in range(60):
-        emu.chaos_step(rng)
-    with emu._lock:
-        assert emu._gpus_in_use("gpu-1") <= 4
+        sim.chaos_step(rng)
+    with sim._lock:
+        assert sim._gpus_in_use("gpu-1") <= 4
 
 
 # --------------------------------------------------------------------------- request and object size limits
 
 
 def test_a_body_over_3_mib_is_413_and_an_object_over_1_5_mib_is_refused_as_a_real_cluster_does(
-        emu: KubeEmulator, http: urllib3.PoolManager) -> None:
+        sim: KubeEmulator, http: urllib3.PoolManager) -> None:
     """kube-apiserver reads at most MaxRequestBodyBytes (3 MiB) of a body: "Request entity too large: limit is
     3145728" (413, RequestEntityTooLarge); etcd refuses a request over 1.5 MiB, which the API server passes
     on as a 500 Status "etcdserver: request is too large". Nothing is stored either way."""
-    emu.add_namespace("ns")
-    url = f"{emu.url}/api/v1/namespaces/ns/pods"
-    rv = emu._rv
+    sim.add_namespace("ns")
+    url = f"{sim.url}/api/v1/namespaces/ns/pods"
+    rv = sim._rv
 
     def pod(size: int) -> bytes:
         return json.dumps(make_pod("big", "ns", annotations={"x": "y" * size})).encode()
@@ -965,13 +955,13 @@ def test_a_body_over_3_mib_is_413_and_an_object_over_1_5_mib_is_refused_as_a_rea
     response = http.request("POST", url, body=pod(3 * 1024 * 1024 // 2), headers={"Content-Type": "application/json"})
     assert response.status == 500
     assert orjson.loads(response.data)["message"] == "etcdserver: request is too large"
-    assert emu.list("pods", "ns") == [] and emu._rv == rv
+    assert sim.list("pods", "ns") == [] and sim._rv == rv
     # Just under the limit is stored; so is an update that stays under it, and one that grows past it is refused.
     response = http.request("POST", url, body=pod(1024 * 1024), headers={"Content-Type": "application/json"})
     assert response.status == 201
     patch = json.dumps({"metadata": {"annotations": {"z": "w" * (1024 * 1024)}}}).encode()
     response = http.request("PATCH", f"{url}/big", body=patch, headers={"Content-Type": "application/merge-patch+json"})
     assert response.status == 500 and b"etcdserver: request is too large" in response.data
-    assert "z" not in emu.get("pods", "big", "ns")["metadata"]["annotations"]
+    assert "z" not in sim.get("pods", "big", "ns")["metadata"]["annotations"]
     # The server still answers.
     assert http.request("GET", f"{url}/big").status == 200
