@@ -479,7 +479,7 @@ def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, 
         .values_list("gpu_product", flat=True)))
     return NodeMovePreview(
         node=node, pool=pool, resource_version=str(metadata.get("resourceVersion") or ""), plan=plan,
-        capacity=capacity, gpu_type=labels.get("nvidia.com/gpu.product", ""), pool_gpu_types=pool_gpu_types,
+        capacity=capacity, gpu_type=labels.get(kube_gpu.LABEL_GPU_PRODUCT, ""), pool_gpu_types=pool_gpu_types,
     )
 
 

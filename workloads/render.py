@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from kube import gpu as kube_gpu
+from kube import wellknown
 from typing import Any
 
 import yaml
@@ -36,10 +38,10 @@ from kube.taints import SCHEDULING_EFFECTS
 from nodepools.kube import CONSOLE_POOL_LABEL
 
 API_VERSION = "batch/v1"
-KAI_SCHEDULER = "kai-scheduler"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KAI_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+KAI_SCHEDULER = wellknown.KAI_SCHEDULER_NAME
+KAI_QUEUE_LABEL = wellknown.KAI_QUEUE_LABEL
+KUEUE_QUEUE_LABEL = wellknown.KUEUE_QUEUE_LABEL
+KAI_MIN_MEMBER_ANNOTATION = wellknown.KAI_MIN_MEMBER_ANNOTATION
 # Pods a scheduler or the Eviction API disrupts carry this condition (kubernetes.io: Pod disruption conditions).
 DISRUPTIONS_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -54,7 +56,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-capacity-console"
 WORKLOAD_LABEL = PREFIX + "workload"
 
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = kube_gpu.GPU_RESOURCE
 
 
 @dataclass(frozen=True)
