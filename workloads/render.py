@@ -94,6 +94,10 @@ class JobSpec:
     cpu: str = "1"
     memory: str = "1Gi"
     gpus: int = 0
+    # A MIG profile (e.g. 1g.10gb): `gpus` slices of it per pod (nvidia.com/mig-<profile>); or a KAI GPU
+    # fraction per pod (the pod annotation gpu-fraction, no nvidia.com/gpu). kube.gpu names both.
+    gpu_profile: str = ""
+    gpu_fraction: str = ""
     storage: str = ""
     enforcer: str = "none"  # none / kai / kueue
     queue: str = ""  # KAI queue or Kueue LocalQueue name
@@ -166,9 +170,10 @@ def _resources(spec: JobSpec) -> dict[str, Any]:
     limits: dict[str, str] = {}
     if spec.storage:
         requests["ephemeral-storage"] = str(spec.storage)
-    if spec.gpus:
-        requests[GPU_RESOURCE] = str(spec.gpus)
-        limits[GPU_RESOURCE] = str(spec.gpus)
+    resource = kube_gpu.mig_resource(spec.gpu_profile) if spec.gpu_profile else GPU_RESOURCE
+    if spec.gpus and not spec.gpu_fraction:
+        requests[resource] = str(spec.gpus)
+        limits[resource] = str(spec.gpus)
     out: dict[str, Any] = {"requests": requests}
     if limits:
         out["limits"] = limits
@@ -233,6 +238,8 @@ def _pod_metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"labels": {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, **labels}}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     annotations.update(dict(spec.pod_annotations))
+    if spec.gpu_fraction:
+        annotations[kube_gpu.ANNOTATION_GPU_FRACTION] = str(spec.gpu_fraction)
     if annotations:
         out["annotations"] = annotations
     return out
