@@ -372,7 +372,6 @@ def node_gpus(labels: Mapping[str, str] | None, capacity: Mapping[str, Any] | No
     alloc = _amounts(allocatable) if allocatable is not None else dict(cap)
     product_label = str(labels.get(LABEL_GPU_PRODUCT, ""))
     product = base_product(product_label)
-    slices_per_gpu = compute_slices(product)
     mig_strategy = str(labels.get(LABEL_MIG_STRATEGY, ""))
     sharing = str(labels.get(LABEL_SHARING_STRATEGY, ""))
     replicas = _int_label(labels, LABEL_GPU_REPLICAS) or 1

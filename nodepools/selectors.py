@@ -12,8 +12,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Case, Count, F, FilteredRelation, Max, Q, Sum, Value, When
-from django.db.models.functions import Cast, Coalesce, Greatest
+from django.db.models import Count, F, FilteredRelation, Max, Q, Sum, Value
 from django.utils import timezone
 from kubernetes import client
 
@@ -27,6 +26,7 @@ from gpumetrics import (
     device_metrics,
     node_gpu_metrics,
 )
+from kube import gpu as kube_gpu
 from kube.client import api_error_message
 from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
@@ -139,8 +139,6 @@ def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
                 profile = by_node.get(node_id, {}).get(resource)
                 if profile in slices:
                     slices[profile]["allocated"] += int(count)
-    from kube import gpu as kube_gpu
-
     rows = sorted(slices.values(), key=lambda r: (kube_gpu.fraction_of(r["share"] or 0), r["profile"]))
     for row in rows:
         row["share"] = kube_gpu.to_decimal(kube_gpu.fraction_of(row["share"] or 0))

@@ -17,7 +17,7 @@ from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from nodepools.memo import memoised
-from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.models import Cluster, Node, NodePool, Pod
 from nodepools.selectors import pod_usage, pool_node_totals, pools_attach_usage
 from projects import fit
 from projects.fairshare import Claim, hierarchical_fair_shares

@@ -19,7 +19,7 @@ from enforcers.models import Enforcement
 from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
 from kube.taints import common_taints
 from nodepools import capacity
-from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.models import Cluster, Node, NodePool, Pod
 from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
 from projects import waiting
 from projects.models import Project, ProjectNamespace
