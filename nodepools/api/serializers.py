@@ -95,6 +95,9 @@ class PoolSliceSerializer(serializers.Serializer):
     count = serializers.IntegerField(help_text="Slices the pool's nodes publish.")
     allocatable = serializers.IntegerField()
     allocated = serializers.IntegerField(help_text="Slices the pool's active pods hold.")
+    free = serializers.IntegerField(help_text="Slices free on Ready nodes: how many pods of one slice fit now "
+                                              "(all at once, for a gang).")
+    most_free_on_a_node = serializers.IntegerField(help_text="The most slices free on one Ready node.")
     memory_mib = serializers.IntegerField(allow_null=True)
     share = serializers.DecimalField(max_digits=6, decimal_places=3, help_text="One slice in GPU-equivalents.")
 
