@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
+from kube import gpu as kube_gpu
+from kube import wellknown
 from typing import Any
 
 from kube.quantity import plain_quantity
@@ -34,15 +36,15 @@ MANAGED_BY = "gpu-capacity-console"
 POOL_LABEL = CONSOLE_POOL_LABEL
 OWNER_LABEL = "console.gpu-capacity.io/owner"  # "department.<name>" or "project.<name>"
 
-KAI_QUEUE = ("scheduling.run.ai", "v2", "queues", "Queue")
-KAI_SHARD = ("kai.scheduler", "v1", "schedulingshards", "SchedulingShard")
+KAI_QUEUE = wellknown.KAI_QUEUE
+KAI_SHARD = wellknown.KAI_SHARD
 KAI_EVICTION_CONDITION_FLAG = "update-pod-eviction-condition"
-PRIORITY_CLASS = ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
-KUEUE_FLAVOR = ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor")
-KUEUE_COHORT = ("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort")
-KUEUE_CLUSTER_QUEUE = ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue")
-KUEUE_LOCAL_QUEUE = ("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-KUEUE_PRIORITY_CLASS = ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass")
+PRIORITY_CLASS = wellknown.PRIORITY_CLASS
+KUEUE_FLAVOR = wellknown.KUEUE_FLAVOR
+KUEUE_COHORT = wellknown.KUEUE_COHORT
+KUEUE_CLUSTER_QUEUE = wellknown.KUEUE_CLUSTER_QUEUE
+KUEUE_LOCAL_QUEUE = wellknown.KUEUE_LOCAL_QUEUE
+KUEUE_PRIORITY_CLASS = wellknown.KUEUE_PRIORITY_CLASS
 
 KAI_KINDS = (PRIORITY_CLASS, KAI_SHARD, KAI_QUEUE)
 # Kueue mode writes the PriorityClasses too: the console's Jobs name them (`priorityClassName`), an API
@@ -63,7 +65,7 @@ PRIORITY_CLASSES = (
 # default priority 100.
 RANK_PRIORITY = {1: 80, 2: 90, 3: 100, 4: 110, 5: 120, 6: 130, 7: 140}
 
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = kube_gpu.GPU_RESOURCE
 MIB = 1048576
 
 

@@ -359,6 +359,12 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
     return value if value >= 0 else None
 
 
+def _count(value: Any) -> int | Fraction:
+    """A stored count: an int, or a Fraction for a fractional amount ("1/2")."""
+    amount = Fraction(str(value))
+    return int(amount) if amount.denominator == 1 else amount
+
+
 def _whole(amount: Decimal | None) -> int:
     return int(amount) if amount is not None and amount > 0 else 0
 
@@ -372,7 +378,6 @@ def node_gpus(labels: Mapping[str, str] | None, capacity: Mapping[str, Any] | No
     alloc = _amounts(allocatable) if allocatable is not None else dict(cap)
     product_label = str(labels.get(LABEL_GPU_PRODUCT, ""))
     product = base_product(product_label)
-    slices_per_gpu = compute_slices(product)
     mig_strategy = str(labels.get(LABEL_MIG_STRATEGY, ""))
     sharing = str(labels.get(LABEL_SHARING_STRATEGY, ""))
     replicas = _int_label(labels, LABEL_GPU_REPLICAS) or 1
@@ -465,7 +470,7 @@ class GpuDemand:
     kind: str = "none"
     devices: int = 0  # nvidia.com/gpu or nvidia.com/gpu.shared units asked
     mig: Mapping[str, int] = field(default_factory=dict)  # profile -> slices
-    resources: Mapping[str, int] = field(default_factory=dict)  # GPU extended resources asked, by name
+    resources: Mapping[str, int | Fraction] = field(default_factory=dict)  # GPU extended resources asked, by name
     fraction: Fraction | None = None  # per device
     fraction_devices: int = 0
     memory_mib: int | None = None
@@ -552,8 +557,10 @@ def pod_gpu_request(pod: Mapping[str, Any], *, requests: Mapping[str, Decimal] |
             profile = parse_mig_profile(name)
             mig[profile.name] = mig.get(profile.name, 0) + _whole(amount)
             resources[name] = _whole(amount)
-        elif name in (GPU_RESOURCE, GPU_SHARED_RESOURCE) and _whole(amount):
-            resources[name] = _whole(amount)
+        elif name in (GPU_RESOURCE, GPU_SHARED_RESOURCE) and amount > 0:
+            # Whole devices; a fractional amount (which the API server refuses for an extended resource, but a
+            # hand-made or legacy object may carry) counts by its value.
+            resources[name] = _whole(amount) if amount == amount.to_integral_value() else Fraction(amount)
     if resources:
         devices = resources.get(GPU_RESOURCE, 0) + resources.get(GPU_SHARED_RESOURCE, 0)
         return demand_on(GpuDemand(kind="mig" if mig else "whole", devices=devices, mig=mig, resources=resources))
@@ -649,7 +656,8 @@ def request_record(demand: GpuDemand) -> dict[str, Any]:
         return {}
     record: dict[str, Any] = {"kind": demand.kind}
     if demand.resources:
-        record["resources"] = dict(demand.resources)
+        record["resources"] = {name: count if isinstance(count, int) else str(count)
+                               for name, count in demand.resources.items()}
     if demand.fraction is not None:
         record["fraction"] = _text(demand.fraction)
         record["devices"] = demand.fraction_devices
@@ -665,7 +673,7 @@ def request_from_record(record: Mapping[str, Any] | None) -> GpuDemand:
     record = record or {}
     kind = str(record.get("kind") or "none")
     try:
-        resources = {str(k): int(v) for k, v in (record.get("resources") or {}).items()}
+        resources = {str(k): _count(v) for k, v in (record.get("resources") or {}).items()}
         fraction = Fraction(str(record["fraction"])) if "fraction" in record else None
         devices = int(record.get("devices") or (1 if fraction is not None else 0))
         memory = int(record["memory_mib"]) if "memory_mib" in record else None

@@ -17,6 +17,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
+from kube import gpu as kube_gpu
 from kube.requests import pod_is_active
 from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
@@ -88,7 +89,7 @@ def _demo_pods(cluster: Cluster) -> list[tuple]:
     for node in nodes:
         labels = node["metadata"].get("labels") or {}
         node_pool[node["metadata"]["name"]] = pools.get(labels.get("gpu-type"), default)
-        node_model[node["metadata"]["name"]] = labels.get("nvidia.com/gpu.product", "")
+        node_model[node["metadata"]["name"]] = labels.get(kube_gpu.LABEL_GPU_PRODUCT, "")
     projects = {f"runai-{name}": pk for name, pk in Project.objects.filter(cluster=cluster).values_list("name", "pk")}
     out = []
     for pod in pods:

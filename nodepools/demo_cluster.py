@@ -8,6 +8,7 @@ reports it). Django-free: the demo command loads it into the database, the emula
 """
 from __future__ import annotations
 
+from kube import wellknown
 from typing import Any
 
 from kubesim import make_node, make_pod
@@ -126,7 +127,7 @@ def demo_objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 # Karpenter (issue 13): two Karpenter-backed pools of the emulator-served demo (`make run`). Their NodePools
 # (karpenter.sh/v1, classes of capacity "H100 production" and "T4 best-effort") live in the emulator, whose Karpenter
 # stand-in launches NodeClaims for the pending GPU pods chaos submits now and then.
-KARPENTER_LABEL_KEY = "karpenter.sh/nodepool"
+KARPENTER_LABEL_KEY = wellknown.KARPENTER_NODEPOOL_LABEL
 KARPENTER_POOLS = {
     "h100-prod": "Karpenter NodePool h100-prod: on-demand H100 nodes for inference (tainted), launched on demand",
     "t4-spot": "Karpenter NodePool t4-spot: spot T4 nodes, consolidated when empty",

@@ -12,8 +12,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Case, Count, F, FilteredRelation, Max, Q, Sum, Value, When
-from django.db.models.functions import Cast, Coalesce, Greatest
+from django.db.models import Count, F, FilteredRelation, Max, Q, Sum, Value
 from django.utils import timezone
 from kubernetes import client
 
@@ -27,6 +26,7 @@ from gpumetrics import (
     device_metrics,
     node_gpu_metrics,
 )
+from kube import gpu as kube_gpu
 from kube.client import api_error_message
 from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
@@ -106,41 +106,51 @@ def nodes_attach_sharing(nodes: list[Node]) -> list[Node]:
 
 def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
     """A pool's GPUs by how they are shared: per exposure the nodes and physical GPUs; per MIG profile the
-    slices published, allocatable and allocated (its pods' requests), their memory and share; replicas per
-    GPU seen. Two queries (the pool's nodes' sharing, its pods' GPU requests)."""
+    slices published, allocatable and allocated (its pods' requests), free on the nodes the console calls
+    Ready (`capacity`: what pods of one slice of that profile can take now, all at once for a gang) and the
+    most free on one node, their memory and share; replicas per GPU seen. Two queries (the pool's nodes,
+    its pods' GPU requests)."""
     exposures: dict[str, dict[str, int]] = {}
     slices: dict[str, dict[str, Any]] = {}
     replicas: set[int] = set()
     layouts: set[str] = set()
-    names: dict[int, str] = {}
-    for pk, sharing, physical in Node.objects.filter(pool=pool).values_list("pk", "gpu_sharing", "gpu_capacity"):
+    # per node: (ready, {resource: [profile, allocatable, allocated]})
+    per_node: dict[int, tuple[bool, dict[str, list]]] = {}
+    for pk, sharing, physical, status in Node.objects.filter(pool=pool).values_list(
+            "pk", "gpu_sharing", "gpu_capacity", "status"):
+        sharing = sharing or {}
         if not physical and not sharing:
             continue
-        exposure = (sharing or {}).get("exposure") or "whole"
+        exposure = sharing.get("exposure") or "whole"
         entry = exposures.setdefault(exposure, {"nodes": 0, "gpus": 0})
         entry["nodes"] += 1
         entry["gpus"] += physical or 0
-        if int((sharing or {}).get("replicas") or 1) > 1:
+        if int(sharing.get("replicas") or 1) > 1:
             replicas.add(int(sharing["replicas"]))
-        if (sharing or {}).get("mig_config"):
+        if sharing.get("mig_config"):
             layouts.add(sharing["mig_config"])
-        for item in (sharing or {}).get("slices") or ():
+        for item in sharing.get("slices") or ():
             row = slices.setdefault(item["profile"], {"profile": item["profile"], "count": 0, "allocatable": 0,
-                                                      "allocated": 0, "memory_mib": item.get("memory_mib"),
-                                                      "share": item.get("share")})
+                                                      "allocated": 0, "free": 0, "most_free_on_a_node": 0,
+                                                      "memory_mib": item.get("memory_mib"), "share": item.get("share")})
             row["count"] += int(item.get("capacity") or 0)
             row["allocatable"] += int(item.get("allocatable") or 0)
-            names[pk] = names.get(pk, "") + "|" + item["resource"] + "=" + item["profile"]
-    if names:
-        by_node = {pk: dict(part.split("=", 1) for part in text.strip("|").split("|")) for pk, text in names.items()}
-        for node_id, record in (Pod.objects.active().filter(node_id__in=list(by_node)).exclude(gpu_request={})
+            per_node.setdefault(pk, (capacity.is_ready(status), {}))[1][item["resource"]] = [
+                item["profile"], int(item.get("allocatable") or 0), 0]
+    if per_node:
+        for node_id, record in (Pod.objects.active().filter(node_id__in=list(per_node)).exclude(gpu_request={})
                                 .order_by().values_list("node_id", "gpu_request")):
+            held = per_node[node_id][1]
             for resource, count in ((record or {}).get("resources") or {}).items():
-                profile = by_node.get(node_id, {}).get(resource)
-                if profile in slices:
-                    slices[profile]["allocated"] += int(count)
-    from kube import gpu as kube_gpu
-
+                if resource in held:
+                    held[resource][2] += int(kube_gpu.fraction_of(count))
+        for ready, held in per_node.values():
+            for profile, allocatable, allocated in held.values():
+                row = slices[profile]
+                row["allocated"] += allocated
+                free = max(allocatable - allocated, 0) if ready else 0
+                row["free"] += free
+                row["most_free_on_a_node"] = max(row["most_free_on_a_node"], free)
     rows = sorted(slices.values(), key=lambda r: (kube_gpu.fraction_of(r["share"] or 0), r["profile"]))
     for row in rows:
         row["share"] = kube_gpu.to_decimal(kube_gpu.fraction_of(row["share"] or 0))
@@ -479,7 +489,7 @@ def node_move_preview(*, user: Any, node: Node, pool: NodePool, live: dict[str, 
         .values_list("gpu_product", flat=True)))
     return NodeMovePreview(
         node=node, pool=pool, resource_version=str(metadata.get("resourceVersion") or ""), plan=plan,
-        capacity=capacity, gpu_type=labels.get("nvidia.com/gpu.product", ""), pool_gpu_types=pool_gpu_types,
+        capacity=capacity, gpu_type=labels.get(kube_gpu.LABEL_GPU_PRODUCT, ""), pool_gpu_types=pool_gpu_types,
     )
 
 

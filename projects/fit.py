@@ -533,7 +533,7 @@ class Shape:
     `priority`. `gang`: all pods at once or none (a PodGroup with minMember = pods)."""
 
     pods: int
-    gpus: int
+    gpus: int | Decimal  # GPU-equivalents per pod (kube.gpu): a MIG slice or a KAI fraction is a share
     cpu: int = 0
     memory: int = 0
     priority: int = 50
@@ -548,7 +548,7 @@ class Shape:
         return self.priority < PREEMPTIBLE_BELOW
 
     def words(self) -> str:
-        each = f"{self.gpus} GPUs" if self.gpus else "no GPU"
+        each = f"{n(Decimal(self.gpus))} GPUs" if self.gpus else "no GPU"
         return f"{plural(self.pods, 'pod')} of {each}" + (" (all at once)" if self.gang and self.pods > 1 else "")
 
 

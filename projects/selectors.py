@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
+from kube import wellknown
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
@@ -16,7 +17,7 @@ from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from nodepools.memo import memoised
-from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.models import Cluster, Node, NodePool, Pod
 from nodepools.selectors import pod_usage, pool_node_totals, pools_attach_usage
 from projects import fit
 from projects.fairshare import Claim, hierarchical_fair_shares
@@ -509,7 +510,7 @@ def pool_pending_requests(pool: NodePool, *, cluster_pools: list[NodePool] | Non
     for project_id, gpus, selector, labels in rows.values_list("project_id", "gpus", "node_selector", "labels"):
         selector, labels = selector or {}, labels or {}
         named = labels.get(CONSOLE_POOL_LABEL) or selector.get(CONSOLE_POOL_LABEL)
-        queue = labels.get("kai.scheduler/queue", "")
+        queue = labels.get(wellknown.KAI_QUEUE_LABEL, "")
         if named in by_name:
             pool_id = by_name[named]
         elif "." in queue and queue.rsplit(".", 1)[1] in by_name:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from kube import wellknown
 from typing import Any
 
 
@@ -208,7 +209,7 @@ def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: d
     selector = pod_selector or {}
     if selector.get(CONSOLE_POOL_LABEL) in by_name:
         return by_name[selector[CONSOLE_POOL_LABEL]]
-    queue = (pod_labels or {}).get("kai.scheduler/queue", "")
+    queue = (pod_labels or {}).get(wellknown.KAI_QUEUE_LABEL, "")
     if "." in queue and queue.rsplit(".", 1)[1] in by_name:
         return by_name[queue.rsplit(".", 1)[1]]
     return next((by_label[(k, v)] for k, v in selector.items() if (k, v) in by_label), default_id)

@@ -12,14 +12,16 @@ pods on them, the Karpenter NodePool backing the pool (raw JSON, if any) and the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from kube import gpu as kube_gpu
+from kube import wellknown
 from typing import Any, Iterable, Mapping, Sequence
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+GPU_TAINT_KEY = kube_gpu.GPU_RESOURCE
+CAPACITY_TYPE_LABEL = wellknown.KARPENTER_CAPACITY_TYPE_LABEL
 NON_PREEMPTIBLE_FROM = 100
 # The labels NVIDIA GPU feature discovery puts on every GPU node, which the console reads (docs/concepts.md#not-ready).
-FEATURE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
-                  "nvidia.com/gpu.memory", "nvidia.com/gpu.family")
+FEATURE_LABELS = (kube_gpu.LABEL_GPU_PRESENT, kube_gpu.LABEL_GPU_PRODUCT, kube_gpu.LABEL_GPU_COUNT,
+                  kube_gpu.LABEL_GPU_MEMORY, kube_gpu.LABEL_GPU_FAMILY)
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 SHOWN = 5  # names listed in a piece of advice
 

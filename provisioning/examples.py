@@ -7,6 +7,7 @@ well-known labels); any provider's keys work the same way.
 from __future__ import annotations
 
 import copy
+from kube import wellknown
 from typing import Any
 
 NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
@@ -42,7 +43,7 @@ def req(key: str, operator: str, *values: str) -> dict[str, Any]:
     return out
 
 
-CAPACITY = "karpenter.sh/capacity-type"
+CAPACITY = wellknown.KARPENTER_CAPACITY_TYPE_LABEL
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"

@@ -30,6 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from kube import wellknown
 from typing import Any, Iterable, Mapping, Sequence
 
 from kube.quantity import QuantityError, parse_quantity
@@ -39,7 +40,7 @@ from provisioning import karpenter
 from provisioning.karpenter import NODEPOOL_LABEL
 from ui.formats import quantity_text
 
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+CAPACITY_TYPE_LABEL = wellknown.KARPENTER_CAPACITY_TYPE_LABEL
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
 # What a pod asks that a verdict weighs (kube.requests.pod_requests; a quantity that is none raises
 # QuantityError, and `explain` says so instead of judging).
@@ -52,7 +53,7 @@ WELL_KNOWN_LABELS = frozenset({
     "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone",
     "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region",
     "kubernetes.io/arch", "beta.kubernetes.io/arch", "kubernetes.io/os", "beta.kubernetes.io/os",
-    "node.kubernetes.io/windows-build", NODEPOOL_LABEL, CAPACITY_TYPE_LABEL, "karpenter.sh/capacity-reservation-id",
+    "node.kubernetes.io/windows-build", NODEPOOL_LABEL, CAPACITY_TYPE_LABEL, wellknown.KARPENTER_CAPACITY_RESERVATION_LABEL,
     "topology.k8s.aws/zone-id",
 })
 WELL_KNOWN_PREFIXES = ("karpenter.k8s.aws/",)

@@ -7,16 +7,18 @@ concepts/disruption).
 from __future__ import annotations
 
 from decimal import Decimal
+from kube import gpu as kube_gpu
+from kube import wellknown
 from typing import Any, Iterable, Mapping
 
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import GPU as GPU_RESOURCE
 
-GROUP, VERSION = "karpenter.sh", "v1"
+GROUP, VERSION = wellknown.KARPENTER_GROUP, wellknown.KARPENTER_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 # Set by Karpenter on every node (and NodeClaim) it launches for a NodePool: a console pool whose label is
 # `karpenter.sh/nodepool=<name>` is backed by that NodePool.
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
+NODEPOOL_LABEL = wellknown.KARPENTER_NODEPOOL_LABEL
 GPU = GPU_RESOURCE
 
 # NodePool status conditions (status.conditions[].type) the console shows, in this order.
@@ -103,9 +105,9 @@ WELL_KNOWN_KEYS = {
     "karpenter.k8s.aws/instance-gpu-memory": "GPU memory (MiB)",
     "karpenter.k8s.aws/instance-cpu": "vCPUs",
     "karpenter.k8s.aws/instance-memory": "Memory (MiB)",
-    "nvidia.com/gpu.product": "GPU type",
-    "nvidia.com/gpu.count": "GPU count",
-    "karpenter.sh/capacity-type": "Capacity type",
+    kube_gpu.LABEL_GPU_PRODUCT: "GPU type",
+    kube_gpu.LABEL_GPU_COUNT: "GPU count",
+    wellknown.KARPENTER_CAPACITY_TYPE_LABEL: "Capacity type",
     "topology.kubernetes.io/zone": "Zone",
     "topology.kubernetes.io/region": "Region",
     "kubernetes.io/arch": "Architecture",

@@ -6,6 +6,7 @@ installed: 404) lists as nothing and is looked for again later, so the cluster s
 """
 from __future__ import annotations
 
+from kube import wellknown
 from typing import Any
 
 from nodepools.sync.resources import Resource
@@ -69,7 +70,7 @@ def nodeclaim_values(obj: dict[str, Any]) -> tuple[list, None]:
         karpenter.nodeclaim_phase(conditions, deleting=bool(metadata.get("deletionTimestamp"))),
         str(status.get("nodeName") or ""), str(status.get("providerID") or ""),
         labels.get("node.kubernetes.io/instance-type") or karpenter.single_value(requirements, "node.kubernetes.io/instance-type"),
-        labels.get("karpenter.sh/capacity-type") or karpenter.single_value(requirements, "karpenter.sh/capacity-type"),
+        labels.get(wellknown.KARPENTER_CAPACITY_TYPE_LABEL) or karpenter.single_value(requirements, wellknown.KARPENTER_CAPACITY_TYPE_LABEL),
         labels.get("topology.kubernetes.io/zone") or karpenter.single_value(requirements, "topology.kubernetes.io/zone"),
         labels, requirements, _list(spec.get("taints"), "spec.taints"), requests, capacity, allocatable,
         gpus or 0, conditions, metadata.get("creationTimestamp"), str(metadata.get("resourceVersion") or ""),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
+from kube import wellknown
 from typing import Any
 
 import orjson
@@ -44,7 +45,7 @@ _SPEC = crd.custom_resource(NODEPOOLS).schema["properties"]["spec"]
 POLICIES = tuple(_SPEC["properties"]["disruption"]["properties"]["consolidationPolicy"]["enum"])
 # Label keys Karpenter sets itself, usable in requirements and labels whatever their domain.
 WELL_KNOWN = {
-    "karpenter.sh/capacity-type", "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type",
+    wellknown.KARPENTER_CAPACITY_TYPE_LABEL, "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/instance-type",
     "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/windows-build",
     "beta.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region",
     "failure-domain.beta.kubernetes.io/zone", "beta.kubernetes.io/arch", "beta.kubernetes.io/os",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from kube import wellknown
 from typing import Any, NamedTuple
 
 import orjson
@@ -47,7 +48,7 @@ from projects.selectors import cluster_fair_shares
 from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
 from workloads.selectors import is_waiting, running_pods_count
 
-KAI, KUEUE, DEFAULT = "kai-scheduler", "kueue", "default-scheduler"
+KAI, KUEUE, DEFAULT = wellknown.KAI_SCHEDULER_NAME, "kueue", wellknown.DEFAULT_SCHEDULER_NAME
 SCHEDULER_NAMES = {KAI: "KAI Scheduler", KUEUE: "Kueue", DEFAULT: "kube-scheduler"}
 VISIBILITY_GROUP, VISIBILITY_VERSION = "visibility.kueue.x-k8s.io", "v1beta2"
 LIVE_CACHE_SECONDS = 5

@@ -55,13 +55,16 @@ def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
     with KAI Scheduler), else each pod is scheduled on its own."""
     spec = job.get("spec") or {}
     template = spec.get("template") or {}
-    requests = kube.pod_resources({"spec": template.get("spec") or {}})
+    requests = kube.pod_resources({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
     pods = spec.get("parallelism") if isinstance(spec.get("parallelism"), int) else 1
     klass = (template.get("spec") or {}).get("priorityClassName") or "train"
     if gang is None:
         members = str(((job.get("metadata") or {}).get("annotations") or {}).get(render.KAI_MIN_MEMBER_ANNOTATION) or "")
         gang = pods > 1 and members.isdigit() and int(members) >= pods
-    return fit.Shape(pods=max(pods, 1), gpus=int(requests.gpus), cpu=requests.cpu_millis, memory=requests.memory_bytes,
+    # GPU-equivalents per pod (kube.gpu): whole GPUs stay an int; a MIG slice or a KAI fraction its share.
+    gpus = requests.gpus
+    gpus = int(gpus) if gpus == gpus.to_integral_value() else gpus.normalize()
+    return fit.Shape(pods=max(pods, 1), gpus=gpus, cpu=requests.cpu_millis, memory=requests.memory_bytes,
                      priority=PRIORITY_VALUES.get(klass, 50), gang=gang)
 
 

@@ -193,7 +193,12 @@ class SubmitForm(forms.Form):
     command = forms.CharField(required=False, help_text="As in a shell, e.g. python train.py --epochs 3.")
     cpu = forms.CharField(label="CPU", required=False, help_text="Cores per pod (USER_CPU), e.g. 4 or 500m.")
     memory = forms.CharField(required=False, help_text="Per pod (USER_MEMORY), e.g. 16Gi.")
-    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, help_text="Per pod (USER_GPU).")
+    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0,
+                              help_text="Per pod (USER_GPU); MIG slices per pod with a MIG profile.")
+    gpu_profile = forms.CharField(label="MIG profile", required=False, max_length=32,
+                                  help_text="Optional: GPUs are slices of this MIG profile, e.g. 1g.10gb.")
+    gpu_fraction = forms.CharField(label="GPU fraction", required=False, max_length=16,
+                                   help_text="Optional: a share of one GPU per pod (KAI Scheduler), e.g. 0.5.")
     storage = forms.CharField(required=False, help_text="Ephemeral storage per pod (USER_STORAGE), e.g. 10Gi.")
     priority_class = forms.ChoiceField(label="Priority class", choices=[(c, c) for c in PRIORITY_CLASSES],
                                        initial="train",

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from kube import gpu as kube_gpu
+from kube import wellknown
 from typing import Any
 
 import yaml
@@ -36,10 +38,10 @@ from kube.taints import SCHEDULING_EFFECTS
 from nodepools.kube import CONSOLE_POOL_LABEL
 
 API_VERSION = "batch/v1"
-KAI_SCHEDULER = "kai-scheduler"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KAI_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+KAI_SCHEDULER = wellknown.KAI_SCHEDULER_NAME
+KAI_QUEUE_LABEL = wellknown.KAI_QUEUE_LABEL
+KUEUE_QUEUE_LABEL = wellknown.KUEUE_QUEUE_LABEL
+KAI_MIN_MEMBER_ANNOTATION = wellknown.KAI_MIN_MEMBER_ANNOTATION
 # Pods a scheduler or the Eviction API disrupts carry this condition (kubernetes.io: Pod disruption conditions).
 DISRUPTIONS_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -54,7 +56,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-capacity-console"
 WORKLOAD_LABEL = PREFIX + "workload"
 
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = kube_gpu.GPU_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,10 @@ class JobSpec:
     cpu: str = "1"
     memory: str = "1Gi"
     gpus: int = 0
+    # A MIG profile (e.g. 1g.10gb): `gpus` slices of it per pod (nvidia.com/mig-<profile>); or a KAI GPU
+    # fraction per pod (the pod annotation gpu-fraction, no nvidia.com/gpu). kube.gpu names both.
+    gpu_profile: str = ""
+    gpu_fraction: str = ""
     storage: str = ""
     enforcer: str = "none"  # none / kai / kueue
     queue: str = ""  # KAI queue or Kueue LocalQueue name
@@ -164,9 +170,10 @@ def _resources(spec: JobSpec) -> dict[str, Any]:
     limits: dict[str, str] = {}
     if spec.storage:
         requests["ephemeral-storage"] = str(spec.storage)
-    if spec.gpus:
-        requests[GPU_RESOURCE] = str(spec.gpus)
-        limits[GPU_RESOURCE] = str(spec.gpus)
+    resource = kube_gpu.mig_resource(spec.gpu_profile) if spec.gpu_profile else GPU_RESOURCE
+    if spec.gpus and not spec.gpu_fraction:
+        requests[resource] = str(spec.gpus)
+        limits[resource] = str(spec.gpus)
     out: dict[str, Any] = {"requests": requests}
     if limits:
         out["limits"] = limits
@@ -231,6 +238,8 @@ def _pod_metadata(spec: JobSpec, labels: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"labels": {**{str(k): str(v) for k, v in (meta.get("labels") or {}).items()}, **labels}}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     annotations.update(dict(spec.pod_annotations))
+    if spec.gpu_fraction:
+        annotations[kube_gpu.ANNOTATION_GPU_FRACTION] = str(spec.gpu_fraction)
     if annotations:
         out["annotations"] = annotations
     return out

@@ -19,7 +19,7 @@ from enforcers.models import Enforcement
 from gpumetrics import NOT_CONFIGURED, Unavailable, pod_gpu_metrics
 from kube.taints import common_taints
 from nodepools import capacity
-from nodepools.models import Cluster, Node, NodePool, NodeStatus, Pod
+from nodepools.models import Cluster, Node, NodePool, Pod
 from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
 from projects import waiting
 from projects.models import Project, ProjectNamespace
@@ -237,6 +237,30 @@ def platform_config(*, platform: Platform, nodes: list[engine.NodeView] | None =
 
 def project_namespace(project: Any) -> str:
     return project.namespaces.order_by("name").values_list("name", flat=True).first() or ""
+
+
+def gpu_shape_refusal(pools: list[NodePool], *, profile: str = "", fraction: str = "",
+                      enforcer: str = "none") -> tuple[str, str] | None:
+    """(field, why) when the pools have no GPU of the shape a submission asks: no node publishing slices of
+    the MIG profile (nvidia.com/mig-<profile>, or the single strategy's), or, for a KAI GPU fraction, no KAI
+    Scheduler or no whole GPU to share. None when they have it (or nothing special is asked). One query."""
+    if not profile and not fraction:
+        return None
+    names = ", ".join(p.name for p in pools)
+    rows = list(Node.objects.filter(pool__in=pools).values_list("gpu_sharing", "gpu_capacity"))
+    if profile:
+        offered = sorted({s.get("profile") for sharing, _ in rows for s in (sharing or {}).get("slices") or ()})
+        if profile not in offered:
+            there = f"they offer {', '.join(offered)}" if offered else "they have no MIG slices"
+            return ("gpu_profile", f"No node of {names} publishes MIG slices of {profile} ({there}).")
+    if fraction:
+        if enforcer != "kai":
+            return ("gpu_fraction", "A GPU fraction is KAI Scheduler's GPU sharing (the gpu-fraction annotation): "
+                                    "this cluster's workloads are not scheduled by KAI Scheduler.")
+        if not any(physical and (sharing or {}).get("exposure", "whole") == "whole" for sharing, physical in rows):
+            return ("gpu_fraction", f"No node of {names} has whole GPUs to share: KAI holds a whole GPU for the "
+                                    "fractions on it (MIG slices and time-sliced replicas are not shared again).")
+    return None
 
 
 def enforcer_of(cluster: Any) -> str:

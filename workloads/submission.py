@@ -38,6 +38,7 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common import parsing
 from enforcers import desired
+from kube import gpu as kube_gpu
 from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
 from kube.quantity import QuantityError, parse_quantity
@@ -78,6 +79,9 @@ class Request:
     cpu: str = ""
     memory: str = ""
     gpus: int = 0
+    # A MIG profile (`gpus` slices of it per pod) or a KAI GPU fraction of one GPU per pod (kube.gpu).
+    gpu_profile: str = ""
+    gpu_fraction: str = ""
     storage: str = ""
     priority_class: str = "train"
     pods: int = 1
@@ -151,6 +155,23 @@ def _check_form(req: Request) -> None:
         errors["pods"] = ["The number of pods is a whole number from 1 to 1000."]
     if not isinstance(req.gpus, int) or isinstance(req.gpus, bool) or not 0 <= req.gpus <= 64:
         errors["gpus"] = ["GPUs per pod is a whole number from 0 to 64."]
+    req.gpu_profile = str(req.gpu_profile or "").strip()
+    req.gpu_fraction = str(req.gpu_fraction or "").strip()
+    if req.gpu_profile:
+        profile = kube_gpu.parse_mig_profile(req.gpu_profile)
+        if profile is None or len(req.gpu_profile) > 32:
+            errors["gpu_profile"] = [f"{req.gpu_profile[:40]!r} is not a MIG profile: <slices>g.<memory>gb, "
+                                     "e.g. 1g.10gb or 3g.40gb."]
+        else:
+            req.gpu_profile = profile.name
+    if req.gpu_fraction:
+        share = kube_gpu.fraction_errors({kube_gpu.ANNOTATION_GPU_FRACTION: req.gpu_fraction})
+        if share:
+            errors["gpu_fraction"] = [f"A GPU fraction {share[kube_gpu.ANNOTATION_GPU_FRACTION]}."]
+        elif req.gpu_profile:
+            errors["gpu_fraction"] = ["Ask either a MIG profile or a GPU fraction, not both."]
+        elif req.gpus not in (0, 1):
+            errors["gpu_fraction"] = ["A GPU fraction is a share of one GPU per pod: leave GPUs at 0 or 1."]
     for name in ("cpu", "memory", "storage"):
         value = getattr(req, name)
         if value in ("", None):
@@ -198,8 +219,10 @@ def _steps(*, actor: Any, req: Request) -> Preview:
     plan = selectors.platform_plan(pool=first, platform=req.platform, pools=req.pools)
     if plan.error:
         raise SubmissionRefused("platform", "platform", plan.error)
+    # A MIG profile's slices or a fraction are not whole GPUs: USER_GPU (templates, rules) stays 0 for them.
+    whole_gpus = req.gpus if req.gpus and not (req.gpu_profile or req.gpu_fraction) else ""
     user_values = {k: str(v) for k, v in (("USER_CPU", req.cpu), ("USER_MEMORY", req.memory),
-                                          ("USER_GPU", req.gpus if req.gpus else ""),
+                                          ("USER_GPU", whole_gpus),
                                           ("USER_STORAGE", req.storage)) if v not in ("", None)}
     variables = plan.variables(user_values)
     variables.update({"WF_ID": name, "WF_UUID": str(uuid.uuid4()), "WF_TASK_NAME": "main",
@@ -209,6 +232,10 @@ def _steps(*, actor: Any, req: Request) -> Preview:
     failure = plan.validate(variables)
     if failure:
         raise SubmissionRefused("resource validation", "resources", failure)
+    shape_refusal = selectors.gpu_shape_refusal(req.pools, profile=req.gpu_profile, fraction=req.gpu_fraction,
+                                                enforcer=selectors.enforcer_of(req.project.cluster))
+    if shape_refusal:
+        raise SubmissionRefused("resource validation", *shape_refusal)
     # 3. templates
     pod_spec, error = plan.pod_spec(variables)
     if error:
@@ -228,7 +255,8 @@ def _steps(*, actor: Any, req: Request) -> Preview:
         platform=plan.name, platform_tolerations=tuple(plan.tolerations), pod_spec=pod_spec,
         pod_metadata=plan.pod_metadata,
         cpu=variables.get("USER_CPU", "1"), memory=variables.get("USER_MEMORY", "1Gi"),
-        gpus=int(parse_quantity(variables.get("USER_GPU", "0") or "0")),
+        gpus=(max(req.gpus, 1) if req.gpu_profile else int(parse_quantity(variables.get("USER_GPU", "0") or "0"))),
+        gpu_profile=req.gpu_profile, gpu_fraction=req.gpu_fraction,
         storage=variables.get("USER_STORAGE", "") if req.storage or plan.platform else "",
         enforcer=enforcer, queue=queue, submitted_by=getattr(actor, "username", "") or "",
         active_deadline_seconds=req.active_deadline_seconds,

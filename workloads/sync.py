@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from kube import wellknown
 from typing import Any
 
 from django.db import transaction
@@ -84,7 +85,10 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
     template = (spec.get("template") or {}).get("spec") or {}
     pods = spec.get("parallelism")
     pods = int(pods) if isinstance(pods, int) and pods >= 0 else 1
-    requests = kube.pod_resources({"spec": template})
+    # GPU-equivalents (kube.gpu): MIG slices their share, a KAI fraction (the template's annotation) its value.
+    template_metadata = (spec.get("template") or {}).get("metadata") or {}
+    requests = kube.pod_resources({"metadata": template_metadata if isinstance(template_metadata, dict) else {},
+                                   "spec": template})
     priority_class = str(template.get("priorityClassName") or "")
     priority = template.get("priority")
     if not isinstance(priority, int):
@@ -113,8 +117,8 @@ def register_jobs() -> Resource:
 # What the schedulers decided
 
 PODGROUPS, KUEUE_WORKLOADS, EVICTIONS = "kai_podgroups", "kueue_workloads", "kai_evictions"
-KAI_GROUP, KAI_VERSION = "scheduling.run.ai", "v2alpha2"
-KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+KAI_GROUP, KAI_VERSION = wellknown.KAI_PODGROUP[:2]
+KUEUE_GROUP, KUEUE_VERSION = wellknown.KUEUE_GROUP, wellknown.KUEUE_VERSION
 # KAI's evictor writes an Event with reason Evict on the evicted pod's PodGroup (the only place saying who).
 EVICTION_SELECTOR = "involvedObject.kind=PodGroup,reason=Evict"
 
@@ -228,7 +232,7 @@ def kueue_workload_values(obj: dict[str, Any]) -> tuple[list, None]:
     job_name, job_uid = _job_owner(metadata)
     priority = spec.get("priority")
     return [
-        metadata.get("uid") or "", job_name, job_uid or _text(labels.get("kueue.x-k8s.io/job-uid"), 64),
+        metadata.get("uid") or "", job_name, job_uid or _text(labels.get(wellknown.KUEUE_JOB_UID_LABEL), 64),
         _text(spec.get("queueName"), 253), _text(admission.get("clusterQueue"), 253),
         priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
         _text(spec.get("priorityClassName"), 253), true("QuotaReserved"), true("Admitted"), true("Finished"),

@@ -489,6 +489,7 @@ def _request_from(data: dict) -> submission.Request:
         project=project, pools=submission.pools_from_names(project=project, names=data["pools"]),
         image=data["image"], command=data["command"], platform=data["platform"] or "", cpu=data["cpu"] or "",
         memory=data["memory"] or "", gpus=data["gpus"] or 0, storage=data["storage"] or "",
+        gpu_profile=data.get("gpu_profile") or "", gpu_fraction=data.get("gpu_fraction") or "",
         priority_class=data["priority_class"], pods=data["pods"] or 1, name=data["name"] or "",
         active_deadline_seconds=data["max_run_minutes"] * 60 if data.get("max_run_minutes") else None)
 

@@ -90,6 +90,26 @@ GPU_METRICS_FIELDS = ["gpu_utilization", "allocated_gpu_utilization", "idle_allo
                       "gpu_memory_reported_mib", "gpu_metrics_unavailable"]
 
 
+class PoolSliceSerializer(serializers.Serializer):
+    profile = serializers.CharField()
+    count = serializers.IntegerField(help_text="Slices the pool's nodes publish.")
+    allocatable = serializers.IntegerField()
+    allocated = serializers.IntegerField(help_text="Slices the pool's active pods hold.")
+    free = serializers.IntegerField(help_text="Slices free on Ready nodes: how many pods of one slice fit now "
+                                              "(all at once, for a gang).")
+    most_free_on_a_node = serializers.IntegerField(help_text="The most slices free on one Ready node.")
+    memory_mib = serializers.IntegerField(allow_null=True)
+    share = serializers.DecimalField(max_digits=6, decimal_places=3, help_text="One slice in GPU-equivalents.")
+
+
+class PoolGpuShapesSerializer(serializers.Serializer):
+    exposures = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
+                                      help_text="Per exposure (whole, mig-mixed, time-slicing, ...): nodes, gpus.")
+    slices = PoolSliceSerializer(many=True)
+    replicas = serializers.ListField(child=serializers.IntegerField(), help_text="Replicas per GPU seen.")
+    layouts = serializers.ListField(child=serializers.CharField(), help_text="nvidia.com/mig.config values seen.")
+
+
 class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     status = serializers.CharField(read_only=True, help_text="Empty, Ready or Unschedulable.")
@@ -114,6 +134,9 @@ class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
     memory_total_bytes = serializers.IntegerField(read_only=True)
     memory_allocated_bytes = serializers.IntegerField(read_only=True)
     workload_count = serializers.IntegerField(read_only=True)
+    gpu_shapes = PoolGpuShapesSerializer(read_only=True, default=None,
+                                         help_text="How the pool's GPUs are shared and its MIG slices (one pool's "
+                                                   "read only; null in the list).")
 
     class Meta:
         model = NodePool
@@ -122,7 +145,8 @@ class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
             "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "status", "node_count", "ready_node_count",
             "gpu_devices", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_allocated_not_ready", "gpu_free",
             "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
-            "memory_total_bytes", "memory_allocated_bytes", "workload_count", *GPU_METRICS_FIELDS, "created", "updated",
+            "memory_total_bytes", "memory_allocated_bytes", "workload_count", "gpu_shapes", *GPU_METRICS_FIELDS,
+            "created", "updated",
         ]
         read_only_fields = ["is_default", "created", "updated"]
 

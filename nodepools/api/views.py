@@ -64,6 +64,9 @@ class NodePoolViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
         pool = super().get_object()
         if self.request.method == "GET":
             selectors.pools_attach_gpu_metrics([pool])
+            if self.action == "retrieve":
+                # How its GPUs are shared and its MIG slices (two queries; not in the list: no per-row query).
+                pool.gpu_shapes = selectors.pool_gpu_shapes(pool)
         return pool
 
     def _read(self, pool):

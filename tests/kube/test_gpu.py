@@ -202,3 +202,13 @@ def test_a_fraction_counts_its_value_on_each_device(fraction, devices):
     demand = gpu.pod_gpu_demand(pod(annotations={"gpu-fraction": text, "gpu-fraction-num-devices": str(devices)}))
     assert demand.kind == "fraction"
     assert demand.equivalents == Fraction(text) * devices
+
+
+def test_a_fractional_gpu_quantity_counts_by_its_value_and_survives_storage():
+    # The API server refuses it for an extended resource; a hand-made or legacy object may still carry it.
+    demand = gpu.pod_gpu_demand(pod({"nvidia.com/gpu": "500m"}))
+    assert (demand.kind, demand.equivalents) == ("whole", Fraction(1, 2))
+    stored = gpu.request_from_record(gpu.request_record(demand))
+    assert stored.equivalents == Fraction(1, 2)
+    time_sliced = inventory(make_node("ts", gpus=1, gpu_product=A100_80, gpu_replicas=2))
+    assert gpu.demand_on(stored, time_sliced).equivalents == Fraction(1, 4)

@@ -14,8 +14,10 @@ def test_pools_list_with_capacity_and_allocation(api, org, users):
     response = api(users["rnd_viewer"]).get("/api/v1/node-pools/")
     pools = {row["name"]: row for row in response.json()["results"]}
     assert list(pools) == ["default", "a100"]
-    assert (pools["a100"]["status"], pools["a100"]["gpu_total"], pools["a100"]["gpu_allocated"], pools["a100"]["gpu_free"]) == (
-        "Ready", 8, "3.000", "5.000")
+    # GPU figures are GPU-equivalents (decimals, as allocated always was); gpu_devices the physical GPUs.
+    assert (pools["a100"]["status"], pools["a100"]["gpu_devices"], pools["a100"]["gpu_total"], pools["a100"]["gpu_ready"],
+            pools["a100"]["gpu_allocated"], pools["a100"]["gpu_allocated_not_ready"], pools["a100"]["gpu_free"]) == (
+        "Ready", 8, "8.000", "8.000", "3.000", "0.000", "5.000")
     assert pools["a100"]["label"] == "gpu-type=A100" and pools["a100"]["node_count"] == 2
 
 

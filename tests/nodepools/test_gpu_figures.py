@@ -278,6 +278,13 @@ def test_the_issues_mig_mixed_and_time_sliced_nodes_count_eight_gpus_each(client
     for name in ("mig", "shared"):
         assert api_pools[name]["gpu_devices"] == 8
         assert api_pools[name]["gpu_memory_total_mib"] == 8 * 81920  # physical memory once, not × 4
+    shapes = client.get(f"/api/v1/node-pools/{pools['mig'].pk}/").json()["gpu_shapes"]
+    assert shapes["exposures"] == {"mig-mixed": {"nodes": 1, "gpus": 8}} and shapes["layouts"] == ["all-balanced"]
+    # How many pods of one 1g.10gb slice fit now, and the largest gang of 3g.40gb slices (one per pod).
+    assert [(s["profile"], s["count"], s["allocated"], s["free"], s["most_free_on_a_node"], s["share"])
+            for s in shapes["slices"]] == [
+        ("1g.10gb", 16, 0, 16, 16, "0.143"), ("2g.20gb", 8, 0, 8, 8, "0.286"), ("3g.40gb", 8, 1, 7, 7, "0.429")]
+    assert client.get(f"/api/v1/node-pools/{pools['shared'].pk}/").json()["gpu_shapes"]["replicas"] == [4]
     # The node page lists the slices; the pool page its GPUs and its slices.
     node_page = client.get(reverse("node-detail", args=[cluster.nodes.get(name="mig-1").pk]))
     assert "MIG, mixed strategy, layout all-balanced" in page_text(node_page)

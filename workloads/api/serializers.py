@@ -309,7 +309,15 @@ class SubmitSerializer(serializers.Serializer):
     command = CommandField(required=False, default=list)
     cpu = serializers.CharField(required=False, allow_blank=True, default="")
     memory = serializers.CharField(required=False, allow_blank=True, default="")
-    gpus = serializers.IntegerField(required=False, default=0, min_value=0, max_value=64)
+    gpus = serializers.IntegerField(required=False, default=0, min_value=0, max_value=64,
+                                    help_text="Whole GPUs per pod, or MIG slices per pod with gpu_profile.")
+    gpu_profile = serializers.CharField(required=False, allow_blank=True, default="", max_length=32,
+                                        help_text="A MIG profile (e.g. 1g.10gb): each pod asks `gpus` slices of it "
+                                                  "(nvidia.com/mig-<profile>); refused when no node of the pools "
+                                                  "publishes it.")
+    gpu_fraction = serializers.CharField(required=False, allow_blank=True, default="", max_length=16,
+                                         help_text="A share of one GPU per pod (KAI Scheduler's gpu-fraction, e.g. "
+                                                   "0.5); refused when the pools have no whole GPU to share.")
     storage = serializers.CharField(required=False, allow_blank=True, default="")
     priority_class = serializers.ChoiceField(choices=PRIORITY_CLASSES, default="train")
     pods = serializers.IntegerField(required=False, default=1, min_value=1, max_value=1000)
