@@ -122,6 +122,15 @@
     }, 25000);
   }
 
+  // The column chooser returns to the address the page shows now: filters, sort and page may have changed
+  // since the page was loaded (htmx swaps the table and pushes the new address), so `next` is taken at submit.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.closest || !form.closest(".columns-chooser")) return;
+    var next = form.querySelector("input[name=next]");
+    if (next) next.value = window.location.pathname + window.location.search;
+  }, true);
+
   // Quota grid: a department's <details> folds its project rows (all rows show without JavaScript).
   document.addEventListener("toggle", function (event) {
     var details = event.target;
