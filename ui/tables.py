@@ -106,7 +106,7 @@ class ConsoleTable(tables.Table):
     # getter's, through `csv_cell`.
     export_depends: dict[str, Sequence[str]] = {}
     # How rows that sort equal are ordered: by these fields after the chosen sort (None: the model's `name` when
-    # it has one, then the primary key, so that a page never reshuffles rows of the same value).
+    # it has one, else its own ordering; then the primary key, so that a page never reshuffles equal rows).
     tie_order: Sequence[str] | None = None
 
     @property
@@ -140,7 +140,11 @@ class ConsoleTable(tables.Table):
             has_name = first is not None and (hasattr(first, "name") or (isinstance(first, dict) and "name" in first))
             return ("name",) if has_name else ()
         names = {f.name for f in model._meta.get_fields()}
-        return ("name", "pk") if "name" in names else ("pk",)
+        if "name" in names:
+            return ("name", "pk")
+        # No name (events, snapshots, ledger lines): the model's own order (newest first, say), then the key.
+        own = [o for o in model._meta.ordering if isinstance(o, str) and o.lstrip("-") not in ("pk", "id")]
+        return (*own, "pk")
 
     def export_values(self, queryset: QuerySet) -> QuerySet:
         """The rows of the export (`values()`), in one query."""

@@ -64,7 +64,12 @@
       .map(function (c) { return c.stale_since; }).sort();
     if (stale.length) { setUpdated(stale[0], true); return; }
     if (clusters.some(function (c) { return !c.last_full_sync; })) return;
-    setUpdated(new Date(serverNow()).toISOString(), false);
+    // Current again (a recovery): the figures follow the cluster from now on. A state that was current
+    // already says nothing new about the figures on the page: their count goes on.
+    var age = el();
+    if (age && (age.classList.contains("data-age-stale") || !age.getAttribute("data-updated-at"))) {
+      setUpdated(new Date(serverNow()).toISOString(), false);
+    }
   });
 
   document.addEventListener("DOMContentLoaded", function () {
