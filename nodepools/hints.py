@@ -141,7 +141,7 @@ def age_text(seconds: float) -> str:
 def data_age(states: list[dict], now=None) -> dict | None:
     """How old the figures of a page are, once for all its clusters (None without clusters): as of `now` while
     every cluster's mirror is current; since the oldest `stale_since` when one is stale (its figures stopped
-    being current then); "not synced yet" before a cluster's first full sync. The page counts on from there
+    being current then); "not synced yet" before any first full sync. The page counts on from there
     and a live refetch makes it "now" again (static/js/freshness.js)."""
     if not states:
         return None
@@ -153,7 +153,7 @@ def data_age(states: list[dict], now=None) -> dict | None:
     if stale:
         since = datetime.fromisoformat(stale[0])
         return {**age, "updated_at": stale[0], "text": age_text((now - since).total_seconds())}
-    if any(not s["last_full_sync"] for s in states):
+    if not any(s["last_full_sync"] for s in states):  # a cluster never synced has no figures to age
         return {**age, "updated_at": "", "text": ""}
     return {**age, "updated_at": now.isoformat(), "text": age_text(0)}
 

@@ -63,7 +63,8 @@
     var stale = clusters.filter(function (c) { return c.stale && c.stale_since; })
       .map(function (c) { return c.stale_since; }).sort();
     if (stale.length) { setUpdated(stale[0], true); return; }
-    if (clusters.some(function (c) { return !c.last_full_sync; })) return;
+    // A cluster never synced has no figures to age: "not synced yet" only while none is synced.
+    if (!clusters.some(function (c) { return c.last_full_sync; })) return;
     // Current again (a recovery): the figures follow the cluster from now on. A state that was current
     // already says nothing new about the figures on the page: their count goes on.
     var age = el();

@@ -348,6 +348,8 @@ def test_the_age_of_the_figures_is_said_in_words_from_their_moment():
     stale = {**current, "name": "b", "stale": True, "stale_since": since.isoformat()}
     age = hints.data_age([current, stale], now)
     assert age["updated_at"] == since.isoformat() and age["text"] == "1 min ago" and age["stale"]
-    # Before a first full sync there is no age to tell.
-    assert hints.data_age([{**current, "last_full_sync": None, "last_full_sync_text": ""}], now)["updated_at"] == ""
+    # Before a first full sync there is no age to tell; a cluster not synced yet does not hide the others'.
+    pending = {**current, "name": "c", "last_full_sync": None, "last_full_sync_text": ""}
+    assert hints.data_age([pending], now)["updated_at"] == ""
+    assert hints.data_age([pending, current], now)["updated_at"] == now.isoformat()
     assert hints.data_age([], now) is None
