@@ -24,7 +24,7 @@ demo: migrate
 
 # The demo cluster served by the Kubernetes API emulator, the sync and the web server; Ctrl-C stops all.
 run: migrate
-	$(BIN)/python manage.py run_demo --port $(PORT)
+	$(BIN)/python manage.py run_demo --port $(PORT) --install-prometheus
 
 # The whole suite in TEST_WORKERS processes (pytest-xdist; each has its own test database, Redis database,
 # emulators, Prometheus and browser), idle workers taking tests from busy ones; the slowest tests printed.

@@ -19,6 +19,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from common.words import noun
+
 
 def client_address(request) -> str:
     """AXES_CLIENT_IP_CALLABLE. REMOTE_ADDR only: X-Forwarded-For is set by whoever sends the request, so
@@ -76,7 +78,7 @@ def lockout_response(request, original_response=None, credentials=None) -> HttpR
     minutes = max(1, settings.LOGIN_FAILURE_WINDOW // 60)
     context["throttled"] = (
         f"Too many failed log-in attempts for this username from your address. Try again in up to "
-        f"{minutes} minutes, or ask an administrator to reset your password."
+        f"{minutes} {noun(minutes, 'minute')}, or ask an administrator to reset your password."
     )
     return render(request, "registration/login.html", context, status=429)
 

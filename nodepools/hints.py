@@ -5,6 +5,7 @@ table through the normal view, so filters, sort and permissions always apply. A 
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Iterable
 
 from asgiref.sync import async_to_sync
@@ -121,6 +122,40 @@ def cluster_states(*, user, cluster_ids, now=None) -> list[dict]:
                 .only("pk", "name", "connection_state", "last_full_sync", "last_error", "leader_heartbeat",
                       "updated").order_by("name"))
     return [cluster_state(c, now) for c in clusters]
+
+
+def age_text(seconds: float) -> str:
+    """How old, as the header says it: "4 s ago", "12 min ago", "3 h ago", "2 days ago" (static/js/freshness.js
+    counts on with the same words)."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s ago"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600} h ago"
+    days = seconds // 86400
+    return f"{days} day{'s' if days != 1 else ''} ago"
+
+
+def data_age(states: list[dict], now=None) -> dict | None:
+    """How old the figures of a page are, once for all its clusters (None without clusters): as of `now` while
+    every cluster's mirror is current; since the oldest `stale_since` when one is stale (its figures stopped
+    being current then); "not synced yet" before any first full sync. The page counts on from there
+    and a live refetch makes it "now" again (static/js/freshness.js)."""
+    if not states:
+        return None
+    now = now or timezone.now()
+    stale = sorted(s["stale_since"] for s in states if s["stale"] and s["stale_since"])
+    syncs = ", ".join(f"{s['name']} {s['last_full_sync_text']}" if len(states) > 1 else s["last_full_sync_text"]
+                      for s in states if s["last_full_sync_text"])
+    age = {"now": now.isoformat(), "stale": bool(stale), "last_full_syncs": syncs}
+    if stale:
+        since = datetime.fromisoformat(stale[0])
+        return {**age, "updated_at": stale[0], "text": age_text((now - since).total_seconds())}
+    if not any(s["last_full_sync"] for s in states):  # a cluster never synced has no figures to age
+        return {**age, "updated_at": "", "text": ""}
+    return {**age, "updated_at": now.isoformat(), "text": age_text(0)}
 
 
 def render_cluster_states(states: list[dict]) -> dict[str, str]:

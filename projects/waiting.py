@@ -22,6 +22,7 @@ from typing import Any
 
 
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
+from common.words import noun
 from nodepools.models import Node, NodePool, NodeStatus, Pod
 from nodepools.selectors import pod_usage
 from projects.models import Project, Quota
@@ -86,12 +87,13 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
             if owner.non_preemptible + total > owner.deserved:
                 return Reason("non_preemptible_over_quota",
                               f"Non-preemptible work runs within deserved quota only: {kind} {owner.name} runs "
-                              f"{_n(owner.non_preemptible)} non-preemptible GPUs of {_n(owner.deserved)} deserved in "
+                              f"{_n(owner.non_preemptible)} non-preemptible {noun(owner.non_preemptible, 'GPU')} of "
+                              f"{_n(owner.deserved)} deserved in "
                               f"{pool.name}; this asks {asks}.")
     if not any(node_total >= gpus for node_total, _ in pool.nodes):
         biggest = max((node_total for node_total, _ in pool.nodes), default=Decimal(0))
         return Reason("no_node_fits", f"No node can fit it: the largest Ready node of {pool.name} has "
-                                      f"{_n(biggest)} GPUs; this asks {_n(gpus)} on one node.")
+                                      f"{_n(biggest)} {noun(biggest, 'GPU')}; this asks {_n(gpus)} on one node.")
     room = sum(int(free // gpus) if gpus > 0 else pods for _, free in pool.nodes)
     if room < pods:
         free = sum((f for _, f in pool.nodes), Decimal(0))
@@ -99,7 +101,7 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
         names = ", ".join(f"{kind} {name} (+{_n(over)})" for kind, name, over in who) or "nobody"
         where = (f"none of its nodes {_n(gpus)}" if room == 0 else
                  f"room for {room} of its {pods} pods of {_n(gpus)}")
-        return Reason("pool_full", f"The pool is full: {pool.name} has {_n(free)} GPUs free, {where}. Borrowing "
+        return Reason("pool_full", f"The pool is full: {pool.name} has {_n(free)} {noun(free, 'GPU')} free, {where}. Borrowing "
                                    f"over their deserved quota: {names}.", who)
     return Reason("schedulable", f"It fits in {pool.name} now and waits for the scheduler's next round.")
 

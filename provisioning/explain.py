@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import CPU, GPU as GPU_RESOURCE, MEMORY, pod_requests
 from kube.taints import first_untolerated_taint, taint_text
+from common.words import noun
 from provisioning import karpenter
 from provisioning.karpenter import NODEPOOL_LABEL
 from ui.formats import quantity_text
@@ -522,7 +523,7 @@ def judge(nodepool: Mapping[str, Any], pod: Mapping[str, Any], *, now: dt.dateti
     most = gpu_count.max_int() if gpu_count is not None else None
     if most is not None and asks[GPU_RESOURCE] > most:
         return PoolVerdict(name, weight, "requirements",
-                           f"Its requirements exclude the pod: its instances have at most {most} GPUs "
+                           f"Its requirements exclude the pod: its instances have at most {most} {noun(most, 'GPU')} "
                            f"({gpu_count.text}); the pod asks {_n(asks[GPU_RESOURCE])} on one node.")
     taint = untolerated_taint(nodepool, pod)
     if taint is not None:

@@ -9,6 +9,7 @@ and the sync in threads too), and its fixtures: one Daphne per test session, sha
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -145,7 +146,7 @@ def test_an_unreachable_cluster_shows_on_the_open_page_and_clears_when_it_recove
     expect(page.locator("#live-status")).to_have_attribute("data-state", "on")
     badge = page.locator(f"#cluster-badges .cluster-badge[data-cluster='{cluster.pk}']")
     banner = page.locator(f"#cluster-banners .cluster-banner[data-cluster='{cluster.pk}']")
-    last_sync = page.locator(f"#cluster-banners .cluster-syncs [data-cluster='{cluster.pk}']")
+    last_sync = badge  # the badge carries the last full sync (in its tooltip and data-last-full-sync)
     expect(badge).to_have_text("live: connected")
     expect(banner).to_have_count(0)
     synced_before = last_sync.get_attribute("data-last-full-sync")
@@ -164,6 +165,10 @@ def test_an_unreachable_cluster_shows_on_the_open_page_and_clears_when_it_recove
     expect(banner).to_contain_text("Cluster live is unreachable: the figures shown are stale since")
     stale_since = Cluster.objects.get(pk=cluster.pk).stale_since()
     assert banner.locator("time").get_attribute("datetime") == stale_since.isoformat()
+    # The header's age of the figures counts from when they stopped being current.
+    age = page.locator("header.topbar #data-age")
+    expect(age).to_have_class(re.compile(r"\bdata-age-stale\b"))
+    assert age.get_attribute("data-updated-at") == stale_since.isoformat()
     # The banner is above the nodes table; the nodes turn Unknown.
     assert page.evaluate("""() => {
         const b = document.querySelector('#cluster-banners'), t = document.querySelector('#nodes-table');
@@ -180,6 +185,8 @@ def test_an_unreachable_cluster_shows_on_the_open_page_and_clears_when_it_recove
         (Cluster.objects.filter(pk=cluster.pk).values().first(), synced_before)
     expect(banner).to_have_count(0, timeout=5000)
     expect(badge).to_have_text("live: connected")
+    expect(age).not_to_have_class(re.compile(r"\bdata-age-stale\b"))
+    expect(age).to_have_text(re.compile(r"^updated [0-4] s ago$"))
     expect(last_sync).not_to_have_attribute("data-last-full-sync", synced_before, timeout=5000)
     assert last_sync.get_attribute("data-last-full-sync") > synced_before
     assert page.evaluate("window.pageMark") == "not reloaded"

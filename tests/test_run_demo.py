@@ -190,3 +190,61 @@ def test_the_readme_starts_with_the_two_commands_and_points_only_inside_the_repo
                  "last full sync", "Scheduling disabled"):
         assert term.lower() in concepts.lower(), term
     assert "PORT=8001 make run" in readme
+
+
+# --- The demo's Prometheus on a fresh machine (decided with fakes: nothing is installed here) -------------
+
+def _ensure(*, present=False, install=True, root=True, apt="/usr/bin/apt-get", returncode=0, installs=True,
+            stderr=""):
+    from workloads.management.commands import run_demo
+
+    said, ran, state = [], [], {"present": present}
+
+    def run(argv, **kwargs):
+        ran.append(argv)
+        if returncode == 0 and installs:
+            state["present"] = True
+        return subprocess.CompletedProcess(argv, returncode, stdout="", stderr=stderr)
+
+    ok = run_demo.ensure_prometheus(install=install, write=said.append, available=lambda: state["present"],
+                                    binary="/usr/bin/prometheus", is_root=root, apt_get=apt, run=run)
+    return ok, said, ran
+
+
+def test_make_run_asks_for_prometheus_to_be_installed():
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    dry = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert "run_demo --port" in dry.stdout and "--install-prometheus" in dry.stdout
+
+
+def test_a_missing_prometheus_is_installed_with_apt_get_as_root():
+    ok, said, ran = _ensure()
+    assert ok is True
+    assert len(ran) == 1 and "apt-get install -y -qq prometheus" in ran[0][-1] and "apt-get update" in ran[0][-1]
+    assert not any("No Prometheus" in line for line in said)
+    assert said[-1] == "Installed Debian's prometheus (/usr/bin/prometheus)."
+
+
+def test_an_installed_prometheus_is_used_as_is_and_nothing_is_said():
+    ok, said, ran = _ensure(present=True)
+    assert ok is True and ran == [] and said == []
+
+
+@pytest.mark.parametrize("case, how", [
+    ({"root": False}, "sudo apt-get install prometheus"),
+    ({"apt": None}, "PROMETHEUS_BIN=/path/to/prometheus make run"),
+    ({"returncode": 100, "stderr": "E: Unable to locate package prometheus\n"},
+     "apt-get exited 100: E: Unable to locate package prometheus"),
+    ({"installs": False}, "installed, but no prometheus binary there"),
+    ({"install": False}, "apt-get install prometheus"),
+])
+def test_where_it_cannot_install_it_says_once_how_to_get_utilization(case, how):
+    ok, said, ran = _ensure(**case)
+    assert ok is False
+    advice = [line for line in said if line.startswith("No Prometheus at /usr/bin/prometheus")]
+    assert len(advice) == 1, said
+    assert "GPU utilization, idle GPUs and their charts" in advice[0] and how in advice[0]
+    assert "make run" in advice[0]
+    if case.get("root") is False or case.get("apt", "x") is None or case.get("install") is False:
+        assert ran == []  # nothing tried that cannot work

@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import django_tables2 as tables
 import django_tables2.utils
+from django_tables2.data import TableListData, TableQuerysetData
 from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.db.models.sql.constants import MULTI
@@ -80,6 +81,11 @@ def per_page_from(query, *, prefix: str = "", default: int = PER_PAGE) -> tuple[
                   f"Showing {default} rows per page.")
 
 
+def _tie_key(record, field: str):
+    value = record.get(field) if isinstance(record, dict) else getattr(record, field, None)
+    return (value is None, str(value).lower() if isinstance(value, str) else value) if value is not None else (True, 0)
+
+
 class ConsoleTable(tables.Table):
     key: str = ""
     default_columns: Sequence[str] = ()
@@ -99,6 +105,46 @@ class ConsoleTable(tables.Table):
     # sizes: rounding and formatting them per row was most of the CSV's time). The text is the same as the
     # getter's, through `csv_cell`.
     export_depends: dict[str, Sequence[str]] = {}
+    # How rows that sort equal are ordered: by these fields after the chosen sort (None: the model's `name` when
+    # it has one, else its own ordering; then the primary key, so that a page never reshuffles equal rows).
+    tie_order: Sequence[str] | None = None
+
+    @property
+    def order_by(self):
+        return self._order_by
+
+    @order_by.setter
+    def order_by(self, value):
+        """django-tables2's sort, then ties by name (`tie_order`): once for every table of the console."""
+        data = self.data
+        ties = self.tie_fields()
+        if isinstance(data, TableListData) and ties and value:
+            # Python's sort is stable: sorted by the ties first, the chosen sort keeps their order among equals.
+            data.data.sort(key=lambda record: tuple(_tie_key(record, field) for field in ties))
+        tables.Table.order_by.fset(self, value)
+        if isinstance(data, TableQuerysetData) and ties and self._order_by:
+            queryset = data.data
+            current = list(queryset.query.order_by)
+            named = {str(o).lstrip("-") for o in current if isinstance(o, str)}
+            extra = [field for field in ties if field.lstrip("-") not in named]
+            if extra:
+                data.data = queryset.order_by(*current, *extra)
+
+    def tie_fields(self) -> Sequence[str]:
+        if self.tie_order is not None:
+            return self.tie_order
+        model = getattr(getattr(self.data, "data", None), "model", None)
+        if model is None:
+            records = getattr(self.data, "data", None) or []
+            first = records[0] if isinstance(records, list) and records else None
+            has_name = first is not None and (hasattr(first, "name") or (isinstance(first, dict) and "name" in first))
+            return ("name",) if has_name else ()
+        names = {f.name for f in model._meta.get_fields()}
+        if "name" in names:
+            return ("name", "pk")
+        # No name (events, snapshots, ledger lines): the model's own order (newest first, say), then the key.
+        own = [o for o in model._meta.ordering if isinstance(o, str) and o.lstrip("-") not in ("pk", "id")]
+        return (*own, "pk")
 
     def export_values(self, queryset: QuerySet) -> QuerySet:
         """The rows of the export (`values()`), in one query."""

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from common.words import noun
 from ui.charts import time_figure
 
 MAX_POINTS = 600  # more than a chart's width in pixels gains nothing: thin evenly beyond it
@@ -33,8 +34,8 @@ def _span(delta: datetime.timedelta) -> str:
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
     hours = minutes // 60
     if hours < 48:
-        return f"{hours} hours"
-    return f"{hours // 24} days"
+        return f"{hours} {noun(hours, 'hour')}"
+    return f"{hours // 24} {noun(hours // 24, 'day')}"
 
 
 def last_days(days: int) -> str:

@@ -22,3 +22,9 @@ def live_cluster_states(context, cluster_ids) -> list[dict]:
     if not cluster_ids or request is None or not request.user.is_authenticated:
         return []
     return hints.cluster_states(user=request.user, cluster_ids=cluster_ids)
+
+
+@register.inclusion_tag("live/data_age.html")
+def live_data_age(cluster_states) -> dict:
+    """The header's "updated 4 s ago" of the page's clusters (static/js/freshness.js keeps it counting)."""
+    return {"age": hints.data_age(cluster_states)}

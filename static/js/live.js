@@ -39,7 +39,45 @@
       document.dispatchEvent(new CustomEvent("live:refreshed", { detail: { id: id } }));
     };
     if (!window.htmx) { done(); return; }
-    window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" }).then(done, done);
+    var before = cellTexts(el);
+    var swapped = function () { markChanged(document.getElementById(id), before); done(); };
+    window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" }).then(swapped, done);
+  }
+
+  // A cell whose text a live refetch changed is marked for a moment (class live-changed, ~2 s; the CSS
+  // animates it only without prefers-reduced-motion). Cells are matched by table, row (its data-*
+  // attributes, else its first cell) and column (its header): a sort or a new row marks nothing.
+  var MARK_MS = 2000;
+  function cellKeys(region, visit) {
+    if (!region) return;
+    region.querySelectorAll("table").forEach(function (table, t) {
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) { return th.textContent.trim(); });
+      table.querySelectorAll("tbody > tr").forEach(function (tr) {
+        var key = Array.prototype.filter.call(tr.attributes, function (a) { return a.name.indexOf("data-") === 0; })
+          .map(function (a) { return a.name + "=" + a.value; }).join("&");
+        var cells = Array.prototype.filter.call(tr.children, function (c) { return c.tagName === "TD"; });
+        if (!key && cells.length) key = cells[0].textContent.trim();
+        cells.forEach(function (td, i) { visit(t + "|" + key + "|" + (heads[i] || i), td); });
+      });
+    });
+  }
+  function cellText(td) { return td.textContent.replace(/\s+/g, " ").trim(); }
+  function cellTexts(region) {
+    var texts = {};
+    cellKeys(region, function (key, td) { texts[key] = cellText(td); });
+    return texts;
+  }
+  function markChanged(region, before) {
+    var marked = [];
+    cellKeys(region, function (key, td) {
+      if (Object.prototype.hasOwnProperty.call(before, key) && before[key] !== cellText(td)) {
+        td.classList.add("live-changed");
+        marked.push(td);
+      }
+    });
+    if (marked.length) {
+      setTimeout(function () { marked.forEach(function (td) { td.classList.remove("live-changed"); }); }, MARK_MS);
+    }
   }
 
   var timers = {};
@@ -121,6 +159,15 @@
       if (socket && socket.readyState === 1) socket.send(JSON.stringify({ type: "ping" }));
     }, 25000);
   }
+
+  // The column chooser returns to the address the page shows now: filters, sort and page may have changed
+  // since the page was loaded (htmx swaps the table and pushes the new address), so `next` is taken at submit.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.closest || !form.closest(".columns-chooser")) return;
+    var next = form.querySelector("input[name=next]");
+    if (next) next.value = window.location.pathname + window.location.search;
+  }, true);
 
   // Quota grid: a department's <details> folds its project rows (all rows show without JavaScript).
   document.addEventListener("toggle", function (event) {

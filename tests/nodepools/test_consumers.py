@@ -1,4 +1,5 @@
 """The live-update websocket: authenticated, origin-checked, and only for clusters the user may view."""
+import re
 import uuid
 
 import pytest
@@ -8,6 +9,7 @@ from channels.testing import WebsocketCommunicator
 from console.asgi import application
 from nodepools import hints
 from nodepools.consumers import STATE_SECONDS, LiveConsumer
+from tests.pages import text
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -215,7 +217,8 @@ async def test_a_page_asking_for_the_state_gets_it_at_once(org, users):
     assert state["id"] == org.cluster.pk and state["state"] == "connected" and state["stale"] is False
     assert state["last_full_sync"] == synced.isoformat()
     assert f"{org.cluster.name}: connected" in message["badges"]
-    assert "Last full sync" in message["banners"] and "stale" not in message["banners"]
+    assert f'data-last-full-sync="{synced.isoformat()}"' in message["badges"]
+    assert "stale" not in message["banners"] and "full sync" not in message["banners"]
     await comm.disconnect()
 
 
@@ -322,4 +325,31 @@ async def test_pages_show_the_stale_banner_and_badge_when_rendered(org, users, c
     assert f"Cluster {org.cluster.name} is unreachable" in html
     assert f'stale since <time datetime="{synced.isoformat()}">' in html
     assert 'class="cluster-badge cluster-unreachable cluster-stale"' in html
-    assert "Last full sync" in html
+    # The header says how old the figures are, once: since they went stale.
+    assert re.search(rf'<span id="data-age" class="data-age data-age-stale" data-updated-at="{re.escape(synced.isoformat())}"', html)
+    assert html.count('id="data-age"') == 1 and "updated <time" in html and "5 min ago" in html
+    # The time of the last full sync is no measure of the figures' age: it is only in the badge's tooltip.
+    assert "full sync" not in text(html).lower()
+
+
+def test_the_age_of_the_figures_is_said_in_words_from_their_moment():
+    from datetime import datetime, timedelta, timezone
+
+    assert [hints.age_text(s) for s in (0, 4.9, 59, 60, 3599, 3600, 47 * 3600, 48 * 3600, 72 * 3600)] == [
+        "0 s ago", "4 s ago", "59 s ago", "1 min ago", "59 min ago", "1 h ago", "47 h ago", "2 days ago", "3 days ago"]
+    now = datetime(2026, 12, 1, 20, 6, tzinfo=timezone.utc)
+    current = {"name": "a", "stale": False, "stale_since": None, "last_full_sync": "2026-12-01T19:51:25+00:00",
+               "last_full_sync_text": "19:51:25 UTC"}
+    # A current mirror: as of now, however long ago its last full sync was.
+    age = hints.data_age([current], now)
+    assert age["updated_at"] == now.isoformat() and age["text"] == "0 s ago" and not age["stale"]
+    # A stale cluster: since its figures stopped being current (the oldest of the page's clusters).
+    since = now - timedelta(seconds=95)
+    stale = {**current, "name": "b", "stale": True, "stale_since": since.isoformat()}
+    age = hints.data_age([current, stale], now)
+    assert age["updated_at"] == since.isoformat() and age["text"] == "1 min ago" and age["stale"]
+    # Before a first full sync there is no age to tell; a cluster not synced yet does not hide the others'.
+    pending = {**current, "name": "c", "last_full_sync": None, "last_full_sync_text": ""}
+    assert hints.data_age([pending], now)["updated_at"] == ""
+    assert hints.data_age([pending, current], now)["updated_at"] == now.isoformat()
+    assert hints.data_age([], now) is None

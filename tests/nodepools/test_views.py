@@ -283,9 +283,15 @@ def test_deleting_a_pool_with_nodes_and_workloads_says_what_happens_and_needs_co
     login(client, users, "sysadmin")
     page = text(client.get(reverse("pool-delete", args=[org.a100.pk])).content.decode())
     assert "Its 2 nodes will move to the default pool" in page
-    assert "Its 1 running workload keep running on those nodes" in page
+    # Words agree with their numbers: one workload keeps running, its GPUs count.
+    assert "Its 1 running workload keeps running on those nodes; its GPUs then count in the default pool" in page
     assert "Its 5 quota rows (departments and projects) will be deleted, 1 of them with deserved GPUs" in page
     assert "department rnd: 4 GPUs" in page
+    org.run("train-2", org.rnd_a, "a100-2", gpus=1)
+    services.quota_update(actor=None, quota=org.quota(org.rnd, org.a100), expected_version=None, gpu_deserved=1)
+    page = text(client.get(reverse("pool-delete", args=[org.a100.pk])).content.decode())
+    assert "Its 2 running workloads keep running on those nodes; their GPUs then count" in page
+    assert "department rnd: 1 GPU" in page and "1 GPUs" not in page
     # Without ticking the box nothing happens.
     response = client.post(reverse("pool-delete", args=[org.a100.pk]), {})
     assert response.status_code == 200 and "Tick the box to confirm" in response.content.decode()

@@ -148,3 +148,29 @@ def test_the_api_says_why_work_waits_to_those_who_may_see_it(org, users, api):
     rows = api(users["researcher"]).get(f"/api/v1/projects/{org.rnd_a.pk}/waiting").json()
     assert [(r["name"], r["reason"], r["pool"]) for r in rows] == [("too-big", "no_node_fits", "a100")]
     assert api(users["researcher"]).get(f"/api/v1/projects/{org.ops_a.pk}/waiting").status_code == 404
+
+
+def test_counts_of_one_read_in_the_singular():
+    one_free = PoolFacts("a100", nodes=((D(1), D(1)), (D(1), D(0))), borrowers=())
+    reason = explain(gpus=D(2), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)),
+                     pool=one_free)
+    assert reason.code == "no_node_fits" and "the largest Ready node of a100 has 1 GPU; this asks 2" in reason.text
+    reason = explain(gpus=D(1), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)),
+                     pool=PoolFacts("a100", nodes=((D(2), D(0)), (D(2), D(0))), borrowers=()))
+    assert reason.code == "pool_full" and "a100 has 0 GPUs free" in reason.text
+    reason = explain(gpus=D(2), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)),
+                     pool=PoolFacts("a100", nodes=((D(2), D(1)), (D(2), D(0))), borrowers=()))
+    assert reason.code == "pool_full" and "a100 has 1 GPU free" in reason.text and "1 GPUs" not in reason.text
+    reason = explain(gpus=D(2), priority=125, project=Owner("vision", D(2), D(1), non_preemptible=D(1)),
+                     department=Owner("rnd", D(20), D(1), non_preemptible=D(1)),
+                     pool=PoolFacts("a100", nodes=((D(8), D(8)),)))
+    assert reason.code == "non_preemptible_over_quota", reason.text
+    assert "runs 1 non-preemptible GPU of 2 deserved" in reason.text
+
+
+def test_noun_and_verb_agree_with_the_count():
+    from common.words import noun, verb
+
+    assert [noun(n, "GPU") for n in (0, 1, D(1), D("1.0"), D("0.5"), 2)] == ["GPUs", "GPU", "GPU", "GPU", "GPUs", "GPUs"]
+    assert noun(1, "day") == "day" and noun(3, "entry", "entries") == "entries"
+    assert verb(1, "keeps", "keep") == "keeps" and verb(2, "keeps", "keep") == "keep"

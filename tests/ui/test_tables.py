@@ -347,3 +347,34 @@ def test_a_gpu_count_reads_the_same_as_a_float_as_as_a_decimal():
         assert csv_cell(float(Decimal(text))) == csv_cell(Decimal(text)), text
     assert csv_cell(0.1 + 0.2) == csv_cell(Decimal("0.3"))
     assert csv_cell(max(8 - 8.0, Decimal(0))) == csv_cell(max(8 - Decimal(8), Decimal(0))) == "0"
+
+
+# --- Ties in a sort ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sort", ["cpu", "-cpu", "gpu_devices", "-pods"])
+def test_rows_that_sort_equal_are_ordered_by_name(client, org, users, sort):
+    from kubesim import make_node
+
+    # Created in an order that is not their names' (the database's own order of equal rows is creation's).
+    org.nodes += [make_node(name, gpus=1) for name in ("tie-c", "tie-a", "tie-d", "tie-b")]
+    org.load()
+    login(client, users, "sysadmin")
+    names = first_column(client.get(reverse("node-list"), {"q": "tie-", "sort": sort}))
+    assert names == ["tie-a", "tie-b", "tie-c", "tie-d"]
+    # The CSV of the same view lists them in the same order.
+    rows = csv_of(client.get(reverse("node-list"), {"q": "tie-", "sort": sort, "format": "csv"}))
+    assert [r[0] for r in rows[1:]] == names
+
+
+def test_rows_in_memory_that_sort_equal_are_ordered_by_name():
+    import django_tables2 as tables
+
+    from ui.tables import ConsoleTable
+
+    class Small(ConsoleTable):
+        name = tables.Column()
+        size = tables.Column()
+
+    rows = [{"name": n, "size": s} for n, s in (("c", 1), ("a", 2), ("d", 1), ("b", 1))]
+    assert [r["name"] for r in Small(list(rows), order_by="size").rows.data] == ["b", "c", "d", "a"]
+    assert [r["name"] for r in Small(list(rows), order_by="-size").rows.data] == ["a", "b", "c", "d"]

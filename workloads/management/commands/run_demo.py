@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,6 +65,74 @@ def check_port_free(host: str, port: int) -> None:
             raise CommandError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
 
 
+APT_INSTALL_PROMETHEUS = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus"
+INSTALL_TIMEOUT = 600  # seconds: a slow mirror, not a hung one
+
+
+def prometheus_plan(*, available: bool, install: bool, is_root: bool, apt_get: str | None) -> str:
+    """What `make run` does about the demo's Prometheus: "ready" (installed), "install" (Debian's package,
+    as root with apt-get, when asked to), or why it runs without: "not-asked", "not-root", "no-apt"."""
+    if available:
+        return "ready"
+    if not install:
+        return "not-asked"
+    if apt_get is None:
+        return "no-apt"
+    if not is_root:
+        return "not-root"
+    return "install"
+
+
+def prometheus_advice(binary: str, why: str) -> str:
+    """The one message saying the demo runs without GPU utilization, and how to get it."""
+    lead = f"No Prometheus at {binary}: the demo runs without GPU utilization, idle GPUs and their charts."
+    if why == "no-apt":
+        how = ("To see them, install Prometheus (Debian's and Ubuntu's package is `prometheus`) or name a "
+               "prometheus binary (PROMETHEUS_BIN=/path/to/prometheus make run), then start `make run` again.")
+    elif why == "not-root":
+        how = "To see them: sudo apt-get install prometheus, then start `make run` again."
+    elif why.startswith("failed"):
+        how = (f"Installing Debian's prometheus {why}. To see them: sudo apt-get install prometheus, "
+               "then start `make run` again.")
+    else:
+        how = "To see them: apt-get install prometheus (as root), then start `make run` again."
+    return f"{lead} {how}"
+
+
+def ensure_prometheus(*, install: bool, write, available=localprom.available, binary: str = localprom.PROMETHEUS,
+                      is_root: bool | None = None, apt_get: str | None | bool = False, run=subprocess.run) -> bool:
+    """Whether the demo has a Prometheus binary, after installing Debian's `prometheus` when it is missing
+    and `install` (root and apt-get, as CI does); else `write` is told once how to get one."""
+    if is_root is None:
+        is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if apt_get is False:
+        apt_get = shutil.which("apt-get")
+    plan = prometheus_plan(available=available(), install=install, is_root=is_root, apt_get=apt_get)
+    if plan == "ready":
+        return True
+    if plan != "install":
+        write(prometheus_advice(binary, plan))
+        return False
+    write("Installing Debian's prometheus, for the demo's GPU utilization (once; a minute or two) ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        result = run(["sh", "-c", APT_INSTALL_PROMETHEUS], capture_output=True, text=True, env=env,
+                     timeout=INSTALL_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        write(prometheus_advice(binary, f"failed ({exc})"))
+        return False
+    if result.returncode != 0:
+        said = [line for line in (result.stderr or result.stdout or "").splitlines() if line.strip()]
+        detail = f": {said[-1].strip()[:200]}" if said else ""
+        write(prometheus_advice(binary, f"failed (apt-get exited {result.returncode}{detail})"))
+        return False
+    if not available():
+        write(prometheus_advice(binary, "failed (installed, but no prometheus binary there)"))
+        return False
+    write(f"Installed Debian's prometheus ({binary}).")
+    return True
+
+
 def wait_listening(host: str, port: int, alive, timeout: float = 30) -> bool:
     address = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
     deadline = time.monotonic() + timeout
@@ -86,10 +155,15 @@ class Command(BaseCommand):
         parser.add_argument("--chaos", type=float, default=5.0, help="seconds between random cluster changes (0: off)")
         parser.add_argument("--snapshot-every", type=int, default=60,
                             help="seconds between usage-history snapshots (production default: 900)")
+        parser.add_argument("--install-prometheus", action="store_true",
+                            help="install Debian's prometheus when it is missing (as root, with apt-get), for the "
+                                 "demo's GPU utilization; `make run` asks for it")
         parser.add_argument("--no-story", dest="story", action="store_false",
                             help="do not run the demo's story (the researchers' workloads submitted over time)")
 
-    def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, story=True, **options):
+    def handle(self, *args, host, port, emulator_port, chaos, snapshot_every, story=True, install_prometheus=False,
+               **options):
+        self._install_prometheus = install_prometheus
         self._story_stop = threading.Event()
         check_port_free(host, port)
         # CONSOLE_RUN_DIR: where the demo's scenario and kubeconfig go (default .run/ in the checkout), so
@@ -191,9 +265,7 @@ class Command(BaseCommand):
         """A real Prometheus scraping the emulator's DCGM exporter, named as the demo cluster's, when
         Debian's prometheus is installed; without it the GPU utilization columns say why they are empty."""
         cluster = Cluster.objects.get(name=DEMO_CLUSTER)
-        if not localprom.available():
-            self.stdout.write(f"No Prometheus at {localprom.PROMETHEUS} (apt-get install prometheus): "
-                              "the demo runs without GPU utilization.")
+        if not ensure_prometheus(install=getattr(self, "_install_prometheus", False), write=self.stdout.write):
             if cluster.prometheus_url:
                 services.cluster_update(actor=None, cluster=cluster, prometheus_url="")
             return None
