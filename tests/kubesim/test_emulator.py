@@ -591,8 +591,16 @@ def test_offline_reset_over_http_control(sim: KubeEmulator, api: client.CoreV1Ap
     assert len(api.list_node().items) == 1
     # With a duration it comes back by itself.
     sim.set_offline(True, mode="refuse", duration=0.3)
-    time.sleep(0.8)
-    assert len(api.list_node().items) == 1
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        api.list_node(_request_timeout=2)
+    deadline = time.monotonic() + 10
+    while True:  # back by itself: the first request that is answered, not a fixed wait
+        try:
+            assert len(api.list_node(_request_timeout=2).items) == 1
+            break
+        except urllib3.exceptions.HTTPError:
+            assert time.monotonic() < deadline, "the emulator did not come back online by itself"
+            time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- control surface
@@ -660,7 +668,9 @@ def test_chaos_keeps_changing_the_cluster(sim: KubeEmulator) -> None:
     sim.load(nodes=nodes, pods=pods)
     rv = sim.resource_version
     sim.start_chaos(0.02, seed=7)
-    time.sleep(0.6)
+    deadline = time.monotonic() + 10
+    while sim.resource_version <= rv + 5 and time.monotonic() < deadline:  # until it has changed things
+        time.sleep(0.02)
     sim.stop_chaos()
     assert sim.resource_version > rv + 5
     described = {sim.chaos_step(random.Random(i)).split()[0] for i in range(30)}
