@@ -20,6 +20,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from common.exceptions import ConcurrentUpdate
+from common.fields import SERIALIZER_FIELD_MAPPING
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -83,6 +84,13 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         message = _first_message(errors) or "Invalid input."
         response.data = {"detail": f"Invalid input: {message}", "errors": errors}
     return response
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    """The console's ModelSerializer: dates and numbers of its models read by the strict fields
+    (common/fields.py: ASCII digits, ISO dates, finite numbers)."""
+
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, **SERIALIZER_FIELD_MAPPING}
 
 
 class Pagination(PageNumberPagination):

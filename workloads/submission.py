@@ -40,7 +40,7 @@ from common import parsing
 from enforcers import desired
 from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
-from kube.quantity import QuantityError, parse_quantity
+from kube.quantity import parse_quantity
 from nodepools.models import NodePool
 from workloads import podsecurity, render, selectors, shell
 from workloads.models import PoolAccess, Workload
@@ -155,10 +155,10 @@ def _check_form(req: Request) -> None:
         value = getattr(req, name)
         if value in ("", None):
             continue
-        try:
-            amount = parse_quantity(str(value))
-        except QuantityError:  # an unparsable quantity is the user's input error
-            errors[name] = [f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi)."]
+        try:  # ASCII digits, a Kubernetes quantity, within what the schedulers' arithmetic holds
+            amount = parsing.parse_quantity(str(value), field=name)
+        except parsing.InputError as exc:  # an unparsable quantity is the user's input error
+            errors[name] = [exc.message]
             continue
         if amount <= 0:
             errors[name] = ["Must be more than zero."]

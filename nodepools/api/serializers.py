@@ -4,13 +4,14 @@ from __future__ import annotations
 from decimal import Decimal
 
 from rest_framework import serializers
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 
-from common.api import RestrictedPrimaryKeyRelatedField
+from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
 from access.rules import is_system_admin
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(ModelSerializer):
     class Meta:
         model = Cluster
         fields = [
@@ -90,22 +91,22 @@ GPU_METRICS_FIELDS = ["gpu_utilization", "allocated_gpu_utilization", "idle_allo
                       "gpu_memory_reported_mib", "gpu_metrics_unavailable"]
 
 
-class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
+class NodePoolSerializer(GpuMetricsFields, ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     status = serializers.CharField(read_only=True, help_text="Empty, Ready or Unschedulable.")
     label = serializers.CharField(read_only=True)
-    node_count = serializers.IntegerField(read_only=True)
-    ready_node_count = serializers.IntegerField(read_only=True)
-    gpu_total = serializers.IntegerField(read_only=True)
-    gpu_ready = serializers.IntegerField(read_only=True)
-    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    gpu_memory_total_mib = serializers.IntegerField(read_only=True)
+    node_count = StrictIntegerField(read_only=True)
+    ready_node_count = StrictIntegerField(read_only=True)
+    gpu_total = StrictIntegerField(read_only=True)
+    gpu_ready = StrictIntegerField(read_only=True)
+    gpu_allocated = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_free = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_memory_total_mib = StrictIntegerField(read_only=True)
     cpu_total = serializers.SerializerMethodField(help_text="Allocatable CPU cores of the pool's nodes.")
     cpu_allocated = serializers.SerializerMethodField(help_text="CPU cores requested by the pool's running pods.")
-    memory_total_bytes = serializers.IntegerField(read_only=True)
-    memory_allocated_bytes = serializers.IntegerField(read_only=True)
-    workload_count = serializers.IntegerField(read_only=True)
+    memory_total_bytes = StrictIntegerField(read_only=True)
+    memory_allocated_bytes = StrictIntegerField(read_only=True)
+    workload_count = StrictIntegerField(read_only=True)
 
     class Meta:
         model = NodePool
@@ -132,7 +133,7 @@ class NodePoolCreateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
-    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
+    gpu_limit = StrictIntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
     topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True, default="",
                                          help_text="Node label of the pool's topology domains (empty: the zone).")
 
@@ -144,11 +145,11 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
-    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    gpu_limit = StrictIntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
     topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True)
 
 
-class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
+class NodeSerializer(GpuMetricsFields, ModelSerializer):
     status_text = serializers.CharField(read_only=True)
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
 
@@ -167,14 +168,14 @@ class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
 class GpuDeviceSerializer(serializers.Serializer):
     """One GPU of a node as the DCGM exporter reports it (a figure it does not serve is null)."""
 
-    index = serializers.IntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
+    index = StrictIntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
     uuid = serializers.CharField(help_text="The GPU's UUID (`GPU-...`).")
     model = serializers.CharField(help_text="The exporter's `modelName`.")
-    utilization = serializers.FloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
-    memory_used_mib = serializers.FloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
-    memory_free_mib = serializers.FloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
-    memory_total_mib = serializers.FloatField(allow_null=True, help_text="Used + free (MiB).")
-    engine_active = serializers.FloatField(
+    utilization = StrictFloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
+    memory_used_mib = StrictFloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
+    memory_free_mib = StrictFloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
+    memory_total_mib = StrictFloatField(allow_null=True, help_text="Used + free (MiB).")
+    engine_active = StrictFloatField(
         allow_null=True, help_text="Share of the time the graphics engine was active, 0..1 "
                                    "(DCGM_FI_PROF_GR_ENGINE_ACTIVE; null when the exporter does not serve it).")
     namespace = serializers.CharField(help_text="Namespace of the pod holding the GPU (empty when none does).")
@@ -185,7 +186,7 @@ class GpuDeviceSerializer(serializers.Serializer):
 class NodeGpuDevicesSerializer(serializers.Serializer):
     """A node's GPU devices from its cluster's DCGM exporter, through its Prometheus."""
 
-    node = serializers.IntegerField(help_text="The node's id.")
+    node = StrictIntegerField(help_text="The node's id.")
     name = serializers.CharField(help_text="The node's name (the exporter's `Hostname`).")
     gpu_devices = GpuDeviceSerializer(many=True, help_text="Every GPU the exporter reports, in index order.")
     gpu_devices_unavailable = serializers.CharField(
