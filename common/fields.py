@@ -156,10 +156,11 @@ def strict_formfield(db_field: models.Field, **kwargs: Any) -> forms.Field | Non
 
 
 class ModelForm(forms.ModelForm):
-    """A ModelForm whose date and number fields are the strict ones."""
+    """A ModelForm whose date and number fields are the strict ones; a subclass's Meta inherits this
+    one's (`class Meta(ModelForm.Meta)`), which holds the callback."""
 
     class Meta:
-        formfield_callback = strict_formfield
+        formfield_callback = staticmethod(strict_formfield)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from nodepools.models import NodePool
 class RateForm(ModelForm):
     version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
-    class Meta:
+    class Meta(ModelForm.Meta):
         model = Rate
         fields = ["gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                   "description"]
