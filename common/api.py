@@ -1,7 +1,8 @@
 """What every API view shares: JSON errors, pagination, access-restricted querysets, ETags.
 
-Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
-for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
+Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}, "request_id": "…"}`
+(`errors` only for invalid input; `request_id` the request's, as its log lines carry it), unexpected ones
+too (500, common/errors.py). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
 there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
 413 a body over CONSOLE_MAX_BODY_BYTES (common/limits.py), 428 `If-Match` missing on a write that needs it.
 """
@@ -19,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from common import requestid
 from common.exceptions import ConcurrentUpdate
 from common.fields import SERIALIZER_FIELD_MAPPING
 
@@ -66,6 +68,17 @@ def _first_message(errors: Any, prefix: str = "") -> str:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """Every error of the API in its one format, with the request's id (common/requestid.py). An
+    unexpected exception returns None: DRF raises it again, Django logs it with its traceback and
+    answers with `handler500` (common/errors.py), the same JSON format under /api/."""
+    response = _handled(exc, context)
+    if response is not None and isinstance(response.data, dict):
+        request = context.get("request")
+        response.data["request_id"] = requestid.of(request) if request is not None else requestid.current()
+    return response
+
+
+def _handled(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_django_errors(exc))
     elif isinstance(exc, ConcurrentUpdate):
@@ -181,6 +194,8 @@ ERROR_SCHEMA = {
         "errors": {"type": "object", "additionalProperties": True,
                    "description": "Invalid input only: field name -> list of the rules it broke (nested for lists)."},
         "current_version": {"type": "integer", "nullable": True},
+        "request_id": {"type": "string", "description": "The request's id (also its X-Request-ID header and its "
+                                                        "log lines): quote it when reporting an error."},
     },
     "required": ["detail"],
 }
@@ -191,6 +206,7 @@ _ERROR_MEANINGS = {
     "404": "No such object that you may see (or no such page of a list).",
     "409": "Conflicts with a concurrent change; nothing was saved.",
     "413": "The request body is larger than CONSOLE_MAX_BODY_BYTES (1 MiB by default); nothing was read or stored.",
+    "500": "The server failed to answer (logged with its traceback under `request_id`); nothing was stored.",
 }
 
 

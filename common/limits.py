@@ -20,10 +20,16 @@ number (console/settings.py).
 """
 from __future__ import annotations
 
+import logging
+
 import orjson
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
+
+from common import requestid
+
+logger = logging.getLogger("console.limits")
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
@@ -48,12 +54,13 @@ def _is_api(path: str) -> bool:
     return path.startswith("/api/")
 
 
-def too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
+def too_large_body(path: str, limit: int, request_id: str | None = None) -> tuple[bytes, bytes]:
     """(content type, body) of the 413 answer for `path`."""
     message = too_large_message(limit)
     if _is_api(path):
         return b"application/json", orjson.dumps(
-            {"detail": message, "errors": {"request_body": [f"At most {limit} bytes ({_human(limit)})."]}})
+            {"detail": message, "errors": {"request_body": [f"At most {limit} bytes ({_human(limit)})."]},
+             "request_id": request_id or requestid.new_id()})
 
     return b"text/html; charset=utf-8", loader.render_to_string(
         "413.html", {"message": message, "limit": _human(limit)}).encode()
@@ -61,7 +68,7 @@ def too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
 
 def too_large_response(request) -> HttpResponse:
     limit = max_body_bytes()
-    content_type, body = too_large_body(request.path, limit)
+    content_type, body = too_large_body(request.path, limit, requestid.of(request))
     if _is_api(request.path):
         return JsonResponse(orjson.loads(body), status=413)
     return HttpResponse(body, status=413, content_type=content_type.decode())
@@ -123,10 +130,15 @@ class BodyLimitASGI:
 
     @staticmethod
     async def _refuse(scope, send, limit: int) -> None:
-        content_type, body = too_large_body(scope.get("path", ""), limit)
+        offered = next((value for name, value in scope.get("headers") or () if name == b"x-request-id"), None)
+        request_id = requestid.new_id(offered)
+        path = scope.get("path", "")
+        logger.warning("%s %s 413 (body over %s bytes)", scope.get("method", ""), path[:200], limit,
+                       extra={"request_id": request_id})
+        content_type, body = too_large_body(path, limit, request_id)
         await send({"type": "http.response.start", "status": 413, "headers": [
             (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
+            (b"x-request-id", request_id.encode()), (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
 
 

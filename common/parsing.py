@@ -308,8 +308,10 @@ class ControlCharacterMiddleware:
 def refusal_response(request, exc: InputError):
     field = exc.field if exc.field and exc.field != "non_field_errors" else ""
     if request.path.startswith("/api/"):
+        from common import requestid  # (late: this module is imported by the settings' parsers)
+
         return JsonResponse({"detail": f"Invalid input: {field + ': ' if field else ''}{exc.message}",
-                             "errors": exc.as_errors()}, status=400)
+                             "errors": exc.as_errors(), "request_id": requestid.of(request)}, status=400)
 
     body = loader.render_to_string("400.html", {"field": field, "message": exc.message})
     return HttpResponse(body, status=400)
