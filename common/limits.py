@@ -168,3 +168,100 @@ def daphne_body_cap() -> None:
 
     WebRequest.handleContentChunk = handleContentChunk
     WebRequest._console_body_cap = True
+
+
+# ---------------------------------------------------------------------------------------------------
+# The request line and the headers (Daphne, through Twisted's HTTPChannel)
+
+REQUEST_LINE_MESSAGE = ("The request line is too long: at most {limit} bytes of method, address and query string. "
+                        "Ask for fewer values at a time, or send them in a request body.")
+HEADERS_MESSAGE = ("The request's headers are too large: at most {limit} bytes and {count} headers with the request "
+                   "line. Send fewer or shorter headers (cookies included).")
+_REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+
+
+def header_refusal(status: int, path: bytes | str, message: str, request_id: str) -> bytes:
+    """The whole HTTP answer (414 or 431) to a request whose line or headers are over the limit: the API's
+    JSON under /api/, a line of text elsewhere; the connection closes after it."""
+    if isinstance(path, bytes):
+        path = path.decode("latin-1")
+    if _is_api(path):
+        content_type, body = b"application/json", orjson.dumps({"detail": message, "request_id": request_id})
+    else:
+        content_type, body = b"text/plain; charset=utf-8", f"{status} {_REASONS[status].decode()}: {message}\n".encode()
+    return (b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Request-ID: %s\r\nConnection: close\r\n\r\n"
+            % (status, _REASONS[status], content_type, len(body), request_id.encode()) + body)
+
+
+def daphne_header_limits() -> None:
+    """Answer 414 (request line) or 431 (headers) where Twisted would close the connection without a word.
+
+    Twisted's HTTPChannel (which Daphne serves HTTP with) reads the request line and each header as a line
+    of at most `MAX_LENGTH` (16 KiB) bytes, the request line and headers together at most
+    `totalHeadersSize` (16 KiB), and at most `maxHeaders` (500) headers. Past `MAX_LENGTH` it drops the
+    connection (LineReceiver.lineLengthExceeded), past the others it answers a bare 400. Here each of
+    these is answered: the status, a short message naming the limit, then the connection is closed once
+    the answer is sent (the rest of what the client sends is read and dropped, for at most 5 seconds)."""
+    try:  # late: guarded, a WSGI deployment runs without Daphne
+        from twisted.internet import reactor
+        from twisted.web import http
+    except ImportError:  # pragma: no cover - Daphne is a dependency
+        return
+    channel = http.HTTPChannel
+    if getattr(channel, "_console_header_limits", False):
+        return
+    original_line, original_header = channel.lineReceived, channel.headerReceived
+
+    def in_request_line(self) -> bool:
+        return bool(getattr(self, "_HTTPChannel__first_line", 0))
+
+    def refuse(self, status: int, path: bytes) -> None:
+        if getattr(self, "_console_refused", False):
+            return
+        self._console_refused = True
+        if status == 414:
+            message = REQUEST_LINE_MESSAGE.format(limit=self.MAX_LENGTH)
+        else:
+            message = HEADERS_MESSAGE.format(limit=self.totalHeadersSize, count=self.maxHeaders)
+        request_id = requestid.new_id()
+        logger.warning("%d %s (%s) request_id=%s", status, _REASONS[status].decode(), path[:200].decode("latin-1"),
+                       request_id, extra={"request_id": request_id})
+        self.dataReceived = lambda data: None  # everything after: read, dropped
+        self.transport.write(header_refusal(status, path, message, request_id))
+        half_close = getattr(self.transport, "loseWriteConnection", None)
+        if half_close is not None:
+            half_close()  # the answer, then FIN: the client reads it before its own close
+            reactor.callLater(5, self.transport.abortConnection)
+        else:  # pragma: no cover - a transport that cannot half-close
+            self.transport.loseConnection()
+
+    def request_path(line: bytes) -> bytes:
+        parts = line.split(b" ", 2)
+        return parts[1] if len(parts) > 1 else b""
+
+    def lineLengthExceeded(self, line):
+        if in_request_line(self):
+            return refuse(self, 414, request_path(line))
+        return refuse(self, 431, getattr(self, "_path", b"") or b"")
+
+    def lineReceived(self, line):
+        if getattr(self, "_console_refused", False):
+            return None
+        if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+            if in_request_line(self):
+                return refuse(self, 414, request_path(line))
+            return refuse(self, 431, getattr(self, "_path", b"") or b"")
+        return original_line(self, line)
+
+    def headerReceived(self, line):
+        if getattr(self, "_console_refused", False):
+            return False
+        if self._receivedHeaderCount + 1 > self.maxHeaders:
+            refuse(self, 431, getattr(self, "_path", b"") or b"")
+            return False
+        return original_header(self, line)
+
+    channel.lineLengthExceeded = lineLengthExceeded
+    channel.lineReceived = lineReceived
+    channel.headerReceived = headerReceived
+    channel._console_header_limits = True
