@@ -23,6 +23,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from common import requestid
 from common.exceptions import ConcurrentUpdate
 from common.fields import SERIALIZER_FIELD_MAPPING
+from common.parsing import is_digits
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -147,7 +148,7 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         # Beyond 64 bits the database cannot even be asked: the same answer as any unknown id.
         if isinstance(data, int) and not isinstance(data, bool) and not -(2**63) <= data < 2**63:
             self.fail("does_not_exist", pk_value=data)
-        if isinstance(data, str) and data.strip().lstrip("-").isdigit() and not -(2**63) <= int(data) < 2**63:
+        if isinstance(data, str) and is_digits(data.strip().lstrip("-")) and not -(2**63) <= int(data) < 2**63:
             self.fail("does_not_exist", pk_value=data)
         return super().to_internal_value(data)
 

@@ -28,6 +28,7 @@ from django.http import HttpResponse, JsonResponse
 from django.template import loader
 
 from common import requestid
+from common.parsing import is_digits
 
 logger = logging.getLogger("console.limits")
 
@@ -82,7 +83,7 @@ class BodyLimitMiddleware:
 
     def __call__(self, request):
         declared = request.META.get("CONTENT_LENGTH") or ""
-        if declared.strip().isdigit() and int(declared) > max_body_bytes():
+        if is_digits(declared.strip()) and int(declared) > max_body_bytes():
             return too_large_response(request)
         return self.get_response(request)
 

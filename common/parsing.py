@@ -344,6 +344,15 @@ def _shown(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
+_DIGITS_RE = re.compile(r"[0-9]+", re.ASCII)
+
+
+def is_digits(text: Any) -> bool:
+    """Whether `text` is one or more ASCII digits (str.isdigit() is also true of "２" and "²", which
+    int() reads as 2 or refuses with a ValueError)."""
+    return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
+
+
 def other_digits(text: str) -> str:
     """The digits of `text` that are not ASCII 0-9 ("" when there are none)."""
     return "".join(ch for ch in text if ch.isdigit() and not "0" <= ch <= "9")

@@ -27,6 +27,7 @@ from django.db.models import F, Min, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from common.parsing import is_digits
 from kube.labels import pod_matches_node
 from kube.taints import untolerated_taints
 from nodepools import kube
@@ -60,7 +61,7 @@ def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
     klass = (template.get("spec") or {}).get("priorityClassName") or "train"
     if gang is None:
         members = str(((job.get("metadata") or {}).get("annotations") or {}).get(render.KAI_MIN_MEMBER_ANNOTATION) or "")
-        gang = pods > 1 and members.isdigit() and int(members) >= pods
+        gang = pods > 1 and is_digits(members) and int(members) >= pods
     return fit.Shape(pods=max(pods, 1), gpus=int(requests.gpus), cpu=requests.cpu_millis, memory=requests.memory_bytes,
                      priority=PRIORITY_VALUES.get(klass, 50), gang=gang)
 
