@@ -44,8 +44,6 @@ class StrictDateField(serializers.DateField):
 
 class StrictDecimalField(serializers.DecimalField):
     def to_internal_value(self, data):
-        if isinstance(data, str) and data.strip() == "" and self.allow_null:
-            return None
         try:
             number = parse_decimal(data, field=self.field_name or "")
         except InputError as exc:
