@@ -150,6 +150,9 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
             self.fail("does_not_exist", pk_value=data)
         if isinstance(data, str) and is_digits(data.strip().lstrip("-")) and not -(2**63) <= int(data) < 2**63:
             self.fail("does_not_exist", pk_value=data)
+        # An id is written in the digits 0-9 (the database would read "２" as 2).
+        if isinstance(data, str) and data.strip() and not is_digits(data.strip().lstrip("-")):
+            self.fail("incorrect_type", data_type="text")
         return super().to_internal_value(data)
 
 

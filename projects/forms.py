@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from django import forms
 
-from common.fields import StrictDecimalFormField, StrictIntegerFormField
 from django.contrib.auth import get_user_model
 
+from common.fields import StrictDecimalFormField, StrictIntegerFormField
 from access.rules import Role
 from projects.models import Rank
 

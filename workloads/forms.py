@@ -7,10 +7,10 @@ from __future__ import annotations
 import yaml
 from django import forms
 
-from common.fields import StrictIntegerFormField
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from common.fields import StrictIntegerFormField
 from workloads import shell
 from workloads.models import PodSecurityLevel
 from workloads.selectors import submit_platform_choices, submit_pool_choices

@@ -1,8 +1,8 @@
 from decimal import Decimal
 
 from rest_framework import serializers
-from common.fields import StrictDateField, StrictDecimalField, StrictIntegerField
 
+from common.fields import StrictDateField, StrictDecimalField, StrictIntegerField
 from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from ledger.models import LedgerEntry, Rate
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours

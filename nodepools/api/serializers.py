@@ -4,8 +4,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from rest_framework import serializers
-from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
 from access.rules import is_system_admin

@@ -6,10 +6,10 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
-from common.fields import StrictDecimalField, StrictIntegerField
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from common.fields import StrictDecimalField, StrictIntegerField
 from nodepools.models import Cluster, NodePool
 from projects import selectors
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework import serializers
-from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
 from access.rules import Role

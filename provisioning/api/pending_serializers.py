@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from rest_framework import serializers
-from common.fields import StrictIntegerField
 
+from common.fields import StrictIntegerField
 
 class LimitSerializer(serializers.Serializer):
     resource = serializers.CharField()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from common.fields import StrictDecimalField, StrictIntegerField
 
+from common.fields import StrictDecimalField, StrictIntegerField
 from common.api import ModelSerializer, DocumentField, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, NodePool
 from projects import waiting
