@@ -3,10 +3,12 @@ not: an unexpected exception is a 500 of that format, never Django's HTML page, 
 logged with the same request id (common/requestid.py, common/errors.py, common/api.py)."""
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
+from common.jsonlog import JsonFormatter
 from common.requestid import PlainFormatter
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +41,9 @@ def test_an_unexpected_error_in_an_api_view_is_a_json_500_logged_with_its_traceb
     line = PlainFormatter("%(levelname)s %(name)s: %(message)s").format(record)
     assert line.splitlines()[0] == f"ERROR django.request: Internal Server Error: /api/v1/rates/ request_id={request_id}"
     assert "Traceback (most recent call last)" in line and "RuntimeError: the database said something unexpected" in line
+    # LOG_FORMAT=json: the same id under its own key, the traceback beside it.
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["request_id"] == request_id and "RuntimeError" in entry["exception"]
 
 
 def test_a_page_still_gets_the_styled_500_page(users, client, settings, monkeypatch):
