@@ -346,8 +346,6 @@ def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, mainte
     before = _access_snapshot(row)
     if row is None:
         row = PoolAccess(pool=pool)
-    else:
-        row.version += 1
     row.open_to_cluster = open_to_cluster
     row.maintenance = maintenance
     row.maintenance_note = maintenance_note or ""
@@ -364,8 +362,14 @@ def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, mainte
     row.departments.set(departments)
     row.projects.set(projects)
     row.groups.set(list(groups or []))
+    after = _access_snapshot(row)
+    if before is not None:
+        if after == before:
+            return row  # nothing changed: same version, nothing audited
+        row.version += 1
+        PoolAccess.objects.filter(pk=row.pk).update(version=row.version)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE if before else AuditEvent.Action.CREATE, obj=row,
-                 before=before, after=_access_snapshot(row))
+                 before=before, after=after)
     return row
 
 

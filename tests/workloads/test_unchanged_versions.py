@@ -43,3 +43,20 @@ def test_pool_settings_and_a_quota_written_as_they_are_keep_their_version(org):
     assert result.quota.version == quota.version
     result = quota_update(actor=None, quota=quota, expected_version=quota.version, gpu_deserved=Decimal(3))
     assert result.quota.version == quota.version + 1
+
+
+def test_a_pools_access_set_as_it_is_keeps_its_version(org, users):
+    from workloads.submission import pool_access_set
+
+    first = pool_access_set(actor=users["sysadmin"], pool=org.a100, open_to_cluster=False, maintenance=False,
+                            departments=[org.rnd])
+    same = pool_access_set(actor=users["sysadmin"], pool=org.a100, open_to_cluster=False, maintenance=False,
+                           departments=[org.rnd])
+    assert same.version == first.version
+    assert AuditEvent.objects.filter(object_type="poolaccess", action="update").count() == 0
+    changed = pool_access_set(actor=users["sysadmin"], pool=org.a100, open_to_cluster=False, maintenance=False,
+                              departments=[org.rnd, org.ops])
+    assert changed.version == first.version + 1
+    changed.refresh_from_db()
+    assert changed.version == first.version + 1
+    assert AuditEvent.objects.filter(object_type="poolaccess", action="update").count() == 1
