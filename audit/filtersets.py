@@ -7,16 +7,13 @@ so that this low app needs nothing from the apps above it.
 """
 from __future__ import annotations
 
-from datetime import timezone as dt_timezone
 from typing import Any
 
 import django_filters
-from django import forms
-from django_filters.fields import IsoDateTimeField, RangeField
-from django_filters.widgets import DateRangeWidget
 
 from audit.context import CHANNELS
 from audit.models import AuditEvent
+from common.fields import IsoDateTimeFromToRangeFilter
 
 OBJECT_TYPES = ["cluster", "nodepool", "node", "department", "project", "quota", "priorityentry", "roleassignment",
                 "apitoken"]
@@ -33,33 +30,8 @@ def scope_names(events, object_type: str) -> dict[str, set[int]]:
     return names
 
 
-class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time, kept in UTC: any offset Python accepts (up to ±23:59) reaches the database as
-    UTC (PostgreSQL refuses offsets beyond ±15:59), and a time that cannot be one says so."""
-
-    def to_python(self, value):
-        value = super().to_python(value)
-        if value is None or value.tzinfo is None:
-            return value
-        try:
-            return value.astimezone(dt_timezone.utc)
-        except OverflowError:
-            raise forms.ValidationError("Enter a time between the years 1 and 9999 (UTC).", code="invalid") from None
-
-
-class UtcIsoDateTimeRangeField(RangeField):
-    widget = DateRangeWidget
-
-    def __init__(self, *args, **kwargs):
-        super().__init__((UtcIsoDateTimeField(), UtcIsoDateTimeField()), *args, **kwargs)
-
-
-class UtcDateTimeFromToRangeFilter(django_filters.IsoDateTimeFromToRangeFilter):
-    field_class = UtcIsoDateTimeRangeField
-
-
 class AuditEventFilterSet(django_filters.FilterSet):
-    when = UtcDateTimeFromToRangeFilter(label="When (time range)")
+    when = IsoDateTimeFromToRangeFilter(label="When (time range)")
     actor = django_filters.CharFilter(field_name="actor_name", lookup_expr="icontains", label="Actor (username)")
     via = django_filters.MultipleChoiceFilter(choices=[(c, c) for c in CHANNELS], label="Through")
     action = django_filters.MultipleChoiceFilter(choices=AuditEvent.Action.choices)

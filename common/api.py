@@ -1,7 +1,8 @@
 """What every API view shares: JSON errors, pagination, access-restricted querysets, ETags.
 
-Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}}` (`errors` only
-for invalid input). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
+Errors are always `{"detail": "<one sentence>", "errors": {"<field>": ["<rule>", ...]}, "request_id": "…"}`
+(`errors` only for invalid input; `request_id` the request's, as its log lines carry it), unexpected ones
+too (500, common/errors.py). Status codes: 400 invalid input, 401 not authenticated, 403 not allowed, 404 not
 there or not visible to you, 409 a conflicting concurrent change, 412 `If-Match` names an old version,
 413 a body over CONSOLE_MAX_BODY_BYTES (common/limits.py), 428 `If-Match` missing on a write that needs it.
 """
@@ -19,7 +20,10 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from common import requestid
 from common.exceptions import ConcurrentUpdate
+from common.fields import SERIALIZER_FIELD_MAPPING
+from common.parsing import is_digits
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -65,6 +69,17 @@ def _first_message(errors: Any, prefix: str = "") -> str:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """Every error of the API in its one format, with the request's id (common/requestid.py). An
+    unexpected exception returns None: DRF raises it again, Django logs it with its traceback and
+    answers with `handler500` (common/errors.py), the same JSON format under /api/."""
+    response = _handled(exc, context)
+    if response is not None and isinstance(response.data, dict):
+        request = context.get("request")
+        response.data["request_id"] = requestid.of(request) if request is not None else requestid.current()
+    return response
+
+
+def _handled(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_django_errors(exc))
     elif isinstance(exc, ConcurrentUpdate):
@@ -83,6 +98,13 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         message = _first_message(errors) or "Invalid input."
         response.data = {"detail": f"Invalid input: {message}", "errors": errors}
     return response
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    """The console's ModelSerializer: dates and numbers of its models read by the strict fields
+    (common/fields.py: ASCII digits, ISO dates, finite numbers)."""
+
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, **SERIALIZER_FIELD_MAPPING}
 
 
 class Pagination(PageNumberPagination):
@@ -126,8 +148,11 @@ class RestrictedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         # Beyond 64 bits the database cannot even be asked: the same answer as any unknown id.
         if isinstance(data, int) and not isinstance(data, bool) and not -(2**63) <= data < 2**63:
             self.fail("does_not_exist", pk_value=data)
-        if isinstance(data, str) and data.strip().lstrip("-").isdigit() and not -(2**63) <= int(data) < 2**63:
+        if isinstance(data, str) and is_digits(data.strip().lstrip("-")) and not -(2**63) <= int(data) < 2**63:
             self.fail("does_not_exist", pk_value=data)
+        # An id is written in the digits 0-9 (the database would read "２" as 2).
+        if isinstance(data, str) and data.strip() and not is_digits(data.strip().lstrip("-")):
+            self.fail("incorrect_type", data_type="text")
         return super().to_internal_value(data)
 
 
@@ -173,6 +198,8 @@ ERROR_SCHEMA = {
         "errors": {"type": "object", "additionalProperties": True,
                    "description": "Invalid input only: field name -> list of the rules it broke (nested for lists)."},
         "current_version": {"type": "integer", "nullable": True},
+        "request_id": {"type": "string", "description": "The request's id (also its X-Request-ID header and its "
+                                                        "log lines): quote it when reporting an error."},
     },
     "required": ["detail"],
 }
@@ -183,6 +210,7 @@ _ERROR_MEANINGS = {
     "404": "No such object that you may see (or no such page of a list).",
     "409": "Conflicts with a concurrent change; nothing was saved.",
     "413": "The request body is larger than CONSOLE_MAX_BODY_BYTES (1 MiB by default); nothing was read or stored.",
+    "500": "The server failed to answer (logged with its traceback under `request_id`); nothing was stored.",
 }
 
 

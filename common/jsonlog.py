@@ -30,6 +30,8 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key in _STANDARD or key in ("request", "status_code", "server_time") or key in entry:
                 continue
+            if key == "request_id" and value is None:
+                continue  # outside a request (common/requestid.py)
             try:
                 json.dumps(value)
             except (TypeError, ValueError):

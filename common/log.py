@@ -3,7 +3,7 @@
 Django logs every 4xx response on `django.request` (and CSRF failures on `django.security.csrf`),
 a PermissionDenied with its traceback. A refusal is ordinary (a stale link, an expired form, a role
 that does not allow it); the line says what happened and to whom. Server errors (5xx) keep their
-traceback.
+traceback. Each line carries the request's id (common/requestid.py).
 """
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ class RefusedRequestFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)
         request = getattr(record, "request", None)
+        if getattr(record, "request_id", None) is None and request is not None:
+            # Django logs a response's status after the middleware returned it: the id is the request's.
+            record.request_id = getattr(request, "request_id", None)
         if status is None or status >= 500 or request is None or getattr(record, "refused_line", False):
             return True  # (logging configured twice adds the filter twice: rewrite once)
         record.refused_line = True

@@ -19,8 +19,11 @@ Sizes are bounded before any of this: the request body (common/limits.py) and ea
 """
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import sys
+from decimal import Decimal
 from typing import Any, Iterable
 
 import orjson
@@ -305,8 +308,173 @@ class ControlCharacterMiddleware:
 def refusal_response(request, exc: InputError):
     field = exc.field if exc.field and exc.field != "non_field_errors" else ""
     if request.path.startswith("/api/"):
+        from common import requestid  # (late: this module is imported by the settings' parsers)
+
         return JsonResponse({"detail": f"Invalid input: {field + ': ' if field else ''}{exc.message}",
-                             "errors": exc.as_errors()}, status=400)
+                             "errors": exc.as_errors(), "request_id": requestid.of(request)}, status=400)
 
     body = loader.render_to_string("400.html", {"field": field, "message": exc.message})
     return HttpResponse(body, status=400)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dates, months, numbers and quantities a person sends (query strings, forms, API bodies, CSV filters)
+#
+# One rule each, whatever the channel (the field classes of common/fields.py apply them to DRF
+# serializers, Django forms and django-filter FilterSets):
+#
+# - digits are ASCII (0-9): Python reads "２０２６" (full-width) or "٢٠٢٦" (Arabic-Indic) as 2026, which
+#   nobody typing into a date or a price means, and which the cluster and the CSV consumers do not read;
+# - a date is ISO YYYY-MM-DD exactly (not 20261101, not 2026-1-1), a day of the calendar (0001-01-01 to
+#   9999-12-31); a range on dates ends before the day after its last one, or has no end when that last day
+#   is the calendar's (`day_after`);
+# - a month is YYYY-MM;
+# - a number is finite and within what a float holds (±1.8e308): "inf", "nan" and "1e309" are refused.
+
+MAX_NUMBER_CHARS = 100
+FLOAT_MAX = Decimal(sys.float_info.max)
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_MONTH_RE = re.compile(r"[0-9]{4}-[0-9]{2}", re.ASCII)
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+(?:\.0*)?", re.ASCII)
+_FLOAT_WORDS = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "+nan", "-nan", "snan"}
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+_DIGITS_RE = re.compile(r"[0-9]+", re.ASCII)
+
+
+def is_digits(text: Any) -> bool:
+    """Whether `text` is one or more ASCII digits (str.isdigit() is also true of "２" and "²", which
+    int() reads as 2 or refuses with a ValueError)."""
+    return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
+
+
+def other_digits(text: str) -> str:
+    """The digits of `text` that are not ASCII 0-9 ("" when there are none)."""
+    return "".join(ch for ch in text if ch.isdigit() and not "0" <= ch <= "9")
+
+
+def _text(value: Any, field: str) -> str:
+    text = value if isinstance(value, str) else str(value)
+    text = text.strip()
+    others = other_digits(text)
+    if others:
+        raise InputError(field, f"“{_shown(text)}” holds digits other than 0-9 ({_shown(others)}): write the "
+                                "digits 0-9.")
+    return text
+
+
+def parse_date(value: Any, *, field: str = "") -> datetime.date:
+    """YYYY-MM-DD, a day of the calendar (0001-01-01 to 9999-12-31); a date passes as it is."""
+    if isinstance(value, datetime.datetime):
+        return value.date()
+    if isinstance(value, datetime.date):
+        return value
+    text = _text(value, field)
+    if not _DATE_RE.fullmatch(text):
+        raise InputError(field, f"“{_shown(text)}” is not a date: write it YYYY-MM-DD, e.g. 2026-11-01.")
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise InputError(field, f"“{text}” is not a day of the calendar (years 0001 to 9999, months 01 to 12, "
+                                "and the days each month has).") from None
+
+
+def parse_month(value: Any, *, field: str = "month", first_year: int = 1) -> tuple[int, int]:
+    """YYYY-MM -> (year, month)."""
+    text = _text(value, field)
+    if _MONTH_RE.fullmatch(text):
+        year, month = int(text[:4]), int(text[5:])
+        if first_year <= year <= 9999 and 1 <= month <= 12:
+            return year, month
+    raise InputError(field, f"“{_shown(text)}” is not a month; write it YYYY-MM, e.g. 2026-11"
+                            + (f" (years {first_year} to 9999)." if first_year > 1 else "."))
+
+
+def day_start(day: datetime.date) -> datetime.datetime:
+    """Midnight (UTC) at the start of `day`."""
+    return datetime.datetime.combine(day, datetime.time.min, tzinfo=datetime.timezone.utc)
+
+
+def day_after(day: datetime.date) -> datetime.datetime | None:
+    """Midnight (UTC) at the end of `day`, the exclusive end of a range whose last day is `day`; None
+    when `day` is the calendar's last (9999-12-31): such a range has no end."""
+    if day >= datetime.date.max:
+        return None
+    return day_start(day + datetime.timedelta(days=1))
+
+
+def days_before(moment: datetime.datetime, days: float) -> datetime.datetime:
+    """`moment` minus `days`, or the calendar's first moment when that would be before it."""
+    try:
+        return moment - datetime.timedelta(days=days)
+    except OverflowError:
+        return datetime.datetime.min.replace(tzinfo=moment.tzinfo)
+
+
+def _finite_decimal(number: Decimal, text: str, field: str) -> Decimal:
+    if not number.is_finite():
+        raise InputError(field, f"“{_shown(text)}” is not a number: infinities and NaN are not accepted.")
+    if abs(number) > FLOAT_MAX:
+        raise InputError(field, f"“{_shown(text)}” is too large: numbers are at most 1.8e308 in size.")
+    return number
+
+
+def parse_decimal(value: Any, *, field: str = "") -> Decimal:
+    """A finite number (text in decimal or e-notation with ASCII digits, or a JSON number) as a Decimal,
+    at most 1.8e308 in size. Bounds, digits and places are the caller's (the field classes)."""
+    if isinstance(value, bool):
+        raise InputError(field, "A number is required, not true or false.")
+    if isinstance(value, Decimal):
+        return _finite_decimal(value, str(value), field)
+    if isinstance(value, int):
+        return _finite_decimal(Decimal(value), str(value), field)
+    if isinstance(value, float):
+        return _finite_decimal(Decimal(repr(value)) if value == value else Decimal("NaN"), repr(value), field)
+    text = _text(value, field)
+    if text.lower() in _FLOAT_WORDS:
+        raise InputError(field, f"“{_shown(text)}” is not a number: infinities and NaN are not accepted.")
+    if len(text) > MAX_NUMBER_CHARS or not _DECIMAL_RE.fullmatch(text):
+        raise InputError(field, f"“{_shown(text)}” is not a number: write digits 0-9, with a point for a fraction "
+                                "(e.g. 2.50).")
+    return _finite_decimal(Decimal(text), text, field)
+
+
+def parse_integer(value: Any, *, field: str = "") -> int:
+    """A whole number (text of ASCII digits, "3.0" too, or a JSON number without fraction)."""
+    if isinstance(value, bool):
+        raise InputError(field, "A whole number is required, not true or false.")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (float, Decimal)):
+        number = parse_decimal(value, field=field)
+        if number != number.to_integral_value():
+            raise InputError(field, f"“{_shown(str(value))}” is not a whole number.")
+        return int(number)
+    text = _text(value, field)
+    if len(text) > MAX_NUMBER_CHARS or not _INTEGER_RE.fullmatch(text):
+        raise InputError(field, f"“{_shown(text)}” is not a whole number: write digits 0-9 (e.g. 42).")
+    return int(text.split(".")[0])
+
+
+def parse_quantity(value: Any, *, field: str = "") -> Decimal:
+    """A Kubernetes quantity (500m, 2, 1Gi, 1e3) as its amount, at most 1.8e308 (what a float holds:
+    the schedulers' arithmetic) in size."""
+    from kube.quantity import QuantityError, parse_quantity as kube_parse_quantity
+
+    if isinstance(value, bool):
+        raise InputError(field, "A quantity is required (e.g. 500m, 2, 1Gi), not true or false.")
+    text = value.strip() if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        _text(value, field)
+    try:
+        amount = kube_parse_quantity(value)
+    except QuantityError:
+        raise InputError(field, f"{_shown(text)!r} is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi).") from None
+    if abs(amount) > FLOAT_MAX:
+        raise InputError(field, f"{_shown(text)!r} is too large: a quantity is at most 1.8e308.")
+    return amount

@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (served by Daphne).
 
 HTTP goes through the request body limit first (common/limits.py): a body over CONSOLE_MAX_BODY_BYTES
-is answered 413 before Django reads it, and Daphne keeps no more than the limit of any body.
+is answered 413 before Django reads it, and Daphne keeps no more than the limit of any body; a request
+line or headers over Twisted's limits (16 KiB) get 414 or 431 with a short message, not a closed connection.
 
 Websockets are origin-checked against ALLOWED_HOSTS and carry the Django session (AuthMiddlewareStack);
 the consumer refuses anonymous connections and joins only the clusters the user may view.
@@ -24,13 +25,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from common.limits import BodyLimitASGI, daphne_body_cap  # noqa: E402
+from common.limits import BodyLimitASGI, daphne_body_cap, daphne_header_limits  # noqa: E402
 from common.metrics import WebsocketMetricsMiddleware  # noqa: E402
 from nodepools.consumers import LiveConsumer  # noqa: E402
 
 websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]
 
 daphne_body_cap()
+daphne_header_limits()
 
 application = ProtocolTypeRouter({
     "http": BodyLimitASGI(django_asgi_app),

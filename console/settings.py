@@ -308,7 +308,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"refused": {"()": "common.log.RefusedRequestFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Each line of a request ends with its id (common/requestid.py), the one its error answer gives.
+    "formatters": {"plain": {"()": "common.requestid.PlainFormatter",
+                             "fmt": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -322,6 +324,8 @@ LOGGING = {
 # /healthz, /readyz and /metrics are answered first, before the HTTPS redirect and the host check: the
 # kubelet and Prometheus call a pod by its IP over plain HTTP. Every other request is timed.
 MIDDLEWARE.insert(0, "console.health.OpsMiddleware")
+# Before everything else: every request gets an id (X-Request-ID), on its log lines and error answers.
+MIDDLEWARE.insert(0, "common.requestid.RequestIdMiddleware")
 # A file holding the bearer token Prometheus sends to /metrics; unset, /metrics refuses everyone (403).
 METRICS_TOKEN_FILE = os.environ.get("METRICS_TOKEN_FILE", "")
 # LOG_FORMAT=json: one JSON object a line (timestamp, level, logger, message, path/status, exception).

@@ -8,6 +8,7 @@ from console import health
 
 from projects import views as project_views
 
+handler400 = errors.handler400
 handler403 = errors.handler403
 handler404 = errors.handler404
 handler500 = errors.handler500

@@ -1,28 +1,19 @@
 """The one FilterSet of each ledger model: the page, its CSV and the API filter through it."""
 from __future__ import annotations
 
-import datetime
-
 import django_filters
-from django import forms
 
+from common.fields import DateFilter
+from common.parsing import day_after, day_start
 from ledger.models import Kind, LedgerEntry, Rate
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
 from projects.filtersets import visible_departments, visible_projects
 from usage.forms import UsageFilterForm
 
-UTC = datetime.timezone.utc
-
-
-def _day_start(day: datetime.date) -> datetime.datetime:
-    return datetime.datetime.combine(day, datetime.time.min, tzinfo=UTC)
-
 
 class LedgerEntryFilterSet(django_filters.FilterSet):
-    date_from = django_filters.DateFilter(method="filter_from", label="From (date, UTC)",
-                                          widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
-    date_to = django_filters.DateFilter(method="filter_to", label="To (date, UTC, inclusive)",
-                                        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
+    date_from = DateFilter(method="filter_from", label="From (date, UTC)")
+    date_to = DateFilter(method="filter_to", label="To (date, UTC, inclusive)")
     kind = django_filters.MultipleChoiceFilter(choices=[("closing", "Hour closed"), ("correction", "Correction")],
                                                method="filter_kind", label="Kind")
     cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster", label="Cluster")
@@ -38,10 +29,11 @@ class LedgerEntryFilterSet(django_filters.FilterSet):
 
     # Ranges on the indexed hour (not on its date), so that a year of rows stays fast.
     def filter_from(self, queryset, name, value):
-        return queryset.filter(hour__gte=_day_start(value))
+        return queryset.filter(hour__gte=day_start(value))
 
     def filter_to(self, queryset, name, value):
-        return queryset.filter(hour__lt=_day_start(value) + datetime.timedelta(days=1))
+        end = day_after(value)  # None: the calendar's last day, a range without end
+        return queryset if end is None else queryset.filter(hour__lt=end)
 
     def filter_kind(self, queryset, name, value):
         kinds = {"closing": Kind.CLOSING, "correction": Kind.CORRECTION}

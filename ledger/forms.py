@@ -3,18 +3,19 @@ from __future__ import annotations
 
 from django import forms
 
+from common.fields import ModelForm, StrictIntegerFormField
+
 from ledger.models import Rate
 from nodepools.models import NodePool
 
 
-class RateForm(forms.ModelForm):
-    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+class RateForm(ModelForm):
+    version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
-    class Meta:
+    class Meta(ModelForm.Meta):
         model = Rate
         fields = ["gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                   "description"]
-        widgets = {"valid_from": forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")}
 
     def __init__(self, *args, gpu_models: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -23,6 +23,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from common.csv import escape_cell
+from common.parsing import InputError, parse_month
 from ledger.models import Kind, LedgerDay, LedgerEntry, LedgerState, Rate
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, Project
@@ -68,11 +69,9 @@ class Month:
             today = today or timezone.now().astimezone(datetime.timezone.utc).date()
             return cls(today.year, today.month)
         try:
-            year, month = (int(part) for part in text.strip().split("-"))
-            if not (1 <= month <= 12 and 2000 <= year <= 9999) or len(text.strip()) != 7:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"month: “{text[:20]}” is not a month; write it YYYY-MM, e.g. 2026-11.") from None
+            year, month = parse_month(text, field="month", first_year=2000)
+        except InputError as exc:
+            raise ValueError(f"month: {exc.message}") from None
         return cls(year, month)
 
     @property

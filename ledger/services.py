@@ -36,7 +36,7 @@ from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerDay, LedgerEntry, LedgerState, Rate
 from ledger.utilization import hour_utilization
 from nodepools.kube import is_preemptible
-from nodepools.models import Cluster, PodLifetime
+from nodepools.models import Cluster, Node, PodLifetime
 from nodepools.services import pod_lifetimes_expire
 from projects.models import ProjectNamespace, Quota
 
@@ -409,12 +409,44 @@ def _require(actor: Any, rate: Rate | None, action: str) -> None:
         raise PermissionDenied(NOT_ALLOWED)
 
 
+def canonical_gpu_model(text: Any) -> Any:
+    """The GPU model as the clusters spell it: `nvidia-a100-sxm4-40gb` is the NVIDIA-A100-SXM4-40GB their
+    nodes report (nvidia.com/gpu.product), not a second model. The ledger prices rows by that exact
+    label, so a rate spelled otherwise would price nothing; an operator who types the name in another
+    case means the model the cluster has. A model no node nor ledger row names yet keeps the spelling of
+    an existing rate for it (case-insensitively), else the one typed."""
+    if not isinstance(text, str):
+        return text
+    text = text.strip()
+    if not text:
+        return text
+    for found in (Node.objects.filter(gpu_product__iexact=text).order_by("gpu_product")
+                  .values_list("gpu_product", flat=True).first(),
+                  LedgerDay.objects.filter(gpu_model__iexact=text).order_by("gpu_model")
+                  .values_list("gpu_model", flat=True).first(),
+                  Rate.objects.filter(gpu_model__iexact=text).order_by("gpu_model")
+                  .values_list("gpu_model", flat=True).first()):
+        if found:
+            return found
+    return text
+
+
+def _rate_values(rate: Rate) -> dict[str, Any]:
+    """The values a person sets (compared as values: 2.5 is 2.5000)."""
+    return {name: getattr(rate, "pool_id" if name == "pool" else name) for name in RATE_FIELDS}
+
+
+def _normalise_rate(rate: Rate) -> None:
+    rate.gpu_model = canonical_gpu_model(rate.gpu_model)
+    if rate.currency:
+        rate.currency = rate.currency.strip().upper()
+
+
 @transaction.atomic
 def rate_create(*, actor: Any, **values: Any) -> Rate:
     _require(actor, None, "add")
     rate = Rate(**{k: v for k, v in values.items() if k in RATE_FIELDS})
-    if rate.currency:
-        rate.currency = rate.currency.strip().upper()
+    _normalise_rate(rate)
     rate.full_clean()
     rate.save()
     audit_record(actor=actor, action=AuditEvent.Action.CREATE, obj=rate, after=snapshot(rate))
@@ -430,12 +462,14 @@ def rate_update(*, actor: Any, rate: Rate, expected_version: int | None, **value
         raise ConcurrentUpdate(f"Someone changed this rate meanwhile (version {current.version}, you edited "
                                f"version {expected_version}): nothing was saved; reload it.", current_version=current.version)
     before = snapshot(current)
+    stored = _rate_values(current)
     for name, value in values.items():
         if name in RATE_FIELDS:
             setattr(current, name, value)
-    if current.currency:
-        current.currency = current.currency.strip().upper()
+    _normalise_rate(current)
     current.full_clean()
+    if _rate_values(current) == stored:
+        return current  # nothing changed (PATCH {}, or the same values): same version, nothing audited
     current.version += 1
     current.save()
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=snapshot(current))

@@ -22,6 +22,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
 from common import parsing
+from common.parsing import is_digits
 from nodepools import hints
 from nodepools.models import Cluster
 
@@ -117,7 +118,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     def _wanted(self) -> set[int] | None:
         value = self._param("clusters")
         if value:
-            return {int(v) for v in value.replace("%2C", ",").split(",") if v.strip().isdigit()}
+            return {int(v) for v in value.replace("%2C", ",").split(",") if is_digits(v.strip())}
         return None
 
     @database_sync_to_async

@@ -8,6 +8,8 @@ import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 
+from common.parsing import other_digits
+
 from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatus
 
 
@@ -21,6 +23,9 @@ class _IdsField(django_filters.fields.ModelMultipleChoiceField):
     def _check_values(self, value):
         if (self.to_field_name or "pk") == "pk":
             for item in value:
+                if other_digits(str(item)):
+                    raise ValidationError(f"“{str(item)[:40]}” is not a valid id: write the digits 0-9.",
+                                          code="invalid_pk_value")
                 try:
                     number = int(str(item))
                 except ValueError:

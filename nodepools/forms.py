@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from django import forms
 
+from common.fields import StrictIntegerFormField
+
 from nodepools.models import Cluster, NodePool, PlacementStrategy
 
 
@@ -17,7 +19,7 @@ class PoolForm(forms.Form):
                                       initial=PlacementStrategy.BINPACK)
     cpu_placement = forms.ChoiceField(label="CPU placement strategy", choices=PlacementStrategy.choices,
                                       initial=PlacementStrategy.BINPACK)
-    gpu_limit = forms.IntegerField(label="GPU capacity limit", min_value=0, required=False,
+    gpu_limit = StrictIntegerFormField(label="GPU capacity limit", min_value=0, required=False,
                                    help_text="At most this many GPUs (empty: no limit).")
     topology_key = forms.CharField(label="Topology label", required=False,
                                    help_text="Node label naming the pool's topology domains, for the largest gang "

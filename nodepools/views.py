@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from access.rules import is_system_admin
+from common.parsing import is_digits
 from nodepools import hints, kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
@@ -37,10 +38,10 @@ def current_cluster(request, clusters=None) -> Cluster | None:
 @login_required
 def cluster_switch(request):
     """The cluster switcher (a GET form): remember the choice and show that cluster's overview."""
-    try:
-        pk = int(request.GET.get("cluster", ""))
-    except ValueError:
+    text = request.GET.get("cluster", "").strip()
+    if not is_digits(text) or len(text) > 18:
         raise Http404("No such cluster.")
+    pk = int(text)
     cluster = get_object_or_404(selectors.cluster_list(user=request.user), pk=pk)
     request.session[SESSION_CLUSTER] = cluster.pk
     return redirect("cluster-overview", cluster.pk)

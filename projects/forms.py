@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from django import forms
+
 from django.contrib.auth import get_user_model
 
+from common.fields import StrictDecimalFormField, StrictIntegerFormField
 from access.rules import Role
 from projects.models import Rank
 
@@ -46,15 +48,15 @@ class ProjectCreateForm(ProjectForm):
 class QuotaForm(forms.Form):
     """One quota row. Empty CPU / memory / limits mean unlimited."""
 
-    gpu_deserved = forms.DecimalField(label="Deserved GPUs", max_digits=9, decimal_places=2)
-    cpu_deserved = forms.DecimalField(label="Deserved CPU (cores)", max_digits=10, decimal_places=3, required=False)
-    memory_deserved_mib = forms.IntegerField(label="Deserved CPU memory (MiB)", required=False)
-    gpu_limit = forms.DecimalField(label="GPU limit", max_digits=9, decimal_places=2, required=False)
-    cpu_limit = forms.DecimalField(label="CPU limit (cores)", max_digits=10, decimal_places=3, required=False)
-    memory_limit_mib = forms.IntegerField(label="CPU memory limit (MiB)", required=False)
-    over_quota_weight = forms.IntegerField(label="Over-quota weight", min_value=0)
+    gpu_deserved = StrictDecimalFormField(label="Deserved GPUs", max_digits=9, decimal_places=2)
+    cpu_deserved = StrictDecimalFormField(label="Deserved CPU (cores)", max_digits=10, decimal_places=3, required=False)
+    memory_deserved_mib = StrictIntegerFormField(label="Deserved CPU memory (MiB)", required=False)
+    gpu_limit = StrictDecimalFormField(label="GPU limit", max_digits=9, decimal_places=2, required=False)
+    cpu_limit = StrictDecimalFormField(label="CPU limit (cores)", max_digits=10, decimal_places=3, required=False)
+    memory_limit_mib = StrictIntegerFormField(label="CPU memory limit (MiB)", required=False)
+    over_quota_weight = StrictIntegerFormField(label="Over-quota weight", min_value=0)
     rank = forms.TypedChoiceField(choices=Rank.choices, coerce=int)
-    version = forms.IntegerField(widget=forms.HiddenInput)
+    version = StrictIntegerFormField(widget=forms.HiddenInput)
 
     FIELDS = ("gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
               "over_quota_weight", "rank")

@@ -12,6 +12,7 @@ from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, Value, 
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
+from common.parsing import is_digits
 from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
@@ -740,7 +741,7 @@ def fit_shape(values: Any) -> tuple[tuple[int, int] | None, dict[str, str]]:
     errors, shape = {}, []
     for name, (low, high) in FIT_SHAPE_LIMITS.items():
         text = str(values.get(name) or "").strip()
-        if not text.isdigit() or not low <= int(text) <= high:
+        if not is_digits(text) or not low <= int(text) <= high:
             errors[name] = f"{name} is a whole number from {low} to {high}."
         else:
             shape.append(int(text))

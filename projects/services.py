@@ -269,6 +269,7 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
             current_version=current.version,
         )
     before = snapshot(current)
+    stored = {name: getattr(current, name) for name in QUOTA_FIELDS}
     for name, value in values.items():
         setattr(current, name, None if value == "" and name != "gpu_deserved" else value)
     current.full_clean()
@@ -279,6 +280,8 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
     _check_oversubscription(current, warnings)
     if errors:
         raise ValidationError(errors)
+    if {name: getattr(current, name) for name in QUOTA_FIELDS} == stored:
+        return QuotaResult(current, warnings)  # nothing changed: same version, nothing audited
     current.version = F("version") + 1
     current.save()
     current.refresh_from_db()

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from access.rules import Role, ScopeType, is_system_admin, user_can
 from common.exceptions import ConcurrentUpdate
+from common.parsing import is_digits
 from nodepools import selectors as pool_selectors
 from nodepools.memo import reads_memo
 from nodepools.models import Cluster, NodePool
@@ -225,14 +226,14 @@ def project_priority(request, pk: int):
     move, remove, add = request.POST.get("move", ""), request.POST.get("remove"), request.POST.get("add")
     if ":" in move:
         direction, raw = move.split(":", 1)
-        if raw.isdigit() and int(raw) in order:
+        if is_digits(raw) and int(raw) in order:
             i = order.index(int(raw))
             j = i - 1 if direction == "up" else i + 1
             if 0 <= j < len(order):
                 order[i], order[j] = order[j], order[i]
-    if remove and remove.isdigit() and int(remove) in order:
+    if remove and is_digits(remove) and int(remove) in order:
         order.remove(int(remove))
-    if add and add.isdigit() and int(add) not in order:
+    if add and is_digits(add) and int(add) not in order:
         order.append(int(add))
     by_id = {p.pk: p for p in pools}
     try:

@@ -33,6 +33,7 @@ from decimal import Decimal
 from kube import wellknown
 from typing import Any, Iterable, Mapping, Sequence
 
+from common.parsing import is_digits
 from kube.quantity import QuantityError, parse_quantity
 from kube.requests import CPU, GPU as GPU_RESOURCE, MEMORY, pod_requests
 from kube.taints import first_untolerated_taint, taint_text
@@ -277,17 +278,17 @@ def _cron_field(text: str, low: int, high: int) -> set[int] | None:
         step = 1
         if "/" in part:
             part, _, step_text = part.partition("/")
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not is_digits(step_text) or int(step_text) == 0:
                 return None
             step = int(step_text)
         if part in ("*", "?"):
             start, end = low, high
         elif "-" in part:
             a, _, b = part.partition("-")
-            if not (a.isdigit() and b.isdigit()):
+            if not (is_digits(a) and is_digits(b)):
                 return None
             start, end = int(a), int(b)
-        elif part.isdigit():
+        elif is_digits(part):
             start = end = int(part)
             if step != 1:
                 end = high
@@ -356,9 +357,9 @@ def allowed_disruptions(nodepool: Mapping[str, Any], nodes: int, now: dt.datetim
             continue
         text = str(budget.get("nodes") or "10%")
         if text.endswith("%"):
-            value = math.ceil(nodes * int(text[:-1] or 0) / 100) if text[:-1].isdigit() else 0
+            value = math.ceil(nodes * int(text[:-1] or 0) / 100) if is_digits(text[:-1]) else 0
         else:
-            value = int(text) if text.isdigit() else 0
+            value = int(text) if is_digits(text) else 0
         if value < allowed:
             allowed, deciding = value, budget
     return (nodes if allowed is math.inf else int(allowed)), deciding

@@ -9,6 +9,8 @@ from typing import Any
 
 from django import forms
 
+from common.fields import StrictIntegerFormField
+
 from kube.taints import taint_text
 from provisioning import examples, validation
 
@@ -86,7 +88,7 @@ class NodePoolForm(forms.Form):
     name = forms.CharField(help_text="The NodePool's name (and the console pool's): a DNS-1123 label, e.g. h100-prod.")
     description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                   help_text="The console pool's description.")
-    weight = forms.IntegerField(required=False, help_text="1 to 100: Karpenter tries NodePools of higher weight first.")
+    weight = StrictIntegerFormField(required=False, help_text="1 to 100: Karpenter tries NodePools of higher weight first.")
     requirements = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}), help_text=REQUIREMENTS_HELP)
     taints = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=TAINTS_HELP)
     startup_taints = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.words import noun
+from common.parsing import days_before
 from ui.charts import time_figure
 
 MAX_POINTS = 600  # more than a chart's width in pixels gains nothing: thin evenly beyond it
@@ -74,10 +75,12 @@ def usage_figure(points: list[dict[str, Any]], *, subject: str, days: int,
     now = now or timezone.now()
     chosen = start is not None or end is not None
     if chosen:
-        title = range_title(start, end) if end is not None else f"{start:%Y-%m-%d} to now (UTC)"
-        end = end or now
-        start = start or end - datetime.timedelta(days=days)
-        if title.startswith("None"):
+        # An open range: from a day to now, or the `days` up to a day (its start not chosen).
+        if end is None:
+            title = f"{start:%Y-%m-%d} to now (UTC)"
+            end = now
+        else:
+            start = start if start is not None else days_before(end, days)
             title = range_title(start, end)
     else:
         start, end = now - datetime.timedelta(days=days), now

@@ -1,28 +1,21 @@
 """The one FilterSet of usage history: the page, its CSV export and the API filter through it."""
 from __future__ import annotations
 
-import datetime
-
 import django_filters
-from django import forms
 from django.db.models import Q
 
+from common.fields import DateFilter, IsoDateTimeFromToRangeFilter
+from common.parsing import day_after, day_start
 from nodepools.filtersets import ModelMultipleChoiceFilter, visible_clusters, visible_pools
 from projects.filtersets import visible_departments, visible_projects
 from usage.forms import UsageFilterForm
 from usage.models import UsageSnapshot
 
 
-def _day_start(day: datetime.date) -> datetime.datetime:
-    return datetime.datetime.combine(day, datetime.time.min, tzinfo=datetime.timezone.utc)
-
-
 class UsageSnapshotFilterSet(django_filters.FilterSet):
-    date_from = django_filters.DateFilter(method="filter_from", label="From (date, UTC)",
-                                          widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
-    date_to = django_filters.DateFilter(method="filter_to", label="To (date, UTC, inclusive)",
-                                        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
-    taken = django_filters.IsoDateTimeFromToRangeFilter(label="Taken (time range)")
+    date_from = DateFilter(method="filter_from", label="From (date, UTC)")
+    date_to = DateFilter(method="filter_to", label="To (date, UTC, inclusive)")
+    taken = IsoDateTimeFromToRangeFilter(label="Taken (time range)")
     kind = django_filters.MultipleChoiceFilter(choices=[(k.label.lower(), k.label) for k in UsageSnapshot.Kind],
                                                method="filter_kind")
     cluster = ModelMultipleChoiceFilter(queryset=visible_clusters, method="filter_cluster", label="Cluster")
@@ -38,10 +31,11 @@ class UsageSnapshotFilterSet(django_filters.FilterSet):
 
     # Ranges on the indexed timestamp (not on its date), so that long histories stay fast.
     def filter_from(self, queryset, name, value):
-        return queryset.filter(taken__gte=_day_start(value))
+        return queryset.filter(taken__gte=day_start(value))
 
     def filter_to(self, queryset, name, value):
-        return queryset.filter(taken__lt=_day_start(value) + datetime.timedelta(days=1))
+        end = day_after(value)  # None: the calendar's last day, a range without end
+        return queryset if end is None else queryset.filter(taken__lt=end)
 
     def filter_kind(self, queryset, name, value):
         kinds = {k.label.lower(): k.value for k in UsageSnapshot.Kind}

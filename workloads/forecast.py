@@ -27,6 +27,7 @@ from django.db.models import F, Min, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from common.parsing import is_digits
 from kube.labels import pod_matches_node
 from kube.taints import untolerated_taints
 from nodepools import kube
@@ -60,7 +61,7 @@ def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
     klass = (template.get("spec") or {}).get("priorityClassName") or "train"
     if gang is None:
         members = str(((job.get("metadata") or {}).get("annotations") or {}).get(render.KAI_MIN_MEMBER_ANNOTATION) or "")
-        gang = pods > 1 and members.isdigit() and int(members) >= pods
+        gang = pods > 1 and is_digits(members) and int(members) >= pods
     # GPU-equivalents per pod (kube.gpu): whole GPUs stay an int; a MIG slice or a KAI fraction its share.
     gpus = requests.gpus
     gpus = int(gpus) if gpus == gpus.to_integral_value() else gpus.normalize()

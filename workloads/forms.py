@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import yaml
 from django import forms
+
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from common.fields import StrictIntegerFormField
 from workloads import shell
 from workloads.models import PodSecurityLevel
 from workloads.selectors import submit_platform_choices, submit_pool_choices
@@ -66,7 +68,7 @@ class PlatformForm(forms.Form):
                                   help_text="Pod template names, one per line, merged after the pool's common templates.")
     rule_sets = _Ordered(label="Resource validation rule sets", help_text="Rule set names, one per line (after the pool's).")
     make_default = forms.BooleanField(label="The pool's default platform", required=False)
-    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
     def clean_allowed_mounts(self):
         text = self.cleaned_data.get("allowed_mounts") or ""
@@ -83,7 +85,7 @@ class PoolSettingsForm(forms.Form):
                                                        "the pool (YAML or JSON), e.g. USER_MEMORY: 32Gi.")
     common_templates = _Ordered(label="Common pod templates", help_text="Pod template names, one per line, in merge order.")
     rule_sets = _Ordered(label="Resource validation rule sets", help_text="Rule set names, one per line, e.g. default_cpu.")
-    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
     def __init__(self, *args, platforms=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -96,7 +98,7 @@ class PodTemplateForm(forms.Form):
     body = _document("Template", "A fragment of a Pod in YAML or JSON: spec (nodeSelector, tolerations, containers, "
                                  "volumes, …) and/or metadata; {{ USER_GPU }}, {{ WF_TASK_NAME }}, … are substituted.",
                      rows=16)
-    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
 
 class RuleSetForm(forms.Form):
@@ -105,7 +107,7 @@ class RuleSetForm(forms.Form):
     rules = _document("Rules", "A YAML or JSON list of {operator: GT|GE|LT|LE|EQ, left_operand, right_operand, "
                                "assert_message}; operands are {{USER_*}}, {{K8_*}} or quantities (8, 500m, 32Gi).",
                       rows=14)
-    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    version = StrictIntegerFormField(widget=forms.HiddenInput, required=False)
 
 
 class ConfirmDeleteForm(forms.Form):
@@ -193,7 +195,7 @@ class SubmitForm(forms.Form):
     command = forms.CharField(required=False, help_text="As in a shell, e.g. python train.py --epochs 3.")
     cpu = forms.CharField(label="CPU", required=False, help_text="Cores per pod (USER_CPU), e.g. 4 or 500m.")
     memory = forms.CharField(required=False, help_text="Per pod (USER_MEMORY), e.g. 16Gi.")
-    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0,
+    gpus = StrictIntegerFormField(label="GPUs", min_value=0, max_value=64, initial=0,
                               help_text="Per pod (USER_GPU); MIG slices per pod with a MIG profile.")
     gpu_profile = forms.CharField(label="MIG profile", required=False, max_length=32,
                                   help_text="Optional: GPUs are slices of this MIG profile, e.g. 1g.10gb.")
@@ -204,9 +206,9 @@ class SubmitForm(forms.Form):
                                        initial="train",
                                        help_text="train and build-preemptible may be preempted; build and "
                                                  "inference run within the deserved quota only.")
-    pods = forms.IntegerField(label="Number of pods", min_value=1, max_value=1000, initial=1)
+    pods = StrictIntegerFormField(label="Number of pods", min_value=1, max_value=1000, initial=1)
     name = forms.CharField(required=False, help_text="Empty: the project's name and a random suffix.")
-    max_run_minutes = forms.IntegerField(
+    max_run_minutes = StrictIntegerFormField(
         label="Maximum run time (minutes)", required=False, min_value=1, max_value=43200,
         help_text="Stopped after this long (the Job's activeDeadlineSeconds); empty: no limit. It also tells others "
                   "when the GPUs it holds are free again.")

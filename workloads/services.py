@@ -168,6 +168,8 @@ def _library_update(*, actor: Any, obj: Any, expected_version: int | None, chang
         for name, value in changes.items():
             setattr(current, name, value)
         current.full_clean()
+        if snapshot(current) == before:
+            return current  # nothing changed: same version, nothing audited
         _bump(current)
         audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=snapshot(current))
     return current
@@ -360,11 +362,13 @@ def _platform_update(*, actor: Any, platform: Platform, expected_version: int | 
         templates = _resolve_named(PodTemplate, cluster_id, override_templates, "override_templates", "pod template")
     if rule_sets is not None:
         sets = _resolve_named(ResourceValidationRuleSet, cluster_id, rule_sets, "rule_sets", "rule set")
-    _bump(current)
     if override_templates is not None:
         _set_links(PlatformTemplate, "platform", current, "template", templates)
     if rule_sets is not None:
         _set_links(PlatformRuleSet, "platform", current, "rule_set", sets)
+    if _platform_snapshot(current) == before:
+        return current  # nothing changed: same version, nothing audited
+    _bump(current)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=_platform_snapshot(current))
     return current
 
@@ -443,10 +447,12 @@ def _pool_settings_update(*, actor: Any, pool: NodePool, expected_version: int |
         templates = _resolve_named(PodTemplate, pool.cluster_id, changes["common_templates"], "common_templates", "pod template")
     if "rule_sets" in changes:
         sets = _resolve_named(ResourceValidationRuleSet, pool.cluster_id, changes["rule_sets"], "rule_sets", "rule set")
-    _bump(current)
     if "common_templates" in changes:
         _set_links(PoolTemplate, "settings", current, "template", templates)
     if "rule_sets" in changes:
         _set_links(PoolRuleSet, "settings", current, "rule_set", sets)
+    if _settings_snapshot(current) == before:
+        return current  # nothing changed: same version, nothing audited
+    _bump(current)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=_settings_snapshot(current))
     return current

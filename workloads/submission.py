@@ -41,7 +41,7 @@ from enforcers import desired
 from kube import gpu as kube_gpu
 from kube import reference
 from kube.client import FIELD_MANAGER, refusal_from
-from kube.quantity import QuantityError, parse_quantity
+from kube.quantity import parse_quantity
 from nodepools.models import NodePool
 from workloads import podsecurity, render, selectors, shell
 from workloads.models import PoolAccess, Workload
@@ -176,10 +176,10 @@ def _check_form(req: Request) -> None:
         value = getattr(req, name)
         if value in ("", None):
             continue
-        try:
-            amount = parse_quantity(str(value))
-        except QuantityError:  # an unparsable quantity is the user's input error
-            errors[name] = [f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 1Gi, 512Mi)."]
+        try:  # ASCII digits, a Kubernetes quantity, within what the schedulers' arithmetic holds
+            amount = parsing.parse_quantity(str(value), field=name)
+        except parsing.InputError as exc:  # an unparsable quantity is the user's input error
+            errors[name] = [exc.message]
             continue
         if amount <= 0:
             errors[name] = ["Must be more than zero."]
@@ -374,8 +374,6 @@ def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, mainte
     before = _access_snapshot(row)
     if row is None:
         row = PoolAccess(pool=pool)
-    else:
-        row.version += 1
     row.open_to_cluster = open_to_cluster
     row.maintenance = maintenance
     row.maintenance_note = maintenance_note or ""
@@ -392,8 +390,14 @@ def pool_access_set(*, actor: Any, pool: NodePool, open_to_cluster: bool, mainte
     row.departments.set(departments)
     row.projects.set(projects)
     row.groups.set(list(groups or []))
+    after = _access_snapshot(row)
+    if before is not None:
+        if after == before:
+            return row  # nothing changed: same version, nothing audited
+        row.version += 1
+        PoolAccess.objects.filter(pk=row.pk).update(version=row.version)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE if before else AuditEvent.Action.CREATE, obj=row,
-                 before=before, after=_access_snapshot(row))
+                 before=before, after=after)
     return row
 
 

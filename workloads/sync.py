@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from common.parsing import is_digits
 from kube.quantity import parse_quantity
 from nodepools import kube
 from nodepools.sync.resources import REGISTRY, Resource, json_list, json_object, register
@@ -173,7 +174,7 @@ def podgroup_values(obj: dict[str, Any]) -> tuple[list, None]:
 
     def order(condition: dict) -> tuple:
         transition = str(condition.get("transitionID") or "0")
-        return (int(transition) if transition.isdigit() else 0, str(condition.get("lastTransitionTime") or ""))
+        return (int(transition) if is_digits(transition) else 0, str(condition.get("lastTransitionTime") or ""))
 
     latest = max(conditions, key=order) if conditions else {}
     reasons = _items(latest.get("reasons"), "schedulingConditions[].reasons")

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from common.exceptions import ConcurrentUpdate
+from common.parsing import is_digits
 from kube.client import api_error_message
 from nodepools import selectors as pool_selectors
 from nodepools.memo import reads_memo
@@ -441,7 +442,7 @@ def workload_start_estimates(request):
     after the page (htmx): each replaces its cell's content by its id (`#start-estimate-<id>`, …, out of band)."""
     ids = []
     for part in request.GET.get("ids", "").split(",")[:ESTIMATES_MOST]:
-        if part.strip().isdigit():
+        if is_digits(part.strip()):
             ids.append(int(part))
     cells = [c for c in WorkloadTable.LATER if c in request.GET.get("cells", "").split(",")] or list(WorkloadTable.LATER)
     rows = list(selectors.workload_list(user=request.user).filter(pk__in=ids).order_by("pk"))
@@ -501,7 +502,7 @@ def _submit_form(request) -> SubmitForm:
     projects = selectors.submittable_projects(user=request.user)
     if not projects.exists():
         raise PermissionDenied("Submitting workloads needs the researcher or project administrator role on a project.")
-    chosen = projects.filter(pk=request.GET.get("project")).first() if request.GET.get("project", "").isdigit() else None
+    chosen = projects.filter(pk=request.GET.get("project")).first() if is_digits(request.GET.get("project", "")) else None
     chosen = chosen or projects.first()
     initial = {"project": chosen.pk, "pools": [p.name for p in selectors.default_pools(chosen)]}
     data = None
@@ -509,7 +510,7 @@ def _submit_form(request) -> SubmitForm:
         data = request.POST.copy()
         if data.get("pools_for") and data.get("pools_for") != data.get("project") \
                 and request.POST.get("action") in ("refresh", None):
-            project = projects.filter(pk=data.get("project")).first() if str(data.get("project")).isdigit() else None
+            project = projects.filter(pk=data.get("project")).first() if is_digits(str(data.get("project"))) else None
             for key in [k for k in data if k == "pools" or k.startswith("pools_") and k != "pools_for"]:
                 del data[key]
             for index, pool in enumerate(selectors.default_pools(project) if project else []):

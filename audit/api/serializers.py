@@ -1,9 +1,10 @@
 from rest_framework import serializers
+from common.api import ModelSerializer
 
 from audit.models import AuditEvent
 
 
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(ModelSerializer):
     actor = serializers.CharField(source="actor_name", read_only=True, help_text="Username; empty for the system.")
 
     class Meta:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from rest_framework import serializers
+from common.api import ModelSerializer
+from common.fields import StrictDecimalField, StrictIntegerField
 
 from enforcers.models import Enforcement, Enforcer, SchedulerQueue
 
 
-class EnforcementSerializer(serializers.ModelSerializer):
-    cluster = serializers.IntegerField(source="cluster_id", read_only=True)
+class EnforcementSerializer(ModelSerializer):
+    cluster = StrictIntegerField(source="cluster_id", read_only=True)
     dry_run = serializers.BooleanField(write_only=True, required=False, default=False,
                                        help_text="Only answer what would change in the cluster; save nothing.")
 
@@ -31,7 +33,7 @@ class PlanSerializer(serializers.Serializer):
 class BorrowerSerializer(serializers.Serializer):
     kind = serializers.CharField()
     name = serializers.CharField()
-    gpus_over_deserved = serializers.DecimalField(max_digits=12, decimal_places=3)
+    gpus_over_deserved = StrictDecimalField(max_digits=12, decimal_places=3)
 
 
 class WaitingSerializer(serializers.Serializer):
@@ -40,8 +42,8 @@ class WaitingSerializer(serializers.Serializer):
     project = serializers.CharField()
     department = serializers.CharField()
     pool = serializers.CharField()
-    gpus = serializers.DecimalField(max_digits=12, decimal_places=3)
-    priority = serializers.IntegerField()
+    gpus = StrictDecimalField(max_digits=12, decimal_places=3)
+    priority = StrictIntegerField()
     preemptible = serializers.BooleanField()
     reason = serializers.ChoiceField(choices=["over_limit", "over_quota_off", "non_preemptible_over_quota",
                                               "no_node_fits", "pool_full", "schedulable"])
@@ -49,7 +51,7 @@ class WaitingSerializer(serializers.Serializer):
     borrowers = BorrowerSerializer(many=True)
 
 
-class SchedulerQueueSerializer(serializers.ModelSerializer):
+class SchedulerQueueSerializer(ModelSerializer):
     pool = serializers.CharField(source="pool.name", default=None, read_only=True)
 
     class Meta:

@@ -2,21 +2,22 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from common.api import RestrictedPrimaryKeyRelatedField
+from common.fields import StrictDateField, StrictDecimalField, StrictIntegerField
+from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from ledger.models import LedgerEntry, Rate
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from nodepools.models import NodePool
 
 
 
-class LedgerEntrySerializer(serializers.ModelSerializer):
+class LedgerEntrySerializer(ModelSerializer):
     kind = serializers.CharField(source="get_kind_display", read_only=True, help_text="Hour closed, or Correction "
                                  "(the difference a late event made to a closed hour, recorded when it came).")
     gpu_hours = serializers.SerializerMethodField(help_text="GPU-hours held (to 1/10,000 of an hour; exact: gpu_seconds).")
     over_quota_gpu_hours = serializers.SerializerMethodField()
     non_preemptible_gpu_hours = serializers.SerializerMethodField()
     idle_gpu_hours = serializers.SerializerMethodField()
-    gpu_utilization = serializers.DecimalField(max_digits=5, decimal_places=1, read_only=True, allow_null=True,
+    gpu_utilization = StrictDecimalField(max_digits=5, decimal_places=1, read_only=True, allow_null=True,
                                                help_text="Average utilization (%) of the GPUs held; null: not reported.")
     cpu_core_hours = serializers.SerializerMethodField()
     memory_gib_hours = serializers.SerializerMethodField()
@@ -53,30 +54,30 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
 
 
 class StatementFiguresSerializer(serializers.Serializer):
-    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    over_quota_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    non_preemptible_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    idle_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    correction_hours = serializers.DecimalField(max_digits=20, decimal_places=2,
+    gpu_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    over_quota_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    non_preemptible_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    idle_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    correction_hours = StrictDecimalField(max_digits=20, decimal_places=2,
                                                 help_text="Included in gpu_hours: late events that changed closed hours.")
-    gpu_utilization = serializers.DecimalField(max_digits=5, decimal_places=1, allow_null=True)
-    cpu_core_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    memory_gib_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    cost = serializers.DecimalField(max_digits=20, decimal_places=2)
-    idle_cost = serializers.DecimalField(max_digits=20, decimal_places=2)
-    unpriced_hours = serializers.DecimalField(max_digits=20, decimal_places=2,
+    gpu_utilization = StrictDecimalField(max_digits=5, decimal_places=1, allow_null=True)
+    cpu_core_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    memory_gib_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    cost = StrictDecimalField(max_digits=20, decimal_places=2)
+    idle_cost = StrictDecimalField(max_digits=20, decimal_places=2)
+    unpriced_hours = StrictDecimalField(max_digits=20, decimal_places=2,
                                               help_text="GPU-hours of GPU models without a rate for their day (not in cost).")
 
 
 class StatementLineSerializer(StatementFiguresSerializer):
     department = serializers.CharField(source="labels.department", required=False)
-    department_id = serializers.IntegerField(source="ids.department", required=False, allow_null=True)
+    department_id = StrictIntegerField(source="ids.department", required=False, allow_null=True)
     project = serializers.CharField(source="labels.project", required=False)
-    project_id = serializers.IntegerField(source="ids.project", required=False, allow_null=True)
+    project_id = StrictIntegerField(source="ids.project", required=False, allow_null=True)
     pool = serializers.CharField(source="labels.pool", required=False)
-    pool_id = serializers.IntegerField(source="ids.pool", required=False, allow_null=True)
+    pool_id = StrictIntegerField(source="ids.pool", required=False, allow_null=True)
     gpu_model = serializers.CharField(source="labels.gpu_model", required=False)
-    gpu_seconds = serializers.DecimalField(source="exact.gpu_seconds", max_digits=24, decimal_places=3,
+    gpu_seconds = StrictDecimalField(source="exact.gpu_seconds", max_digits=24, decimal_places=3,
                                            help_text="Exact: Σ GPUs × seconds.")
 
     def to_representation(self, instance):
@@ -88,10 +89,10 @@ class StatementLineSerializer(StatementFiguresSerializer):
 
 
 class DayFigureSerializer(serializers.Serializer):
-    day = serializers.DateField()
-    gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    over_quota_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
-    idle_hours = serializers.DecimalField(max_digits=20, decimal_places=2)
+    day = StrictDateField()
+    gpu_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    over_quota_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    idle_hours = StrictDecimalField(max_digits=20, decimal_places=2)
 
 
 class StatementSerializer(serializers.Serializer):
@@ -107,7 +108,7 @@ class StatementSerializer(serializers.Serializer):
     days = DayFigureSerializer(many=True)
 
 
-class RateSerializer(serializers.ModelSerializer):
+class RateSerializer(ModelSerializer):
     pool = RestrictedPrimaryKeyRelatedField(model=NodePool, required=False, allow_null=True,
                                             help_text="Only this pool (null: every pool).")
 
@@ -125,11 +126,11 @@ class RateUpdateSerializer(serializers.Serializer):
     gpu_model = serializers.CharField(max_length=128, required=False)
     pool = RestrictedPrimaryKeyRelatedField(model=NodePool, required=False, allow_null=True)
     currency = serializers.CharField(max_length=3, required=False)
-    valid_from = serializers.DateField(required=False)
-    gpu_hour = serializers.DecimalField(max_digits=12, decimal_places=4, min_value=0, required=False)
-    cpu_core_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, required=False, allow_null=True)
-    memory_gib_hour = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, required=False,
+    valid_from = StrictDateField(required=False)
+    gpu_hour = StrictDecimalField(max_digits=12, decimal_places=4, min_value=0, required=False)
+    cpu_core_hour = StrictDecimalField(max_digits=12, decimal_places=6, min_value=0, required=False, allow_null=True)
+    memory_gib_hour = StrictDecimalField(max_digits=12, decimal_places=6, min_value=0, required=False,
                                                allow_null=True)
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1,
+    version = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1,
                                        help_text="The version read: a change made meanwhile is refused (409).")

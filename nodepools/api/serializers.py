@@ -5,12 +5,13 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from common.api import RestrictedPrimaryKeyRelatedField
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
+from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, Node, NodePool, PlacementStrategy
 from access.rules import is_system_admin
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(ModelSerializer):
     class Meta:
         model = Cluster
         fields = [
@@ -92,48 +93,48 @@ GPU_METRICS_FIELDS = ["gpu_utilization", "allocated_gpu_utilization", "idle_allo
 
 class PoolSliceSerializer(serializers.Serializer):
     profile = serializers.CharField()
-    count = serializers.IntegerField(help_text="Slices the pool's nodes publish.")
-    allocatable = serializers.IntegerField()
-    allocated = serializers.IntegerField(help_text="Slices the pool's active pods hold.")
-    free = serializers.IntegerField(help_text="Slices free on Ready nodes: how many pods of one slice fit now "
+    count = StrictIntegerField(help_text="Slices the pool's nodes publish.")
+    allocatable = StrictIntegerField()
+    allocated = StrictIntegerField(help_text="Slices the pool's active pods hold.")
+    free = StrictIntegerField(help_text="Slices free on Ready nodes: how many pods of one slice fit now "
                                               "(all at once, for a gang).")
-    most_free_on_a_node = serializers.IntegerField(help_text="The most slices free on one Ready node.")
-    memory_mib = serializers.IntegerField(allow_null=True)
-    share = serializers.DecimalField(max_digits=6, decimal_places=3, help_text="One slice in GPU-equivalents.")
+    most_free_on_a_node = StrictIntegerField(help_text="The most slices free on one Ready node.")
+    memory_mib = StrictIntegerField(allow_null=True)
+    share = StrictDecimalField(max_digits=6, decimal_places=3, help_text="One slice in GPU-equivalents.")
 
 
 class PoolGpuShapesSerializer(serializers.Serializer):
-    exposures = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
+    exposures = serializers.DictField(child=serializers.DictField(child=StrictIntegerField()),
                                       help_text="Per exposure (whole, mig-mixed, time-slicing, ...): nodes, gpus.")
     slices = PoolSliceSerializer(many=True)
-    replicas = serializers.ListField(child=serializers.IntegerField(), help_text="Replicas per GPU seen.")
+    replicas = serializers.ListField(child=StrictIntegerField(), help_text="Replicas per GPU seen.")
     layouts = serializers.ListField(child=serializers.CharField(), help_text="nvidia.com/mig.config values seen.")
 
 
-class NodePoolSerializer(GpuMetricsFields, serializers.ModelSerializer):
+class NodePoolSerializer(GpuMetricsFields, ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     status = serializers.CharField(read_only=True, help_text="Empty, Ready or Unschedulable.")
     label = serializers.CharField(read_only=True)
-    node_count = serializers.IntegerField(read_only=True)
-    ready_node_count = serializers.IntegerField(read_only=True)
-    gpu_devices = serializers.IntegerField(read_only=True, help_text="Physical GPUs of the pool's nodes.")
-    gpu_total = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+    node_count = StrictIntegerField(read_only=True)
+    ready_node_count = StrictIntegerField(read_only=True)
+    gpu_devices = StrictIntegerField(read_only=True, help_text="Physical GPUs of the pool's nodes.")
+    gpu_total = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True,
                                          help_text="Allocatable GPUs (GPU-equivalents) of the pool's nodes.")
-    gpu_ready = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+    gpu_ready = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True,
                                          help_text="Allocatable GPUs of the nodes the console calls Ready.")
-    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+    gpu_allocated = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True,
                                              help_text="GPUs the active pods hold on Ready nodes.")
-    gpu_allocated_not_ready = serializers.DecimalField(
+    gpu_allocated_not_ready = StrictDecimalField(
         max_digits=14, decimal_places=3, read_only=True,
         help_text="GPUs active pods hold on nodes that are not Ready (shown apart, in no free figure).")
-    gpu_free = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True,
+    gpu_free = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True,
                                         help_text="Σ over Ready nodes of max(0, ready − allocated).")
-    gpu_memory_total_mib = serializers.IntegerField(read_only=True, help_text="Physical GPU memory, counted once.")
+    gpu_memory_total_mib = StrictIntegerField(read_only=True, help_text="Physical GPU memory, counted once.")
     cpu_total = serializers.SerializerMethodField(help_text="Allocatable CPU cores of the pool's nodes.")
     cpu_allocated = serializers.SerializerMethodField(help_text="CPU cores requested by the pool's running pods.")
-    memory_total_bytes = serializers.IntegerField(read_only=True)
-    memory_allocated_bytes = serializers.IntegerField(read_only=True)
-    workload_count = serializers.IntegerField(read_only=True)
+    memory_total_bytes = StrictIntegerField(read_only=True)
+    memory_allocated_bytes = StrictIntegerField(read_only=True)
+    workload_count = StrictIntegerField(read_only=True)
     gpu_shapes = PoolGpuShapesSerializer(read_only=True, default=None,
                                          help_text="How the pool's GPUs are shared and its MIG slices (one pool's "
                                                    "read only; null in the list).")
@@ -165,7 +166,7 @@ class NodePoolCreateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, default=PlacementStrategy.BINPACK)
-    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
+    gpu_limit = StrictIntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None)
     topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True, default="",
                                          help_text="Node label of the pool's topology domains (empty: the zone).")
 
@@ -177,7 +178,7 @@ class NodePoolUpdateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     gpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
     cpu_placement = serializers.ChoiceField(choices=PlacementStrategy.choices, required=False)
-    gpu_limit = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
+    gpu_limit = StrictIntegerField(min_value=0, max_value=2**31 - 1, required=False, allow_null=True)
     topology_key = serializers.CharField(max_length=317, required=False, allow_blank=True)
 
 
@@ -185,30 +186,30 @@ class GpuSliceSerializer(serializers.Serializer):
     profile = serializers.CharField(help_text="MIG profile, e.g. 1g.10gb.")
     resource = serializers.CharField(help_text="The extended resource pods ask (nvidia.com/mig-1g.10gb; "
                                                "nvidia.com/gpu with the single strategy).")
-    count = serializers.IntegerField(help_text="Slices the node publishes (capacity).")
-    allocatable = serializers.IntegerField()
-    allocated = serializers.IntegerField(help_text="Slices the node's active pods hold.")
-    memory_mib = serializers.IntegerField(allow_null=True, help_text="Memory of one slice.")
-    share = serializers.DecimalField(max_digits=6, decimal_places=3,
+    count = StrictIntegerField(help_text="Slices the node publishes (capacity).")
+    allocatable = StrictIntegerField()
+    allocated = StrictIntegerField(help_text="Slices the node's active pods hold.")
+    memory_mib = StrictIntegerField(allow_null=True, help_text="Memory of one slice.")
+    share = StrictDecimalField(max_digits=6, decimal_places=3,
                                      help_text="One slice in GPU-equivalents (its compute slices over the GPU's).")
 
 
 class GpuSharingSerializer(serializers.Serializer):
     exposure = serializers.CharField(help_text="none, whole, mig-single, mig-mixed, time-slicing or mps.")
-    replicas = serializers.IntegerField(help_text="Replicas per GPU (time-slicing, MPS); 1 otherwise.")
+    replicas = StrictIntegerField(help_text="Replicas per GPU (time-slicing, MPS); 1 otherwise.")
     sharing_strategy = serializers.CharField()
     mig_strategy = serializers.CharField()
     mig_config = serializers.CharField(help_text="nvidia.com/mig.config: the MIG manager's layout.")
     mig_config_state = serializers.CharField(help_text="nvidia.com/mig.config.state: pending, rebooting, success, "
                                                        "failed.")
     slices = GpuSliceSerializer(many=True)
-    replicas_total = serializers.IntegerField(allow_null=True)
-    replicas_in_use = serializers.IntegerField(allow_null=True)
-    fractions_in_use = serializers.IntegerField(help_text="Pods holding a KAI gpu-fraction or gpu-memory share.")
-    fraction_gpus = serializers.DecimalField(max_digits=14, decimal_places=3)
+    replicas_total = StrictIntegerField(allow_null=True)
+    replicas_in_use = StrictIntegerField(allow_null=True)
+    fractions_in_use = StrictIntegerField(help_text="Pods holding a KAI gpu-fraction or gpu-memory share.")
+    fraction_gpus = StrictDecimalField(max_digits=14, decimal_places=3)
 
 
-class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
+class NodeSerializer(GpuMetricsFields, ModelSerializer):
     status_text = serializers.CharField(read_only=True)
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
     gpu_capacity = serializers.IntegerField(read_only=True, help_text="Physical GPUs, however cut or shared.")
@@ -236,14 +237,14 @@ class NodeSerializer(GpuMetricsFields, serializers.ModelSerializer):
 class GpuDeviceSerializer(serializers.Serializer):
     """One GPU of a node as the DCGM exporter reports it (a figure it does not serve is null)."""
 
-    index = serializers.IntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
+    index = StrictIntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
     uuid = serializers.CharField(help_text="The GPU's UUID (`GPU-...`).")
     model = serializers.CharField(help_text="The exporter's `modelName`.")
-    utilization = serializers.FloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
-    memory_used_mib = serializers.FloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
-    memory_free_mib = serializers.FloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
-    memory_total_mib = serializers.FloatField(allow_null=True, help_text="Used + free (MiB).")
-    engine_active = serializers.FloatField(
+    utilization = StrictFloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
+    memory_used_mib = StrictFloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
+    memory_free_mib = StrictFloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
+    memory_total_mib = StrictFloatField(allow_null=True, help_text="Used + free (MiB).")
+    engine_active = StrictFloatField(
         allow_null=True, help_text="Share of the time the graphics engine was active, 0..1 "
                                    "(DCGM_FI_PROF_GR_ENGINE_ACTIVE; null when the exporter does not serve it).")
     namespace = serializers.CharField(help_text="Namespace of the pod holding the GPU (empty when none does).")
@@ -254,7 +255,7 @@ class GpuDeviceSerializer(serializers.Serializer):
 class NodeGpuDevicesSerializer(serializers.Serializer):
     """A node's GPU devices from its cluster's DCGM exporter, through its Prometheus."""
 
-    node = serializers.IntegerField(help_text="The node's id.")
+    node = StrictIntegerField(help_text="The node's id.")
     name = serializers.CharField(help_text="The node's name (the exporter's `Hostname`).")
     gpu_devices = GpuDeviceSerializer(many=True, help_text="Every GPU the exporter reports, in index order.")
     gpu_devices_unavailable = serializers.CharField(

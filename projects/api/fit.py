@@ -9,6 +9,7 @@ from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from common.fields import StrictDecimalField, StrictIntegerField
 from nodepools.models import Cluster, NodePool
 from projects import selectors
 
@@ -16,46 +17,46 @@ GPUS = dict(max_digits=14, decimal_places=3)
 
 
 class PodsOfSizeSerializer(serializers.Serializer):
-    gpus_per_pod = serializers.IntegerField()
-    pods = serializers.IntegerField(help_text="Pods of this many GPUs that fit now, each on one node.")
-    gpus_stranded = serializers.DecimalField(**GPUS, help_text="Free GPUs no such pod can use (scattered).")
+    gpus_per_pod = StrictIntegerField()
+    pods = StrictIntegerField(help_text="Pods of this many GPUs that fit now, each on one node.")
+    gpus_stranded = StrictDecimalField(**GPUS, help_text="Free GPUs no such pod can use (scattered).")
 
 
 class GangSerializer(serializers.Serializer):
-    gpus_per_pod = serializers.IntegerField()
-    pods = serializers.IntegerField(help_text="The largest gang of such pods that fits in the pool now.")
-    pods_in_one_domain = serializers.IntegerField(help_text="The largest inside one topology domain.")
+    gpus_per_pod = StrictIntegerField()
+    pods = StrictIntegerField(help_text="The largest gang of such pods that fits in the pool now.")
+    pods_in_one_domain = StrictIntegerField(help_text="The largest inside one topology domain.")
     domain = serializers.CharField(allow_null=True, help_text="That domain (the topology label's value).")
 
 
 class HistogramSerializer(serializers.Serializer):
-    free_gpus = serializers.IntegerField()
-    nodes = serializers.IntegerField()
+    free_gpus = StrictIntegerField()
+    nodes = StrictIntegerField()
 
 
 class DomainPodsSerializer(serializers.Serializer):
-    gpus_per_pod = serializers.IntegerField()
-    pods = serializers.IntegerField()
+    gpus_per_pod = StrictIntegerField()
+    pods = StrictIntegerField()
 
 
 class DomainSerializer(serializers.Serializer):
     name = serializers.CharField()
-    nodes = serializers.IntegerField()
-    gpus_free = serializers.DecimalField(**GPUS)
+    nodes = StrictIntegerField()
+    gpus_free = StrictDecimalField(**GPUS)
     pods_that_fit = DomainPodsSerializer(many=True)
 
 
 class FragmentationSerializer(serializers.Serializer):
-    nodes = serializers.IntegerField(help_text="Ready, schedulable GPU nodes.")
-    gpus = serializers.IntegerField(help_text="Their allocatable GPUs.")
-    gpus_free = serializers.DecimalField(**GPUS)
-    largest_free_on_a_node = serializers.DecimalField(**GPUS)
+    nodes = StrictIntegerField(help_text="Ready, schedulable GPU nodes.")
+    gpus = StrictIntegerField(help_text="Their allocatable GPUs.")
+    gpus_free = StrictDecimalField(**GPUS)
+    largest_free_on_a_node = StrictDecimalField(**GPUS)
     pods_that_fit = PodsOfSizeSerializer(many=True)
     largest_gang = GangSerializer(many=True)
     free_gpus_histogram = HistogramSerializer(many=True, help_text="How many nodes have each number of free GPUs.")
     topology_key = serializers.CharField()
     domains = DomainSerializer(many=True)
-    nodes_without_topology_label = serializers.IntegerField()
+    nodes_without_topology_label = StrictIntegerField()
     summary = serializers.CharField()
 
 
@@ -65,8 +66,8 @@ class VictimSerializer(serializers.Serializer):
     pod = serializers.CharField(allow_null=True)
     workload = serializers.CharField(allow_null=True)
     node = serializers.CharField(allow_null=True)
-    gpus = serializers.DecimalField(**GPUS)
-    priority = serializers.IntegerField()
+    gpus = StrictDecimalField(**GPUS)
+    priority = StrictIntegerField()
     project = serializers.CharField()
     department = serializers.CharField()
 
@@ -74,16 +75,16 @@ class VictimSerializer(serializers.Serializer):
 class OwnerTakenSerializer(serializers.Serializer):
     project = serializers.CharField()
     department = serializers.CharField()
-    gpus = serializers.DecimalField(**GPUS)
-    pods = serializers.IntegerField()
+    gpus = StrictDecimalField(**GPUS)
+    pods = StrictIntegerField()
 
 
 class RoomSerializer(serializers.Serializer):
-    pods = serializers.IntegerField()
-    gpus_per_pod = serializers.IntegerField()
+    pods = StrictIntegerField()
+    gpus_per_pod = StrictIntegerField()
     fits = serializers.BooleanField(help_text="Whether the scheduler's rules can make room for the shape.")
     domain = serializers.CharField(allow_null=True)
-    gpus_taken = serializers.DecimalField(**GPUS)
+    gpus_taken = StrictDecimalField(**GPUS)
     victims = VictimSerializer(many=True)
     by_owner = OwnerTakenSerializer(many=True)
     explanation = serializers.CharField()
@@ -91,7 +92,7 @@ class RoomSerializer(serializers.Serializer):
 
 class PoolFitSerializer(serializers.Serializer):
     pool = serializers.CharField()
-    pool_id = serializers.IntegerField()
+    pool_id = StrictIntegerField()
     fragmentation = FragmentationSerializer()
     room = RoomSerializer(allow_null=True, help_text="For ?pods=&gpus=: what would make room for that shape.")
 

@@ -5,14 +5,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework import serializers
 
-from common.api import RestrictedPrimaryKeyRelatedField
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
+from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
 from access.rules import Role
 from projects.models import Department, Project, Quota, Rank
 from access.models import RoleAssignment
 
 
-class DepartmentSerializer(serializers.ModelSerializer):
+class DepartmentSerializer(ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
 
     class Meta:
@@ -34,7 +35,7 @@ class NamespacesField(serializers.ListField):
         return [ns.name for ns in data.all()] if hasattr(data, "all") else list(data)
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class ProjectSerializer(ModelSerializer):
     department = RestrictedPrimaryKeyRelatedField(model=Department)
     namespaces = NamespacesField(
         child=serializers.CharField(max_length=63), required=False, min_length=1, max_length=100,
@@ -65,16 +66,16 @@ _QUOTA_VALUES = ["gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_lim
                  "over_quota_weight", "rank"]
 
 
-class QuotaSerializer(serializers.ModelSerializer):
+class QuotaSerializer(ModelSerializer):
     pool_name = serializers.CharField(source="pool.name", read_only=True)
     owner_kind = serializers.CharField(read_only=True, help_text="department or project")
     rank_label = serializers.CharField(source="get_rank_display", read_only=True)
-    gpu_allocated = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    gpu_over_quota = serializers.DecimalField(max_digits=14, decimal_places=3, read_only=True)
-    cpu_allocated = serializers.FloatField(read_only=True, help_text="cores")
-    cpu_over_quota = serializers.FloatField(read_only=True, help_text="cores")
-    memory_allocated_mib = serializers.FloatField(read_only=True)
-    memory_over_quota_mib = serializers.FloatField(read_only=True)
+    gpu_allocated = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True)
+    gpu_over_quota = StrictDecimalField(max_digits=14, decimal_places=3, read_only=True)
+    cpu_allocated = StrictFloatField(read_only=True, help_text="cores")
+    cpu_over_quota = StrictFloatField(read_only=True, help_text="cores")
+    memory_allocated_mib = StrictFloatField(read_only=True)
+    memory_over_quota_mib = StrictFloatField(read_only=True)
 
     class Meta:
         model = Quota
@@ -87,14 +88,14 @@ class QuotaSerializer(serializers.ModelSerializer):
 class QuotaEntrySerializer(serializers.Serializer):
     """New values for the quota of one pool; fields left out keep their value, null means unlimited."""
 
-    pool = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the node pool.")
-    gpu_deserved = serializers.DecimalField(max_digits=9, decimal_places=2, required=False, min_value=0)
-    cpu_deserved = serializers.DecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
-    memory_deserved_mib = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
-    gpu_limit = serializers.DecimalField(max_digits=9, decimal_places=2, required=False, allow_null=True, min_value=0)
-    cpu_limit = serializers.DecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
-    memory_limit_mib = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
-    over_quota_weight = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    pool = StrictIntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the node pool.")
+    gpu_deserved = StrictDecimalField(max_digits=9, decimal_places=2, required=False, min_value=0)
+    cpu_deserved = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
+    memory_deserved_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
+    gpu_limit = StrictDecimalField(max_digits=9, decimal_places=2, required=False, allow_null=True, min_value=0)
+    cpu_limit = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
+    memory_limit_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
+    over_quota_weight = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
     rank = serializers.ChoiceField(choices=Rank.choices, required=False)
 
 
@@ -116,12 +117,12 @@ class OwnerQuotasUpdateSerializer(serializers.Serializer):
 
 class PrioritySerializer(serializers.Serializer):
     pools = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), max_length=1000,
+        child=StrictIntegerField(min_value=1, max_value=2**63 - 1), max_length=1000,
         help_text="Node pool ids, first choice first (empty: the cluster's order).",
     )
 
 
-class RoleAssignmentSerializer(serializers.ModelSerializer):
+class RoleAssignmentSerializer(ModelSerializer):
     user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False,
                                         allow_null=True)
     group = serializers.SlugRelatedField(slug_field="name", queryset=Group.objects.all(), required=False, allow_null=True)
@@ -140,7 +141,7 @@ class RoleAssignmentSerializer(serializers.ModelSerializer):
 
 class UtilizationPointSerializer(serializers.Serializer):
     time = serializers.DateTimeField(help_text="End of the step (UTC).")
-    gpu_utilization = serializers.FloatField(help_text="Average utilization (%) of the owner's allocated GPUs over "
+    gpu_utilization = StrictFloatField(help_text="Average utilization (%) of the owner's allocated GPUs over "
                                                        "the step.")
 
 
@@ -148,10 +149,10 @@ class OwnerUtilizationSerializer(serializers.Serializer):
     """GPU utilization of what a project or department holds, from the DCGM exporter through its cluster's
     Prometheus (the figures of its page)."""
 
-    gpu_utilization = serializers.FloatField(
+    gpu_utilization = StrictFloatField(
         allow_null=True, help_text="Average utilization (%) over the last 5 minutes of the GPUs its pods hold "
                                    "(DCGM_FI_DEV_GPU_UTIL); null when unavailable.")
-    gpus = serializers.IntegerField(help_text="How many of its allocated GPUs report utilization.")
+    gpus = StrictIntegerField(help_text="How many of its allocated GPUs report utilization.")
     unavailable = serializers.CharField(
         allow_null=True, help_text="Why `gpu_utilization` is null (e.g. \"Prometheus unreachable: connection "
                                    "refused\", \"no Prometheus configured for this cluster\"), else null.")

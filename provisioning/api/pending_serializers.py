@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from common.fields import StrictIntegerField
 
 class LimitSerializer(serializers.Serializer):
     resource = serializers.CharField()
@@ -12,7 +13,7 @@ class LimitSerializer(serializers.Serializer):
 
 class NodePoolVerdictSerializer(serializers.Serializer):
     name = serializers.CharField()
-    weight = serializers.IntegerField()
+    weight = StrictIntegerField()
     can_provision = serializers.BooleanField()
     reason = serializers.ChoiceField(choices=["requirements", "taint", "limit", "budget"], allow_null=True,
                                      help_text="The first reason the NodePool cannot provision a node for the pod.")

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 from rest_framework import serializers
+from common.api import ModelSerializer
+from common.fields import StrictIntegerField
 
 from provisioning.models import KarpenterNodePool, NodeClaim
 
 
-class KarpenterNodePoolSerializer(serializers.ModelSerializer):
+class KarpenterNodePoolSerializer(ModelSerializer):
     class Meta:
         model = KarpenterNodePool
         fields = ["name", "uid", "weight", "limits", "gpu_limit", "resources", "gpus_provisioned", "node_count",
@@ -13,7 +15,7 @@ class KarpenterNodePoolSerializer(serializers.ModelSerializer):
                   "resource_version", "updated"]
 
 
-class NodeClaimSerializer(serializers.ModelSerializer):
+class NodeClaimSerializer(ModelSerializer):
     class Meta:
         model = NodeClaim
         fields = ["name", "uid", "nodepool", "phase", "node_name", "provider_id", "instance_type", "capacity_type",
@@ -24,7 +26,7 @@ class NodeClaimSerializer(serializers.ModelSerializer):
 class ProvisioningSerializer(serializers.Serializer):
     """A pool's Karpenter NodePool (null when the pool is not backed, or the cluster has none) and its NodeClaims."""
 
-    pool = serializers.IntegerField()
+    pool = StrictIntegerField()
     backed_by = serializers.CharField(allow_blank=True, help_text="The Karpenter NodePool's name ('' when not backed)")
     nodepool = KarpenterNodePoolSerializer(allow_null=True)
     nodeclaims = NodeClaimSerializer(many=True)

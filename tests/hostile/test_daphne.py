@@ -161,3 +161,59 @@ def test_a_200_mb_body_costs_the_server_no_more_memory_than_a_small_one(server):
     assert response.status_code == 413
     assert grown < 50 * MIB
     assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+
+
+def _raw(server, request: bytes) -> bytes:
+    """Send `request` over a plain socket and read the whole answer (until the server closes)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_a_request_line_over_the_limit_is_answered_414(server):
+    """`ids=` with 4,000 values: a request line of about 24 KB, once answered by a closed connection."""
+    ids = ",".join(str(1000 + n) for n in range(4000))
+    status, headers, body = _answer(_raw(server, f"GET /api/v1/workloads/?ids={ids} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                 "\r\n".encode()))
+    assert status == 414
+    answer = json.loads(body)
+    assert answer["detail"].startswith("The request line is too long: at most 16384 bytes")
+    assert answer["request_id"] == headers["X-Request-ID"]
+    status, headers, body = _answer(_raw(server, b"GET /workloads/?q=" + b"x" * 20000 + b" HTTP/1.1\r\n\r\n"))
+    assert status == 414 and headers["Content-Type"].startswith("text/plain")
+    assert body.decode().startswith("414 URI Too Long: The request line is too long")
+    assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+
+
+def test_headers_over_the_limit_are_answered_431(server):
+    cases = {
+        "one header over 16 KiB": b"Cookie: " + b"a" * 17000 + b"\r\n",
+        "headers summing past 16 KiB": b"".join(b"X-Pad-%d: %s\r\n" % (n, b"b" * 900) for n in range(20)),
+        "more than 500 headers": b"".join(b"X-H%d: 1\r\n" % n for n in range(600)),
+    }
+    for case, headers_sent in cases.items():
+        raw = _raw(server, b"GET /api/v1/clusters/ HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers_sent + b"\r\n")
+        status, headers, body = _answer(raw)
+        assert status == 431, case
+        assert json.loads(body)["detail"].startswith("The request's headers are too large: at most 16384 bytes"), case
+    # Under the limits the same request is answered as usual.
+    raw = _raw(server, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+               + b"".join(b"X-Pad-%d: %s\r\n" % (n, b"b" * 100) for n in range(20)) + b"\r\n")
+    assert _answer(raw)[0] == 200

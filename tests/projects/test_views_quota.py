@@ -114,7 +114,7 @@ def test_bad_numbers_name_the_field(client, org, users):
     page = text(editor_post(client, quota, gpu_deserved="-1").content.decode())
     assert "Deserved GPUs: GPU quota cannot be negative." in page
     page = text(editor_post(client, quota, gpu_limit="abc", over_quota_weight="-2").content.decode())
-    assert "GPU limit: Enter a number." in page
+    assert "GPU limit: “abc” is not a number: write digits 0-9, with a point for a fraction (e.g. 2.50)." in page
     assert "Over-quota weight: Ensure this value is greater than or equal to 0." in page
     quota.refresh_from_db()
     assert quota.version == 1

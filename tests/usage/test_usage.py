@@ -259,7 +259,8 @@ def test_the_compliance_csv_of_a_backwards_range_is_a_400_with_the_same_message(
     response = client.get("/usage/export.csv", {"date_from": "2026-11-25", "date_to": "2026-11-20"})
     assert response.status_code == 400 and response.content.decode() == MESSAGE
     response = client.get("/usage/export.csv", {"date_from": "not a date"})
-    assert response.status_code == 400 and response.content.decode() == "From (date, UTC): Enter a valid date."
+    assert response.status_code == 400 and response.content.decode() == (
+        "From (date, UTC): “not a date” is not a date: write it YYYY-MM-DD, e.g. 2026-11-01.")
     # The API answers the same rule in its JSON errors.
     from rest_framework.test import APIClient
 

@@ -1,9 +1,11 @@
 from rest_framework import serializers
+from common.api import ModelSerializer
+from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
 
 from usage.models import UsageSnapshot
 
 
-class UsageSnapshotSerializer(serializers.ModelSerializer):
+class UsageSnapshotSerializer(ModelSerializer):
     kind = serializers.CharField(source="get_kind_display", read_only=True, help_text="Pool, Department or Project")
 
     class Meta:
@@ -20,7 +22,7 @@ class IdleGpuSerializer(serializers.Serializer):
     cluster = serializers.CharField(source="cluster.name")
     department = serializers.CharField(source="department_name", allow_blank=True)
     project = serializers.CharField(source="project_name", allow_blank=True)
-    project_id = serializers.IntegerField(source="project.pk", allow_null=True, default=None)
+    project_id = StrictIntegerField(source="project.pk", allow_null=True, default=None)
     namespace = serializers.CharField()
     pod = serializers.CharField(source="pod_name")
     node = serializers.CharField()
@@ -31,13 +33,13 @@ class IdleGpuSerializer(serializers.Serializer):
     idle_since = serializers.DateTimeField(source="since")
     idle_since_before = serializers.BooleanField(source="since_before",
                                                  help_text="Idle for longer than the lookback: idle_since is its start.")
-    idle_hours = serializers.FloatField()
-    gpu_hours_wasted = serializers.DecimalField(max_digits=12, decimal_places=2)
+    idle_hours = StrictFloatField()
+    gpu_hours_wasted = StrictDecimalField(max_digits=12, decimal_places=2)
 
 
 class IdleGpusSerializer(serializers.Serializer):
-    threshold_percent = serializers.FloatField()
-    window_minutes = serializers.FloatField()
+    threshold_percent = StrictFloatField()
+    window_minutes = StrictFloatField()
     unavailable = serializers.DictField(child=serializers.CharField(),
                                         help_text="Cluster name -> why its idle GPUs are unknown.")
     results = IdleGpuSerializer(many=True)

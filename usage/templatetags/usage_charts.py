@@ -2,6 +2,7 @@ import datetime
 
 from django import template
 
+from common.parsing import InputError, day_after, day_start, parse_date
 from ui.charts import figure_table
 from usage import selectors
 from usage.charts import usage_figure
@@ -9,16 +10,17 @@ from usage.charts import usage_figure
 register = template.Library()
 
 
-def _day(value) -> datetime.datetime | None:
-    """A date of the page's filter (a date or its ISO text) as midnight UTC; None when there is none."""
+def _date(value) -> datetime.date | None:
+    """A date of the page's filter (a date or its ISO text); None when there is none or it is not one
+    (the filter's form says why)."""
     if isinstance(value, str):
         try:
-            value = datetime.date.fromisoformat(value)
-        except ValueError:
+            return parse_date(value, field="date")
+        except InputError:
             return None
-    if not isinstance(value, datetime.date):
-        return None
-    return datetime.datetime.combine(value, datetime.time.min, tzinfo=datetime.timezone.utc)
+    if isinstance(value, datetime.datetime):
+        return value.date()
+    return value if isinstance(value, datetime.date) else None
 
 
 @register.inclusion_tag("ui/_chart.html", takes_context=True)
@@ -33,9 +35,10 @@ def usage_chart(context, pool=None, department=None, days=7, date_from=None, dat
         days = max(1, min(int(days), 366))
     except (TypeError, ValueError):
         days = 7
-    start, end = _day(date_from), _day(date_to)
-    if end is not None:
-        end += datetime.timedelta(days=1)  # the last day chosen is included
+    first, last = _date(date_from), _date(date_to)
+    start = day_start(first) if first is not None else None
+    # The last day chosen is included; on the calendar's last day the range has no end (up to now).
+    end = day_after(last) if last is not None else None
     if start is not None and end is not None and start >= end:
         start = end = None  # a range running backwards is the filter's error to show; chart the default
     points = selectors.gpu_series(user=user, pool=pool, department=department, days=days, start=start,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from common.api import DocumentField, RestrictedPrimaryKeyRelatedField
+from common.fields import StrictDecimalField, StrictIntegerField
+from common.api import ModelSerializer, DocumentField, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster, NodePool
 from projects import waiting
 from projects.api.fit import FragmentationSerializer, RoomSerializer
@@ -20,9 +21,9 @@ def _names():
     return serializers.ListField(child=serializers.CharField(max_length=63), required=False, max_length=100)
 
 
-class PlatformSerializer(serializers.ModelSerializer):
+class PlatformSerializer(ModelSerializer):
     pool_name = serializers.CharField(source="pool.name", read_only=True)
-    cluster = serializers.IntegerField(source="pool.cluster_id", read_only=True)
+    cluster = StrictIntegerField(source="pool.cluster_id", read_only=True)
     override_templates = serializers.SerializerMethodField(help_text="Pod template names, in merge order.")
     rule_sets = serializers.SerializerMethodField(help_text="Resource validation rule set names.")
     is_default = serializers.SerializerMethodField(help_text="Whether it is its pool's default platform.")
@@ -69,11 +70,11 @@ class PlatformCreateSerializer(_PlatformInput):
 
 class PlatformUpdateSerializer(_PlatformInput):
     name = serializers.CharField(max_length=100, required=False)
-    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1,
+    version = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1,
                                        help_text="The version read; a change made meanwhile is refused (409).")
 
 
-class PodTemplateSerializer(serializers.ModelSerializer):
+class PodTemplateSerializer(ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     body = DocumentField(help_text="A fragment of a Pod (spec and/or metadata); YAML text is accepted too (no anchors "
                                    "or aliases, at most 64 levels and 65536 characters).")
@@ -89,10 +90,10 @@ class PodTemplateUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     body = DocumentField(required=False)
-    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    version = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
-class RuleSetSerializer(serializers.ModelSerializer):
+class RuleSetSerializer(ModelSerializer):
     cluster = RestrictedPrimaryKeyRelatedField(model=Cluster)
     rules = DocumentField(help_text="[{operator: GT|GE|LT|LE|EQ, left_operand, right_operand, assert_message}]")
 
@@ -107,7 +108,7 @@ class RuleSetUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     rules = DocumentField(required=False)
-    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    version = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class PreemptionSerializer(serializers.Serializer):
     by = serializers.CharField(allow_null=True, help_text="namespace/name of the workload that preempted it, when "
                                                           "you may see it.")
     by_project = serializers.CharField(allow_null=True)
-    by_id = serializers.IntegerField(allow_null=True)
+    by_id = StrictIntegerField(allow_null=True)
     message = serializers.CharField(help_text="The scheduler's words.")
     at = serializers.DateTimeField(allow_null=True)
     still_waiting = serializers.BooleanField(help_text="It has not run again since.")
@@ -146,13 +147,13 @@ class PreemptionSerializer(serializers.Serializer):
 
 class QueuePositionSerializer(serializers.Serializer):
     queue = serializers.CharField()
-    position = serializers.IntegerField(allow_null=True, help_text="1-based, in its queue (Kueue: its "
+    position = StrictIntegerField(allow_null=True, help_text="1-based, in its queue (Kueue: its "
                                                                    "ClusterQueue; KAI: its project's queue).")
-    of = serializers.IntegerField(allow_null=True)
-    local_position = serializers.IntegerField(allow_null=True, help_text="Kueue: in its LocalQueue.")
-    queue_turn = serializers.IntegerField(allow_null=True, help_text="KAI: its queue's turn among the pool's "
+    of = StrictIntegerField(allow_null=True)
+    local_position = StrictIntegerField(allow_null=True, help_text="Kueue: in its LocalQueue.")
+    queue_turn = StrictIntegerField(allow_null=True, help_text="KAI: its queue's turn among the pool's "
                                                                      "queues with pending work.")
-    queues = serializers.IntegerField(allow_null=True)
+    queues = StrictIntegerField(allow_null=True)
     pool = serializers.CharField(allow_null=True)
     source = serializers.CharField(help_text="kueue (the visibility API) or console (the console's reading of "
                                              "KAI's order).")
@@ -161,14 +162,14 @@ class QueuePositionSerializer(serializers.Serializer):
 
 
 class EstimateSerializer(serializers.Serializer):
-    earliest_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now; null: no estimate.")
-    latest_seconds = serializers.IntegerField(allow_null=True)
-    ahead_in_queue = serializers.IntegerField()
+    earliest_seconds = StrictIntegerField(allow_null=True, help_text="Seconds from now; null: no estimate.")
+    latest_seconds = StrictIntegerField(allow_null=True)
+    ahead_in_queue = StrictIntegerField()
     basis = serializers.CharField(help_text="Its basis in words, or why there is no estimate.")
     text = serializers.CharField(help_text='e.g. "in 40–70 min: 3 workloads ahead in the queue; …".')
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
+class WorkloadSerializer(ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     project = serializers.CharField(source="project_name", read_only=True, allow_null=True)
     placed_pool = serializers.CharField(read_only=True, allow_null=True)
@@ -198,7 +199,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     start_estimate = serializers.SerializerMethodField(
         help_text="For a waiting workload: when it may start (seconds from now, a range) and the basis in words, or "
                   "no estimate and why (earliest_seconds null); null when it does not wait.")
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, read_only=True)
+    gpus = StrictDecimalField(max_digits=10, decimal_places=3, read_only=True)
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPUs the workload's running pods hold now (the DCGM exporter's "
                   "DCGM_FI_DEV_GPU_UTIL through the cluster's Prometheus); null when unavailable.")
@@ -309,7 +310,7 @@ class SubmitSerializer(serializers.Serializer):
     command = CommandField(required=False, default=list)
     cpu = serializers.CharField(required=False, allow_blank=True, default="")
     memory = serializers.CharField(required=False, allow_blank=True, default="")
-    gpus = serializers.IntegerField(required=False, default=0, min_value=0, max_value=64,
+    gpus = StrictIntegerField(required=False, default=0, min_value=0, max_value=64,
                                     help_text="Whole GPUs per pod, or MIG slices per pod with gpu_profile.")
     gpu_profile = serializers.CharField(required=False, allow_blank=True, default="", max_length=32,
                                         help_text="A MIG profile (e.g. 1g.10gb): each pod asks `gpus` slices of it "
@@ -320,9 +321,9 @@ class SubmitSerializer(serializers.Serializer):
                                                    "0.5); refused when the pools have no whole GPU to share.")
     storage = serializers.CharField(required=False, allow_blank=True, default="")
     priority_class = serializers.ChoiceField(choices=PRIORITY_CLASSES, default="train")
-    pods = serializers.IntegerField(required=False, default=1, min_value=1, max_value=1000)
+    pods = StrictIntegerField(required=False, default=1, min_value=1, max_value=1000)
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=63)
-    active_deadline_seconds = serializers.IntegerField(
+    active_deadline_seconds = StrictIntegerField(
         required=False, allow_null=True, default=None, min_value=60, max_value=30 * 24 * 3600,
         help_text="The most it may run, in seconds (the Job's activeDeadlineSeconds); omitted: no limit.")
     dry_run = serializers.BooleanField(required=False, default=False,
@@ -332,7 +333,7 @@ class SubmitSerializer(serializers.Serializer):
 
 class OverQuotaOwnerSerializer(serializers.Serializer):
     owner = serializers.CharField()
-    gpus_over_deserved = serializers.DecimalField(max_digits=14, decimal_places=3)
+    gpus_over_deserved = StrictDecimalField(max_digits=14, decimal_places=3)
 
 
 class KarpenterAnswerSerializer(serializers.Serializer):
@@ -364,8 +365,8 @@ class VerdictSerializer(serializers.Serializer):
     cause = serializers.CharField(help_text="fits, reclaim, preempt, limit, over_quota_off, non_preemptible, "
                                             "fair_share, capacity, not_ready, karpenter, too_big")
     pool = serializers.CharField()
-    pods = serializers.IntegerField()
-    pods_that_start_now = serializers.IntegerField()
+    pods = StrictIntegerField()
+    pods_that_start_now = StrictIntegerField()
     borrowers = OverQuotaOwnerSerializer(many=True)
     karpenter = KarpenterAnswerSerializer(allow_null=True)
     scheduler = serializers.CharField()

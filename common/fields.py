@@ -1,0 +1,191 @@
+"""The parsers of common/parsing.py as field classes, defined once: DRF serializer fields, Django form
+fields and django-filter filters for dates, times, decimals and whole numbers.
+
+Every date, number or time a person sends goes through one of these (tests/test_strict_fields.py finds
+any writable serializer field, form field or filter of the console that does not): ASCII digits only,
+ISO dates exactly (YYYY-MM-DD), finite numbers within what a float holds, each refusal naming the rule
+in words (the field is named by the form, the serializer's `errors` or the FilterSet).
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db import models
+from django_filters.fields import IsoDateTimeField, RangeField
+from django_filters.widgets import DateRangeWidget
+from rest_framework import serializers
+
+from common.parsing import InputError, other_digits, parse_date, parse_decimal, parse_integer
+
+DATE_WIDGET_ATTRS = {"type": "date"}
+
+
+def _form_error(exc: InputError) -> forms.ValidationError:
+    return forms.ValidationError(exc.message, code="invalid")
+
+
+# ---------------------------------------------------------------------------------------------------
+# DRF
+
+class StrictDateField(serializers.DateField):
+    """YYYY-MM-DD exactly, ASCII digits (DRF's DateField reads 20261101, 2026-1-1 and full-width digits)."""
+
+    def to_internal_value(self, value):
+        if isinstance(value, datetime.datetime):
+            self.fail("datetime")
+        try:
+            return parse_date(value, field=self.field_name or "")
+        except InputError as exc:
+            raise serializers.ValidationError(exc.message, code="invalid") from None
+
+
+class StrictDecimalField(serializers.DecimalField):
+    def to_internal_value(self, data):
+        try:
+            number = parse_decimal(data, field=self.field_name or "")
+        except InputError as exc:
+            raise serializers.ValidationError(exc.message, code="invalid") from None
+        return super().to_internal_value(str(number))
+
+
+class StrictIntegerField(serializers.IntegerField):
+    def to_internal_value(self, data):
+        try:
+            number = parse_integer(data, field=self.field_name or "")
+        except InputError as exc:
+            raise serializers.ValidationError(exc.message, code="invalid") from None
+        return super().to_internal_value(number)
+
+
+class StrictFloatField(serializers.FloatField):
+    def to_internal_value(self, data):
+        try:
+            number = parse_decimal(data, field=self.field_name or "")
+        except InputError as exc:
+            raise serializers.ValidationError(exc.message, code="invalid") from None
+        return super().to_internal_value(float(number))
+
+
+# The model fields' serializer fields, for ModelSerializers (common.api.ModelSerializer).
+SERIALIZER_FIELD_MAPPING = {
+    models.DateField: StrictDateField,
+    models.DecimalField: StrictDecimalField,
+    models.FloatField: StrictFloatField,
+    models.IntegerField: StrictIntegerField,
+    models.BigIntegerField: StrictIntegerField,
+    models.SmallIntegerField: StrictIntegerField,
+    models.PositiveIntegerField: StrictIntegerField,
+    models.PositiveSmallIntegerField: StrictIntegerField,
+    models.PositiveBigIntegerField: StrictIntegerField,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Django forms
+
+class StrictDateFormField(forms.DateField):
+    """YYYY-MM-DD exactly (Django's DateField also reads 11/01/2026, 2026-1-1 and full-width digits)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", forms.DateInput(attrs=dict(DATE_WIDGET_ATTRS), format="%Y-%m-%d"))
+        super().__init__(*args, **kwargs)
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_date(value, field=self.label or "")
+        except InputError as exc:
+            raise _form_error(exc) from None
+
+
+class StrictDecimalFormField(forms.DecimalField):
+    def to_python(self, value):
+        if value in self.empty_values or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            number = parse_decimal(value, field=self.label or "")
+        except InputError as exc:
+            raise _form_error(exc) from None
+        return super().to_python(str(number))
+
+
+class StrictIntegerFormField(forms.IntegerField):
+    def to_python(self, value):
+        if value in self.empty_values or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            return parse_integer(value, field=self.label or "")
+        except InputError as exc:
+            raise _form_error(exc) from None
+
+
+class StrictIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time with ASCII digits, kept in UTC: any offset Python accepts (up to ±23:59) reaches
+    the database as UTC (PostgreSQL refuses offsets beyond ±15:59), and a time that cannot be one says so."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and other_digits(value):
+            raise forms.ValidationError(f"“{value.strip()[:40]}” holds digits other than 0-9: write the digits 0-9.",
+                                        code="invalid")
+        value = super().to_python(value)
+        if value is None or value.tzinfo is None:
+            return value
+        try:
+            return value.astimezone(datetime.timezone.utc)
+        except OverflowError:
+            raise forms.ValidationError("Enter a time between the years 1 and 9999 (UTC).", code="invalid") from None
+
+
+def strict_formfield(db_field: models.Field, **kwargs: Any) -> forms.Field | None:
+    """ModelForm `formfield_callback`: the strict form field of each date and number model field."""
+    if isinstance(db_field, models.DateTimeField):
+        return db_field.formfield(**kwargs)
+    if isinstance(db_field, models.DateField):
+        kwargs.setdefault("form_class", StrictDateFormField)
+    elif isinstance(db_field, models.DecimalField):
+        kwargs.setdefault("form_class", StrictDecimalFormField)
+    elif isinstance(db_field, models.IntegerField) and not db_field.choices:
+        kwargs.setdefault("form_class", StrictIntegerFormField)
+    return db_field.formfield(**kwargs)
+
+
+class ModelForm(forms.ModelForm):
+    """A ModelForm whose date and number fields are the strict ones; a subclass's Meta inherits this
+    one's (`class Meta(ModelForm.Meta)`), which holds the callback."""
+
+    class Meta:
+        formfield_callback = staticmethod(strict_formfield)
+
+
+# ---------------------------------------------------------------------------------------------------
+# django-filter
+
+class DateFilter(django_filters.DateFilter):
+    field_class = StrictDateFormField
+
+
+class NumberFilter(django_filters.NumberFilter):
+    field_class = StrictDecimalFormField
+
+
+class StrictIsoDateTimeRangeField(RangeField):
+    widget = DateRangeWidget
+
+    def __init__(self, *args, **kwargs):
+        super().__init__((StrictIsoDateTimeField(), StrictIsoDateTimeField()), *args, **kwargs)
+
+
+class IsoDateTimeFromToRangeFilter(django_filters.IsoDateTimeFromToRangeFilter):
+    """`<name>_after` / `<name>_before`: ISO 8601 times (ASCII digits), compared in UTC."""
+
+    field_class = StrictIsoDateTimeRangeField
+
+
+__all__ = ["DateFilter", "IsoDateTimeFromToRangeFilter", "ModelForm", "NumberFilter",
+           "SERIALIZER_FIELD_MAPPING", "StrictDateField", "StrictDateFormField", "StrictDecimalField",
+           "StrictDecimalFormField", "StrictFloatField", "StrictIntegerField", "StrictIntegerFormField",
+           "StrictIsoDateTimeField", "strict_formfield"]
