@@ -29,7 +29,9 @@ class SyncOptions:
     batch_max: int = 2000  # objects per transaction during watches (SQLite: keep write transactions short)
     list_batch_max: int = 20000  # objects per transaction while a full list arrives (bulk path)
     copy_min_rows: int = 1000  # PostgreSQL: upsert through COPY into a staging table from this many rows
-    queue_pages: int = 8  # list pages buffered between an informer and the writer (bounds memory)
+    # List pages buffered between the informers and the writer (bounds memory): enough that the informers keep
+    # fetching while the writer commits a big batch of a full list (its COPY, upsert and commit).
+    queue_pages: int = 32
     tick: float = 0.5  # the writer wakes at least this often (state, hints, leadership)
     hint_interval: float = 0.3  # at most one change hint per cluster this often (a due hint wakes the writer)
     lock_poll: float = 5.0  # standby retries the lock / leader re-checks it this often
