@@ -6,6 +6,7 @@ through environment variables only; see docs/reference/settings.md.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -32,8 +33,11 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-development-key-do-not-use-i
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# `manage.py sync_clusters` serves no HTTP: it leaves Daphne out (the app only brings its runserver, and
+# importing it loads Twisted, a second before the sync's first list).
+_SYNC_PROCESS = sys.argv[1:2] == ["sync_clusters"]
 INSTALLED_APPS = [
-    "daphne",
+    *([] if _SYNC_PROCESS else ["daphne"]),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -27,11 +27,12 @@ import sys
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kube.validation import SchemaValidator
+if TYPE_CHECKING:  # jsonschema and the CEL interpreter load with the first validator (`CustomResource.validator`)
+    from kube.validation import SchemaValidator
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 SOURCE_ANNOTATION = "gpu-capacity.io/source"
@@ -80,6 +81,8 @@ class CustomResource:
     @cached_property
     def validator(self) -> SchemaValidator:
         """Pruning, defaulting, OpenAPI and CEL validation of this version's ``openAPIV3Schema``."""
+        from kube.validation import SchemaValidator  # on first use: a process that validates nothing never loads it
+
         return SchemaValidator(self.schema)
 
 

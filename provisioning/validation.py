@@ -29,7 +29,6 @@ import orjson
 from kube import crd
 from kube.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors, label_value_errors
 from kube.quantity import QuantityError, parse_quantity
-from kube.validation import NOT_CHECKED_MESSAGE
 
 NODEPOOLS = "nodepools.karpenter.sh"
 VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
@@ -183,6 +182,8 @@ def _bounds(spec: dict[str, Any]) -> list[tuple[str, str]]:
 def crd_errors(spec: dict[str, Any], old_spec: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """What the API server would refuse in a NodePool of this spec (and, for a change, its transition rules
     against ``old_spec``), as (path, message)."""
+    from kube.validation import NOT_CHECKED_MESSAGE  # with the validator, on first use (the sync never loads it)
+
     validator = crd.custom_resource(NODEPOOLS).validator
     obj = {"spec": copy.deepcopy(spec)}
     validator.prune(obj)

@@ -62,6 +62,9 @@ class Mirror:
         # derivation waits for the list's end, so that it runs once per list, not once per batch, and
         # no node is judged on half of its pods (an operand pod on a later page is not "missing").
         self.list_in_progress = False
+        # Set by the worker while the pods' full list arrives (its informer healthy): the lifetimes of the pods
+        # written wait for the list's end, which writes every pod's (`sweep`), instead of once per batch.
+        self.pods_listing = False
         self.derived = DerivedNodes()
         self.derived.unreachable = cluster.connection_state == ConnectionState.UNREACHABLE
         self.pool_rows: list[tuple] | None = None
@@ -299,6 +302,7 @@ class Mirror:
     def pending(self) -> bool:
         return (any(self.up[k] or self.dels[k] for k in self.resources) or bool(self.lifetime_ends)
                 or (self.lifetimes_all or bool(self.lifetime_keys)) and not self.derivation_deferred()
+                and not self.pods_listing
                 or bool(self.derived.dirty) and not self.derivation_deferred())
 
     def pending_count(self) -> int:
@@ -371,7 +375,7 @@ class Mirror:
                 written["pods_priced"] += priced
         if in_sql and not deferred:
             written[NODES] += self._derive_in_sql(now)
-        if PODS in self.resources and not deferred:
+        if PODS in self.resources and not deferred and not self.pods_listing:
             # Once the nodes' pools are derived: the lifetimes of the pods written (every bound pod's at the
             # end of a full list), set-wise.
             if self.lifetimes_all:

@@ -21,10 +21,17 @@ class SyncOptions:
     # previous transaction was written is taken at once anyway (a busy writer batches by itself), so a
     # longer wait only delays a lone change on its way to the open pages (bench/live.py).
     batch_delay: float = 0.01
+    # While a full list arrives: its pages are gathered while they keep coming (the next within this long),
+    # up to `list_batch_max` objects or `list_batch_seconds`, so that a list of hundreds of pages is written
+    # in a few big transactions through the bulk path, not one small transaction per page.
+    list_batch_delay: float = 0.25
+    list_batch_seconds: float = 2.0
     batch_max: int = 2000  # objects per transaction during watches (SQLite: keep write transactions short)
     list_batch_max: int = 20000  # objects per transaction while a full list arrives (bulk path)
     copy_min_rows: int = 1000  # PostgreSQL: upsert through COPY into a staging table from this many rows
-    queue_pages: int = 8  # list pages buffered between an informer and the writer (bounds memory)
+    # List pages buffered between the informers and the writer (bounds memory): enough that the informers keep
+    # fetching while the writer commits a big batch of a full list (its COPY, upsert and commit).
+    queue_pages: int = 32
     tick: float = 0.5  # the writer wakes at least this often (state, hints, leadership)
     hint_interval: float = 0.3  # at most one change hint per cluster this often (a due hint wakes the writer)
     lock_poll: float = 5.0  # standby retries the lock / leader re-checks it this often
@@ -41,6 +48,8 @@ HELP = {
     "read_timeout": "reconnect a watch silent this long",
     "unreachable_after": "every watch failing this long: the cluster is unreachable (its nodes Unknown)",
     "batch_delay": "gather watch events this long into one transaction",
+    "list_batch_delay": "while a full list arrives, wait this long for its next page before writing what came",
+    "list_batch_seconds": "while a full list arrives, write what came at least this often",
     "list_batch_max": "objects per transaction while a full list arrives",
     "copy_min_rows": "PostgreSQL: write batches of at least this many rows through COPY",
     "lock_poll": "the leader re-checks its lock this often",

@@ -96,25 +96,43 @@ class ClusterSync:
                 pass
 
     # -- the writer --------------------------------------------------------------------------------
-    def _gather(self, timeout: float) -> list[tuple]:
-        messages = []
+    def _gather(self, timeout: float, take: Callable[[tuple], None]) -> int:
+        """Hand what the informers send to `take` (one transaction's worth); returns how many messages.
+
+        Watch events: those arriving within `batch_delay` of the first (a lone change is not held up).
+        A full list: its pages while they keep coming (each within `list_batch_delay` of the previous),
+        until every list is complete, `list_batch_max` objects or `list_batch_seconds`, so
+        that a list is written in a few big transactions (PostgreSQL: through COPY) rather than one per
+        page. Each message is taken as it arrives: the writer turns a page into rows while the
+        informer fetches the next."""
         try:
-            messages.append(self.queue.get(timeout=timeout))
+            message = self.queue.get(timeout=timeout)
         except queue.Empty:
-            return messages
-        deadline = time.monotonic() + self.options.batch_delay
-        # While a full list arrives, bigger transactions (bulk path); watch events in short ones.
-        limit = self.options.list_batch_max if messages[0][0] == "page" else self.options.batch_max
-        objects = self._size(messages[0])
-        while objects < limit:
+            return 0
+        options = self.options
+        started = time.monotonic()
+        deadline = started + options.batch_delay
+        limit, objects, count = options.batch_max, 0, 0
+        listing = self.listing  # (kept by `take`: a page adds its kind, the list's end removes it)
+        every = set(self.resource_names)
+        while True:
+            take(message)
+            count += 1
+            objects += self._size(message)
+            what = message[0]
+            if what == "page":
+                limit = options.list_batch_max
+                deadline = max(deadline, time.monotonic() + options.list_batch_delay)
+            elif what == "listed" and not listing and self.listed >= every:
+                break  # every list is complete (at start: of every kind, not only the first to end): write it now
+            if objects >= limit or (listing and time.monotonic() - started >= options.list_batch_seconds):
+                break
             remaining = deadline - time.monotonic()
             try:
                 message = self.queue.get(timeout=remaining) if remaining > 0 else self.queue.get_nowait()
             except queue.Empty:
                 break
-            messages.append(message)
-            objects += self._size(message)
-        return messages
+        return count
 
     @staticmethod
     def _size(message: tuple) -> int:
@@ -126,13 +144,12 @@ class ClusterSync:
         due = self.hinter.due_in()
         if due is not None:  # a coalesced hint is waiting: wake up when it may leave, not at the next tick
             wait = min(wait, due)
-        messages = self._gather(wait)
-        # A hint due for batches already committed leaves now, not after this batch is written too.
-        self.hinter.flush()
         mirror = self.mirror
         full_list = False
         received: dict[str, float] = {}  # per kind, when its oldest change in this batch came off the wire
-        for message in messages:
+
+        def take(message: tuple) -> None:
+            nonlocal full_list
             what, kind = message[0], message[1]
             if what in ("page", "events"):
                 received[kind] = min(received.get(kind, message[-1]), message[-1])
@@ -166,10 +183,16 @@ class ClusterSync:
                     since = previous[1] if previous and not previous[0] else time.monotonic()
                     self.health[kind] = (False, since, error)
                     self.last_error = error
+
+        self._gather(wait, take)
+        # A hint due for batches already committed leaves now, not after this batch is written too.
+        self.hinter.flush()
         cluster_changes = self._state_changes(full_list)
         self._pods_current(cluster_changes)
         # A full list still arriving from a healthy informer: set-wise derivation waits for its end.
         mirror.list_in_progress = any(self.health.get(kind, (True,))[0] for kind in self.listing)
+        # ... and the pods' lifetimes, which the end of the pods' list writes in full.
+        mirror.pods_listing = PODS in self.listing and self.health.get(PODS, (True,))[0]
         written: dict[str, int] = {}
         if mirror.pending or cluster_changes:
             written = self._write(cluster_changes)

@@ -57,6 +57,7 @@ class TableWriter:
         self.postgres = connection.vendor == "postgresql"
         self.adapt_field = {opts.get_field(f).column: opts.get_field(f) for f in resource.fields
                             if opts.get_field(f).get_internal_type() == "DecimalField"}
+        self.copies = 0  # upserts that went through COPY (the bulk path)
 
     # -- SQL ---------------------------------------------------------------------------------------
     def _q(self, name: str) -> str:
@@ -120,6 +121,7 @@ class TableWriter:
             return 0
         if self.postgres and len(items) >= self.copy_min_rows:
             self._upsert_copy(items, now)
+            self.copies += 1
         else:
             self._upsert_rows(self.rows(items, now))
         return len(items)

@@ -214,7 +214,7 @@ def test_a_relist_derives_in_sql_and_rewrites_no_node_whose_state_did_not_change
 def test_a_full_list_in_many_batches_is_derived_in_sql_once_it_is_complete(sim, tmp_path, db):
     # Pages of 4 objects, each its own batch: no node is judged on part of its pods (its operand pods
     # may come on a later page), and the set-wise derivation runs at the list's end, not per batch.
-    lab = Lab(sim, tmp_path, copy_min_rows=1, page_limit=4, queue_pages=1, batch_delay=0)
+    lab = Lab(sim, tmp_path, copy_min_rows=1, page_limit=4, queue_pages=1, batch_delay=0, list_batch_delay=0)
     try:
         load_fleet(lab.emu)
         lab.start().synced()

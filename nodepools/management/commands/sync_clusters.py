@@ -22,6 +22,9 @@ logger = logging.getLogger("nodepools.sync")
 
 class Command(BaseCommand):
     help = "Mirror the Nodes and Pods of every registered cluster (list + watch), until stopped."
+    # No system checks at start: they import every URLconf and view (seconds before the first list), and the
+    # web processes and `manage.py check` (CI) run them for the same code.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--cluster", action="append", dest="clusters", metavar="NAME",
