@@ -36,7 +36,7 @@ def test_the_pool_page_shows_quantities_in_human_units(page, users, karpenter_la
     page.locator("#nodes-table").get_by_role("link", name="a100-1", exact=True).click()
     expect(page.locator("h1")).to_have_text("Node a100-1")
     facts = page.locator("dl.facts").first
-    expect(facts).to_contain_text("40 GiB each")
+    expect(facts).to_contain_text("4 GPUs of 40 GiB")  # GPU memory in GiB, per physical GPU
     expect(facts.locator("dt:text-is('CPU') + dd")).to_have_text(re.compile(r"^[\d.]+ cores allocatable, [\d.]+ cores? allocated$"))
     expect(facts.locator("dt:text-is('Memory') + dd")).to_have_text(re.compile(r"^[\d.]+ GiB allocatable, [\d.]+ (GiB|MiB|B) allocated$"))
 

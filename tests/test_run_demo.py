@@ -3,6 +3,7 @@ and usage charts that start at the real figures."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -118,7 +119,9 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     assert b"<h1>Not found</h1>" in body and b"DEBUG = True" not in body and b"URLconf" not in body
     time.sleep(0.5)
     logged = [line for line in demo["out"].read_text().splitlines() if "/no-such-page/" in line]
-    assert len(logged) == 1 and logged[0].endswith("GET /no-such-page/ 404 user=anonymous (Not Found)"), logged
+    # One line, with the request id the answer carried (X-Request-ID) at its end.
+    assert len(logged) == 1 and re.search(r"GET /no-such-page/ 404 user=anonymous \(Not Found\) request_id=[0-9a-f]{32}$",
+                                          logged[0]), logged
     status, _, body = fetch(demo["url"] + "/login/")
     assert status == 200 and b"/static/css/console.css" in body
     assert fetch(demo["url"] + "/static/css/console.css")[0] == 200

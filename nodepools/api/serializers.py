@@ -135,7 +135,7 @@ class NodePoolSerializer(GpuMetricsFields, ModelSerializer):
     memory_total_bytes = StrictIntegerField(read_only=True)
     memory_allocated_bytes = StrictIntegerField(read_only=True)
     workload_count = StrictIntegerField(read_only=True)
-    gpu_shapes = PoolGpuShapesSerializer(read_only=True, default=None,
+    gpu_shapes = PoolGpuShapesSerializer(read_only=True, allow_null=True, default=None,
                                          help_text="How the pool's GPUs are shared and its MIG slices (one pool's "
                                                    "read only; null in the list).")
 
