@@ -27,10 +27,11 @@ run: migrate
 	$(BIN)/python manage.py run_demo --port $(PORT) --install-prometheus
 
 # The whole suite in TEST_WORKERS processes (pytest-xdist; each has its own test database, Redis database,
-# emulators, Prometheus and browser), idle workers taking tests from busy ones; the slowest tests printed.
+# emulators, Prometheus and browser), each worker given more tests as it finishes (the longest are handed out
+# first, tests/conftest.py); the slowest tests printed.
 TEST_WORKERS ?= 3
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load
 
 # The documentation (docs/, mkdocs.yml) on http://127.0.0.1:8002, rebuilt as you edit; CI builds it strictly.
 docs: install
