@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Iterable
 
 from kubesim.dcgm_history import Gpu, create_blocks, write_openmetrics
+from kube import gpu as kube_gpu
 
-GPU = "nvidia.com/gpu"
+GPU = kube_gpu.GPU_RESOURCE
 DEFAULT_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 MEMORY_MIB = {"NVIDIA-A100-SXM4-80GB": 81920, "NVIDIA-H100-80GB-HBM3": 81559, "NVIDIA-A100-SXM4-40GB": 40960,
               "NVIDIA-L4": 23034, "Tesla-T4": 15360}

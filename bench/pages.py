@@ -66,6 +66,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from kube import gpu as kube_gpu
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
@@ -201,8 +202,8 @@ def load_workloads(cluster, count: int) -> None:
             "spec": {"parallelism": 1 + i % 2, "template": {"spec": {
                 "priorityClassName": ("train", "build", "inference")[i % 3], "schedulerName": "kai-scheduler",
                 "containers": [{"name": "main", "image": "pytorch", "resources": {
-                    "requests": {"nvidia.com/gpu": str(1 + i % 4), "cpu": "4", "memory": "16Gi"},
-                    "limits": {"nvidia.com/gpu": str(1 + i % 4)}}}]}}},
+                    "requests": {kube_gpu.GPU_RESOURCE: str(1 + i % 4), "cpu": "4", "memory": "16Gi"},
+                    "limits": {kube_gpu.GPU_RESOURCE: str(1 + i % 4)}}}]}}},
             "status": status,
         })
     jobs_mirror(cluster=cluster, jobs=jobs)

@@ -30,6 +30,7 @@ from bench.reference import Reference  # noqa: E402
 from kubesim import KubeEmulator, generate_cluster, make_pod  # noqa: E402
 from kubesim.scheduling import default as default_core  # noqa: E402
 from kubesim.scheduling import kai as kai_core  # noqa: E402
+from kube import gpu as kube_gpu
 
 POOL = "console.gpu-capacity.io/node-pool"
 TARGET_SECONDS = 1.0
@@ -76,7 +77,7 @@ def fleet(nodes: int, pods_per_node: int) -> tuple[KubeEmulator, list[str]]:
 def pending_pod(name: str, *, kai: bool, pool: str, queue: str) -> dict:
     pod = make_pod(name, "runai-bench", phase="Pending", priority_class="train",
                    labels={"kai.scheduler/queue": queue, POOL: pool} if kai else {"app": "bench"},
-                   containers=[{"name": "main", "requests": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "8Gi"}}])
+                   containers=[{"name": "main", "requests": {kube_gpu.GPU_RESOURCE: "1", "cpu": "2", "memory": "8Gi"}}])
     pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": POOL, "operator": "In", "values": [pool]}]}]}}}
     if kai:

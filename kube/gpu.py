@@ -56,7 +56,7 @@ from math import ceil, floor
 from typing import Any
 
 from kube.quantity import QuantityError, parse_quantity
-from kube.requests import pod_requests
+from kube.requests import GPU, pod_requests
 
 __all__ = [
     "ANNOTATION_GPU_FRACTION", "ANNOTATION_GPU_FRACTION_NUM_DEVICES", "ANNOTATION_GPU_MEMORY",
@@ -73,7 +73,7 @@ PLACES = 3
 _QUANTUM = Decimal(1).scaleb(-PLACES)
 
 # --- NVIDIA device plugin: extended resources ------------------------------------------------------
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = GPU  # nvidia.com/gpu, named once in kube.requests
 GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"  # renameByDefault=true (time-slicing or MPS)
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 

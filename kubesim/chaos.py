@@ -25,6 +25,7 @@ from kubesim.dcgm import UTILIZATION_ANNOTATION
 from kubesim.factories import _GPU, _NAMESPACES, make_pod
 from kubesim.resources import NODES, PODS, get_resource
 from kubesim.util import Key, Obj
+from kube import gpu as kgpu
 
 TOOLKIT_APP = "nvidia-container-toolkit-daemonset"
 DCGM_APP = "nvidia-dcgm-exporter"
@@ -336,7 +337,7 @@ class ChaosMixin:
         target, gpus = rng.choice(free) if free else (node, 0)
         requests: dict[str, Any] = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((4, 8, 16))}Gi"}
         if gpus:
-            requests["nvidia.com/gpu"] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus])
+            requests[kgpu.GPU_RESOURCE] = rng.choice([g for g in (1, 2, 4, 8) if g <= gpus])
         ns = rng.choice(_NAMESPACES[:5])
         with self._lock:
             self._chaos_serial += 1  # unique even when two steps draw the same random bits
@@ -367,10 +368,10 @@ class ChaosMixin:
             name = f"chaos-{self._chaos_serial:05d}-{rng.getrandbits(24):06x}"
         pod = make_pod(name, ns, phase="Pending", priority=priority, priority_class=klass, labels={"app": "chaos"},
                        created=self.clock.rfc3339(), containers=[{"name": "main", "requests": {"cpu": "2", "memory": "8Gi",
-                                                                 "nvidia.com/gpu": rng.choice((1, 4))}}])
+                                                                 kgpu.GPU_RESOURCE: rng.choice((1, 4))}}])
         pod["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": pool}
         pod["spec"]["tolerations"] += [{"key": t["key"], "operator": "Equal", "value": t.get("value", ""),
-                                        "effect": t["effect"]} for t in taints if t.get("key") != "nvidia.com/gpu"]
+                                        "effect": t["effect"]} for t in taints if t.get("key") != kgpu.GPU_RESOURCE]
         self.add_pod(pod)
         with self._lock:
             self._chaos_pods.append((ns, name))

@@ -15,8 +15,9 @@ from typing import Any
 
 import kubesim.nvidia as nvidia
 from kubesim.util import Obj, _gc_paused, _status_str, _timestamp
+from kube import gpu as kgpu
 
-_GPU = "nvidia.com/gpu"
+_GPU = kgpu.GPU_RESOURCE
 
 
 _GPU_PRODUCTS: dict[str, tuple[int, str]] = {
@@ -460,8 +461,8 @@ def make_pod(
             ],
         }
     )
-    if any("nvidia.com/gpu" in (c["resources"].get("requests") or {}) for c in specs):
-        spec["tolerations"].append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    if any(kgpu.GPU_RESOURCE in (c["resources"].get("requests") or {}) for c in specs):
+        spec["tolerations"].append({"key": kgpu.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     if node:
         spec["nodeName"] = node
     spec["priority"] = int(priority) if priority is not None else 0
@@ -567,7 +568,7 @@ def _iter_pods(
         labels = {"app": name[:9], "team": ns}
         roll = rng.random()
         if not node_names or roll < 0.02:
-            containers = [{"name": "main", "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 1}}]
+            containers = [{"name": "main", "requests": {"cpu": "4", "memory": "16Gi", kgpu.GPU_RESOURCE: 1}}]
             yield make_pod(name, ns, phase="Pending", containers=containers, labels=labels, created=created)
             continue
         n = rng.randrange(len(node_names))

@@ -42,12 +42,13 @@ from kubesim.factories import _GPU_PRODUCTS, make_node
 from kubesim.reports import unreadable
 from kubesim.resources import NODES, PODS
 from kubesim.util import Obj
+from kube import gpu as kgpu
 
 NODEPOOLS = "nodepools.karpenter.sh"
 NODECLAIMS = "nodeclaims.karpenter.sh"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
-GPU = "nvidia.com/gpu"
+GPU = kgpu.GPU_RESOURCE
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 CAPACITY_TYPES = ("spot", "on-demand", "reserved")  # cheapest first; reserved only where required
 

@@ -154,7 +154,7 @@ def exposure(*, gpus: int, product: str, memory_mib: int, family: str, mig_confi
             count = per_gpu * gpus
             labels.update({PRODUCT_LABEL: f"{product}-MIG-{profile}", COUNT_LABEL: str(count),
                            MEMORY_LABEL: str(profile_memory_mib(profile))})
-            labels.update({k: v for k, v in _profile_labels("nvidia.com/gpu", profile, count, family).items()
+            labels.update({k: v for k, v in _profile_labels(kgpu.GPU_RESOURCE, profile, count, family).items()
                            if k not in (COUNT_LABEL, MEMORY_LABEL)})
             resources[GPU] = str(count)
             return labels, resources

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubesim import make_node, make_pod
 from kubesim.dcgm import UTILIZATION_ANNOTATION
+from kube import gpu as kube_gpu
 
 POOL_LABEL_KEY = "gpu-type"
 DEPARTMENTS = {
@@ -84,8 +85,8 @@ def _workload(name, project, node, gpus, kind, *, phase="Running", selector=None
     pod = make_pod(
         name, f"runai-{project}", node=node, phase=phase, priority=PRIORITY[kind], priority_class=kind,
         labels={"project": project, "workload-kind": kind}, annotations=annotations,
-        containers=[{"name": "main", "requests": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)},
-                     "limits": {"nvidia.com/gpu": str(gpus)}}],
+        containers=[{"name": "main", "requests": {"cpu": cpu, "memory": memory, kube_gpu.GPU_RESOURCE: str(gpus)},
+                     "limits": {kube_gpu.GPU_RESOURCE: str(gpus)}}],
     )
     if selector:
         pod["spec"]["nodeSelector"] = {POOL_LABEL_KEY: selector}
@@ -133,7 +134,7 @@ KARPENTER_POOLS = {
     "t4-spot": "Karpenter NodePool t4-spot: spot T4 nodes, consolidated when empty",
 }
 _NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+_GPU_TAINT = {"key": kube_gpu.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 INFERENCE_TAINT = {"key": "workload-type", "value": "inference", "effect": "NoSchedule"}
 
 
@@ -152,14 +153,14 @@ def demo_karpenter_nodepools() -> list[dict[str, Any]]:
             {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES[:2]},
-        ], limits={"cpu": "384", "nvidia.com/gpu": "16"}, weight=90, policy="WhenEmpty", after="1m",
+        ], limits={"cpu": "384", kube_gpu.GPU_RESOURCE: "16"}, weight=90, policy="WhenEmpty", after="1m",
             budgets=[{"nodes": "1"}], labels={"gpu-tier": "h100-prod", "workload-type": "inference"},
             taints=[INFERENCE_TAINT]),
         nodepool("t4-spot", [
             {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["t4"]},
             {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["1", "4"]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-        ], limits={"nvidia.com/gpu": "8"}, weight=10, policy="WhenEmptyOrUnderutilized", after="30s",
+        ], limits={kube_gpu.GPU_RESOURCE: "8"}, weight=10, policy="WhenEmptyOrUnderutilized", after="30s",
             budgets=[{"nodes": "20%"}], labels={"gpu-tier": "best-effort"}),
     ]
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 from kube import wellknown
+from kube import gpu as kube_gpu
 from typing import Any
 
 NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_TAINT = {"key": kube_gpu.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 
 
 def _spec(requirements, *, limits, weight=None, taints=(), policy="WhenEmptyOrUnderutilized", after="5m",
@@ -55,7 +56,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "spec": _spec(
             [req(FAMILY, "In", "p5"), req(GPU_NAME, "In", "h100"), req(CAPACITY, "In", "on-demand", "reserved"),
              req(ARCH, "In", "amd64")],
-            limits={"cpu": "1536", "memory": "16Ti", "nvidia.com/gpu": "64"}, weight=90, taints=[GPU_TAINT],
+            limits={"cpu": "1536", "memory": "16Ti", kube_gpu.GPU_RESOURCE: "64"}, weight=90, taints=[GPU_TAINT],
             policy="WhenEmpty", after="30m",
             budgets=[{"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}, {"nodes": "1"}],
             expire="Never", labels={"gpu-tier": "h100-prod"}),
@@ -65,14 +66,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "spec": _spec(
             [req(FAMILY, "In", "p4d", "p4de"), req(GPU_NAME, "In", "a100"), req(CAPACITY, "In", "on-demand"),
              req(ZONE, "In", "us-east-1a", "us-east-1b")],
-            limits={"cpu": "960", "memory": "8Ti", "nvidia.com/gpu": "40"}, weight=50, taints=[GPU_TAINT],
+            limits={"cpu": "960", "memory": "8Ti", kube_gpu.GPU_RESOURCE: "40"}, weight=50, taints=[GPU_TAINT],
             policy="WhenEmptyOrUnderutilized", after="10m", labels={"gpu-tier": "a100-standard"}),
     },
     "t4-best-effort": {
         "title": "T4 best-effort: cheap spot capacity, consolidated when underutilized",
         "spec": _spec(
             [req(FAMILY, "In", "g4dn"), req(GPU_NAME, "In", "t4"), req(CAPACITY, "In", "spot")],
-            limits={"cpu": "512", "nvidia.com/gpu": "32"}, weight=10, taints=[GPU_TAINT],
+            limits={"cpu": "512", kube_gpu.GPU_RESOURCE: "32"}, weight=10, taints=[GPU_TAINT],
             policy="WhenEmptyOrUnderutilized", after="1m",
             budgets=[{"nodes": "20%", "reasons": ["Empty", "Underutilized"]}],
             labels={"gpu-tier": "best-effort"}),
@@ -81,14 +82,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "title": "Spot only: any GPU instance, interruptible capacity only",
         "spec": _spec(
             [req("karpenter.k8s.aws/instance-gpu-count", "Gt", "0"), req(CAPACITY, "In", "spot")],
-            limits={"nvidia.com/gpu": "16"}, weight=5, taints=[GPU_TAINT],
+            limits={kube_gpu.GPU_RESOURCE: "16"}, weight=5, taints=[GPU_TAINT],
             policy="WhenEmptyOrUnderutilized", after="30s", labels={"capacity": "spot"}),
     },
     "inference-only": {
         "title": "Inference only: tainted, so that only workloads tolerating it land",
         "spec": _spec(
             [req(FAMILY, "In", "g5", "g6"), req(CAPACITY, "In", "on-demand")],
-            limits={"nvidia.com/gpu": "24"}, weight=40,
+            limits={kube_gpu.GPU_RESOURCE: "24"}, weight=40,
             taints=[GPU_TAINT, {"key": "workload-type", "value": "inference", "effect": "NoSchedule"}],
             startup_taints=[{"key": "example.com/warming", "effect": "NoSchedule"}],
             policy="WhenEmpty", after="15m", budgets=[{"nodes": "1", "reasons": ["Drifted"]}],

@@ -12,6 +12,7 @@ from django import forms
 from common.fields import StrictIntegerFormField
 
 from kube.taints import taint_text
+from kube import gpu as kube_gpu
 from provisioning import examples, validation
 
 REQUIREMENTS_HELP = ("One a line: key, operator (In NotIn Exists DoesNotExist Gt Lt Gte Lte), then values separated "
@@ -20,7 +21,7 @@ TAINTS_HELP = "One a line: key=value:Effect or key:Effect (NoSchedule, PreferNoS
 BUDGETS_HELP = ("One a line: nodes | schedule | duration | reasons. Nodes is N or N%; schedule a cron line "
                 "(e.g. 0 9 * * mon-fri) with a duration (e.g. 8h); reasons among Underutilized, Empty, Drifted. "
                 "E.g. 10%   or   0 | 0 9 * * mon-fri | 8h | Drifted")
-LIMITS = (("limit_cpu", "cpu"), ("limit_memory", "memory"), ("limit_gpu", "nvidia.com/gpu"), ("limit_nodes", "nodes"))
+LIMITS = (("limit_cpu", "cpu"), ("limit_memory", "memory"), ("limit_gpu", kube_gpu.GPU_RESOURCE), ("limit_nodes", "nodes"))
 
 # Spec paths -> the form field their errors go to.
 PATHS = [

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors, node_selector_matches
 from kube.quantity import QuantityError, parse_quantity
 from kube.taints import TAINT_EFFECTS, taint_text, untolerated_taints
+from kube import gpu as kube_gpu
 from workloads import podsecurity
 
 # ---------------------------------------------------------------------------------------------------
@@ -676,9 +677,9 @@ DEFAULT_POD_TEMPLATES: dict[str, dict] = {
                 "name": "{{ WF_TASK_NAME }}",
                 "resources": {
                     "limits": {"cpu": "{{ USER_CPU }}", "memory": "{{ USER_MEMORY }}",
-                               "nvidia.com/gpu": "{{ USER_GPU }}", "ephemeral-storage": "{{ USER_STORAGE }}"},
+                               kube_gpu.GPU_RESOURCE: "{{ USER_GPU }}", "ephemeral-storage": "{{ USER_STORAGE }}"},
                     "requests": {"cpu": "{{ USER_CPU }}", "memory": "{{ USER_MEMORY }}",
-                                 "nvidia.com/gpu": "{{ USER_GPU }}", "ephemeral-storage": "{{ USER_STORAGE }}"},
+                                 kube_gpu.GPU_RESOURCE: "{{ USER_GPU }}", "ephemeral-storage": "{{ USER_STORAGE }}"},
                 },
             }],
         },

@@ -34,6 +34,7 @@ from kubesim.scheduling import kai as kai_core
 from kubesim.scheduling.fit import Cluster, NodeInfo, PodInfo, node_info, pod_info
 from kubesim.factories import make_pod
 from kubesim.util import Obj, _gc_paused
+from kube import gpu as kgpu
 
 PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
 POD_GROUPS = "podgroups.scheduling.run.ai"
@@ -624,8 +625,8 @@ class SchedulingMixin:
                            annotations={"karpenter.sh/do-not-disrupt": "true",
                                         kai_core.GPU_INDEX_ANNOTATION: str(index)},
                            containers=[{"name": "resource-reservation", "image": "ghcr.io/nvidia/kai-scheduler/"
-                                        "resource-reservation", "requests": {"nvidia.com/gpu": 1},
-                                        "limits": {"nvidia.com/gpu": 1}}],
+                                        "resource-reservation", "requests": {kgpu.GPU_RESOURCE: 1},
+                                        "limits": {kgpu.GPU_RESOURCE: 1}}],
                            created=self.clock.rfc3339())
             pod["spec"]["runtimeClassName"] = "nvidia"
             pod["spec"]["serviceAccountName"] = "kai-resource-reservation"

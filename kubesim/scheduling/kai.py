@@ -787,7 +787,7 @@ def status_list(values: Mapping[str, float]) -> dict[str, str]:
         out = f"{round(value, 3):.3f}".rstrip("0").rstrip(".")
         return "0" if out in ("", "-0") else out
 
-    return {"nvidia.com/gpu": text(values.get(ks.GPU, 0.0)), "cpu": text(values.get(ks.CPU, 0.0)),
+    return {kgpu.GPU_RESOURCE: text(values.get(ks.GPU, 0.0)), "cpu": text(values.get(ks.CPU, 0.0)),
             "memory": text(values.get(ks.MEMORY, 0.0) / ks.MB)}
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from kube import gpu as kgpu
 
 CPU = "CPU"
 MEMORY = "Memory"
@@ -354,7 +355,7 @@ def _details(q: Queue, requested: Mapping[str, float], non_preemptible: bool) ->
 def resource_list(values: Mapping[str, float]) -> dict[str, str]:
     """KAI's ResourceList view of quantities: GPU devices, CPU as a quantity of cores, memory in bytes."""
     out: dict[str, str] = {}
-    for r, key in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "nvidia.com/gpu")):
+    for r, key in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, kgpu.GPU_RESOURCE)):
         value = values.get(r, 0.0)
         if value == UNLIMITED:
             out[key] = "-1"
