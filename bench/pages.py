@@ -66,10 +66,10 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from kube import gpu as kube_gpu
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+from kube import gpu as kube_gpu  # noqa: E402  (the repository is on the path from here)
 PG_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/console_bench_pages")
 CSV_RUNS = 7
 AHEAD_MINUTES = 20
