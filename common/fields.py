@@ -30,6 +30,14 @@ def _form_error(exc: InputError) -> forms.ValidationError:
 # ---------------------------------------------------------------------------------------------------
 # DRF
 
+
+def _strict(parse, data, field: serializers.Field):
+    """`parse(data)` with the field's name, its refusal as the field's validation error."""
+    try:
+        return parse(data, field=field.field_name or "")
+    except InputError as exc:
+        raise serializers.ValidationError(exc.message, code="invalid") from None
+
 class StrictDateField(serializers.DateField):
     """YYYY-MM-DD exactly, ASCII digits (DRF's DateField reads 20261101, 2026-1-1 and full-width digits)."""
 
@@ -44,28 +52,19 @@ class StrictDateField(serializers.DateField):
 
 class StrictDecimalField(serializers.DecimalField):
     def to_internal_value(self, data):
-        try:
-            number = parse_decimal(data, field=self.field_name or "")
-        except InputError as exc:
-            raise serializers.ValidationError(exc.message, code="invalid") from None
+        number = _strict(parse_decimal, data, self)
         return super().to_internal_value(str(number))
 
 
 class StrictIntegerField(serializers.IntegerField):
     def to_internal_value(self, data):
-        try:
-            number = parse_integer(data, field=self.field_name or "")
-        except InputError as exc:
-            raise serializers.ValidationError(exc.message, code="invalid") from None
+        number = _strict(parse_integer, data, self)
         return super().to_internal_value(number)
 
 
 class StrictFloatField(serializers.FloatField):
     def to_internal_value(self, data):
-        try:
-            number = parse_decimal(data, field=self.field_name or "")
-        except InputError as exc:
-            raise serializers.ValidationError(exc.message, code="invalid") from None
+        number = _strict(parse_decimal, data, self)
         return super().to_internal_value(float(number))
 
 
