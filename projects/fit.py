@@ -688,7 +688,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         if not nodes:
             never = f"{pool} has no node"
         elif shape.gpus > biggest:
-            never = f"the largest node of {pool} has {biggest} GPUs; this asks {shape.gpus} on one node"
+            never = f"the largest node of {pool} has {n(biggest)} GPUs; this asks {shape.gpus} on one node"
         else:
             never = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
