@@ -60,8 +60,13 @@ def pytest_configure(config):
 def pytest_report_header(config):
     from tests import profiles
 
-    return [f"console: Hypothesis profile {profiles.PROFILE!r}; the agreement runs take "
-            f"{profiles.examples(ci=500, default=100)} cases (HYPOTHESIS_PROFILE=ci: 500, default: 100)"]
+    lines = [f"console: Hypothesis profile {profiles.PROFILE!r}; the agreement runs take "
+             f"{profiles.examples(ci=500, default=100)} cases (HYPOTHESIS_PROFILE=ci: 500, default: 100)"]
+    if DJANGO_FREE_RAN:
+        lines.append("console: CONSOLE_DJANGO_FREE_RAN=1: the Django-free tests of tests/kube and tests/kubesim are "
+                     "deselected (they ran in the SQLite run; no database or Redis in them)")
+    return lines
+
 
 
 # The longest tests (their files), started first: pytest-xdist hands the first tests out one per worker in
@@ -80,7 +85,27 @@ def _longest_first(items) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest in order
 
 
+# The tests of kube/ and kubesim/ run without Django (`pytest tests/kube tests/kubesim -p no:django`): no
+# database, no cache, no channel layer. CI's PostgreSQL + Redis run sets CONSOLE_DJANGO_FREE_RAN=1 (they ran
+# in its SQLite run, and would run the very same code again): there they are deselected, and counted.
+DJANGO_FREE = ("tests/kube/", "tests/kubesim/")
+DJANGO_FREE_RAN = os.environ.get("CONSOLE_DJANGO_FREE_RAN") == "1"
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_asgi", "client", "settings"}
+
+
+def _deselect_django_free(config, items) -> None:
+    chosen, dropped = [], []
+    for item in items:
+        free = item.nodeid.startswith(DJANGO_FREE) and not _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        (dropped if free else chosen).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = chosen
+
+
 def pytest_collection_modifyitems(config, items):
+    if DJANGO_FREE_RAN:
+        _deselect_django_free(config, items)
     _longest_first(items)
     # PostgreSQL-only tests skip on SQLite with the reason; CI's PostgreSQL pass sets
     # CONSOLE_REQUIRE_POSTGRES=1 so that they can never skip silently there.

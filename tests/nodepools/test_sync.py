@@ -71,7 +71,7 @@ class Lab:
             self.sync.stop()
             self.sync = None
 
-    def until(self, condition, timeout=15):
+    def until(self, condition, timeout=30):  # an event awaited: long only when the machine is busy
         assert self.sync.run_until(condition, timeout), "the mirror did not reach the expected state in time"
 
     def synced(self):
@@ -268,7 +268,7 @@ def test_watch_resumes_after_the_stream_ends_without_relisting(lab):
                   and lab.emu.stats()["watch_streams_active"] == watched)
     assert lab.emu.stats()["list_pages"] == pages
     assert lab.emu.stats()["watch_streams_opened"] == watched + 3 * watched
-    assert lab.state().connection_state == ConnectionState.CONNECTED
+    lab.until(lambda: lab.state().connection_state == ConnectionState.CONNECTED)
 
 
 def test_410_on_watch_relists_and_sweeps_what_was_deleted(lab):
