@@ -29,9 +29,10 @@ from projects.models import ProjectNamespace
 from ui.charts import figure_table, time_figure
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
-# Labels naming one GPU (or one MIG instance of it: `GPU_I_ID`, absent on a whole GPU) held by one pod (the
-# exporter's own; `Hostname` is the node).
-GPU_KEY = ("Hostname", "UUID", "gpu", "GPU_I_ID", "namespace", "pod")
+# Labels naming one GPU held by one pod (the exporter's own; `Hostname` is the node). A MIG instance is a
+# series of its own (GPU_I_PROFILE, GPU_I_ID): instances of one GPU held by one pod share this key, so that
+# the range reading may bring a busy one along; since-when drops it (busy at the end: not idle).
+GPU_KEY = ("Hostname", "UUID", "gpu", "namespace", "pod")
 MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL = "GPU_I_PROFILE", "GPU_I_ID"
 MAX_CHART_POINTS = 300  # a chart's points stay bounded whatever the period: the step grows with it
 PERIODS = {"24h": datetime.timedelta(hours=24), "7d": datetime.timedelta(days=7)}
