@@ -218,7 +218,7 @@ def _over_quota(pods: list[tuple[int, int, Interval]], quota: list[tuple[int, in
 
 
 # ---------------------------------------------------------------------------------------------------
-# Prices per unit (docs/using/finance.md#slices-and-fractions)
+# Prices per unit (docs/using/auditor.md#slices-replicas-and-fractions)
 
 def unit_price(unit: str, model: str, gpu_hour: Decimal | None, profile_hour: Decimal | None = None
                ) -> tuple[Decimal | None, bool]:
