@@ -437,7 +437,7 @@ def entry_list(*, user: Any):
 
 LEDGER_CSV = ("Hour (UTC)", "Kind", "Recorded (UTC)", "Cluster", "Node pool", "GPU model", "Department", "Project",
               "GPU-hours", "Over-quota GPU-hours", "Non-preemptible GPU-hours", "Idle GPU-hours",
-              "GPU utilization (%)", "CPU-core-hours", "Memory-GiB-hours", "GPU-seconds")
+              "GPU utilization (%)", "CPU-core-hours", "Memory-GiB-hours", "GPU-seconds", "Unit", "Unit-hours")
 
 
 async def ledger_csv_lines(entries) -> AsyncIterator[str]:
@@ -471,7 +471,8 @@ async def ledger_csv_lines(entries) -> AsyncIterator[str]:
 
 CSV_CHUNK = 5000
 _PG_FIELDS = ("t_hour", "kind", "t_recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
-              "t_gpu", "t_over", "t_nonpre", "t_idle", "t_util", "t_cpu", "t_memory", "t_seconds")
+              "t_gpu", "t_over", "t_nonpre", "t_idle", "t_util", "t_cpu", "t_memory", "t_seconds", "gpu_unit",
+              "t_units")
 
 
 def _pg_text_columns() -> dict:
@@ -493,6 +494,9 @@ def _pg_text_columns() -> dict:
                        f"{t}.measured_gpu_seconds, 1)::text ELSE '' END"),
         "t_cpu": hours_of("cpu_core_seconds"), "t_memory": hours_of("memory_byte_seconds", "1073741824 / 3600"),
         "t_seconds": text(f"{t}.gpu_seconds::text"),
+        # A row's hours in its unit (whole GPUs and fractions: its GPU-hours).
+        "t_units": text(f"round((CASE WHEN {t}.gpu_unit IN ('', 'fraction') THEN {t}.gpu_seconds "
+                        f"ELSE {t}.unit_seconds END) / 3600, 4)::text"),
     }
 
 
@@ -504,17 +508,19 @@ def _pg_formatter(name):
 
     def line(row) -> str:
         (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, util, cpu,
-         memory, seconds) = row
+         memory, seconds, unit, units) = row
         return ",".join((hour, kinds[kind], recorded, name("cluster", cluster), name("pool", pool),
                          name("model", gpu_model), name("department", department), name("project", project),
-                         n(gpu), n(over), n(nonpre), n(idle), n(util), n(cpu), n(memory), n(seconds))) + "\r\n"
+                         n(gpu), n(over), n(nonpre), n(idle), n(util), n(cpu), n(memory), n(seconds),
+                         name("unit", unit), n(units))) + "\r\n"
 
     return line
 
 
 _LEDGER_CSV_FIELDS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
                       "gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-                      "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
+                      "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds",
+                      "gpu_unit", "unit_seconds")
 
 
 def _quoted(value: str) -> str:
@@ -542,6 +548,8 @@ def _ledger_csv_formatter():
         if cell is None:
             if kind == "model":
                 cell = _quoted(escape_cell(pk))
+            elif kind == "unit":
+                cell = _quoted(escape_cell(kube_gpu.unit_label(pk or "")))
             else:
                 cell = "" if pk is None else _quoted(escape_cell(names[kind].get(pk) or f"#{pk} (deleted)"))
             cells[key] = cell
@@ -561,13 +569,15 @@ def _ledger_csv_formatter():
 
     def line(row) -> str:
         (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, measured, busy,
-         cpu, memory) = row
+         cpu, memory, unit, units) = row
+        units = _unit_seconds({"gpu_unit": unit, "gpu_seconds": gpu, "unit_seconds": units})
         util = number((busy * 100 / measured).quantize(tenth)) if measured else ""
         return ",".join((
             moment(hour), kinds[kind], moment(recorded), name("cluster", cluster), name("pool", pool), name("model", gpu_model),
             name("department", department), name("project", project),
             number(hours(gpu, step)), number(hours(over, step)), number(hours(nonpre, step)), number(hours(idle, step)),
             util, number(hours(cpu, step)), number(gib_hours(memory, step)), number(gpu),
+            name("unit", unit), number(hours(units, step)),
         )) + "\r\n"
 
     line.names = name

@@ -257,3 +257,19 @@ def test_hour_rows_keep_units_apart_and_over_quota_follows_each_unit():
     assert unit_price("replica:4", A100_80, Decimal(7)) == (Decimal("1.75"), True)
     assert unit_price("fraction", A100_80, Decimal(7)) == (Decimal(7), False)
     assert unit_price("1g.10gb", A100_80, None) == (None, False)
+
+
+def test_the_hourly_ledger_csv_and_api_carry_each_row_s_unit(shares, users, client):
+    org = shares
+    client.force_login(users["sysadmin"])
+    rows = csv_of(client.get("/ledger/export.csv", {"date_from": "2026-03-14", "date_to": "2026-03-14"}))
+    header = rows[0]
+    assert header[-2:] == ["Unit", "Unit-hours"]
+    got = sorted((r[header.index("Project")], r[header.index("Unit")], r[header.index("Unit-hours")],
+                  r[header.index("GPU-hours")]) for r in rows[1:] if r[header.index("Hour (UTC)")] == "2026-03-14T00:00:00Z")
+    assert got == [("ops-a", "GPU-equivalent", "0.5000", "0.5000"), ("rnd-a", "MIG 1g.10gb", "2.0000", "0.2860"),
+                   ("rnd-a", "MIG 3g.40gb", "1.0000", "0.4290"), ("rnd-b", "MIG 1g.10gb", "1.0000", "0.1430"),
+                   ("rnd-b", "replica (1/4 GPU)", "1.0000", "0.2500")]
+    api = client.get("/api/v1/ledger-entries/", {"project": org.rnd_a.pk}).json()
+    units = sorted((e["gpu_unit"], e["unit_seconds"]) for e in api["results"] if e["hour"].startswith("2026-03-14T00"))
+    assert units == [("1g.10gb", "7200.000"), ("3g.40gb", "3600.000")]
