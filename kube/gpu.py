@@ -66,7 +66,8 @@ __all__ = [
     "NodeGpus", "PLACES", "RESERVATION_NAMESPACE", "GPU_GROUP_LABEL", "compute_slices", "is_gpu_resource",
     "is_reservation_pod", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
     "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
-    "request_record", "request_from_record", "to_decimal",
+    "request_record", "request_from_record", "to_decimal", "BillingUnit", "billing_unit", "unit_share",
+    "unit_label", "UNIT_WHOLE", "UNIT_FRACTION",
 ]
 
 PLACES = 3
@@ -699,3 +700,93 @@ def demand_resources(demand: GpuDemand) -> dict[str, int]:
 def floor_fits(free: Fraction, each: Fraction) -> int:
     """How many demands of `each` GPU-equivalents fit in `free`."""
     return floor(free / each) if each > 0 else 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# The unit a pod's GPU-time is counted and priced in (the ledger's lines)
+
+UNIT_WHOLE = ""  # whole GPUs
+UNIT_FRACTION = "fraction"  # KAI gpu-fraction / gpu-memory, or a mix: GPU-equivalents
+UNIT_REPLICA_PREFIX = "replica:"  # `replica:4`: one replica of a GPU time-sliced (or MPS) 4 ways
+
+
+@dataclass(frozen=True)
+class BillingUnit:
+    """What a pod holds, in the unit it is billed in: `unit` is `""` (whole GPUs), a MIG profile
+    (`1g.10gb`: slices of it), `replica:<n>` (replicas of a GPU shared n ways by time-slicing or MPS) or
+    `fraction` (KAI fractions and GPU memory, or a pod asking several kinds at once: GPU-equivalents);
+    `count` how many of that unit (exact)."""
+
+    unit: str = UNIT_WHOLE
+    count: Fraction = Fraction(0)
+
+    @property
+    def units(self) -> Decimal:
+        return to_decimal(self.count)
+
+
+def billing_unit(demand: GpuDemand, node: NodeGpus | None = None) -> BillingUnit:
+    """The unit `demand` (already priced on `node`, `demand_on`) is billed in, and how many of it:
+
+    - `nvidia.com/gpu` on a whole-GPU node (or none known): whole GPUs;
+    - `nvidia.com/mig-<profile>` (mixed strategy), one profile: slices of it; `nvidia.com/gpu` on a
+      single-strategy MIG node: slices of the node's profile (a time-sliced slice counts its share of one);
+    - `nvidia.com/gpu` or `nvidia.com/gpu.shared` on a time-sliced or MPS node of n replicas: replicas;
+    - a KAI `gpu-fraction` or `gpu-memory`, or a pod asking whole GPUs and slices together: GPU-equivalents.
+    """
+    if demand.kind in ("none", "reservation") or not demand.equivalents:
+        return BillingUnit(UNIT_WHOLE, Fraction(0))
+    if demand.kind in ("fraction", "memory"):
+        return BillingUnit(UNIT_FRACTION, demand.equivalents)
+    if demand.mig:
+        if len(demand.mig) == 1 and not demand.devices:
+            profile = next(iter(demand.mig))
+            share = mig_profile_share(profile, node.product if node is not None else "")
+            return BillingUnit(profile, demand.equivalents / share)
+        return BillingUnit(UNIT_FRACTION, demand.equivalents)
+    if node is not None and node.exposure == MIG_SINGLE and node.slices:
+        profile = node.slices[0].profile
+        return BillingUnit(profile, demand.equivalents / mig_profile_share(profile, node.product))
+    if node is not None and node.is_shared and node.replicas > 1:
+        return BillingUnit(f"{UNIT_REPLICA_PREFIX}{node.replicas}", demand.equivalents * node.replicas)
+    if demand.equivalents == demand.devices:
+        return BillingUnit(UNIT_WHOLE, demand.equivalents)
+    return BillingUnit(UNIT_FRACTION, demand.equivalents)
+
+
+def unit_replicas(unit: str) -> int | None:
+    """n of `replica:<n>`, else None."""
+    if not str(unit).startswith(UNIT_REPLICA_PREFIX):
+        return None
+    try:
+        n = int(str(unit)[len(UNIT_REPLICA_PREFIX):])
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def unit_share(unit: str, product: str = "") -> Fraction:
+    """One `unit` in GPU-equivalents on a GPU of `product`: 1 for a whole GPU and for a GPU-equivalent
+    (`fraction`), the profile's share for a MIG profile, 1/n for `replica:<n>`."""
+    if unit in (UNIT_WHOLE, UNIT_FRACTION):
+        return Fraction(1)
+    replicas = unit_replicas(unit)
+    if replicas is not None:
+        return Fraction(1, replicas)
+    if parse_mig_profile(unit) is not None:
+        return mig_profile_share(unit, product)
+    return Fraction(1)
+
+
+def unit_label(unit: str) -> str:
+    """How a statement names a unit: `GPU`, `MIG 1g.10gb`, `replica (1/4 GPU)`, `GPU-equivalent`."""
+    if unit == UNIT_WHOLE:
+        return "GPU"
+    if unit == UNIT_FRACTION:
+        return "GPU-equivalent"
+    replicas = unit_replicas(unit)
+    if replicas is not None:
+        return f"replica (1/{replicas} GPU)"
+    if parse_mig_profile(unit) is not None:
+        return f"MIG {unit}"
+    return unit

@@ -18,14 +18,16 @@ class ReadOnly(admin.ModelAdmin):
 
 @admin.register(LedgerEntry)
 class LedgerEntryAdmin(ReadOnly):
-    list_display = ["hour", "kind", "cluster_id", "pool", "gpu_model", "project", "gpu_seconds", "recorded"]
+    list_display = ["hour", "kind", "cluster_id", "pool", "gpu_model", "gpu_unit", "project", "gpu_seconds",
+                    "unit_seconds", "recorded"]
     list_filter = ["kind", "cluster_id"]
     list_select_related = ["pool", "project"]
 
 
 @admin.register(LedgerDay)
 class LedgerDayAdmin(ReadOnly):
-    list_display = ["day", "kind", "cluster_id", "pool", "gpu_model", "project", "gpu_seconds"]
+    list_display = ["day", "kind", "cluster_id", "pool", "gpu_model", "gpu_unit", "project", "gpu_seconds",
+                    "unit_seconds"]
     list_filter = ["kind", "cluster_id"]
     list_select_related = ["pool", "project"]
 
@@ -42,4 +44,4 @@ class LedgerStateAdmin(ReadOnly):
 
 @admin.register(Rate)
 class RateAdmin(ReadOnly):
-    list_display = ["gpu_model", "pool", "valid_from", "gpu_hour", "currency", "updated"]
+    list_display = ["gpu_model", "mig_profile", "pool", "valid_from", "gpu_hour", "currency", "updated"]

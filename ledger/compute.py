@@ -2,7 +2,11 @@
 
 `hour_rows(hour_start, intervals, deserved, utilization)` integrates, over [hour_start, hour_start + 1 h),
 each pod's requests over the seconds it held them (docs/concepts.md#gpu-hours) and sums them per (pool, GPU model,
-project). Everything is exact: times are whole seconds, GPUs a Decimal with three places (a fraction of
+project, unit). The unit is what the pod's GPUs are billed in (kube.gpu.billing_unit): whole GPUs (a row's key
+is then (pool, model, project), as always), slices of a MIG profile (`1g.10gb`), replicas of a time-sliced GPU
+(`replica:4`) or GPU-equivalents (`fraction`: KAI fractions); the key of such a row ends with its unit. Every
+row keeps GPU-equivalent seconds (`gpu_seconds`) and seconds of its unit (`unit_seconds`: slice-seconds,
+replica-seconds), so that a statement shows a line's quantity in its unit and its rate per unit. Everything is exact: times are whole seconds, GPUs a Decimal with three places (a fraction of
 a GPU counts by its fraction), so GPU-seconds are exact Decimals and any sum of them is too.
 
 Over-quota (docs/concepts.md#over-quota): at every instant a project holds max(0, allocated − deserved) GPUs of a pool above
@@ -18,8 +22,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Callable, Iterable, Mapping
+
+from kube import gpu
 
 HOUR = 3600
 MILLI = Decimal("0.001")
@@ -42,6 +48,8 @@ class Interval:
     preemptible: bool
     start: int
     end: int | None
+    unit: str = ""  # kube.gpu.billing_unit: "" whole GPUs, a MIG profile, `replica:<n>`, `fraction`
+    units: Decimal | None = None  # how many of `unit` (None: as many as `gpus`)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +96,7 @@ class Figures:
     """The sums of one ledger row (see ledger.models.Amounts)."""
 
     gpu_seconds: Decimal = ZERO
+    unit_seconds: Decimal = ZERO
     over_quota_gpu_seconds: Decimal = ZERO
     non_preemptible_gpu_seconds: Decimal = ZERO
     idle_gpu_seconds: Decimal = ZERO
@@ -97,7 +106,7 @@ class Figures:
     memory_byte_seconds: Decimal = ZERO
     pods: int = 0
 
-    FIELDS = ("gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
+    FIELDS = ("gpu_seconds", "unit_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
               "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
 
     def values(self) -> dict[str, Decimal]:
@@ -115,8 +124,17 @@ def _share(amount: Decimal, share: float) -> Decimal:
     return (amount * Decimal(repr(share))).quantize(MILLI, rounding=ROUND_HALF_EVEN)
 
 
-# A row's key: (pool id, GPU model, project id).
+# A row's key: (pool id, GPU model, project id) for whole GPUs, (pool id, GPU model, project id, unit) else.
 RowKey = tuple
+
+
+def row_key(pool: int | None, model: str, project: int | None, unit: str = "") -> RowKey:
+    return (pool, model, project, unit) if unit else (pool, model, project)
+
+
+def key_unit(key: RowKey) -> str:
+    """The unit of a row's key ("" : whole GPUs)."""
+    return key[3] if len(key) > 3 else ""
 
 
 def hour_rows(hour_start: int, intervals: Iterable[Interval], deserved: Deserved,
@@ -133,7 +151,7 @@ def hour_rows(hour_start: int, intervals: Iterable[Interval], deserved: Deserved
         if end <= start:
             continue
         seconds = end - start
-        key = (pod.pool_id, pod.gpu_model, pod.project_id)
+        key = row_key(pod.pool_id, pod.gpu_model, pod.project_id, pod.unit)
         row = rows.get(key)
         if row is None:
             row = rows[key] = Figures()
@@ -144,6 +162,7 @@ def hour_rows(hour_start: int, intervals: Iterable[Interval], deserved: Deserved
             continue
         gpu_seconds = pod.gpus * seconds
         row.gpu_seconds += gpu_seconds
+        row.unit_seconds += (pod.gpus if pod.units is None or not pod.unit else pod.units) * seconds
         if not pod.preemptible:
             row.non_preemptible_gpu_seconds += gpu_seconds
         measured = utilization.get((pod.namespace, pod.name))
@@ -156,8 +175,8 @@ def hour_rows(hour_start: int, intervals: Iterable[Interval], deserved: Deserved
         if pod.project_id is not None:
             groups.setdefault((pod.pool_id, pod.project_id), []).append((start, end, pod))
     for (pool, project), pods in groups.items():
-        for model, over in _over_quota(pods, deserved.segments(pool, project, hour_start, hour_end)).items():
-            rows[(pool, model, project)].over_quota_gpu_seconds += over
+        for (model, unit), over in _over_quota(pods, deserved.segments(pool, project, hour_start, hour_end)).items():
+            rows[row_key(pool, model, project, unit)].over_quota_gpu_seconds += over
     return rows
 
 
@@ -166,16 +185,17 @@ def _stack_order(item: tuple[int, int, Interval]):
     return (pod.preemptible, pod.start, pod.key)
 
 
-def _over_quota(pods: list[tuple[int, int, Interval]], quota: list[tuple[int, int, Decimal]]) -> dict[str, Decimal]:
-    """GPU-seconds above the deserved quota per GPU model, for one project's pods in one pool."""
-    over: dict[str, Decimal] = {}
+def _over_quota(pods: list[tuple[int, int, Interval]], quota: list[tuple[int, int, Decimal]]) -> dict[tuple, Decimal]:
+    """GPU-seconds above the deserved quota per (GPU model, unit), for one project's pods in one pool."""
+    over: dict[tuple, Decimal] = {}
     lowest = min(d for _, _, d in quota)
     total = sum((p.gpus for _, _, p in pods), ZERO)
     if total <= lowest:
         return over  # never above its quota this hour
     if max(d for _, _, d in quota) <= 0:
         for start, end, pod in pods:  # all of it above a quota of nothing
-            over[pod.gpu_model] = over.get(pod.gpu_model, ZERO) + pod.gpus * (end - start)
+            at = (pod.gpu_model, pod.unit)
+            over[at] = over.get(at, ZERO) + pod.gpus * (end - start)
         return over
     pods = sorted(pods, key=_stack_order)
     bounds = {b for s, e, _ in pods for b in (s, e)} | {b for s, e, _ in quota for b in (s, e)}
@@ -192,5 +212,28 @@ def _over_quota(pods: list[tuple[int, int, Interval]], quota: list[tuple[int, in
                 below, held = held, held + pod.gpus
                 above = held - max(limit, below)
                 if above > 0:
-                    over[pod.gpu_model] = over.get(pod.gpu_model, ZERO) + above * seconds
+                    at = (pod.gpu_model, pod.unit)
+                    over[at] = over.get(at, ZERO) + above * seconds
     return over
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prices per unit (docs/using/auditor.md#slices-replicas-and-fractions)
+
+def unit_price(unit: str, model: str, gpu_hour: Decimal | None, profile_hour: Decimal | None = None
+               ) -> tuple[Decimal | None, bool]:
+    """(price per hour of one `unit` of GPU `model`, whether it is derived from the model's price).
+
+    Whole GPUs and GPU-equivalents (`fraction`) cost the model's price per GPU-hour (`gpu_hour`); a slice
+    of a MIG profile costs the profile's own price per slice-hour (`profile_hour`) when one is set, else
+    the model's price × the profile's share of the GPU (`1g.10gb` of an A100: 1/7); a replica of a GPU
+    shared n ways costs the model's price / n. None when no price holds."""
+    if unit and unit != gpu.UNIT_FRACTION and gpu.parse_mig_profile(unit) is not None and profile_hour is not None:
+        return profile_hour, False
+    if gpu_hour is None:
+        return None, False
+    share = gpu.unit_share(unit, model)
+    if share == 1:
+        return gpu_hour, False
+    with localcontext(prec=60):
+        return gpu_hour * share.numerator / share.denominator, True

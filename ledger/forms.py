@@ -14,7 +14,7 @@ class RateForm(ModelForm):
 
     class Meta(ModelForm.Meta):
         model = Rate
-        fields = ["gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
+        fields = ["gpu_model", "mig_profile", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                   "description"]
 
     def __init__(self, *args, gpu_models: list[str] | None = None, **kwargs):

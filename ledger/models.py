@@ -1,10 +1,12 @@
 """The GPU-hours ledger (docs/concepts.md#gpu-hours): where the GPU-hours went, hour by hour, and what they cost.
 
-- `LedgerEntry`: one row per closed hour × cluster × pool × GPU model × project (pods of no project: a
-  row without project), written by the sync's leader as the hour closes (`kind` closing) and, when a
+- `LedgerEntry`: one row per closed hour × cluster × pool × GPU model × unit × project (pods of no project: a
+  row without project; the unit the GPUs are billed in, `gpu_unit`: whole GPUs, a MIG profile, replicas of a
+  time-sliced GPU, GPU-equivalents of fractions), written by the sync's leader as the hour closes (`kind` closing) and, when a
   late event changes a closed hour, a row of its own with the difference (`kind` correction). Amounts
   are exact integrals in seconds (`gpu_seconds` = Σ GPUs × seconds, a fraction of a GPU by its fraction),
-  so that every sum is exact; pages show hours.
+  so that every sum is exact, and `unit_seconds` the same in the row's unit (slice-seconds of a MIG
+  profile, replica-seconds); pages show hours.
 - `LedgerDay`: the same, summed per day (closings and corrections apart), kept in the same transaction as
   the hours: statements read days; hourly rows expire after LEDGER_HOURLY_RETENTION_DAYS, days stay.
 - `ClosedHour`, `LedgerState`: which hours of a cluster are closed (when, corrected when), where the
@@ -12,7 +14,8 @@
 - `DeservedHistory`: each project's deserved GPUs per pool over time, so that over-quota is measured
   against the quota of the time.
 - `Rate`: a price per GPU-hour of a GPU model (optionally of one pool), in a currency, from a date on;
-  optional CPU-core-hour and memory-GiB-hour prices.
+  optional CPU-core-hour and memory-GiB-hour prices; or, with `mig_profile`, the price per slice-hour of one
+  MIG profile of that model (without one a slice costs the model's price × its share of the GPU).
 
 Rows keep plain ids without foreign-key constraints (like the usage history), so that the ledger outlives
 a deleted project, pool or cluster.
@@ -27,6 +30,7 @@ from django.db import models
 from django.db.models import Q
 
 from access.rules import RestrictedQuerySet, access_q, user_grants
+from kube.gpu import MIG_RESOURCE_PREFIX, compute_slices, parse_mig_profile
 
 SECONDS = dict(max_digits=24, decimal_places=3)  # GPU- and core-seconds: Decimal(GPUs, 3 places) × seconds
 BYTE_SECONDS = dict(max_digits=34, decimal_places=0)  # memory bytes × seconds
@@ -53,6 +57,8 @@ class Amounts(models.Model):
     """The figures of a ledger row (exact integrals, see the module)."""
 
     gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
+    # The same GPU-time in the row's unit (`Row.gpu_unit`): slice-seconds, replica-seconds, GPU-seconds.
+    unit_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     over_quota_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     non_preemptible_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     idle_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
@@ -63,7 +69,7 @@ class Amounts(models.Model):
     cpu_core_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     memory_byte_seconds = models.DecimalField(default=Decimal(0), **BYTE_SECONDS)
 
-    AMOUNTS = ("gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
+    AMOUNTS = ("gpu_seconds", "unit_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
                "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
 
     class Meta:
@@ -90,6 +96,9 @@ class Row(Amounts):
     cluster_id = models.BigIntegerField()
     pool = _link("nodepools.NodePool")
     gpu_model = models.CharField("GPU model", max_length=128, blank=True)
+    gpu_unit = models.CharField("unit", max_length=32, blank=True,
+                                help_text="What the GPUs are billed in: empty for whole GPUs, a MIG profile (1g.10gb), "
+                                          "replica:<n> (a GPU time-sliced n ways) or fraction (GPU-equivalents).")
     department = _link("projects.Department")
     project = _link("projects.Project")
 
@@ -217,6 +226,10 @@ class Rate(models.Model):
     pool = models.ForeignKey("nodepools.NodePool", null=True, blank=True, on_delete=models.DO_NOTHING,
                              db_constraint=False, related_name="+",
                              help_text="Only this pool (empty: every pool).")
+    mig_profile = models.CharField("MIG profile", max_length=32, blank=True,
+                                   help_text="Only slices of this MIG profile of the model, e.g. 1g.10gb: the price is "
+                                             "then per slice-hour (empty: whole GPUs; a slice without a rate of its "
+                                             "own costs the model's price × its share of the GPU).")
     currency = models.CharField(max_length=3, validators=[CURRENCY])
     valid_from = models.DateField("valid from", help_text="The first day (UTC) it applies to.")
     gpu_hour = models.DecimalField("price per GPU-hour", max_digits=12, decimal_places=4,
@@ -234,26 +247,41 @@ class Rate(models.Model):
     objects = RateQuerySet.as_manager()
 
     class Meta:
-        ordering = ["gpu_model", "pool_id", "valid_from"]
+        ordering = ["gpu_model", "mig_profile", "pool_id", "valid_from"]
         constraints = [
-            models.UniqueConstraint(fields=["gpu_model", "valid_from"], condition=Q(pool__isnull=True),
-                                    name="rate_unique_model_date"),
-            models.UniqueConstraint(fields=["gpu_model", "pool", "valid_from"], condition=Q(pool__isnull=False),
-                                    name="rate_unique_model_pool_date"),
+            models.UniqueConstraint(fields=["gpu_model", "mig_profile", "valid_from"], condition=Q(pool__isnull=True),
+                                    name="rate_unique_model_profile_date"),
+            models.UniqueConstraint(fields=["gpu_model", "mig_profile", "pool", "valid_from"],
+                                    condition=Q(pool__isnull=False), name="rate_unique_model_profile_pool_date"),
         ]
 
     def __str__(self) -> str:
         where = f" in pool {self.pool.name}" if self.pool_id and self.pool else ""
+        if self.mig_profile:
+            return (f"{self.gpu_model} MIG {self.mig_profile}{where} from {self.valid_from}: "
+                    f"{self.gpu_hour} {self.currency}/slice-hour")
         return f"{self.gpu_model}{where} from {self.valid_from}: {self.gpu_hour} {self.currency}/GPU-hour"
 
     def audit_scope(self, pk):
         return None, None
 
     def clean(self) -> None:
-        clash = Rate.objects.filter(gpu_model=self.gpu_model, pool_id=self.pool_id, valid_from=self.valid_from)
+        if self.mig_profile:
+            profile = parse_mig_profile(self.mig_profile)
+            if profile is None or self.mig_profile.startswith(("mig-", MIG_RESOURCE_PREFIX)):
+                raise ValidationError({"mig_profile": f"{self.mig_profile!r} is not a MIG profile: give it as "
+                                                      "<slices>g.<memory>gb, e.g. 1g.10gb or 3g.40gb."})
+            slices = compute_slices(self.gpu_model)
+            if profile.compute_slices > slices:
+                raise ValidationError({"mig_profile": f"A GPU of {self.gpu_model or 'this model'} has {slices} compute "
+                                                      f"slices: a {self.mig_profile} slice (of {profile.compute_slices}) "
+                                                      "does not fit it."})
+        clash = Rate.objects.filter(gpu_model=self.gpu_model, mig_profile=self.mig_profile, pool_id=self.pool_id,
+                                    valid_from=self.valid_from)
         if clash.exclude(pk=self.pk).exists():
             where = "this pool" if self.pool_id else "every pool"
-            raise ValidationError({"valid_from": f"{self.gpu_model} already has a rate for {where} from {self.valid_from}: "
+            what = f"{self.gpu_model} MIG {self.mig_profile}" if self.mig_profile else self.gpu_model
+            raise ValidationError({"valid_from": f"{what} already has a rate for {where} from {self.valid_from}: "
                                                  "change that one, or choose another date."})
         other = Rate.objects.exclude(pk=self.pk).exclude(currency=self.currency).values_list("currency", flat=True).first()
         if other and self.currency:

@@ -2,8 +2,10 @@
 
 A statement adds up a month of the ledger's daily rows (`LedgerDay`: closings and corrections, which are
 the exact sums of the hourly rows). Its lines are priced day by day at the rate of each day (a change of
-rate applies from its date only): cost = Σ (GPU-seconds × price per GPU-hour + core-seconds × price per
-core-hour + GiB-seconds × price per GiB-hour) / 3600, exact until each line is rounded once, to hundredths
+rate applies from its date only): cost = Σ (unit-seconds × price per unit-hour + core-seconds × price per
+core-hour + GiB-seconds × price per GiB-hour) / 3600 — a line is one unit (whole GPUs, slices of a MIG
+profile, replicas of a time-sliced GPU, GPU-equivalents of fractions), its price per unit-hour
+`compute.unit_price` (a profile's own rate, else the model's × the unit's share), exact until each line is rounded once, to hundredths
 of an hour and of the currency. Every total is the sum of the lines as shown (rounded), so that a
 statement adds up on paper; the exact integrals (seconds) are in the API beside the hours.
 """
@@ -24,6 +26,8 @@ from django.utils import timezone
 
 from common.csv import escape_cell
 from common.parsing import InputError, parse_month
+from kube import gpu as kube_gpu
+from ledger import compute
 from ledger.models import Kind, LedgerDay, LedgerEntry, LedgerState, Rate
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, Project
@@ -104,22 +108,32 @@ class Month:
 # Rates
 
 class RateBook:
-    """Which rate holds for a (pool, GPU model) on a day: the pool's own latest rate from before or on that
-    day, else the model's latest for every pool; None when none holds yet."""
+    """Which rate holds for a (pool, GPU model[, MIG profile]) on a day: the pool's own latest rate from
+    before or on that day, else the model's latest for every pool; None when none holds yet."""
 
     def __init__(self, rates: list[Rate]) -> None:
-        self.by_model: dict[str, list[Rate]] = {}
+        self.by_model: dict[tuple[str, str], list[Rate]] = {}
         for rate in sorted(rates, key=lambda r: r.valid_from):
-            self.by_model.setdefault(rate.gpu_model, []).append(rate)
+            self.by_model.setdefault((rate.gpu_model, rate.mig_profile), []).append(rate)
         # One currency for all rates (Rate.clean), so that costs add up.
         self.currency = next((r.currency for model_rates in self.by_model.values() for r in model_rates), "")
         self._cache: dict[tuple, Rate | None] = {}
 
-    def at(self, pool_id: int | None, model: str, day: datetime.date) -> Rate | None:
-        key = (pool_id, model, day)
+    def price(self, pool_id: int | None, model: str, unit: str, day: datetime.date
+              ) -> tuple[Rate | None, Decimal | None, bool]:
+        """(the rate that prices a unit's GPUs — the profile's own, else the model's —, its price per
+        unit-hour, whether that price is derived from the model's)."""
+        base = self.at(pool_id, model, day)
+        own = self.at(pool_id, model, day, unit) if kube_gpu.parse_mig_profile(unit) else None
+        price, derived = compute.unit_price(unit, model, base.gpu_hour if base else None,
+                                            own.gpu_hour if own else None)
+        return (own or base), price, derived
+
+    def at(self, pool_id: int | None, model: str, day: datetime.date, profile: str = "") -> Rate | None:
+        key = (pool_id, model, day, profile)
         if key not in self._cache:
             found = None
-            for rate in self.by_model.get(model, ()):
+            for rate in self.by_model.get((model, profile), ()):
                 if rate.valid_from > day:
                     break
                 if rate.pool_id == pool_id or (rate.pool_id is None and (found is None or found.pool_id is None)):
@@ -148,8 +162,10 @@ def gpu_models(*, user: Any) -> list[str]:
 
 @dataclasses.dataclass
 class Line:
-    """One line of a statement: its owner (department, project, pool, GPU model as the statement groups),
-    the exact sums, then the shown figures (rounded once)."""
+    """One line of a statement: its owner (department, project, pool, GPU model and unit as the statement
+    groups), the exact sums, then the shown figures (rounded once). A department's line is of one unit:
+    `unit` ("" whole GPUs, a MIG profile, `replica:<n>`, `fraction`), `quantity` in unit-hours, `rate` the
+    price per unit-hour (None when the month's days had several, or none)."""
 
     key: tuple
     labels: dict[str, str]
@@ -160,6 +176,9 @@ class Line:
     idle_cost_exact: Decimal = Decimal(0)
     unpriced_gpu_seconds: Decimal = Decimal(0)
     rates: set = dataclasses.field(default_factory=set)
+    unit: str | None = None  # None: a line of several units (a department's line of a cluster statement)
+    unit_prices: set = dataclasses.field(default_factory=set)
+    rate_derived: bool = False
     # Shown:
     gpu_hours: Decimal = Decimal(0)
     over_quota_hours: Decimal = Decimal(0)
@@ -172,6 +191,8 @@ class Line:
     cost: Decimal = Decimal(0)
     idle_cost: Decimal = Decimal(0)
     unpriced_hours: Decimal = Decimal(0)
+    quantity: Decimal | None = None
+    rate: Decimal | None = None
 
     SHOWN = ("gpu_hours", "over_quota_hours", "non_preemptible_hours", "idle_hours", "correction_hours",
              "cpu_core_hours", "memory_gib_hours", "cost", "idle_cost", "unpriced_hours")
@@ -181,19 +202,29 @@ class Line:
             self.exact[f] += row[f] or 0
         if row["kind"] == Kind.CORRECTION:
             self.corrections_gpu_seconds += row["gpu_seconds"] or 0
-        rate = book.at(row["pool_id"], row["gpu_model"], day)
-        if rate is None:
+        unit = row.get("gpu_unit") or ""
+        rate, price, derived = book.price(row["pool_id"], row["gpu_model"], unit, day)
+        if rate is None or price is None:
             self.unpriced_gpu_seconds += row["gpu_seconds"] or 0
             return
         self.rates.add(rate.pk)
+        self.unit_prices.add(price)
+        self.rate_derived = self.rate_derived or derived
+        base = book.at(row["pool_id"], row["gpu_model"], day) if rate.mig_profile else rate
+        cpu_price = rate.cpu_core_hour if rate.cpu_core_hour is not None else (base.cpu_core_hour if base else None)
+        memory_price = (rate.memory_gib_hour if rate.memory_gib_hour is not None
+                        else (base.memory_gib_hour if base else None))
+        gpu_seconds = row["gpu_seconds"] or 0
         with localcontext(prec=60):
-            cost = (row["gpu_seconds"] or 0) * rate.gpu_hour
-            if rate.cpu_core_hour is not None:
-                cost += (row["cpu_core_seconds"] or 0) * rate.cpu_core_hour
-            if rate.memory_gib_hour is not None:
-                cost += Decimal(row["memory_byte_seconds"] or 0) / GIB * rate.memory_gib_hour
+            gpu_cost = _unit_seconds(row) * price
+            cost = gpu_cost
+            if cpu_price is not None:
+                cost += (row["cpu_core_seconds"] or 0) * cpu_price
+            if memory_price is not None:
+                cost += Decimal(row["memory_byte_seconds"] or 0) / GIB * memory_price
             self.cost_exact += cost / 3600
-            self.idle_cost_exact += (row["idle_gpu_seconds"] or 0) * rate.gpu_hour / 3600
+            if gpu_seconds:  # idle GPU-time costs what the line's GPU-time costs, pro rata
+                self.idle_cost_exact += gpu_cost * (row["idle_gpu_seconds"] or 0) / gpu_seconds / 3600
 
     def finish(self) -> "Line":
         e = self.exact
@@ -207,9 +238,44 @@ class Line:
         self.cost = money(self.cost_exact)
         self.idle_cost = money(self.idle_cost_exact)
         self.unpriced_hours = hours(self.unpriced_gpu_seconds)
+        if self.unit is not None:
+            self.quantity = hours(_unit_seconds({"gpu_unit": self.unit, **e}))
+            self.rate = next(iter(self.unit_prices)).quantize(TEN_THOUSANDTH, ROUND_HALF_UP) \
+                if len(self.unit_prices) == 1 else None
         if e["measured_gpu_seconds"]:
             self.gpu_utilization = (e["busy_gpu_seconds"] * 100 / e["measured_gpu_seconds"]).quantize(Decimal("0.1"))
         return self
+
+
+    @property
+    def unit_label(self) -> str:
+        return "" if self.unit is None else kube_gpu.unit_label(self.unit)
+
+    @property
+    def quantity_label(self) -> str:
+        """How the quantity is counted: GPU-hours, slice-hours, replica-hours, GPU-equivalent-hours."""
+        return unit_hours_label(self.unit)
+
+
+def unit_hours_label(unit: str | None) -> str:
+    if unit is None:
+        return ""
+    if unit == "":
+        return "GPU-hours"
+    if unit == kube_gpu.UNIT_FRACTION:
+        return "GPU-equivalent-hours"
+    if kube_gpu.unit_replicas(unit) is not None:
+        return "replica-hours"
+    return "slice-hours"
+
+
+def _unit_seconds(row: dict[str, Any]) -> Decimal:
+    """A row's GPU-time in its unit: slice- or replica-seconds; GPU-seconds for whole GPUs and fractions
+    (rows of before units were kept have no unit-seconds of their own)."""
+    unit = row.get("gpu_unit") or ""
+    if unit in ("", kube_gpu.UNIT_FRACTION):
+        return row["gpu_seconds"] or Decimal(0)
+    return row["unit_seconds"] or Decimal(0)
 
 
 @dataclasses.dataclass
@@ -254,8 +320,8 @@ def _days(rows: list[dict[str, Any]], month: Month) -> list[dict[str, Any]]:
 
 
 def _day_rows(queryset, month: Month, group: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The month's daily rows summed per (group…, pool, GPU model, day, kind) — the pricing's grain."""
-    fields = (*group, "pool_id", "gpu_model", "day", "kind")
+    """The month's daily rows summed per (group…, pool, GPU model, unit, day, kind) — the pricing's grain."""
+    fields = (*group, "pool_id", "gpu_model", "gpu_unit", "day", "kind")
     return list(queryset.filter(day__gte=month.first, day__lte=month.last).order_by().values(*fields)
                 .annotate(**{f: Sum(f) for f in AMOUNTS}))
 
@@ -265,22 +331,22 @@ def _closed_until(cluster: Cluster) -> datetime.datetime | None:
 
 
 def _sort_key(line: Line):
-    return tuple(line.labels.get(k, "") for k in ("department", "project", "pool", "gpu_model"))
+    return (*(line.labels.get(k, "") for k in ("department", "project", "pool", "gpu_model")), line.unit or "")
 
 
 def _fine_lines(rows: list[dict[str, Any]], book: RateBook) -> list[Line]:
-    """Lines per (department, project, pool, GPU model), priced day by day and rounded once: the grain of
+    """Lines per (department, project, pool, GPU model, unit), priced day by day and rounded once: the grain of
     every statement (a cluster's department line is the sum of these, so it equals the department's total)."""
     projects = dict(Project.objects.filter(pk__in={r["project_id"] for r in rows}).values_list("pk", "name"))
     pools = dict(NodePool.objects.filter(pk__in={r["pool_id"] for r in rows}).values_list("pk", "name"))
     departments = dict(Department.objects.filter(pk__in={r["department_id"] for r in rows}).values_list("pk", "name"))
     lines: dict[tuple, Line] = {}
     for row in rows:
-        key = (row["department_id"], row["project_id"], row["pool_id"], row["gpu_model"])
+        key = (row["department_id"], row["project_id"], row["pool_id"], row["gpu_model"], row["gpu_unit"])
         line = lines.get(key)
         if line is None:
             line = lines[key] = Line(
-                key=key, ids={"department": row["department_id"], "project": row["project_id"], "pool": row["pool_id"]},
+                key=key, unit=row["gpu_unit"], ids={"department": row["department_id"], "project": row["project_id"], "pool": row["pool_id"]},
                 labels={"department": _name(departments, row["department_id"]) if row["department_id"]
                         else "(pods of no project)",
                         "project": _name(projects, row["project_id"]), "pool": _name(pools, row["pool_id"]),
@@ -342,6 +408,8 @@ DEPARTMENT_CSV = ("Project", "Node pool", "GPU model", "GPU-hours", "Over-quota 
                   "Idle GPU-hours", "Corrections (GPU-hours)", "GPU utilization (%)", "CPU-core-hours",
                   "Memory-GiB-hours", "Cost", "Idle cost", "Currency", "GPU-hours without a rate")
 CLUSTER_CSV = ("Rank", "Department",) + DEPARTMENT_CSV[3:]
+# A department's lines are each of one unit: what it is, how many unit-hours, the price per unit-hour.
+DEPARTMENT_CSV = DEPARTMENT_CSV + ("Unit", "Quantity", "Quantity counted in", "Rate (per unit-hour)")
 
 
 def statement_csv_rows(statement: Statement) -> Iterator[list]:
@@ -352,10 +420,12 @@ def statement_csv_rows(statement: Statement) -> Iterator[list]:
     for rank, line in enumerate(statement.lines, start=1):
         head = [rank, line.labels["department"]] if cluster_wide else [
             line.labels["project"], line.labels["pool"], line.labels["gpu_model"]]
-        yield head + [getattr(line, f) for f in figures] + [statement.currency, line.unpriced_hours]
+        unit = [] if cluster_wide else [line.unit_label, line.quantity, line.quantity_label,
+                                        "" if line.rate is None else line.rate]
+        yield head + [getattr(line, f) for f in figures] + [statement.currency, line.unpriced_hours] + unit
     t = statement.totals
     head = ["", "Total"] if cluster_wide else ["Total", "", ""]
-    yield head + [t[f] for f in figures] + [statement.currency, t["unpriced_hours"]]
+    yield head + [t[f] for f in figures] + [statement.currency, t["unpriced_hours"]] + ([] if cluster_wide else [""] * 4)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -367,7 +437,7 @@ def entry_list(*, user: Any):
 
 LEDGER_CSV = ("Hour (UTC)", "Kind", "Recorded (UTC)", "Cluster", "Node pool", "GPU model", "Department", "Project",
               "GPU-hours", "Over-quota GPU-hours", "Non-preemptible GPU-hours", "Idle GPU-hours",
-              "GPU utilization (%)", "CPU-core-hours", "Memory-GiB-hours", "GPU-seconds")
+              "GPU utilization (%)", "CPU-core-hours", "Memory-GiB-hours", "GPU-seconds", "Unit", "Unit-hours")
 
 
 async def ledger_csv_lines(entries) -> AsyncIterator[str]:
@@ -401,7 +471,8 @@ async def ledger_csv_lines(entries) -> AsyncIterator[str]:
 
 CSV_CHUNK = 5000
 _PG_FIELDS = ("t_hour", "kind", "t_recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
-              "t_gpu", "t_over", "t_nonpre", "t_idle", "t_util", "t_cpu", "t_memory", "t_seconds")
+              "t_gpu", "t_over", "t_nonpre", "t_idle", "t_util", "t_cpu", "t_memory", "t_seconds", "gpu_unit",
+              "t_units")
 
 
 def _pg_text_columns() -> dict:
@@ -423,6 +494,9 @@ def _pg_text_columns() -> dict:
                        f"{t}.measured_gpu_seconds, 1)::text ELSE '' END"),
         "t_cpu": hours_of("cpu_core_seconds"), "t_memory": hours_of("memory_byte_seconds", "1073741824 / 3600"),
         "t_seconds": text(f"{t}.gpu_seconds::text"),
+        # A row's hours in its unit (whole GPUs and fractions: its GPU-hours).
+        "t_units": text(f"round((CASE WHEN {t}.gpu_unit IN ('', 'fraction') THEN {t}.gpu_seconds "
+                        f"ELSE {t}.unit_seconds END) / 3600, 4)::text"),
     }
 
 
@@ -434,17 +508,19 @@ def _pg_formatter(name):
 
     def line(row) -> str:
         (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, util, cpu,
-         memory, seconds) = row
+         memory, seconds, unit, units) = row
         return ",".join((hour, kinds[kind], recorded, name("cluster", cluster), name("pool", pool),
                          name("model", gpu_model), name("department", department), name("project", project),
-                         n(gpu), n(over), n(nonpre), n(idle), n(util), n(cpu), n(memory), n(seconds))) + "\r\n"
+                         n(gpu), n(over), n(nonpre), n(idle), n(util), n(cpu), n(memory), n(seconds),
+                         name("unit", unit), n(units))) + "\r\n"
 
     return line
 
 
 _LEDGER_CSV_FIELDS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
                       "gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-                      "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
+                      "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds",
+                      "gpu_unit", "unit_seconds")
 
 
 def _quoted(value: str) -> str:
@@ -472,6 +548,8 @@ def _ledger_csv_formatter():
         if cell is None:
             if kind == "model":
                 cell = _quoted(escape_cell(pk))
+            elif kind == "unit":
+                cell = _quoted(escape_cell(kube_gpu.unit_label(pk or "")))
             else:
                 cell = "" if pk is None else _quoted(escape_cell(names[kind].get(pk) or f"#{pk} (deleted)"))
             cells[key] = cell
@@ -491,13 +569,15 @@ def _ledger_csv_formatter():
 
     def line(row) -> str:
         (hour, kind, recorded, cluster, pool, gpu_model, department, project, gpu, over, nonpre, idle, measured, busy,
-         cpu, memory) = row
+         cpu, memory, unit, units) = row
+        units = _unit_seconds({"gpu_unit": unit, "gpu_seconds": gpu, "unit_seconds": units})
         util = number((busy * 100 / measured).quantize(tenth)) if measured else ""
         return ",".join((
             moment(hour), kinds[kind], moment(recorded), name("cluster", cluster), name("pool", pool), name("model", gpu_model),
             name("department", department), name("project", project),
             number(hours(gpu, step)), number(hours(over, step)), number(hours(nonpre, step)), number(hours(idle, step)),
             util, number(hours(cpu, step)), number(gib_hours(memory, step)), number(gpu),
+            name("unit", unit), number(hours(units, step)),
         )) + "\r\n"
 
     line.names = name

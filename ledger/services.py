@@ -81,13 +81,14 @@ def _intervals(cluster_id: int, start: datetime.datetime, end: datetime.datetime
     rows = (PodLifetime.objects.filter(cluster_id=cluster_id, started__lt=end)
             .filter(Q(ended__isnull=True) | Q(ended__gt=start)).order_by()
             .values_list("uid", "namespace", "name", "pool_id", "gpu_model", "gpus", "cpu_millis", "memory_bytes",
-                         "priority", "started", "ended"))
+                         "priority", "started", "ended", "gpu_unit", "gpu_units"))
     out = []
     nobody = (None, None)
-    for uid, namespace, name, pool, model, gpus, cpu, memory, priority, started, ended in rows.iterator(chunk_size=5000):
+    for (uid, namespace, name, pool, model, gpus, cpu, memory, priority, started, ended, unit,
+         units) in rows.iterator(chunk_size=5000):
         out.append(compute.Interval(uid, namespace, name, pool, model, owners.get(namespace, nobody)[0], gpus, cpu,
                                     memory, is_preemptible(priority), _epoch(started),
-                                    None if ended is None else _epoch(ended)))
+                                    None if ended is None else _epoch(ended), unit, units if unit else None))
     return out
 
 
@@ -119,13 +120,14 @@ def _compute(cluster: Cluster, hour: datetime.datetime, *, utilization=None):
 
 def _entry(cluster_id: int, hour: datetime.datetime, kind: int, recorded: datetime.datetime, key: tuple,
            department: int | None, figures: compute.Figures) -> LedgerEntry:
-    pool, model, project = key
+    pool, model, project = key[:3]
     return LedgerEntry(hour=hour, kind=kind, recorded=recorded, cluster_id=cluster_id, pool_id=pool, gpu_model=model,
-                       department_id=department, project_id=project, **figures.values())
+                       gpu_unit=compute.key_unit(key), department_id=department, project_id=project,
+                       **figures.values())
 
 
-_ENTRY_COLUMNS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "department_id", "project_id",
-                  *LedgerEntry.AMOUNTS)
+_ENTRY_COLUMNS = ("hour", "kind", "recorded", "cluster_id", "pool_id", "gpu_model", "gpu_unit", "department_id",
+                  "project_id", *LedgerEntry.AMOUNTS)
 
 
 def _insert_entries(entries: list[LedgerEntry]) -> None:
@@ -137,7 +139,7 @@ def _insert_entries(entries: list[LedgerEntry]) -> None:
     adapt = connection.ops.adapt_datetimefield_value if connection.vendor != "postgresql" else (lambda v: v)
     sql = (f"INSERT INTO {q(LedgerEntry._meta.db_table)} ({', '.join(q(c) for c in _ENTRY_COLUMNS)}) "
            f"VALUES ({', '.join(['%s'] * len(_ENTRY_COLUMNS))})")
-    rows = [(adapt(e.hour), e.kind, adapt(e.recorded), e.cluster_id, e.pool_id, e.gpu_model, e.department_id,
+    rows = [(adapt(e.hour), e.kind, adapt(e.recorded), e.cluster_id, e.pool_id, e.gpu_model, e.gpu_unit, e.department_id,
              e.project_id, *(getattr(e, f) for f in LedgerEntry.AMOUNTS)) for e in entries]
     with connection.cursor() as cursor:
         for i in range(0, len(rows), 2000):
@@ -149,7 +151,7 @@ def _add_to_days(entries: list[LedgerEntry]) -> None:
     by_day: dict[tuple, dict[tuple, LedgerEntry]] = {}
     for e in entries:
         day = e.hour.astimezone(UTC).date()
-        key = (e.pool_id, e.gpu_model, e.department_id, e.project_id)
+        key = (e.pool_id, e.gpu_model, e.gpu_unit, e.department_id, e.project_id)
         by_day.setdefault((e.cluster_id, day, e.kind), {})
         found = by_day[(e.cluster_id, day, e.kind)].get(key)
         if found is None:
@@ -158,15 +160,15 @@ def _add_to_days(entries: list[LedgerEntry]) -> None:
             for f in LedgerEntry.AMOUNTS:
                 setattr(found, f, getattr(found, f) + getattr(e, f))
     for (cluster_id, day, kind), sums in by_day.items():
-        existing = {(d.pool_id, d.gpu_model, d.department_id, d.project_id): d for d in LedgerDay.objects.filter(
+        existing = {(d.pool_id, d.gpu_model, d.gpu_unit, d.department_id, d.project_id): d for d in LedgerDay.objects.filter(
             cluster_id=cluster_id, day=day, kind=kind)}
         changed, new = [], []
         for key, s in sums.items():
             row = existing.get(key)
             if row is None:
-                pool, model, department, project = key
+                pool, model, unit, department, project = key
                 new.append(LedgerDay(day=day, kind=kind, cluster_id=cluster_id, pool_id=pool, gpu_model=model,
-                                     department_id=department, project_id=project,
+                                     gpu_unit=unit, department_id=department, project_id=project,
                                      **{f: getattr(s, f) for f in LedgerDay.AMOUNTS}))
             else:
                 for f in LedgerDay.AMOUNTS:
@@ -209,12 +211,12 @@ def ledger_hour_close(*, cluster: Cluster, hour: datetime.datetime, now: datetim
 
 
 def _stored(cluster_id: int, hour: datetime.datetime, groups: set[tuple]) -> dict[tuple, compute.Figures]:
-    """Σ of every row (closings and corrections) of an hour, per (pool, model, project) of these groups."""
+    """Σ of every row (closings and corrections) of an hour, per (pool, model, project[, unit]) of these groups."""
     out: dict[tuple, compute.Figures] = {}
     for e in LedgerEntry.objects.filter(cluster_id=cluster_id, hour=hour):
         if (e.pool_id, e.project_id) not in groups:
             continue
-        figures = out.setdefault((e.pool_id, e.gpu_model, e.project_id), compute.Figures())
+        figures = out.setdefault(compute.row_key(e.pool_id, e.gpu_model, e.project_id, e.gpu_unit), compute.Figures())
         for f in compute.Figures.FIELDS:
             setattr(figures, f, getattr(figures, f) + getattr(e, f))
     return out
@@ -394,7 +396,7 @@ def deserved_history_record(*, quota: Quota, previous: Decimal | None, now: date
 # ---------------------------------------------------------------------------------------------------
 # Rates
 
-RATE_FIELDS = ("gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
+RATE_FIELDS = ("gpu_model", "mig_profile", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                "description")
 
 
@@ -438,6 +440,8 @@ def _rate_values(rate: Rate) -> dict[str, Any]:
 
 def _normalise_rate(rate: Rate) -> None:
     rate.gpu_model = canonical_gpu_model(rate.gpu_model)
+    if isinstance(rate.mig_profile, str):
+        rate.mig_profile = rate.mig_profile.strip().lower()
     if rate.currency:
         rate.currency = rate.currency.strip().upper()
 

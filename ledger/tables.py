@@ -5,6 +5,7 @@ import django_tables2 as tables
 from django.urls import reverse
 from django.utils.html import format_html
 
+from kube.gpu import unit_label
 from ledger.models import Kind
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from nodepools.models import Cluster
@@ -61,6 +62,8 @@ class LedgerEntryTable(ConsoleTable):
     cluster = tables.Column("Cluster", accessor="cluster_name", order_by=("cluster_id",))
     pool = OwnerColumn("Node pool", "pool")
     gpu_model = tables.Column("GPU model")
+    gpu_unit = tables.Column("Unit", empty_values=())
+    unit_hours = HoursColumn("Unit-hours", "unit_seconds")
     department = OwnerColumn("Department", "department")
     project = OwnerColumn("Project", "project")
     gpu_hours = HoursColumn("GPU-hours", "gpu_seconds")
@@ -77,6 +80,12 @@ class LedgerEntryTable(ConsoleTable):
 
     def render_gpu_utilization(self, record):
         return record.gpu_utilization if record.gpu_utilization is not None else "—"
+
+    def render_gpu_unit(self, value):
+        return unit_label(value or "")
+
+    def export_gpu_unit(self, record):
+        return unit_label(record.gpu_unit or "")
 
     def render_memory_gib_hours(self, value):
         return gib_hours(value, TEN_THOUSANDTH)
@@ -118,13 +127,14 @@ class LedgerEntryTable(ConsoleTable):
 @register
 class RateTable(ConsoleTable):
     key = "rates"
-    default_columns = ("gpu_model", "pool", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour", "currency",
-                       "description")
+    default_columns = ("gpu_model", "mig_profile", "pool", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
+                       "currency", "description")
 
     gpu_model = tables.Column("GPU model")
+    mig_profile = tables.Column("MIG profile", default="Whole GPU")
     pool = tables.Column("Node pool", accessor="pool__name", default="Every pool", order_by=("pool__name",))
     valid_from = tables.DateColumn(format="Y-m-d", verbose_name="Valid from")
-    gpu_hour = tables.Column("Price per GPU-hour", attrs=NUM)
+    gpu_hour = tables.Column("Price per GPU-hour (MIG profile: per slice-hour)", attrs=NUM)
     cpu_core_hour = tables.Column("Price per CPU-core-hour", default="—", attrs=NUM)
     memory_gib_hour = tables.Column("Price per memory-GiB-hour", default="—", attrs=NUM)
     currency = tables.Column("Currency")

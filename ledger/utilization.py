@@ -10,6 +10,10 @@ Two queries per cluster and hour, whatever the number of pods:
   whole CONSOLE_GPU_IDLE_WINDOW_MINUTES, having reported a window ago; `gpumetrics.idle_expr`) — and how
   many reported. A pod's idle share of the hour is idle GPU-points / reporting GPU-points.
 
+A MIG instance is a series of its own (the exporter's `GPU_I_PROFILE`, `GPU_I_ID`) labelled with the pod
+holding it, so that a slice's utilization and idle minutes are its pod's, as a whole GPU's are (a pod of
+several slices: their average, each slice a GPU-point of the idle share).
+
 Off the pages' path (the sync's leader), within CONSOLE_GPU_REFRESH_TIMEOUT per query.
 """
 from __future__ import annotations

@@ -75,6 +75,14 @@ def pod_resources_and_request(pod: Mapping[str, Any]) -> tuple[Resources, dict[s
     return replace(resources, gpus=demand.gpus), kube_gpu.request_record(demand)
 
 
+def gpu_priced(record: Mapping[str, Any] | None, node: kube_gpu.NodeGpus | None = None) -> tuple[Decimal, str, Decimal]:
+    """A pod's GPU request as stored (`Pod.gpu_request`) on `node` (None: not known): (GPU-equivalents, the
+    unit its GPU-time is billed in, how many of that unit) — `Pod.gpus`, `gpu_unit`, `gpu_units`."""
+    demand = kube_gpu.demand_on(kube_gpu.request_from_record(record), node)
+    unit = kube_gpu.billing_unit(demand, node)
+    return demand.gpus, unit.unit, unit.units
+
+
 def gpu_sharing(inventory: kube_gpu.NodeGpus) -> dict[str, Any]:
     """How a node shares its GPUs, as the console stores it (`Node.gpu_sharing`)."""
     return kube_gpu.sharing_record(inventory)

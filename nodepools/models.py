@@ -460,6 +460,10 @@ class Pod(models.Model):
     # (`nodepools.kube.gpu_request`): whole devices, MIG profiles, a KAI fraction or GPU memory.
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
     gpu_request = models.JSONField(default=dict, blank=True)
+    # The unit its GPU-time is billed in on its node and how many of it (kube.gpu.billing_unit): "" whole
+    # GPUs, a MIG profile (`1g.10gb`: slices), `replica:<n>` (replicas of a GPU shared n ways), `fraction`.
+    gpu_unit = models.CharField(max_length=32, blank=True)
+    gpu_units = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
     # Requests of ephemeral-storage (computed like CPU and memory: kube.requests.pod_requests).
     storage_bytes = models.BigIntegerField(default=0)
     # The scheduler's words while the pod cannot be placed: the PodScheduled condition's message when its
@@ -534,6 +538,9 @@ class PodLifetime(models.Model):
     pool_id = models.BigIntegerField(null=True, blank=True)
     gpu_model = models.CharField(max_length=128, blank=True)
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    # The unit the ledger bills its GPU-time in and how many of it (the pod's `gpu_unit`, `gpu_units`).
+    gpu_unit = models.CharField(max_length=32, blank=True)
+    gpu_units = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
     cpu_millis = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     priority = models.IntegerField(default=0)

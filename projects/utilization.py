@@ -15,20 +15,25 @@ import dataclasses
 import datetime
 import math
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Iterable
 
 from django.conf import settings
 from django.utils import timezone
 
 import gpumetrics
+from kube import gpu as kube_gpu
 from nodepools.models import Cluster
 from projects import prometheus as prom
 from projects.models import ProjectNamespace
 from ui.charts import figure_table, time_figure
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
-# Labels naming one GPU held by one pod (the exporter's own; `Hostname` is the node).
+# Labels naming one GPU held by one pod (the exporter's own; `Hostname` is the node). A MIG instance is a
+# series of its own (GPU_I_PROFILE, GPU_I_ID): instances of one GPU held by one pod share this key, so that
+# the range reading may bring a busy one along; since-when drops it (busy at the end: not idle).
 GPU_KEY = ("Hostname", "UUID", "gpu", "namespace", "pod")
+MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL = "GPU_I_PROFILE", "GPU_I_ID"
 MAX_CHART_POINTS = 300  # a chart's points stay bounded whatever the period: the step grows with it
 PERIODS = {"24h": datetime.timedelta(hours=24), "7d": datetime.timedelta(days=7)}
 
@@ -206,14 +211,31 @@ class IdleGpu:
     since: datetime.datetime
     since_before: bool  # idle for longer than the lookback: `since` is its start
     now: datetime.datetime
+    mig_profile: str = ""  # a MIG instance: its profile (the exporter's GPU_I_PROFILE) and instance id (GPU_I_ID)
+    gpu_instance: str = ""
 
     @property
     def idle_hours(self) -> float:
         return max(0.0, (self.now - self.since).total_seconds() / 3600)
 
     @property
+    def share(self) -> Fraction:
+        """What it is in GPU-equivalents: 1 for a GPU, a MIG instance its profile's share (1g.10gb: 1/7)."""
+        if not self.mig_profile or kube_gpu.parse_mig_profile(self.mig_profile) is None:
+            return Fraction(1)
+        return kube_gpu.mig_profile_share(self.mig_profile, self.model)
+
+    @property
     def gpu_hours_wasted(self) -> Decimal:
-        return Decimal(str(round(self.idle_hours, 2)))
+        """Idle hours × its share: GPU-equivalent hours (a 1g.10gb slice idle for 7 hours wastes 1)."""
+        return Decimal(str(round(self.idle_hours * self.share.numerator / self.share.denominator, 2)))
+
+    @property
+    def device(self) -> str:
+        """The GPU as people name it: its index, and for a MIG instance its profile and instance."""
+        if not self.mig_profile:
+            return self.index
+        return f"{self.index} (MIG {self.mig_profile}, instance {self.gpu_instance})"
 
 
 def idle_queries(cluster, *, threshold: float, window: datetime.timedelta, step: int,
@@ -286,6 +308,7 @@ def cluster_idle_gpus(cluster, *, now: datetime.datetime | None = None, threshol
             index=labels.get("gpu", ""), model=labels.get("modelName", ""),
             namespace=labels.get("namespace", ""), pod=labels.get("pod", ""), since=since_at,
             since_before=first and since - start.timestamp() <= step, now=now,
+            mig_profile=labels.get(MIG_PROFILE_LABEL, ""), gpu_instance=labels.get(MIG_INSTANCE_LABEL, ""),
         ))
     return found, ""
 

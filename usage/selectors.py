@@ -77,7 +77,8 @@ def gpu_series(*, user: Any, pool: Any = None, department: Any = None, days: int
 # Idle allocated GPUs
 
 class IdleGpuRow:
-    """One idle GPU joined to the console's pod (and so to its project, department, node and pool)."""
+    """One idle GPU — or idle MIG slice, which says its profile — joined to the console's pod (and so to its
+    project, department, node and pool); GPU-hours wasted in GPU-equivalents (a slice's share of them)."""
 
     def __init__(self, gpu, pod):
         self.gpu = gpu
@@ -90,6 +91,10 @@ class IdleGpuRow:
         self.node = gpu.node or pod.node_name
         self.pool = pod.node.pool if pod.node is not None and pod.node.pool_id else None
         self.gpu_index = gpu.index
+        self.mig_profile = gpu.mig_profile  # a MIG instance's profile ("" a whole GPU)
+        self.gpu_instance = gpu.gpu_instance
+        self.device = gpu.device  # "0", or "0 (MIG 1g.10gb, instance 3)"
+        self.share = gpu.share
         self.uuid = gpu.uuid
         self.model = gpu.model
         self.since = gpu.since

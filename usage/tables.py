@@ -162,12 +162,18 @@ class IdleGpuTable(ConsoleTable):
     pod = tables.Column("Pod", accessor="pod_name")
     node = tables.Column("Node")
     pool = tables.Column("Node pool", accessor="pool__name", default="—")
-    gpu_index = tables.Column("GPU", attrs=NUM)
+    gpu_index = tables.Column("GPU", attrs=NUM)  # a MIG slice: "0 (MIG 1g.10gb, instance 3)"
     uuid = tables.Column("GPU UUID")
     model = tables.Column("GPU model", default="—")
     since = SinceColumn("Idle since (UTC)")
     idle_hours = tables.Column("Idle for (hours)", attrs=NUM)
     gpu_hours_wasted = tables.Column("GPU-hours wasted", attrs=NUM)
+
+    def render_gpu_index(self, record):
+        return record.device
+
+    def export_gpu_index(self, record):
+        return record.device
 
     def export_since(self, record):
         return f"{'before ' if record.since_before else ''}{record.since:%Y-%m-%dT%H:%M:%SZ}"

@@ -24,10 +24,10 @@ class LedgerEntrySerializer(ModelSerializer):
 
     class Meta:
         model = LedgerEntry
-        fields = ["id", "hour", "kind", "recorded", "cluster_id", "pool", "gpu_model", "department", "project",
-                  "gpu_hours", "over_quota_gpu_hours", "non_preemptible_gpu_hours", "idle_gpu_hours",
+        fields = ["id", "hour", "kind", "recorded", "cluster_id", "pool", "gpu_model", "gpu_unit", "department",
+                  "project", "gpu_hours", "over_quota_gpu_hours", "non_preemptible_gpu_hours", "idle_gpu_hours",
                   "gpu_utilization", "cpu_core_hours", "memory_gib_hours", "gpu_seconds", "over_quota_gpu_seconds",
-                  "non_preemptible_gpu_seconds", "idle_gpu_seconds", "measured_gpu_seconds", "busy_gpu_seconds",
+                  "non_preemptible_gpu_seconds", "idle_gpu_seconds", "unit_seconds", "measured_gpu_seconds", "busy_gpu_seconds",
                   "cpu_core_seconds", "memory_byte_seconds"]
         read_only_fields = fields
 
@@ -79,11 +79,26 @@ class StatementLineSerializer(StatementFiguresSerializer):
     gpu_model = serializers.CharField(source="labels.gpu_model", required=False)
     gpu_seconds = StrictDecimalField(source="exact.gpu_seconds", max_digits=24, decimal_places=3,
                                            help_text="Exact: Σ GPUs × seconds.")
+    unit = serializers.CharField(required=False, allow_null=True,
+                                 help_text="What the line's GPUs are billed in: \"\" whole GPUs, a MIG profile (1g.10gb: "
+                                           "slices), replica:<n> (replicas of a GPU time-sliced n ways), fraction "
+                                           "(GPU-equivalents). Lines of a department's statement only.")
+    unit_label = serializers.CharField(required=False, help_text="The unit as the page names it.")
+    quantity = StrictDecimalField(max_digits=20, decimal_places=2, required=False, allow_null=True,
+                                  help_text="Hours of the unit: GPU-hours, slice-hours, replica-hours.")
+    quantity_unit = serializers.CharField(source="quantity_label", required=False)
+    rate = StrictDecimalField(max_digits=20, decimal_places=4, required=False, allow_null=True,
+                              help_text="The price per unit-hour (null: none, or several in the month).")
+    rate_derived = serializers.BooleanField(required=False, help_text="The price is the GPU model's × the unit's "
+                                            "share of a GPU (no rate of the MIG profile's own).")
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
         for name in ("department", "department_id", "project", "project_id", "pool", "pool_id", "gpu_model"):
             if name.removesuffix("_id") not in instance.labels:
+                data.pop(name, None)
+        if instance.unit is None:
+            for name in ("unit", "unit_label", "quantity", "quantity_unit", "rate", "rate_derived"):
                 data.pop(name, None)
         return data
 
@@ -114,7 +129,7 @@ class RateSerializer(ModelSerializer):
 
     class Meta:
         model = Rate
-        fields = ["id", "gpu_model", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
+        fields = ["id", "gpu_model", "mig_profile", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                   "description", "version", "updated"]
         read_only_fields = ["version", "updated"]
         extra_kwargs = {"gpu_hour": {"min_value": 0}, "cpu_core_hour": {"min_value": 0},
@@ -124,6 +139,7 @@ class RateSerializer(ModelSerializer):
 
 class RateUpdateSerializer(serializers.Serializer):
     gpu_model = serializers.CharField(max_length=128, required=False)
+    mig_profile = serializers.CharField(max_length=32, required=False, allow_blank=True)
     pool = RestrictedPrimaryKeyRelatedField(model=NodePool, required=False, allow_null=True)
     currency = serializers.CharField(max_length=3, required=False)
     valid_from = StrictDateField(required=False)

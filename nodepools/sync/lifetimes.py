@@ -3,8 +3,8 @@
 Set-wise SQL from the rows just written, the same on SQLite and PostgreSQL:
 
 - `lifetimes_upsert(cluster_id, now, keys=None)`: one row per bound pod (keyed by uid; a pod without a
-  uid — objects built by hand — by "namespace/name"), from the pod's row and its node's (pool, GPU
-  model): started when bound, ended when Succeeded or Failed. Once ended, a lifetime stays ended; a row
+  uid — objects built by hand — by "namespace/name"), from the pod's row (its GPUs, and the unit they are
+  billed in: whole GPUs, slices of a MIG profile, replicas, fractions) and its node's (pool, GPU model): started when bound, ended when Succeeded or Failed. Once ended, a lifetime stays ended; a row
   is rewritten only when something the ledger counts changed (then `changed` moves). `keys`: only
   these pods (a watch batch); None: every pod of the cluster (the end of a full list).
 - `lifetimes_end(cluster_id, ends, now)`: pods deleted (the DELETED event), replaced by a pod of the same
@@ -45,10 +45,10 @@ _KEY = "COALESCE(NULLIF(p.uid, ''), p.namespace || '/' || p.name)"
 def _upsert_sql(condition: str) -> str:
     t = _tables()
     return (
-        f"INSERT INTO {t['life']} AS t (cluster_id, uid, namespace, name, node_name, pool_id, gpu_model, gpus, "
+        f"INSERT INTO {t['life']} AS t (cluster_id, uid, namespace, name, node_name, pool_id, gpu_model, gpus, gpu_unit, gpu_units, "
         f"cpu_millis, memory_bytes, priority, started, ended, end_reason, recorded, changed) "
         f"SELECT p.cluster_id, {_KEY}, p.namespace, p.name, p.node_name, n.pool_id, COALESCE(n.gpu_product, ''), "
-        f"p.gpus, p.cpu_millis, p.memory_bytes, p.priority, COALESCE(p.started_in_cluster, p.created_in_cluster, %s), "
+        f"p.gpus, p.gpu_unit, p.gpu_units, p.cpu_millis, p.memory_bytes, p.priority, COALESCE(p.started_in_cluster, p.created_in_cluster, %s), "
         f"CASE WHEN p.phase IN ({_PHASES}) THEN COALESCE(p.finished_in_cluster, %s) END, "
         f"CASE WHEN p.phase IN ({_PHASES}) THEN 'finished' ELSE '' END, %s, %s "
         f"FROM {t['pod']} p LEFT JOIN {t['node']} n ON n.id = p.node_id "
@@ -58,10 +58,12 @@ def _upsert_sql(condition: str) -> str:
         "end_reason = CASE WHEN t.ended IS NULL THEN EXCLUDED.end_reason ELSE t.end_reason END, "
         "pool_id = COALESCE(t.pool_id, EXCLUDED.pool_id), "
         "gpu_model = CASE WHEN t.gpu_model = '' THEN EXCLUDED.gpu_model ELSE t.gpu_model END, "
-        "node_name = EXCLUDED.node_name, gpus = EXCLUDED.gpus, cpu_millis = EXCLUDED.cpu_millis, "
+        "node_name = EXCLUDED.node_name, gpus = EXCLUDED.gpus, gpu_unit = EXCLUDED.gpu_unit, "
+        "gpu_units = EXCLUDED.gpu_units, cpu_millis = EXCLUDED.cpu_millis, "
         "memory_bytes = EXCLUDED.memory_bytes, priority = EXCLUDED.priority, changed = EXCLUDED.changed "
         "WHERE (t.ended IS NULL AND EXCLUDED.ended IS NOT NULL) OR (t.pool_id IS NULL AND EXCLUDED.pool_id IS NOT NULL) "
         "OR (t.gpu_model = '' AND EXCLUDED.gpu_model <> '') OR t.gpus <> EXCLUDED.gpus "
+        "OR t.gpu_unit <> EXCLUDED.gpu_unit OR t.gpu_units <> EXCLUDED.gpu_units "
         "OR t.cpu_millis <> EXCLUDED.cpu_millis OR t.memory_bytes <> EXCLUDED.memory_bytes "
         "OR t.priority <> EXCLUDED.priority"
     )

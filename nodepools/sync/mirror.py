@@ -22,7 +22,8 @@ from nodepools.models import Cluster, ConnectionState, Node, NodePool, NodeStatu
 from nodepools.sync.derived import DerivedNodes, derive_nodes_sql
 from nodepools.sync.lifetimes import lifetime_key, lifetimes_end, lifetimes_upsert
 from kube import gpu as kube_gpu
-from nodepools.sync.resources import NODES, POD_GPU_REQUEST_AT, POD_GPUS_AT, POD_NODE_AT, PODS, REGISTRY, Resource, when
+from nodepools.sync.resources import (NODES, POD_GPU_REQUEST_AT, POD_GPU_UNIT_AT, POD_GPU_UNITS_AT, POD_GPUS_AT,
+                                      POD_NODE_AT, PODS, REGISTRY, Resource, when)
 from nodepools.sync.writer import TableWriter, link_orphan_pods, relink_projects, update_node_derived
 
 logger = logging.getLogger("nodepools.sync")
@@ -218,10 +219,10 @@ class Mirror:
         if not record:
             return values
         node = self.gpu_nodes.get(values[POD_NODE_AT]) if values[POD_NODE_AT] else None
-        gpus = kube_gpu.demand_on(kube_gpu.request_from_record(record), node).gpus
-        if gpus != values[POD_GPUS_AT]:
+        priced = kube.gpu_priced(record, node)
+        if priced != (values[POD_GPUS_AT], values[POD_GPU_UNIT_AT], values[POD_GPU_UNITS_AT]):
             values = list(values)
-            values[POD_GPUS_AT] = gpus
+            values[POD_GPUS_AT], values[POD_GPU_UNIT_AT], values[POD_GPU_UNITS_AT] = priced
         return values
 
     def _regauge(self) -> int:
@@ -230,14 +231,14 @@ class Mirror:
         changed = []
         for i in range(0, len(names), 500):
             for pod in Pod.objects.filter(cluster_id=self.cid, node_name__in=names[i:i + 500]).exclude(
-                    gpu_request={}).only("pk", "node_name", "gpus", "gpu_request"):
+                    gpu_request={}).only("pk", "node_name", "gpus", "gpu_request", "gpu_unit", "gpu_units"):
                 node = self.gpu_nodes.get(pod.node_name)
-                gpus = kube_gpu.demand_on(kube_gpu.request_from_record(pod.gpu_request), node).gpus
-                if gpus != pod.gpus:
-                    pod.gpus = gpus
+                priced = kube.gpu_priced(pod.gpu_request, node)
+                if priced != (pod.gpus, pod.gpu_unit, pod.gpu_units):
+                    pod.gpus, pod.gpu_unit, pod.gpu_units = priced
                     changed.append(pod)
         if changed:
-            Pod.objects.bulk_update(changed, ["gpus"], batch_size=500)
+            Pod.objects.bulk_update(changed, ["gpus", "gpu_unit", "gpu_units"], batch_size=500)
         return len(changed)
 
     def _skip(self, resource: Resource, obj: Any, exc: BaseException) -> None:

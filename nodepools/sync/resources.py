@@ -130,11 +130,12 @@ NODE_VALUE_FIELDS = (
 POD_VALUE_FIELDS = (
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
     "memory_bytes", "gpus", "created_in_cluster", "started_in_cluster", "finished_in_cluster", "resource_version",
-    "storage_bytes", "gpu_request", "scheduling_message",
+    "storage_bytes", "gpu_request", "scheduling_message", "gpu_unit", "gpu_units",
 )
 # Where a pod's values hold its node's name, its GPU-equivalents and its GPU request (the mirror prices the
 # request on the node when it writes the pod: `kube.gpu.demand_on`).
-POD_NODE_AT, POD_GPUS_AT, POD_GPU_REQUEST_AT = (POD_VALUE_FIELDS.index(f) for f in ("node_name", "gpus", "gpu_request"))
+POD_NODE_AT, POD_GPUS_AT, POD_GPU_REQUEST_AT, POD_GPU_UNIT_AT, POD_GPU_UNITS_AT = (
+    POD_VALUE_FIELDS.index(f) for f in ("node_name", "gpus", "gpu_request", "gpu_unit", "gpu_units"))
 
 
 def node_values(obj: dict[str, Any]) -> tuple[list, kube.NodeFacts]:
@@ -194,12 +195,13 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
     if not isinstance(labels, dict) or not isinstance(selector, dict):
         raise TypeError("labels and nodeSelector must be objects")
     started, finished = kube.pod_times(obj)
+    _, unit, units = kube.gpu_priced(gpu_request) if gpu_request else (None, "", requests.gpus)
     return [
         metadata.get("uid") or "", spec.get("nodeName") or "", status.get("phase") or "",
         int(spec.get("priority") or 0), spec.get("priorityClassName") or "", labels, selector,
         kube.pod_is_ready(obj), requests.cpu_millis, requests.memory_bytes, requests.gpus,
         metadata.get("creationTimestamp"), started, finished, str(metadata.get("resourceVersion") or ""),
-        requests.storage_bytes, gpu_request, kube.pod_scheduling_message(obj),
+        requests.storage_bytes, gpu_request, kube.pod_scheduling_message(obj), unit, units,
     ], None
 
 

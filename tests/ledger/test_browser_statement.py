@@ -72,3 +72,48 @@ def test_a_department_manager_opens_reads_downloads_and_prints_their_statement(p
     page.get_by_role("link", name=f"← {month.previous().title}").click()
     expect(page.locator("h1")).to_contain_text(month.previous().title)
     expect(page.locator("#statement-totals [data-total='gpu_hours']")).to_have_text("0.00")
+
+
+def test_a_department_manager_reads_each_line_s_unit_quantity_and_rate(page, console_errors, org, users):
+    """Slices of a MIG profile and a replica of a time-sliced GPU: the statement says what each line counts
+    in, how many and at what price per unit."""
+    from kubesim import make_node, make_pod
+    from playwright.sync_api import expect
+
+    from django.utils import timezone
+    from ledger import services
+    from tests.ledger.test_closing import rfc, timed
+
+    hour = services.hour_floor(timezone.now())
+    a100 = {"gpu-type": "A100"}
+    org.nodes += [make_node("mig-mixed", gpus=1, mig_config="all-balanced", labels=a100),
+                  make_node("sliced", gpus=1, gpu_replicas=4, labels=a100)]
+    for name, project, node, requests in (("embed", org.rnd_a, "mig-mixed", {"nvidia.com/mig-1g.10gb": "2"}),
+                                          ("notebook", org.rnd_b, "sliced", {"nvidia.com/gpu": "1"})):
+        pod = make_pod(name, f"runai-{project.name}", node=node, created=rfc(hour - dt.timedelta(seconds=5)),
+                       containers=[{"name": "main", "requests": {"cpu": "1", **requests}}])
+        pod["metadata"]["uid"] = f"uid-{name}"
+        org.pods.append(timed(pod, hour))
+    org.load()
+    services.ledger_hour_close(cluster=org.cluster, hour=hour)
+    since = hour.date().replace(day=1)
+    services.rate_create(actor=None, gpu_model="NVIDIA-A100-SXM4-80GB", currency="EUR", valid_from=since,
+                         gpu_hour=Decimal(8))
+    services.rate_create(actor=None, gpu_model="NVIDIA-A100-SXM4-80GB", mig_profile="1g.10gb", currency="EUR",
+                         valid_from=since, gpu_hour=Decimal("1.5"))
+
+    log_in(page, "rnd-viewer", "pw-rnd-viewer")
+    page.get_by_role("link", name="GPU-hours statement").click()
+    lines = page.locator("#statement-lines tbody tr")
+    expect(lines).to_have_count(2)
+    embed = lines.filter(has_text="rnd-a")
+    expect(embed.locator("td.unit")).to_have_text("MIG 1g.10gb")
+    expect(embed).to_contain_text("2.00 slice-hours")  # 2 slices × 1 h
+    expect(embed).to_contain_text("1.5000 per slice-hour")
+    notebook = lines.filter(has_text="rnd-b")
+    expect(notebook.locator("td.unit")).to_have_text("replica (1/4 GPU)")
+    expect(notebook).to_contain_text("1.00 replica-hours")
+    expect(notebook).to_contain_text("2.0000 per replica-hour")  # 8 / 4
+    expect(notebook).to_contain_text("(model × share)")
+    # 2 × 1.5 + 1 × 2, and the CPU of neither priced (no CPU price): 5.00.
+    expect(page.locator('#statement-totals [data-total="cost"]')).to_have_text("5.00 EUR")

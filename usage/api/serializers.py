@@ -28,13 +28,17 @@ class IdleGpuSerializer(serializers.Serializer):
     node = serializers.CharField()
     pool = serializers.CharField(source="pool.name", allow_null=True, default=None)
     gpu = serializers.CharField(source="gpu_index", help_text="The device index (the exporter's `gpu` label).")
+    mig_profile = serializers.CharField(allow_blank=True, help_text="A MIG slice: its profile (the exporter's "
+                                        "GPU_I_PROFILE, e.g. 1g.10gb); empty for a whole GPU.")
+    gpu_instance = serializers.CharField(allow_blank=True, help_text="A MIG slice: its GPU instance (GPU_I_ID).")
     uuid = serializers.CharField()
     model = serializers.CharField()
     idle_since = serializers.DateTimeField(source="since")
     idle_since_before = serializers.BooleanField(source="since_before",
                                                  help_text="Idle for longer than the lookback: idle_since is its start.")
     idle_hours = StrictFloatField()
-    gpu_hours_wasted = StrictDecimalField(max_digits=12, decimal_places=2)
+    gpu_hours_wasted = StrictDecimalField(max_digits=12, decimal_places=2,
+                                          help_text="Idle hours × its share of a GPU (a MIG slice: its profile's).")
 
 
 class IdleGpusSerializer(serializers.Serializer):
