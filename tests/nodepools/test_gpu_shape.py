@@ -8,7 +8,7 @@ import json
 import urllib.request
 
 import pytest
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 
 from audit.models import AuditEvent
@@ -71,6 +71,10 @@ class Lab:
 @pytest.fixture
 def lab(org, sim, tmp_path):
     return Lab(org, sim, tmp_path)
+
+
+def response_choices(client, pool):
+    return [v for v, _ in client.get(shape_url(pool)).context["form"].fields["mig_config"].choices]
 
 
 def shape_url(pool):
@@ -139,7 +143,7 @@ def test_only_a_system_administrator_sets_a_gpu_shape(client, lab, users):
     login(client, users, "rnd_admin")
     assert client.get(shape_url(lab.org.a100)).status_code == 403
     assert client.post(shape_url(lab.org.a100), {"mig_config": "all-1g.10gb", "confirm": "1"}).status_code == 403
-    with pytest.raises(ValidationError):
+    with pytest.raises(PermissionDenied):
         services.pool_gpu_shape_apply(actor=users["rnd_admin"], pool=lab.org.a100, mig_config="all-1g.10gb")
     assert MIG_CONFIG not in lab.labels("a100-1")
 
@@ -170,7 +174,9 @@ def test_nodes_already_in_the_layout_evict_nothing_and_gpus_that_cannot_be_cut_a
     org = lab.org
     lab.run("train-v", org.rnd_a, "v100-1", gpus=1)
     login(client, users, "sysadmin")
-    response = preview(client, org.default, mig_config="all-1g.10gb")  # V100s: not MIG-capable
+    # V100s: not MIG-capable, so no layout is offered; one named is still not written to them.
+    assert response_choices(client, org.default) == ["", "custom"]
+    response = preview(client, org.default, mig_config="custom", mig_config_custom="all-1g.10gb")
     text = page_text(response)
     assert "v100-1 is left as it is: its GPUs (Tesla-V100-SXM2-16GB) are not MIG-capable" in text
     assert "No GPU pod is evicted" in text
@@ -179,7 +185,7 @@ def test_nodes_already_in_the_layout_evict_nothing_and_gpus_that_cannot_be_cut_a
 
 def test_a_layout_the_gpus_do_not_have_warns_that_the_nodes_will_fail(client, lab, users):
     login(client, users, "sysadmin")
-    text = page_text(preview(client, lab.org.a100, mig_config="all-3g.40gb"))  # an 80GB layout on 40GB GPUs
+    text = page_text(preview(client, lab.org.a100, mig_config="custom", mig_config_custom="all-3g.40gb"))  # an 80GB layout on 40GB GPUs
     assert ("The MIG manager's default configuration has no layout all-3g.40gb for NVIDIA-A100-SXM4-40GB" in text)
     text = page_text(preview(client, lab.org.a100, mig_config="custom", mig_config_custom="team-layout"))
     assert "team-layout is a custom layout: the MIG manager's configuration must define it" in text
