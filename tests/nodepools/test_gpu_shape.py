@@ -293,3 +293,22 @@ def test_nodes_whose_layout_differs_from_the_pools_say_so(client, lab, users):
     # Setting the shape again changes that node only.
     response = preview(client, org.a100, mig_config="all-1g.10gb")
     assert [n.node.name for n in response.context["preview"].written] == ["a100-2"]
+
+
+def test_a_node_the_cluster_refuses_is_named_and_the_others_are_labelled(client, lab, users):
+    org = lab.org
+    login(client, users, "sysadmin")
+    shown = preview(client, org.a100, mig_config="all-1g.10gb")
+    control(lab.sim, "fail_next", n=1, status=500, path_prefix="/api/v1/nodes/a100-2")
+    text = page_text(confirm(client, org.a100, shown, mig_config="all-1g.10gb"))
+    assert "Could not label node 'a100-2': " in text
+    assert "GPU shape of pool 'a100' set on 1 node:" in text
+    assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
+    assert MIG_CONFIG not in lab.labels("a100-2")
+    event = AuditEvent.objects.filter(object_type="nodepool", action=AuditEvent.Action.UPDATE).latest("when")
+    assert list(event.after["node_labels"]) == ["a100-1"]
+    assert list(event.after["failed_nodes"]) == ["a100-2"]
+    # Once the sync brought the labels back, setting it again labels the node left.
+    lab.mirror()
+    response = preview(client, org.a100, mig_config="all-1g.10gb")
+    assert [n.node.name for n in response.context["preview"].written] == ["a100-2"]
