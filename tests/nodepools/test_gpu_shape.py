@@ -312,3 +312,21 @@ def test_a_node_the_cluster_refuses_is_named_and_the_others_are_labelled(client,
     lab.mirror()
     response = preview(client, org.a100, mig_config="all-1g.10gb")
     assert [n.node.name for n in response.context["preview"].written] == ["a100-2"]
+
+
+def test_the_nodes_table_has_a_mig_layout_column_and_the_csv_its_two_parts(client, lab, users):
+    from tests.pages import csv_of
+
+    org = lab.org
+    admin = login(client, users, "sysadmin")
+    services.pool_gpu_shape_apply(actor=admin, pool=org.a100, mig_config="all-1g.10gb")
+    lab.tick()
+    client.post(reverse("table-columns", args=["nodes"]), {"columns": ["name", "mig_layout"]})
+    response = client.get(reverse("node-list"), {"sort": "name"})
+    html = response.content.decode()
+    assert '<code>all-1g.10gb</code> <span class="status status-pending mig-state">pending</span>' in html
+    text = page_text(response)
+    assert "Node MIG layout a100-1 all-1g.10gb pending a100-2 all-1g.10gb pending v100-1 — v100-2 —" in text
+    rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
+    assert rows == [["Node", "MIG layout asked", "MIG layout state"], ["a100-1", "all-1g.10gb", "pending"],
+                    ["a100-2", "all-1g.10gb", "pending"], ["v100-1", "", ""], ["v100-2", "", ""]]
