@@ -205,6 +205,9 @@ def pool_gpu_shape(request, pk: int):
                     messages.success(request, f"GPU shape of pool '{pool.name}' set on {len(done.labelled)} node"
                                               f"{'s' if len(done.labelled) != 1 else ''}: NVIDIA's GPU operator "
                                               "applies it; this page follows as the nodes report it.")
+                elif not done.failed and not any(shape.values()):
+                    messages.success(request, f"GPU shape of pool '{pool.name}' cleared: the console leaves its "
+                                              "nodes' labels as they are.")
                 elif not done.failed:
                     messages.success(request, f"GPU shape of pool '{pool.name}' saved: its nodes already have it.")
                 _hint(pool.cluster_id, ["pools", "nodes"])

@@ -330,3 +330,14 @@ def test_the_nodes_table_has_a_mig_layout_column_and_the_csv_its_two_parts(clien
     rows = csv_of(client.get(reverse("node-list"), {"sort": "name", "format": "csv"}))
     assert rows == [["Node", "MIG layout asked", "MIG layout state"], ["a100-1", "all-1g.10gb", "pending"],
                     ["a100-2", "all-1g.10gb", "pending"], ["v100-1", "", ""], ["v100-2", "", ""]]
+
+
+def test_clearing_the_shape_leaves_the_nodes_labels_as_they_are(client, lab, users):
+    org = lab.org
+    admin = login(client, users, "sysadmin")
+    services.pool_gpu_shape_apply(actor=admin, pool=org.a100, mig_config="all-1g.10gb")
+    lab.mirror()
+    response = confirm(client, org.a100, preview(client, org.a100))
+    assert "GPU shape of pool 'a100' cleared: the console leaves its nodes' labels as they are." in page_text(response)
+    assert NodePool.objects.get(pk=org.a100.pk).mig_config == ""
+    assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
