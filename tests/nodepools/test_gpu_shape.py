@@ -341,3 +341,19 @@ def test_clearing_the_shape_leaves_the_nodes_labels_as_they_are(client, lab, use
     assert "GPU shape of pool 'a100' cleared: the console leaves its nodes' labels as they are." in page_text(response)
     assert NodePool.objects.get(pk=org.a100.pk).mig_config == ""
     assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
+
+
+def test_a_node_rebooting_to_change_its_mig_mode_is_shown_in_progress(client, lab, users):
+    org = lab.org
+    assert control(lab.sim, "set_mig_manager", seconds=[0, 0], reboot=True)["reboot"] is True
+    admin = login(client, users, "sysadmin")
+    services.pool_gpu_shape_apply(actor=admin, pool=org.a100, mig_config="all-1g.10gb")
+    lab.tick()  # pending
+    lab.tick()  # MIG mode on: the node reboots
+    assert lab.labels("a100-1")[MIG_STATE] == "rebooting"
+    response = client.get(reverse("pool-detail", args=[org.a100.pk]))
+    assert "a100-1 all-1g.10gb rebooting 4 whole GPUs (until it reports all-1g.10gb)" in page_text(response)
+    assert 'data-node="a100-1" data-mig-state="rebooting">' in response.content.decode()  # not a problem
+    lab.tick()
+    assert "a100-1 all-1g.10gb success 16 × 1g.10gb" in page_text(
+        client.get(reverse("pool-detail", args=[org.a100.pk])))
