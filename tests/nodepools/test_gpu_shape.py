@@ -357,3 +357,17 @@ def test_a_node_rebooting_to_change_its_mig_mode_is_shown_in_progress(client, la
     lab.tick()
     assert "a100-1 all-1g.10gb success 16 × 1g.10gb" in page_text(
         client.get(reverse("pool-detail", args=[org.a100.pk])))
+
+
+def test_the_pools_api_reads_its_gpu_shape_and_does_not_set_it(lab, users, api):
+    org = lab.org
+    services.pool_gpu_shape_apply(actor=users["sysadmin"], pool=org.a100, mig_config="all-1g.10gb",
+                                  device_plugin_config="time-sliced-4")
+    client = api(users["sysadmin"])
+    body = client.get(f"/api/v1/node-pools/{org.a100.pk}/").json()
+    assert (body["mig_config"], body["device_plugin_config"]) == ("all-1g.10gb", "time-sliced-4")
+    response = client.patch(f"/api/v1/node-pools/{org.a100.pk}/", {"mig_config": "all-7g.40gb"}, format="json")
+    assert NodePool.objects.get(pk=org.a100.pk).mig_config == "all-1g.10gb"
+    assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
+    # Read-only there (the page previews the evictions first): the answer keeps the shape as it was.
+    assert response.status_code == 200 and response.json()["mig_config"] == "all-1g.10gb"
