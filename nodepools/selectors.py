@@ -747,6 +747,11 @@ class GpuShapePreview:
         return "|".join(parts)
 
 
+def _seen(manager, user: Any):
+    """The rows the user may see; every row for `None`, the system itself (a service called by a command)."""
+    return manager.all() if user is None else manager.restrict(user, "view")
+
+
 def _mig_capable(node: Node) -> bool:
     return str((node.labels or {}).get(kube_gpu.LABEL_MIG_CAPABLE, "")).lower() == "true"
 
@@ -757,7 +762,7 @@ def pool_gpu_shape_preview(*, user: Any, pool: NodePool, mig_config: str, device
     node whose layout label would change, NVIDIA's MIG manager drains the node's GPU pods (named with their
     project and GPUs) before it cuts the GPUs anew; a node that does not report `nvidia.com/mig.capable=true`
     is left as it is. The device plugin's configuration evicts nothing (the plugin restarts)."""
-    nodes = list(Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True).order_by("name"))
+    nodes = list(_seen(Node.objects, user).filter(pool=pool, is_gpu_node=True).order_by("name"))
     asked = {"mig_config": mig_config, "device_plugin_config": device_plugin_config}
     rows, warnings = [], []
     drained: list[int] = []
@@ -779,7 +784,7 @@ def pool_gpu_shape_preview(*, user: Any, pool: NodePool, mig_config: str, device
         rows.append(row)
     if drained:
         by_node = {row.node.pk: row for row in rows}
-        pods = (Pod.objects.restrict(user, "view").active().filter(node_id__in=drained)
+        pods = (_seen(Pod.objects, user).active().filter(node_id__in=drained)
                 .filter(Q(gpus__gt=0) | ~Q(gpu_request={})).order_by("namespace", "name")
                 .values_list("node_id", "namespace", "name", "project__name", "gpus"))
         for node_id, namespace, name, project, gpus in pods:

@@ -371,3 +371,11 @@ def test_the_pools_api_reads_its_gpu_shape_and_does_not_set_it(lab, users, api):
     assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
     # Read-only there (the page previews the evictions first): the answer keeps the shape as it was.
     assert response.status_code == 200 and response.json()["mig_config"] == "all-1g.10gb"
+
+
+def test_the_system_itself_sets_a_pools_gpu_shape_too(lab):
+    done = services.pool_gpu_shape_apply(actor=None, pool=lab.org.a100, mig_config="all-balanced")
+    assert sorted(done.labelled) == ["a100-1", "a100-2"]
+    assert lab.labels("a100-2")[MIG_CONFIG] == "all-balanced"
+    event = AuditEvent.objects.filter(object_type="nodepool", action=AuditEvent.Action.UPDATE).latest("when")
+    assert event.actor_name == "" and event.after["mig_config"] == "all-balanced"
