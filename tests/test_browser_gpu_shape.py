@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 from django.urls import reverse
 
+from kube.gpu import GPU_RESOURCE, LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page, shoot  # noqa: F401
 
@@ -70,7 +71,7 @@ def mig_lab(org, emulators, tmp_path):
 
     emu = emulators(controllers=True, controller_interval=0.05)
     org.pods.append(make_pod("train-a", "runai-rnd-a", node="a100-1", priority=50,
-                             containers=[{"name": "main", "requests": {"cpu": "1", "nvidia.com/gpu": "2"}}]))
+                             containers=[{"name": "main", "requests": {"cpu": "1", GPU_RESOURCE: "2"}}]))
     emu.load(nodes=org.nodes, pods=org.pods)
     assert control(emu, "set_mig_manager", seconds=[0.5, 0]) == {"seconds": [0.5, 0.0], "reboot": False}
     services.cluster_update(actor=None, cluster=org.cluster, kube_context="emulator",
@@ -104,7 +105,7 @@ def test_an_admin_sets_a_pools_mig_layout_watches_the_nodes_cut_their_gpus_then_
     expect(page.locator("#shape-evicted-summary")).to_contain_text("evicts 1 GPU pod holding 2 GPUs")
     expect(page.locator("#shape-evicted tr[data-pod=train-a] td")).to_have_text(
         ["runai-rnd-a/train-a", "rnd-a", "a100-1", "2"])
-    assert "nvidia.com/mig.config" not in emu.get_node("a100-1")["metadata"]["labels"]  # nothing written yet
+    assert LABEL_MIG_CONFIG not in emu.get_node("a100-1")["metadata"]["labels"]  # nothing written yet
     shoot(page, "pool-gpu-shape-preview")
     page.get_by_role("button", name="Confirm and set the GPU shape").click()
 
@@ -113,7 +114,7 @@ def test_an_admin_sets_a_pools_mig_layout_watches_the_nodes_cut_their_gpus_then_
     expect(page.locator(".messages, [role=status]").first).to_contain_text("GPU shape of pool 'a100' set on 2 nodes")
     expect(page.locator("#live-status")).to_have_attribute("data-state", "on")
     assert sync.run_until(lambda: all(
-        (n.labels or {}).get("nvidia.com/mig.config.state") == "success"
+        (n.labels or {}).get(LABEL_MIG_CONFIG_STATE) == "success"
         for n in Node.objects.filter(cluster=org.cluster, name__in=["a100-1", "a100-2"])))
     rows = page.locator("#mig-nodes-table tbody tr")
     expect(rows).to_have_count(2, timeout=5000)
