@@ -379,3 +379,25 @@ def test_the_system_itself_sets_a_pools_gpu_shape_too(lab):
     assert lab.labels("a100-2")[MIG_CONFIG] == "all-balanced"
     event = AuditEvent.objects.filter(object_type="nodepool", action=AuditEvent.Action.UPDATE).latest("when")
     assert event.actor_name == "" and event.after["mig_config"] == "all-balanced"
+
+
+def test_a_device_plugin_configuration_with_time_slicing_shares_the_pools_gpus(client, lab, users):
+    org = lab.org
+    lab.sim.add_namespace("gpu-operator")
+    lab.sim.upsert("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "time-slicing-config", "namespace": "gpu-operator"},
+                                  "data": {"time-sliced-4": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                                            "    - name: nvidia.com/gpu\n      replicas: 4\n"}})
+    lab.run("train-a", org.rnd_a, "a100-1", gpus=2)
+    login(client, users, "sysadmin")
+    shown = preview(client, org.a100, device_plugin_config="time-sliced-4")
+    assert "No GPU pod is evicted" in page_text(shown)  # the device plugin restarts; pods keep running
+    confirm(client, org.a100, shown, device_plugin_config="time-sliced-4")
+    assert lab.labels("a100-1")[DEVICE_PLUGIN_CONFIG] == "time-sliced-4"
+    assert MIG_CONFIG not in lab.labels("a100-1")
+    lab.tick()  # the device plugin publishes 4 replicas per GPU
+    pool_page = page_text(client.get(reverse("pool-detail", args=[org.a100.pk])))
+    assert "GPU sharing time-slicing: 8 GPUs on 2 nodes; 4 replicas per GPU" in pool_page
+    assert "GPU shape device plugin configuration time-sliced-4" in pool_page
+    # Still 8 GPU-equivalents: 32 replicas of a quarter each.
+    assert sum(n.gpu_allocatable for n in Node.objects.filter(pool=org.a100)) == 8
