@@ -67,7 +67,8 @@ __all__ = [
     "is_reservation_pod", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
     "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
     "request_record", "request_from_record", "to_decimal", "BillingUnit", "billing_unit", "unit_share",
-    "unit_label", "UNIT_WHOLE", "UNIT_FRACTION",
+    "unit_label", "UNIT_WHOLE", "UNIT_FRACTION", "LABEL_DEVICE_PLUGIN_CONFIG", "LABEL_MIG_CAPABLE",
+    "MIG_CONFIG_DISABLED", "MIG_CONFIG_BALANCED", "mig_layouts", "mig_config_errors",
 ]
 
 PLACES = 3
@@ -270,6 +271,61 @@ def instances_per_gpu(profile: str | MigProfile, product: str = "") -> int:
         needed = max(1, round(parsed.memory_gb / slice_gb))
         return max(1, min(by_compute, memory_slices // needed))
     return by_compute
+
+
+# ---------------------------------------------------------------------------------------------------
+# MIG layouts (the values of nvidia.com/mig.config)
+
+MIG_CONFIG_DISABLED = "all-disabled"
+MIG_CONFIG_BALANCED = "all-balanced"
+MIG_CONFIG_ALL_PREFIX = "all-"
+# The profiles of NVIDIA's MIG user guide ("Supported MIG Profiles") as (GPU-instance slices, memory slices):
+# a 7-slice GPU has 8 memory slices (A100 80GB: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), a
+# 4-slice GPU 4 (A30: 1g.6gb, 2g.12gb, 4g.24gb). The MIG manager's default configuration
+# (NVIDIA/mig-parted `config-default.yaml`) has an `all-<profile>` layout for each, plus `all-disabled` and
+# `all-balanced`.
+_STANDARD_PROFILES = {7: ((1, 1), (1, 2), (2, 2), (3, 4), (4, 4), (7, 8)), 4: ((1, 1), (2, 2), (4, 4))}
+
+
+def mig_layouts(product: str) -> list[str]:
+    """The layouts the MIG manager's default configuration has for a GPU of `product`: `all-disabled`,
+    `all-balanced`, then `all-<profile>` of every standard profile (A100 40GB: `all-1g.5gb`, `all-1g.10gb`,
+    `all-2g.10gb`, `all-3g.20gb`, `all-4g.20gb`, `all-7g.40gb`); only the first two when the GPU's memory is
+    not known from its name."""
+    layouts = [MIG_CONFIG_DISABLED, MIG_CONFIG_BALANCED]
+    memory = product_memory_mib(product)
+    total = compute_slices(product)
+    memory_slices = _MEMORY_SLICES.get(total)
+    if not memory or not memory_slices:
+        return layouts
+    gb = memory / MIB_PER_GB
+    for g, slices in _STANDARD_PROFILES.get(total, ()):
+        layouts.append(f"{MIG_CONFIG_ALL_PREFIX}{g}g.{floor(gb * slices / memory_slices + 0.5)}gb")
+    return layouts
+
+
+def mig_config_errors(value: str) -> list[str]:
+    """What is wrong with a value of `nvidia.com/mig.config` (empty list: nothing). A layout is a label
+    value; one named `all-<x>` other than `all-disabled` and `all-balanced` names a MIG profile as `x`
+    (`all-1g.10gb`); any other name is a custom layout of the MIG manager's configuration."""
+    text = str(value)
+    if not text:
+        return ["a MIG layout needs a name, e.g. all-1g.10gb, all-balanced or all-disabled"]
+    errors = []
+    if len(text) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _LABEL_VALUE_RE.match(text):
+        errors.append("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                      "alphanumeric character (a label value, e.g. all-1g.10gb)")
+    if (not errors and text.startswith(MIG_CONFIG_ALL_PREFIX)
+            and text not in (MIG_CONFIG_DISABLED, MIG_CONFIG_BALANCED)
+            and parse_mig_profile(text[len(MIG_CONFIG_ALL_PREFIX):]) is None):
+        errors.append(f"'{text}' is neither all-disabled, all-balanced nor all-<profile> with a MIG profile "
+                      "<g>g.<memory>gb (e.g. all-1g.10gb); a custom layout's name does not start with 'all-'")
+    return errors
+
+
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ class ControllersMixin:
             done += self.kubelet_step()
             done += self.karpenter_step()
             done += self.mig_manager_step()
+            done += self.device_plugin_step()
             changed = self.report_queue_status()
             if changed:
                 done.append(f"queue status: {changed} updated")

@@ -23,6 +23,7 @@ from kubesim.chaos import ChaosMixin
 from kubesim.clock import Clock, RealClock
 from kubesim.control import ControlMixin
 from kubesim.controllers import ControllersMixin
+from kubesim.device_plugin import DevicePluginMixin
 from kubesim.dcgm import DcgmMixin
 from kubesim.faults import FaultsMixin
 from kubesim.jobs import JobControllerMixin
@@ -37,7 +38,8 @@ from kubesim.store import Store, _Event, _Fault, _Stores, _Watch
 
 
 class KubeEmulator(ControlMixin, AccessMixin, DcgmMixin, ChaosMixin, ControllersMixin, JobControllerMixin, KubeletMixin,
-                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, MigManagerMixin, FaultsMixin, Store):
+                   SchedulingMixin, SchedulerStatusMixin, KueueMixin, KarpenterMixin, MigManagerMixin, DevicePluginMixin,
+                   FaultsMixin, Store):
     """A thread-safe, scriptable Kubernetes API server emulator (every registered resource).
 
     Use as a context manager or call :meth:`start`/:meth:`stop`::

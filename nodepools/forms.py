@@ -67,3 +67,39 @@ class NodeMoveForm(forms.Form):
     def __init__(self, *args, node=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["pool"].queryset = NodePool.objects.filter(cluster_id=node.cluster_id).exclude(pk=node.pool_id)
+
+
+class GpuShapeForm(forms.Form):
+    """A pool's GPU shape: a MIG layout chosen from those offered (or a custom one named) and the device
+    plugin's configuration. The service checks the values."""
+
+    CUSTOM = "custom"
+    mig_config = forms.ChoiceField(
+        label="MIG layout", required=False,
+        help_text="How NVIDIA's MIG manager cuts each GPU of the pool's MIG-capable nodes (nvidia.com/mig.config).")
+    mig_config_custom = forms.CharField(
+        label="Custom MIG layout", required=False,
+        help_text="With 'Custom layout': the name of a layout of your MIG manager's configuration.")
+    device_plugin_config = forms.CharField(
+        label="Device plugin configuration", required=False,
+        help_text="The name of a configuration in NVIDIA's device plugin ConfigMap, e.g. one with time-slicing "
+                  "replicas (nvidia.com/device-plugin.config; empty: not set by the console).")
+
+    def __init__(self, *args, layouts=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mig_config"].choices = [("", "Not set by the console"), *((n, n) for n in layouts),
+                                             (self.CUSTOM, "Custom layout…")]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("mig_config") == self.CUSTOM:
+            custom = (data.get("mig_config_custom") or "").strip()
+            if not custom:
+                self.add_error("mig_config_custom", "Name the custom MIG layout (or choose one of the list).")
+            data["mig_config"] = custom
+        data["device_plugin_config"] = (data.get("device_plugin_config") or "").strip()
+        return data
+
+    def shape(self) -> dict[str, str]:
+        return {"mig_config": self.cleaned_data["mig_config"],
+                "device_plugin_config": self.cleaned_data["device_plugin_config"]}

@@ -14,6 +14,7 @@ from django.utils import timezone
 from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet
 from gpumetrics import config_from, parse_matchers
+from kube import gpu as kube_gpu
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
 from nodepools import kube
 
@@ -43,6 +44,19 @@ def validate_label_matchers(value: str) -> None:
 
 
 def validate_label_value(value: str) -> None:
+    errors = label_value_errors(value)
+    if errors:
+        raise ValidationError(errors, code="invalid")
+
+
+def validate_mig_config(value: str) -> None:
+    errors = kube_gpu.mig_config_errors(value)
+    if errors:
+        raise ValidationError(errors, code="invalid")
+
+
+def validate_device_plugin_config(value: str) -> None:
+    """The name of a configuration in the device plugin's ConfigMap: a label value."""
     errors = label_value_errors(value)
     if errors:
         raise ValidationError(errors, code="invalid")
@@ -216,6 +230,18 @@ class NodePool(models.Model):
         "topology label", max_length=317, blank=True, validators=[validate_label_key],
         help_text="Node label naming the pool's topology domains, e.g. a rack or NVLink domain label "
                   "(empty: the zone, topology.kubernetes.io/zone).")
+    # The pool's GPU shape, set on its GPU nodes by the console (services.pool_gpu_shape_apply) as labels NVIDIA's
+    # GPU operator acts on: the MIG manager's layout (nvidia.com/mig.config) and the device plugin's
+    # configuration, e.g. one with time-slicing replicas (nvidia.com/device-plugin.config). Empty: the console
+    # leaves the nodes' label as it is.
+    mig_config = models.CharField(
+        "MIG layout", max_length=63, blank=True, validators=[validate_mig_config],
+        help_text="The layout NVIDIA's MIG manager cuts the pool's GPUs into, e.g. all-1g.10gb, all-balanced, "
+                  "all-disabled or a custom layout of its configuration (empty: not set by the console).")
+    device_plugin_config = models.CharField(
+        "device plugin configuration", max_length=63, blank=True, validators=[validate_device_plugin_config],
+        help_text="The configuration of NVIDIA's device plugin the pool's GPU nodes use, e.g. one with "
+                  "time-slicing replicas (empty: not set by the console).")
     # The DCGM exporter's figures summed over the pool's nodes (gpumetrics.GpuFigures as a dict), read
     # from the cluster's Prometheus by the sync's leader every GPUMETRICS_POOLS_EVERY seconds (one query
     # per cluster, off the page's path: the idle count reads a 30-minute window of every GPU); or why not.

@@ -677,3 +677,211 @@ def node_gpu_device_list(node: Node, *, budget: GpuBudget | None = None) -> tupl
     if not devices:
         return [], getattr(devices, "reason", "") or NO_DEVICE_SERIES
     return list(devices), ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# A pool's GPU shape: the MIG layout and device plugin configuration the console sets on its GPU nodes
+
+SHAPE_LABELS = {"mig_config": kube_gpu.LABEL_MIG_CONFIG, "device_plugin_config": kube_gpu.LABEL_DEVICE_PLUGIN_CONFIG}
+MIG_IN_PROGRESS = ("pending", "rebooting")
+MIG_FAILED = "failed"
+
+
+@dataclass
+class EvictedPod:
+    """A GPU pod NVIDIA's MIG manager drains from its node before it changes the node's layout."""
+
+    namespace: str
+    name: str
+    node: str
+    project: str  # "" for a pod of no project (a system pod)
+    gpus: Decimal
+
+
+@dataclass
+class ShapeNode:
+    """One GPU node of the pool: the labels the shape changes on it ({label: (now, asked)}), or why it is
+    left as it is, and the GPU pods the change drains."""
+
+    node: Node
+    changes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    skipped: str = ""
+    evicted: list[EvictedPod] = field(default_factory=list)
+
+
+@dataclass
+class GpuShapePreview:
+    """What setting a pool's GPU shape does (nothing written): the nodes whose labels change, the pods
+    evicted, what may go wrong."""
+
+    pool: NodePool
+    mig_config: str
+    device_plugin_config: str
+    nodes: list[ShapeNode]
+    warnings: list[str]
+
+    @property
+    def written(self) -> list[ShapeNode]:
+        return [n for n in self.nodes if n.changes]
+
+    @property
+    def skipped(self) -> list[ShapeNode]:
+        return [n for n in self.nodes if n.skipped]
+
+    @property
+    def evicted(self) -> list[EvictedPod]:
+        return [pod for n in self.nodes for pod in n.evicted]
+
+    @property
+    def evicted_gpus(self) -> Decimal:
+        return sum((pod.gpus for pod in self.evicted), Decimal(0))
+
+    @property
+    def key(self) -> str:
+        """What a confirmation counts for: the shape asked and, per node, the labels it changes and the pods
+        it evicts (a pod started since the preview needs the preview again)."""
+        parts = [self.mig_config, self.device_plugin_config]
+        for n in self.written:
+            parts.append(n.node.name + "=" + ",".join(f"{k}:{v[1]}" for k, v in sorted(n.changes.items())))
+            parts.extend(f"{p.namespace}/{p.name}" for p in n.evicted)
+        return "|".join(parts)
+
+
+def _seen(manager, user: Any):
+    """The rows the user may see; every row for `None`, the system itself (a service called by a command)."""
+    return manager.all() if user is None else manager.restrict(user, "view")
+
+
+def _mig_capable(node: Node) -> bool:
+    return str((node.labels or {}).get(kube_gpu.LABEL_MIG_CAPABLE, "")).lower() == "true"
+
+
+def pool_gpu_shape_preview(*, user: Any, pool: NodePool, mig_config: str, device_plugin_config: str) -> GpuShapePreview:
+    """What setting `mig_config` (nvidia.com/mig.config; "" leaves it) and `device_plugin_config`
+    (nvidia.com/device-plugin.config; "" leaves it) on the pool's GPU nodes does, read from the mirror: on each
+    node whose layout label would change, NVIDIA's MIG manager drains the node's GPU pods (named with their
+    project and GPUs) before it cuts the GPUs anew; a node that does not report `nvidia.com/mig.capable=true`
+    is left as it is. The device plugin's configuration evicts nothing (the plugin restarts)."""
+    nodes = list(_seen(Node.objects, user).filter(pool=pool, is_gpu_node=True).order_by("name"))
+    asked = {"mig_config": mig_config, "device_plugin_config": device_plugin_config}
+    rows, warnings = [], []
+    drained: list[int] = []
+    for node in nodes:
+        row = ShapeNode(node=node)
+        labels = node.labels or {}
+        for name, value in asked.items():
+            if not value:
+                continue
+            label = SHAPE_LABELS[name]
+            if name == "mig_config" and not _mig_capable(node):
+                row.skipped = (f"its GPUs ({node.gpu_product or 'unknown'}) are not MIG-capable: it does not report "
+                               f"{kube_gpu.LABEL_MIG_CAPABLE}=true; its MIG layout is left as it is")
+                continue
+            if labels.get(label) != value:
+                row.changes[label] = (str(labels.get(label, "")), value)
+        if kube_gpu.LABEL_MIG_CONFIG in row.changes:
+            drained.append(node.pk)
+        rows.append(row)
+    if drained:
+        by_node = {row.node.pk: row for row in rows}
+        pods = (_seen(Pod.objects, user).active().filter(node_id__in=drained)
+                .filter(Q(gpus__gt=0) | ~Q(gpu_request={})).order_by("namespace", "name")
+                .values_list("node_id", "namespace", "name", "project__name", "gpus"))
+        for node_id, namespace, name, project, gpus in pods:
+            row = by_node[node_id]
+            row.evicted.append(EvictedPod(namespace=namespace, name=name, node=row.node.name, project=project or "",
+                                          gpus=gpus))
+    if mig_config:
+        products = sorted({r.node.gpu_product for r in rows if not r.skipped and r.node.gpu_product})
+        if not mig_config.startswith(kube_gpu.MIG_CONFIG_ALL_PREFIX):
+            warnings.append(f"{mig_config} is a custom layout: the MIG manager's configuration must define it, "
+                            f"else the nodes report {kube_gpu.LABEL_MIG_CONFIG_STATE}=failed.")
+        else:
+            for product in products:
+                known = kube_gpu.mig_layouts(product)
+                if mig_config not in known:
+                    warnings.append(f"The MIG manager's default configuration has no layout {mig_config} for "
+                                    f"{product} (it has {', '.join(known)}): its nodes report failed unless your "
+                                    "MIG manager's configuration defines it.")
+        single = [r.node.name for r in rows if kube_gpu.LABEL_MIG_CONFIG in r.changes
+                  and r.node.mig_strategy == kube_gpu.MIG_STRATEGY_SINGLE]
+        if single and mig_config == kube_gpu.MIG_CONFIG_BALANCED:
+            warnings.append(f"{mig_config} cuts each GPU into several profiles, which the MIG strategy single of "
+                            f"{', '.join(single)} cannot publish: those nodes report failed.")
+    return GpuShapePreview(pool=pool, mig_config=mig_config, device_plugin_config=device_plugin_config,
+                           nodes=rows, warnings=warnings)
+
+
+def pool_mig_layouts(*, user: Any, pool: NodePool) -> list[str]:
+    """The MIG layouts to offer for a pool: those of the MIG manager's default configuration for the GPUs of
+    its MIG-capable nodes (kube.gpu.mig_layouts), in their order, plus the pool's own and its nodes' now."""
+    products, current = [], []
+    for product, labels in (Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True)
+                            .order_by("gpu_product").values_list("gpu_product", "labels")):
+        labels = labels or {}
+        if str(labels.get(kube_gpu.LABEL_MIG_CAPABLE, "")).lower() == "true" and product not in products:
+            products.append(product)
+        if labels.get(kube_gpu.LABEL_MIG_CONFIG):
+            current.append(labels[kube_gpu.LABEL_MIG_CONFIG])
+    layouts: list[str] = []
+    for name in [*(n for p in products for n in kube_gpu.mig_layouts(p)), *current, pool.mig_config]:
+        if name and name not in layouts:
+            layouts.append(name)
+    return layouts
+
+
+@dataclass
+class NodeMigState:
+    """Where NVIDIA's MIG manager is with a node: the layout asked (its label), the state it reports, the
+    slices it publishes now."""
+
+    node: Node
+    asked: str
+    state: str
+    applied: str  # the slices published now, in a few words
+
+    @property
+    def in_progress(self) -> bool:
+        return self.state in MIG_IN_PROGRESS
+
+    @property
+    def failed(self) -> bool:
+        return self.state == MIG_FAILED
+
+    @property
+    def done(self) -> bool:
+        return self.state == "success"
+
+
+def node_mig_state(node: Node) -> NodeMigState | None:
+    """The node's MIG layout as asked and as applied (None for a node that no layout was asked of)."""
+    labels = node.labels or {}
+    asked = str(labels.get(kube_gpu.LABEL_MIG_CONFIG, ""))
+    if not asked:
+        return None
+    sharing = node.gpu_sharing or {}
+    slices = [f"{s.get('capacity', 0)} × {s.get('profile')}" for s in sharing.get("slices") or ()
+              if int(s.get("capacity") or 0)]
+    if slices:
+        applied = ", ".join(slices)
+    elif sharing.get("exposure") in (kube_gpu.MIG_SINGLE, kube_gpu.MIG_MIXED):
+        applied = "no MIG slices published"
+    else:
+        applied = f"{node.gpu_capacity} whole GPU{'s' if node.gpu_capacity != 1 else ''}" if node.gpu_capacity \
+            else "no GPUs published"
+    return NodeMigState(node=node, asked=asked, state=str(labels.get(kube_gpu.LABEL_MIG_CONFIG_STATE, "")),
+                        applied=applied)
+
+
+def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> list[NodeMigState]:
+    """The MIG state of every GPU node of the pool asked a layout (by name)."""
+    nodes = Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True).order_by("name")
+    return [s for s in map(node_mig_state, nodes) if s is not None]
+
+
+def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list[NodeMigState]:
+    """The nodes whose MIG manager reports pending, rebooting or failed (the node list's notice)."""
+    nodes = nodes if nodes is not None else node_list(user=user)
+    label = kube_gpu.LABEL_MIG_CONFIG_STATE
+    found = nodes.filter(**{f"labels__{label}__in": [*MIG_IN_PROGRESS, MIG_FAILED]}).order_by("name")[:50]
+    return [s for s in map(node_mig_state, found) if s is not None]

@@ -241,6 +241,80 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
+# A pool's GPU shape: its MIG layout and device plugin configuration, set on its GPU nodes
+
+GPU_SHAPE_FIELDS = ("mig_config", "device_plugin_config")
+
+
+@dataclasses.dataclass
+class GpuShapeApplied:
+    """What `pool_gpu_shape_apply` did: the preview it acted on, the nodes labelled, those the cluster refused."""
+
+    preview: Any  # selectors.GpuShapePreview
+    labelled: list[str]
+    failed: dict[str, str]  # node -> the cluster's message
+
+
+def _gpu_shape_check(pool: NodePool, mig_config: str, device_plugin_config: str) -> NodePool:
+    changed = copy.copy(pool)
+    changed.mig_config, changed.device_plugin_config = mig_config, device_plugin_config
+    _pool_full_clean(changed)
+    return changed
+
+
+def pool_gpu_shape_preview(*, actor: Any, pool: NodePool, mig_config: str, device_plugin_config: str = ""):
+    """What setting the pool's GPU shape would do (`selectors.pool_gpu_shape_preview`): the same checks as
+    `pool_gpu_shape_apply`, nothing written."""
+    require_system_admin(actor, "set the GPU shape of node pools")
+    _gpu_shape_check(pool, mig_config, device_plugin_config)
+    return selectors.pool_gpu_shape_preview(user=actor, pool=pool, mig_config=mig_config,
+                                            device_plugin_config=device_plugin_config)
+
+
+def pool_gpu_shape_apply(*, actor: Any, pool: NodePool, mig_config: str, device_plugin_config: str = "",
+                         previewed: str | None = None) -> GpuShapeApplied:
+    """Set the pool's GPU shape: keep it on the pool and write it to the pool's GPU nodes as the labels NVIDIA's
+    GPU operator acts on (`nvidia.com/mig.config`: the MIG manager drains the node's GPU pods and cuts its GPUs
+    anew; `nvidia.com/device-plugin.config`: the device plugin restarts with that configuration). One
+    strategic merge patch of labels per node whose label changes; the database's nodes are not written here
+    (the sync's watch brings the labels and the new slices back). `previewed`: the key of the preview the
+    user confirmed; when what it would do changed since (another pod to evict, a node more), nothing is
+    written and ValidationError says to review it again. An audit event names every node labelled."""
+    require_system_admin(actor, "set the GPU shape of node pools")
+    _gpu_shape_check(pool, mig_config, device_plugin_config)
+    preview = selectors.pool_gpu_shape_preview(user=actor, pool=pool, mig_config=mig_config,
+                                               device_plugin_config=device_plugin_config)
+    if previewed is not None and previewed != preview.key:
+        raise ValidationError({"mig_config": "What this change does has changed since it was shown (a node or a "
+                                             "GPU pod more or less): review it again before confirming."})
+    labelled, failed = [], {}
+    if preview.written:
+        with api_client_for(pool.cluster) as api_client:
+            core = client.CoreV1Api(api_client)
+            for row in preview.written:
+                labels = {label: asked for label, (_now, asked) in row.changes.items()}
+                try:
+                    core.patch_node(row.node.name, {"metadata": {"labels": labels}}, _request_timeout=(5, 15))
+                except Exception as exc:
+                    failed[row.node.name] = api_error_message(exc)
+                else:
+                    labelled.append(row.node.name)
+    with transaction.atomic():
+        before = snapshot(pool)
+        pool.mig_config, pool.device_plugin_config = mig_config, device_plugin_config
+        pool.save(update_fields=[*GPU_SHAPE_FIELDS, "updated"])
+        after = snapshot(pool)
+        before["node_labels"] = {row.node.name: {k: v[0] for k, v in row.changes.items()} for row in preview.written}
+        after["node_labels"] = {row.node.name: {k: v[1] for k, v in row.changes.items()}
+                                for row in preview.written if row.node.name in labelled}
+        after["evicted_pods"] = [f"{p.namespace}/{p.name}" for p in preview.evicted if p.node in labelled]
+        if failed:
+            after["failed_nodes"] = failed
+        audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=pool, before=before, after=after)
+    return GpuShapeApplied(preview=preview, labelled=labelled, failed=failed)
+
+
+# ---------------------------------------------------------------------------------------------------
 # The GPU figures of nodes and pools (the DCGM exporter's, through the cluster's Prometheus)
 
 def pool_gpu_figures_refresh(*, cluster: Cluster, timeout: float | None = None) -> int:

@@ -9,6 +9,7 @@ from decimal import Decimal
 import django_tables2 as tables
 import orjson
 from django.db.models import FloatField, TextField
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -16,9 +17,11 @@ from django.utils.html import format_html, format_html_join
 from gpumetrics import idle_threshold, idle_window_seconds
 from nodepools import capacity
 from nodepools.models import NodeStatus
+from kube import gpu as kube_gpu
 from nodepools.selectors import (
     NODE_USAGE_FIELDS,
     STORED_GPU_FIGURES,
+    node_mig_state,
     nodes_annotate_stored_gpu_figures,
     nodes_annotate_usage,
     nodes_attach_gpu_metrics,
@@ -289,9 +292,21 @@ class NodeTable(ConsoleTable):
     capacity_type = tables.Column("Capacity type", default="—")
     gpu_utilization = GpuMetricColumn("GPU utilization (%)")
     gpu_memory_used = GpuMetricColumn("Used/total GPU memory (GiB)")
+    # The layout NVIDIA's MIG manager was asked (nvidia.com/mig.config) and where it is with it
+    # (nvidia.com/mig.config.state): pending, rebooting, success, failed.
+    mig_layout = tables.Column("MIG layout", accessor="labels", orderable=False, empty_values=())
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-node": lambda record: record.name}
+
+    def render_mig_layout(self, record):
+        state = node_mig_state(record)
+        if state is None:
+            return "—"
+        css = "status-failed" if state.failed else "status-pending" if state.in_progress else (
+            "status-ready" if state.done else "status-unknown")
+        return format_html('<code>{}</code> <span class="status {} mig-state">{}</span>', state.asked, css,
+                           state.state or "not reported")
 
     def __init__(self, *args, gpu_figures_clusters=(), **kwargs):
         """`gpu_figures_clusters`: the clusters whose stored GPU figures the CSV carries
@@ -370,6 +385,7 @@ class NodeTable(ConsoleTable):
         "pods": ("pod_count",),
         "gpu_utilization": ("stored_gpu_utilization",), "gpu_memory_used_gib": ("stored_gpu_memory_used_mib",),
         "gpu_memory_total_gib": ("stored_gpu_memory_total_mib",),
+        "mig_config": ("mig_config_label",), "mig_config_state": ("mig_config_state_label",),
     }
 
     def export_values(self, queryset):
@@ -381,8 +397,11 @@ class NodeTable(ConsoleTable):
         nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_usage(queryset), self.gpu_figures_clusters)
         return nodes.annotate(
             status_reasons_text=Cast("status_reasons", TextField()),
-            gpu_allocated_float=Cast("usage_gpus", FloatField())).values(
-            *self.export_fields, "status_reasons_text", "gpu_allocated_float",
+            gpu_allocated_float=Cast("usage_gpus", FloatField()),
+            mig_config_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG, "labels"),
+            mig_config_state_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels")).values(
+            *self.export_fields, "status_reasons_text", "gpu_allocated_float", "mig_config_label",
+            "mig_config_state_label",
             *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"),
             *(f"stored_gpu_{name}" for name in STORED_GPU_FIGURES))
 
@@ -394,9 +413,16 @@ class NodeTable(ConsoleTable):
         return node_status_text(status, (orjson.loads(text) if text else None) or [], every_reason=True)
 
     # "4/4" in one cell reads as a date in a spreadsheet: the CSV has the two numbers in two columns.
-    csv_parts = {"gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices")),
+    csv_parts = {"mig_layout": (("mig_config", "MIG layout asked"), ("mig_config_state", "MIG layout state")),
+                 "gpu_devices": (("gpu_ready", "Ready GPU devices"), ("gpu_total", "Total GPU devices")),
                  "gpu_memory_used": (("gpu_memory_used_gib", "Used GPU memory (GiB)"),
                                      ("gpu_memory_total_gib", "Total GPU memory reported (GiB)"))}
+
+    def export_mig_config(self, row):
+        return row["mig_config_label"] or None
+
+    def export_mig_config_state(self, row):
+        return row["mig_config_state_label"] or None
 
     def export_gpu_ready(self, row):
         return capacity.node_figures(row["status"], row["gpu_allocatable"], 0)["gpu_ready"]

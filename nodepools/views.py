@@ -13,7 +13,7 @@ from access.rules import is_system_admin
 from common.parsing import is_digits
 from nodepools import hints, kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
-from nodepools.forms import NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
+from nodepools.forms import GpuShapeForm, NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
 from nodepools.models import Cluster, NodePool
 from nodepools.tables import NodePoolTable, NodeTable, PodTable
 from ui.pages import htmx_partial, table_page
@@ -167,6 +167,56 @@ def pool_delete(request, pk: int):
     })
 
 
+@login_required
+def pool_gpu_shape(request, pk: int):
+    """Set a pool's GPU shape in two steps: the first POST shows the nodes whose labels change and the GPU pods
+    NVIDIA's MIG manager drains from them (with their project and GPUs); the second, with `confirm` and the
+    key of what was shown, writes the labels to the nodes in the cluster."""
+    _require_admin(request)
+    pool = get_object_or_404(NodePool.objects.restrict(request.user, "set_gpu_shape").select_related("cluster"),
+                             pk=pk)
+    layouts = selectors.pool_mig_layouts(user=request.user, pool=pool)
+    initial = {"mig_config": pool.mig_config, "device_plugin_config": pool.device_plugin_config}
+    if pool.mig_config and pool.mig_config not in layouts:
+        initial = {**initial, "mig_config": GpuShapeForm.CUSTOM, "mig_config_custom": pool.mig_config}
+    form = GpuShapeForm(request.POST or None, layouts=layouts, initial=initial)
+    preview, stale = None, False
+    if request.method == "POST" and form.is_valid():
+        shape, confirmed = form.shape(), bool(request.POST.get("confirm"))
+        try:
+            if confirmed:
+                done = services.pool_gpu_shape_apply(actor=request.user, pool=pool, **shape,
+                                                     previewed=request.POST.get("previewed", ""))
+            else:
+                preview = services.pool_gpu_shape_preview(actor=request.user, pool=pool, **shape)
+        except ValidationError as exc:
+            stale = confirmed
+            form_errors_from(form, exc)
+            if stale:
+                try:
+                    preview = services.pool_gpu_shape_preview(actor=request.user, pool=pool, **shape)
+                except ValidationError:
+                    preview = None
+        else:
+            if preview is None:
+                for node, message in done.failed.items():
+                    messages.error(request, f"Could not label node '{node}': {message}")
+                if done.labelled:
+                    messages.success(request, f"GPU shape of pool '{pool.name}' set on {len(done.labelled)} node"
+                                              f"{'s' if len(done.labelled) != 1 else ''}: NVIDIA's GPU operator "
+                                              "applies it; this page follows as the nodes report it.")
+                elif not done.failed and not any(shape.values()):
+                    messages.success(request, f"GPU shape of pool '{pool.name}' cleared: the console leaves its "
+                                              "nodes' labels as they are.")
+                elif not done.failed:
+                    messages.success(request, f"GPU shape of pool '{pool.name}' saved: its nodes already have it.")
+                _hint(pool.cluster_id, ["pools", "nodes"])
+                return redirect("pool-detail", pool.pk)
+    return render(request, "nodepools/pool_gpu_shape.html", {
+        "pool": pool, "form": form, "preview": preview, "preview_stale": stale,
+        "mig_nodes": selectors.pool_gpu_shape_nodes(user=request.user, pool=pool)})
+
+
 def _hint(cluster_id: int, kinds) -> None:
     """Tell live pages of this cluster to refetch (the sync does the same after its writes)."""
     try:
@@ -198,7 +248,9 @@ def node_list(request):
         request, template="nodepools/node_list.html", table_class=NodeTable, queryset=nodes,
         filterset_class=NodeFilterSet, csv_name="nodes", dropdown_fields=["cluster", "pool", "status"],
         dropdown_values=dropdown_values, table_kwargs=table_kwargs,
-        context={"live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True))},
+        context={"live_clusters": list(selectors.cluster_list(user=request.user).values_list("pk", flat=True)),
+                 # The nodes whose MIG manager is changing their layout, or failed to (not in the CSV).
+                 "mig_in_flight": [] if wants_csv(request) else selectors.nodes_mig_in_flight(user=request.user)},
     )
 
 
@@ -219,6 +271,7 @@ def node_detail(request, pk: int):
         "gpu_devices": devices, "gpu_devices_reason": devices_reason,
         "move_form": NodeMoveForm(node=node) if can_move else None,
         "labels": sorted(node.labels.items()),
+        "mig": selectors.node_mig_state(node),
     }
     template = "nodepools/node_detail.html"
     if htmx_partial(request):

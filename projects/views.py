@@ -428,6 +428,7 @@ def pool_detail(request, pk: int):
     context = {
         "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts, "fit": fit, "fit_errors": fit_errors,
         "gpu_shapes": pool_selectors.pool_gpu_shapes(pool),
+        "mig_nodes": pool_selectors.pool_gpu_shape_nodes(user=request.user, pool=pool),
         "fit_shape": {"pods": request.GET.get("pods", ""), "gpus": request.GET.get("gpus", ""),
                       "domain": request.GET.get("domain", "")},
         "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],

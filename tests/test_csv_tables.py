@@ -111,10 +111,10 @@ def test_nodes_csv_with_all_columns(client, org, users):
         ["Node", "Status", "Node pool", "Cluster", "GPU type", "Ready GPU devices", "Total GPU devices", "GPU memory (GiB)",
          "Allocated GPUs", "Free GPU devices", "CPU (cores)", "CPU memory (GiB)", "Allocated CPU (cores)",
          "Allocated CPU memory (GiB)", "Pods", "Zone", "Instance type", "Capacity type", "GPU utilization (%)",
-         "Used GPU memory (GiB)", "Total GPU memory reported (GiB)"],
-        # No Prometheus for this cluster: no GPU utilization figures.
+         "Used GPU memory (GiB)", "Total GPU memory reported (GiB)", "MIG layout asked", "MIG layout state"],
+        # No Prometheus for this cluster: no GPU utilization figures; no MIG layout asked of the node.
         ["v100-1", "Not ready (Scheduling disabled)", "default", "lab", "Tesla-V100-SXM2-16GB", "0", "4", "64", "0", "0",
-         "32", "244", "0.2", "0.2", "2", "us-east-1a", "p3.8xlarge", "spot", "", "", ""],
+         "32", "244", "0.2", "0.2", "2", "us-east-1a", "p3.8xlarge", "spot", "", "", "", "", ""],
     ]
 
 

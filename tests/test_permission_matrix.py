@@ -82,6 +82,7 @@ MATRIX: dict[str, list[Case]] = {
     "pool-detail": [Case(IN_CLUSTER, pk("a100"))],
     "pool-edit": [Case(SYSADMIN, pk("a100"))],
     "pool-delete": [Case(SYSADMIN, pk("a100"))],
+    "pool-gpu-shape": [Case(SYSADMIN, pk("a100"))],
     # Karpenter-backed pools (provisioning): system administrators only (flows: tests/provisioning/).
     "provisioning-pool-create": [Case(SYSADMIN)],
     "provisioning-nodepool-edit": [Case(SYSADMIN, pk("a100"))],

@@ -143,13 +143,15 @@ class NodePoolSerializer(GpuMetricsFields, ModelSerializer):
         model = NodePool
         fields = [
             "id", "cluster", "name", "description", "is_default", "label_key", "label_value", "label",
-            "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "status", "node_count", "ready_node_count",
+            "gpu_placement", "cpu_placement", "gpu_limit", "topology_key", "mig_config", "device_plugin_config",
+            "status", "node_count", "ready_node_count",
             "gpu_devices", "gpu_total", "gpu_ready", "gpu_allocated", "gpu_allocated_not_ready", "gpu_free",
             "gpu_memory_total_mib", "cpu_total", "cpu_allocated",
             "memory_total_bytes", "memory_allocated_bytes", "workload_count", "gpu_shapes", *GPU_METRICS_FIELDS,
             "created", "updated",
         ]
-        read_only_fields = ["is_default", "created", "updated"]
+        # The GPU shape is set on the pool's page (a preview of the pods it evicts first), not here.
+        read_only_fields = ["is_default", "mig_config", "device_plugin_config", "created", "updated"]
 
     def get_cpu_total(self, pool) -> Decimal:
         return Decimal(pool.cpu_total_millis) / 1000

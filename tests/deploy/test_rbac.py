@@ -211,6 +211,23 @@ def web_moves_a_node(lab: Lab) -> None:
     assert lab.sim.get_node("v100-2")["metadata"]["labels"]["gpu-type"] == "A100"
 
 
+def web_sets_a_pools_gpu_shape(lab: Lab) -> None:
+    """A pool's GPU shape: the preview reads the mirror, the confirmation patches the MIG manager's layout
+    label onto each of the pool's GPU nodes."""
+    from django.urls import reverse
+
+    from kube.gpu import LABEL_MIG_CONFIG
+
+    lab.client.force_login(lab.users["sysadmin"])
+    url = reverse("pool-gpu-shape", args=[lab.org.a100.pk])
+    data = {"mig_config": "all-1g.10gb", "mig_config_custom": "", "device_plugin_config": ""}
+    preview = lab.client.post(url, data)
+    assert preview.status_code == 200 and preview.context["preview"] is not None
+    done = lab.client.post(url, {**data, "confirm": "1", "previewed": preview.context["preview"].key}, follow=True)
+    assert done.status_code == 200
+    assert lab.sim.get_node("a100-1")["metadata"]["labels"][LABEL_MIG_CONFIG] == "all-1g.10gb"
+
+
 def web_previews_an_enforcer(lab: Lab) -> None:
     """The enforcement page's dry run, and the API's: the web lists what the console owns in the cluster."""
     lab.client.force_login(lab.users["sysadmin"])
@@ -341,6 +358,7 @@ FLOWS: list[Flow] = [
     Flow("sync: KAI enforcement (priority classes, shards, queues; pool labels on nodes)", SYNC, enforcer_kai),
     Flow("sync: Kueue enforcement (workload priority classes, flavors, cohorts, queues)", SYNC, enforcer_kueue),
     Flow("web: move a node to a pool", WEB, web_moves_a_node),
+    Flow("web: set a pool's GPU shape (the MIG layout label on its nodes)", WEB, web_sets_a_pools_gpu_shape),
     Flow("web: dry run of an enforcer change", WEB, web_previews_an_enforcer),
     Flow("web: a Karpenter-backed pool and its NodePool (create, edit, delete)", WEB, web_manages_a_karpenter_node_pool),
     Flow("web: submit (dry run, create) and stop a workload", WEB, web_submits_and_stops_a_workload),

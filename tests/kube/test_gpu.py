@@ -212,3 +212,54 @@ def test_a_fractional_gpu_quantity_counts_by_its_value_and_survives_storage():
     assert stored.equivalents == Fraction(1, 2)
     time_sliced = inventory(make_node("ts", gpus=1, gpu_product=A100_80, gpu_replicas=2))
     assert gpu.demand_on(stored, time_sliced).equivalents == Fraction(1, 4)
+
+
+# --- MIG layouts (the values of nvidia.com/mig.config) ---------------------------------------------
+
+@pytest.mark.parametrize("product, layouts", [
+    ("NVIDIA-A100-SXM4-80GB", ["all-disabled", "all-balanced", "all-1g.10gb", "all-1g.20gb", "all-2g.20gb",
+                               "all-3g.40gb", "all-4g.40gb", "all-7g.80gb"]),
+    ("NVIDIA-A100-SXM4-40GB", ["all-disabled", "all-balanced", "all-1g.5gb", "all-1g.10gb", "all-2g.10gb",
+                               "all-3g.20gb", "all-4g.20gb", "all-7g.40gb"]),
+    # H200: 141 GB over 8 memory slices, rounded as NVIDIA names them (1g.18gb, 3g.71gb).
+    ("NVIDIA-H200", ["all-disabled", "all-balanced", "all-1g.18gb", "all-1g.35gb", "all-2g.35gb", "all-3g.71gb",
+                     "all-4g.71gb", "all-7g.141gb"]),
+    ("NVIDIA-A30", ["all-disabled", "all-balanced", "all-1g.6gb", "all-2g.12gb", "all-4g.24gb"]),
+    ("Some-GPU", ["all-disabled", "all-balanced"]),  # memory unknown: the two every GPU has
+])
+def test_the_mig_managers_default_layouts_of_a_gpu(product, layouts):
+    assert gpu.mig_layouts(product) == layouts
+
+
+@pytest.mark.parametrize("value, error", [
+    ("all-1g.10gb", None), ("all-balanced", None), ("all-disabled", None), ("team_layout.v2", None),
+    ("", "a MIG layout needs a name"), ("all-", "must start and end with an alphanumeric character"),
+    ("all-big", "is neither all-disabled"), ("my layout", "must consist of alphanumeric characters"),
+    ("x" * 64, "must be no more than 63 characters"),
+])
+def test_a_mig_layout_is_a_label_value_and_an_all_name_names_a_profile(value, error):
+    errors = gpu.mig_config_errors(value)
+    assert (errors == []) if error is None else any(error in e for e in errors)
+
+
+@given(st.sampled_from(["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-PCIE-40GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-H200",
+                        "NVIDIA-A30", "NVIDIA-B200"]))
+def test_every_layout_offered_is_a_valid_layout_whose_profile_fits_the_gpu(product):
+    for name in gpu.mig_layouts(product):
+        assert gpu.mig_config_errors(name) == []
+        if name not in ("all-disabled", "all-balanced"):
+            profile = gpu.parse_mig_profile(name[len("all-"):])
+            assert profile is not None and profile.gpu_slices <= gpu.compute_slices(product)
+            assert profile.memory_gb * gpu.MIB_PER_GB <= gpu.product_memory_mib(product) + gpu.MIB_PER_GB
+
+
+@given(st.text(max_size=80))
+def test_any_text_gets_a_verdict_never_an_exception(text):
+    assert isinstance(gpu.mig_config_errors(text), list)
+
+
+@pytest.mark.parametrize("product", ["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-SXM4-40GB", "NVIDIA-H200",
+                                     "NVIDIA-H100-80GB-HBM3"])
+def test_the_layouts_offered_are_those_the_emulators_mig_manager_has(product):
+    # The emulator's MIG manager (its own table of NVIDIA's default configuration) is the second opinion.
+    assert set(gpu.mig_layouts(product)) == set(nvidia.layouts_for(product))

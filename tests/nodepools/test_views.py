@@ -562,6 +562,11 @@ def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
     csv_rows = [row[:at] + (["Used/total GPU memory (GiB)"] if i == 0 else
                             [f"{row[at]}/{row[at + 1]}" if row[at] else ""]) + row[at + 2:]
                 for i, row in enumerate(csv_rows)]
+    # And the MIG layout asked and its state ("—" on the page when no layout was asked of the node).
+    at = csv_rows[0].index("MIG layout asked")
+    assert csv_rows[0][at + 1] == "MIG layout state"
+    csv_rows = [row[:at] + (["MIG layout"] if i == 0 else [f"{row[at]} {row[at + 1]}".strip()]) + row[at + 2:]
+                for i, row in enumerate(csv_rows)]
     assert headers(response) == csv_rows[0]
     # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.
     assert [[cell if cell != "—" else "" for cell in row] for row in table_rows(response)] == csv_rows[1:]
