@@ -6,8 +6,8 @@ Nothing here touches the database or the network, so every mapping rule is teste
 
 Field names, types and units follow the published CRDs:
 - KAI Scheduler `scheduling.run.ai/v2` Queue (NVIDIA/KAI-Scheduler pkg/apis/scheduling/v2/queue_types.go,
-  docs/queues/README.md): GPU in devices (fractions allowed), CPU in millicores, memory in megabytes
-  (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
+  docs/queues/README.md): GPU in devices (fractions allowed; a MIG device counts its compute slices, so a MIG
+  pool's quota is in slices: `kai_pool_gpu`), CPU in millicores, memory in megabytes (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
   `priority` orders over-quota allocation (default 100). `kai.scheduler/v1` SchedulingShard
   (pkg/apis/kai/v1/schedulingshard_types.go): `partitionLabelValue`, `placementStrategy.{gpu,cpu}`, and
   `args` (scheduler flags the operator passes on): `update-pod-eviction-condition: "true"`, so that a pod
@@ -16,7 +16,8 @@ Field names, types and units follow the published CRDs:
   podFailurePolicy ignores such pods, replace it instead of failing.
 - Kueue `kueue.x-k8s.io/v1beta2` (kubernetes-sigs/kueue apis/kueue/v1beta2): ResourceFlavor
   `nodeLabels`/`nodeTaints`, Cohort, ClusterQueue `cohortName`, `resourceGroups[].coveredResources`,
-  `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities), `fairSharing.weight`,
+  `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities; a MIG profile's `nvidia.com/mig-<profile>`
+  is covered as any other resource, its quota in slices: `kueue_gpu_quotas`), `fairSharing.weight`,
   `namespaceSelector`; LocalQueue `clusterQueue`; WorkloadPriorityClass `value`.
 """
 from __future__ import annotations

@@ -2,7 +2,11 @@
 
 Hypothesis generates organisations (departments, projects), their quotas (deserved, limits, over-quota
 weights, ranks, over-quota off), a GPU pool of a few nodes and a stream of workloads in two waves (train,
-build-preemptible, build, inference; one or two pods of 1, 2 or 4 GPUs). The console writes what it writes in
+build-preemptible, build, inference; one or two pods of 1, 2 or 4 GPUs). A third of the pools are whole GPUs,
+a third whole GPUs with KAI fractions (`gpu-fraction` 0.5 or 0.25 of one GPU per pod) among the workloads, a
+third A100s cut into seven 1g.10gb slices each (quotas in slices, k of them typed as k/7 GPU-equivalents to
+the thousandth; workloads of 1, 2 or 4 slices per pod; KAI's Queues then count slices: `enforcers.desired`).
+Every figure is compared in GPU-equivalents. The console writes what it writes in
 a cluster: KAI's Queues, shards and PriorityClasses from `enforcers.desired` (`desired_for`), and each Job as
 its submission service renders it (`workloads.submission.workload_preview`). The emulator's controllers (Job
 controller, KAI Scheduler, kubelets) settle on the manual clock after each wave; what the cluster then holds
@@ -11,8 +15,8 @@ is mirrored by the sync's own code (`nodepools.sync.mirror.Mirror`, every regist
 - **fair share**: where the pool's demand exceeds its ready GPUs (every GPU asked by a workload KAI does not
   refuse outright: over a limit or non-preemptible beyond the deserved quota never runs, whatever the others
   do), each project's allocated GPUs against the console's fair share (`projects.selectors.cluster_fair_shares`,
-  `projects/fairshare.py`): they agree within one GPU, or within the project's largest gang (KAI's unit of
-  allocation: one PodGroup per Job, its pods all together);
+  `projects/fairshare.py`): they agree within one GPU (one slice in a MIG pool), or within the project's
+  largest gang (KAI's unit of allocation: one PodGroup per Job, its pods all together);
 - **why waiting**: for every waiting workload, the category of the console's answer (`projects.waiting`,
   through `workloads.decisions`) against the category of KAI's own reason (its PodGroup's condition).
 
@@ -423,7 +427,10 @@ def _check_case(case: Case) -> None:
         transaction.set_rollback(True)
     TALLY["cases"]["generated"] += 1
     TALLY["cases"][outcome.pool_state] += 1
-    TALLY["shapes"][MIG if case.mig else (FRACTIONS if any(j.fraction for j in case.jobs) else WHOLE)] += 1
+    shape = MIG if case.mig else (FRACTIONS if any(j.fraction for j in case.jobs) else WHOLE)
+    TALLY["shapes"][shape] += 1
+    TALLY["shapes"][f"{shape}, {outcome.pool_state}"] += 1
+    TALLY["shapes"][f"{shape}: waiting workloads"] += len(outcome.categories)
     for name, allocated, fair, tolerance, agree, documented in outcome.fair:
         key = "agree" if agree else (f"documented: {documented}" if documented else "disagree")
         TALLY["fair"][key] += 1
