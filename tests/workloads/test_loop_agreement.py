@@ -125,9 +125,14 @@ WHOLE, FRACTIONS, MIG = "whole", "fractions", "mig"
 @st.composite
 def cases(draw, shapes: tuple[str, ...] = (WHOLE,)) -> Case:
     shape = draw(st.sampled_from(shapes))
+    # MIG and fraction pools are smaller (their workloads ask less), so that their demand exceeds their supply
+    # about as often as a pool of whole GPUs.
     if shape == MIG:
-        nodes, per_node = draw(st.integers(1, 2)), draw(st.sampled_from((1, 2)))
+        nodes, per_node = draw(st.integers(1, 2)), 1
         capacity = nodes * per_node * SLICES
+    elif shape == FRACTIONS:
+        nodes, per_node = draw(st.integers(1, 2)), draw(st.sampled_from((2, 4)))
+        capacity = nodes * per_node
     else:
         nodes = draw(st.integers(1, 4))
         per_node = draw(st.sampled_from((4, 8)))
@@ -143,8 +148,9 @@ def cases(draw, shapes: tuple[str, ...] = (WHOLE,)) -> Case:
             projects.append(Project(index, own, limit, draw(st.sampled_from((0, 1, 2, 2, 3))),
                                     draw(st.sampled_from((3, 3, 3, 1, 6))),
                                     draw(st.sampled_from((True,) * 6 + (False,)))))
-    fraction = st.sampled_from(("",) * 4 + ("0.5", "0.5", "0.25")) if shape == FRACTIONS else st.just("")
-    jobs = tuple(Job(draw(st.integers(0, len(projects) - 1)), draw(st.sampled_from((1, 1, 2, 4))),
+    fraction = st.sampled_from(("", "", "0.5", "0.5", "0.25")) if shape == FRACTIONS else st.just("")
+    sizes = (1, 2, 2, 4) if shape == MIG else (1, 1, 2, 4)
+    jobs = tuple(Job(draw(st.integers(0, len(projects) - 1)), draw(st.sampled_from(sizes)),
                      draw(st.sampled_from((1, 1, 2))), draw(st.sampled_from(CLASSES + ("train", "train"))),
                      draw(st.integers(1, 2)), draw(fraction))
                  for _ in range(draw(st.integers(1, 12))))
