@@ -42,6 +42,16 @@ def _pool_gpus(nodes: list[Node]) -> kube_gpu.PoolGpus:
     return kube_gpu.pool_gpus(inventories)
 
 
+def pools_gpus(*, cluster: Cluster) -> dict[str, kube_gpu.PoolGpus]:
+    """Each pool's GPUs (`kube.gpu.PoolGpus`) by pool name: what turns GPU-equivalents into a scheduler's units
+    and back. One query."""
+    nodes: dict[str, list[Node]] = defaultdict(list)
+    for node in Node.objects.filter(cluster=cluster, pool__isnull=False).select_related("pool").only(
+            "pool__name", "gpu_sharing", "gpu_product", "gpu_capacity", "gpu_allocatable"):
+        nodes[node.pool.name].append(node)
+    return {name: _pool_gpus(members) for name, members in nodes.items()}
+
+
 def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
     """The cluster's pools, departments and projects with their quotas, namespaces and pool order.
 

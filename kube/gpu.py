@@ -736,6 +736,13 @@ class PoolGpus:
     kai: Fraction = Fraction(0)
     units: Mapping[str, int] = field(default_factory=dict)
     mig: bool = False
+    # GPU-equivalents of the units of each resource (`worth` of one unit: their ratio).
+    unit_equivalents: Mapping[str, Fraction] = field(default_factory=dict)
+
+    def worth(self, resource: str) -> Fraction:
+        """One unit of `resource` in GPU-equivalents over the pool (1 when the pool publishes none)."""
+        count = self.units.get(resource)
+        return self.unit_equivalents.get(resource, Fraction(0)) / count if count else Fraction(1)
 
     def kai_per_equivalent(self) -> Fraction:
         """KAI's GPUs per GPU-equivalent over the pool: 7 on A100s cut into MIG slices (mixed, or single of
@@ -755,7 +762,13 @@ def pool_gpus(nodes: Iterable[NodeGpus]) -> PoolGpus:
     a node going NotReady and back)."""
     equivalents, kai = Fraction(0), Fraction(0)
     units: dict[str, int] = {}
+    worth: dict[str, Fraction] = {}
     mig = False
+
+    def add(name: str, count: int, each: Fraction) -> None:
+        units[name] = units.get(name, 0) + count
+        worth[name] = worth.get(name, Fraction(0)) + count * each
+
     for inv in nodes:
         if inv.exposure == NONE:
             continue
@@ -765,13 +778,14 @@ def pool_gpus(nodes: Iterable[NodeGpus]) -> PoolGpus:
         if inv.exposure == MIG_MIXED:
             uncut = inv.allocatable - sum((s.equivalents for s in inv.slices), Fraction(0))
             if uncut > 0:
-                units[GPU_RESOURCE] = units.get(GPU_RESOURCE, 0) + int(uncut)
+                add(GPU_RESOURCE, int(uncut), Fraction(1))
             for s in inv.slices:
-                units[s.resource] = units.get(s.resource, 0) + s.allocatable
+                add(s.resource, s.allocatable, s.share)
         elif inv.exposure == MIG_SINGLE:
-            units[GPU_RESOURCE] = units.get(GPU_RESOURCE, 0) + sum(s.allocatable for s in inv.slices)
+            for s in inv.slices:
+                add(GPU_RESOURCE, s.allocatable, s.share)
         else:
             name = next(iter(inv.units), GPU_RESOURCE)
             per_unit = inv.units.get(name) or Fraction(1)
-            units[name] = units.get(name, 0) + int(inv.allocatable / per_unit)
-    return PoolGpus(equivalents=equivalents, kai=kai, units=units, mig=mig)
+            add(name, int(inv.allocatable / per_unit), per_unit)
+    return PoolGpus(equivalents=equivalents, kai=kai, units=units, mig=mig, unit_equivalents=worth)

@@ -91,6 +91,18 @@ def _submit(org, name, slices, priority_class):
         submission.workload_submit(actor=admin, request=request, api_client=api)
 
 
+def _admin():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(is_superuser=True).first()
+
+
+def _reported(org, kind, name):
+    from enforcers.models import SchedulerQueue
+
+    return SchedulerQueue.objects.get(cluster=org.cluster, kind=kind, name=name).gpu_allocated
+
+
 def _settle(emu, ticks=12):
     for _ in range(ticks):
         emu.clock.advance(1)
@@ -126,6 +138,9 @@ def test_a_mig_pools_cluster_queue_covers_its_slices_and_kueue_admits_within_the
     waiting = next(w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "rerank")
     reserved = next(c for c in waiting["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert reserved["status"] == "False" and SLICE in reserved["message"]
+    # What Kueue reports (3 slices used) is shown in GPU-equivalents, beside the console's own figure.
+    _reconcile(org.cluster)
+    assert _reported(org, "ClusterQueue", "rnd-a") == Decimal("0.429")
 
 
 def test_a_mig_pools_kai_queue_counts_compute_slices_and_kai_admits_within_them(mig_lab):
@@ -151,6 +166,15 @@ def test_a_mig_pools_kai_queue_counts_compute_slices_and_kai_admits_within_them(
     assert "OverLimit" in reasons, group["status"]
     # KAI's own words count slices: 3 taken, 1 asked (in GPU-equivalents the quota would have been 0.429).
     assert "currently 3 GPUs allocated and workload requested 1 GPUs" in reasons["OverLimit"], reasons
+    # KAI's queue status (3 slices allocated) comes back in GPU-equivalents and agrees with the console's.
+    _reconcile(org.cluster)
+    assert _reported(org, "Queue", "rnd-a.a100") == Decimal("0.429")
+    from nodepools import services as pool_services
+    from enforcers.selectors import queue_status_rows
+
+    pool_services.cluster_objects_replace(cluster=org.cluster, nodes=emu.list("nodes"), pods=emu.list("pods"))
+    row = next(r for r in queue_status_rows(user=_admin(), cluster=org.cluster) if r.queue.name == "rnd-a.a100")
+    assert (row.console_allocated, row.differs) == (Decimal("0.429"), False)
 
 
 def test_a_decimal_quota_goes_from_the_form_through_the_api_into_the_cluster(mig_lab, client, users, api):
