@@ -6,8 +6,8 @@ Nothing here touches the database or the network, so every mapping rule is teste
 
 Field names, types and units follow the published CRDs:
 - KAI Scheduler `scheduling.run.ai/v2` Queue (NVIDIA/KAI-Scheduler pkg/apis/scheduling/v2/queue_types.go,
-  docs/queues/README.md): GPU in devices (fractions allowed), CPU in millicores, memory in megabytes
-  (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
+  docs/queues/README.md): GPU in devices (fractions allowed; a MIG device counts its compute slices, so a MIG
+  pool's quota is in slices: `kai_pool_gpu`), CPU in millicores, memory in megabytes (10^6 bytes); `quota: -1` unlimited, `limit: -1` no limit, `limit: 0` no over-quota;
   `priority` orders over-quota allocation (default 100). `kai.scheduler/v1` SchedulingShard
   (pkg/apis/kai/v1/schedulingshard_types.go): `partitionLabelValue`, `placementStrategy.{gpu,cpu}`, and
   `args` (scheduler flags the operator passes on): `update-pod-eviction-condition: "true"`, so that a pod
@@ -16,14 +16,16 @@ Field names, types and units follow the published CRDs:
   podFailurePolicy ignores such pods, replace it instead of failing.
 - Kueue `kueue.x-k8s.io/v1beta2` (kubernetes-sigs/kueue apis/kueue/v1beta2): ResourceFlavor
   `nodeLabels`/`nodeTaints`, Cohort, ClusterQueue `cohortName`, `resourceGroups[].coveredResources`,
-  `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities), `fairSharing.weight`,
+  `flavors[].resources[].{nominalQuota,borrowingLimit}` (quantities; a MIG profile's `nvidia.com/mig-<profile>`
+  is covered as any other resource, its quota in slices: `kueue_gpu_quotas`), `fairSharing.weight`,
   `namespaceSelector`; LocalQueue `clusterQueue`; WorkloadPriorityClass `value`.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
 from kube import gpu as kube_gpu
 from kube import wellknown
 from typing import Any
@@ -80,6 +82,8 @@ class PoolState:
     cpu_total_millis: int = 0
     memory_total_bytes: int = 0
     storage_total_bytes: int = 0
+    # The pool's GPUs in GPU-equivalents, as KAI counts them and per resource (`kube.gpu.pool_gpus`).
+    gpus: kube_gpu.PoolGpus = field(default_factory=kube_gpu.PoolGpus)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,36 @@ def kai_gpu(value: Decimal | None, unlimited: int = -1) -> int | float:
     return unlimited if value is None else _number(value)
 
 
+HUNDREDTH = Decimal("0.01")
+
+
+def _scaled(value: Decimal | int, factor: Fraction) -> Decimal:
+    """`value` × `factor` to the hundredth (half-even): a quota of k MIG slices, stored as GPU-equivalents to
+    the thousandth (k/7 → 0.143 × k), is exactly k again (the error, under 0.0005 a slice, is far below)."""
+    exact = Decimal(value) * factor.numerator / factor.denominator
+    return exact.quantize(HUNDREDTH, ROUND_HALF_EVEN)
+
+
+def kai_pool_gpu(pool: PoolState):
+    """The unit of KAI's `gpu` quota and limit in `pool`, from the console's GPU-equivalents.
+
+    KAI's queues count a MIG device by its compute (GPU-instance) slices — `nvidia.com/mig-1g.10gb` is 1 GPU,
+    `3g.40gb` 3 (KAI Scheduler docs/queues/README.md: quotas in GPUs; pkg/scheduler/api/common_info/resources/
+    mig.go) —, so the seven slices of an A100 are 7 GPUs to KAI and 1 GPU-equivalent to the console. In a pool
+    whose GPUs are MIG the quota is the GPU-equivalents × the pool's KAI GPUs per GPU-equivalent
+    (`kube.gpu.PoolGpus.kai_per_equivalent`: 7 for A100s, 4 for A30s), to the hundredth; whole, time-sliced
+    and fractional GPUs (KAI `gpu-fraction`, `gpu-memory`) are GPU-equivalents as they are. -1 (unlimited)
+    stays -1."""
+    factor = pool.gpus.kai_per_equivalent()
+    if factor == 1:
+        return kai_gpu
+
+    def unit(value: Decimal | None, unlimited: int = -1) -> int | float:
+        return unlimited if value is None else _number(_scaled(value, factor))
+
+    return unit
+
+
 def kai_cpu(cores: Decimal | None, unlimited: int = -1) -> int:
     return unlimited if cores is None else int((Decimal(cores) * 1000).to_integral_value(ROUND_FLOOR))
 
@@ -202,9 +236,10 @@ def _kai_resource(deserved, limit, weight: int, unit, allow_over_quota: bool) ->
     return {"quota": quota, "limit": top, "overQuotaWeight": weight}
 
 
-def _kai_resources(q: QuotaState, allow_over_quota: bool = True) -> dict[str, Any]:
+def _kai_resources(q: QuotaState, allow_over_quota: bool = True, pool: PoolState | None = None) -> dict[str, Any]:
+    gpu_unit = kai_pool_gpu(pool) if pool is not None else kai_gpu
     return {
-        "gpu": _kai_resource(q.gpu_deserved, q.gpu_limit, q.over_quota_weight, kai_gpu, allow_over_quota),
+        "gpu": _kai_resource(q.gpu_deserved, q.gpu_limit, q.over_quota_weight, gpu_unit, allow_over_quota),
         "cpu": _kai_resource(q.cpu_deserved, q.cpu_limit, q.over_quota_weight, kai_cpu, allow_over_quota),
         "memory": _kai_resource(q.memory_deserved_mib, q.memory_limit_mib, q.over_quota_weight, kai_memory,
                                 allow_over_quota),
@@ -236,7 +271,7 @@ def kai_objects(state: OrgState) -> list[dict]:
                 **partition, OWNER_LABEL: f"department.{department.name}"}), spec={
                 "displayName": f"{department.name} in {pool.name}",
                 "priority": RANK_PRIORITY.get(q.rank, 100),
-                "resources": _kai_resources(q),
+                "resources": _kai_resources(q, pool=pool),
             }))
         for project in state.projects:
             if project.department not in departments:
@@ -247,7 +282,7 @@ def kai_objects(state: OrgState) -> list[dict]:
                 "displayName": f"{project.name} in {pool.name}",
                 "parentQueue": kai_department_queue(project.department, pool.name),
                 "priority": RANK_PRIORITY.get(q.rank, 100),
-                "resources": _kai_resources(q, project.allow_over_quota),
+                "resources": _kai_resources(q, project.allow_over_quota, pool),
             }))
     return objects
 
@@ -276,7 +311,31 @@ def _kueue_quota(nominal: Decimal | int, limit: Decimal | int | None, allow_over
     return out
 
 
-def _flavor_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool) -> dict[str, Any]:
+def kueue_gpu_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool,
+                     mig_resources: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The GPU resources of a flavor (`nvidia.com/gpu`, then `mig_resources`), from the console's quota.
+
+    A pool without MIG: `nvidia.com/gpu` is the GPU-equivalents as they are (a MIG resource another pool of the
+    ClusterQueue publishes: 0). A pool whose GPUs are MIG: Kueue counts each extended resource by itself
+    (Kueue's concepts, "Cluster Queue": a `nominalQuota` per flavor and covered resource, MIG profiles'
+    `nvidia.com/mig-<profile>` among them), so each resource gets the owner's share of the pool's units of it
+    — units × deserved ÷ the pool's GPU-equivalents, to the hundredth, rounded down to whole slices (or
+    devices) —, and the borrowing limit is the same share of the limit less the nominal quota."""
+    resources = (GPU_RESOURCE, *mig_resources)
+    if not pool.gpus.mig or not pool.gpus.equivalents:
+        return [{"name": GPU_RESOURCE, **_kueue_quota(q.gpu_deserved, q.gpu_limit, allow_over_quota)}] + [
+            {"name": name, **_kueue_quota(0, None, allow_over_quota)} for name in mig_resources]
+    out = []
+    for name in resources:
+        share = Fraction(pool.gpus.units.get(name, 0)) / pool.gpus.equivalents
+        nominal = int(_scaled(q.gpu_deserved, share).to_integral_value(ROUND_FLOOR))
+        limit = None if q.gpu_limit is None else int(_scaled(q.gpu_limit, share).to_integral_value(ROUND_FLOOR))
+        out.append({"name": name, **_kueue_quota(nominal, limit, allow_over_quota)})
+    return out
+
+
+def _flavor_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool,
+                   mig_resources: tuple[str, ...] = ()) -> dict[str, Any]:
     # Kueue has no "unlimited" nominal quota: unlimited deserved CPU / memory is the whole pool.
     cpu = q.cpu_deserved if q.cpu_deserved is not None else Decimal(pool.cpu_total_millis) / 1000
     memory_bytes = (q.memory_deserved_mib * MIB) if q.memory_deserved_mib is not None else pool.memory_total_bytes
@@ -286,12 +345,14 @@ def _flavor_quotas(pool: PoolState, q: QuotaState, allow_over_quota: bool) -> di
         cpu_limit = None
     if q.memory_deserved_mib is None:
         memory_limit = None
+    gpu, *mig = kueue_gpu_quotas(pool, q, allow_over_quota, mig_resources)
     return {"name": pool.name, "resources": [
-        {"name": GPU_RESOURCE, **_kueue_quota(q.gpu_deserved, q.gpu_limit, allow_over_quota)},
+        gpu,
         {"name": "cpu", **_kueue_quota(cpu, cpu_limit, allow_over_quota)},
         {"name": "memory", **_kueue_quota(memory_bytes, memory_limit, allow_over_quota)},
         # The console sets no storage quota: the pool's whole allocatable storage, nothing to borrow.
         {"name": STORAGE_RESOURCE, **_kueue_quota(pool.storage_total_bytes, None, allow_over_quota)},
+        *mig,
     ]}
 
 
@@ -318,6 +379,9 @@ def kueue_objects(state: OrgState) -> list[dict]:
         order = [name for name in project.pool_order if name in pools]
         order += [p.name for p in state.pools if p.name not in order]
         first = project.quotas.get(order[0], QuotaState()) if order else QuotaState()
+        # Every flavor of a resource group lists the group's covered resources: the MIG profiles of any of the
+        # project's pools (0 in a pool that has none).
+        mig = tuple(sorted({name for pool_name in order for name in pools[pool_name].gpus.mig_resources()}))
         spec = {
             "cohortName": project.department,
             "namespaceSelector": {"matchExpressions": [
@@ -328,9 +392,9 @@ def kueue_objects(state: OrgState) -> list[dict]:
             # One weight per ClusterQueue: the project's over-quota weight in its first pool.
             "fairSharing": {"weight": str(first.over_quota_weight)},
             "resourceGroups": [{
-                "coveredResources": list(COVERED),
+                "coveredResources": [*COVERED, *mig],
                 "flavors": [_flavor_quotas(pools[name], project.quotas.get(name, QuotaState()),
-                                           project.allow_over_quota) for name in order],
+                                           project.allow_over_quota, mig) for name in order],
             }] if order else [],
         }
         objects.append(_obj(KUEUE_CLUSTER_QUEUE, _meta(project.name, state, labels={

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
 from enforcers.models import RefusedWrite, SchedulerQueue
+from kube import gpu as kube_gpu
 from kube.taints import common_taints
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
@@ -29,6 +31,27 @@ def _common_taints(nodes: list[Node]) -> tuple[dict[str, str], ...]:
     return common_taints(node.taints for node in nodes)
 
 
+def _pool_gpus(nodes: list[Node]) -> kube_gpu.PoolGpus:
+    """The pool's GPUs in GPU-equivalents, as KAI counts them and per resource, from what the sync stored."""
+    inventories = []
+    for node in nodes:
+        inv = kube_gpu.node_from_record(node.gpu_sharing, product=node.gpu_product, physical=node.gpu_capacity)
+        if not node.gpu_sharing:
+            inv = replace(inv, allocatable=Fraction(str(node.gpu_allocatable)))
+        inventories.append(inv)
+    return kube_gpu.pool_gpus(inventories)
+
+
+def pools_gpus(*, cluster: Cluster) -> dict[str, kube_gpu.PoolGpus]:
+    """Each pool's GPUs (`kube.gpu.PoolGpus`) by pool name: what turns GPU-equivalents into a scheduler's units
+    and back. One query."""
+    nodes: dict[str, list[Node]] = defaultdict(list)
+    for node in Node.objects.filter(cluster=cluster, pool__isnull=False).select_related("pool").only(
+            "pool__name", "gpu_sharing", "gpu_product", "gpu_capacity", "gpu_allocatable"):
+        nodes[node.pool.name].append(node)
+    return {name: _pool_gpus(members) for name, members in nodes.items()}
+
+
 def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
     """The cluster's pools, departments and projects with their quotas, namespaces and pool order.
 
@@ -36,7 +59,8 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
     the sync's leader and system administrators' dry runs)."""
     pools = list(NodePool.objects.filter(cluster=cluster).order_by("created", "pk"))
     nodes_by_pool: dict[int, list[Node]] = defaultdict(list)
-    for node in Node.objects.filter(cluster=cluster, pool__isnull=False).only("pool_id", "taints"):
+    for node in Node.objects.filter(cluster=cluster, pool__isnull=False).only(
+            "pool_id", "taints", "gpu_sharing", "gpu_product", "gpu_capacity", "gpu_allocatable"):
         nodes_by_pool[node.pool_id].append(node)
     totals = {
         row["pool_id"]: row for row in Node.objects.filter(cluster=cluster).order_by().values("pool_id").annotate(
@@ -48,7 +72,8 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
                   taints=_common_taints(nodes_by_pool.get(p.pk, [])),
                   cpu_total_millis=int((totals.get(p.pk) or {}).get("cpu") or 0),
                   memory_total_bytes=int((totals.get(p.pk) or {}).get("memory") or 0),
-                  storage_total_bytes=int((totals.get(p.pk) or {}).get("storage") or 0))
+                  storage_total_bytes=int((totals.get(p.pk) or {}).get("storage") or 0),
+                  gpus=_pool_gpus(nodes_by_pool.get(p.pk, [])))
         for p in pools
     )
     pool_names = {p.pk: p.name for p in pools}

@@ -12,6 +12,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import orjson
@@ -26,7 +27,8 @@ from audit.services import audit_record, snapshot
 from enforcers import desired as d
 from enforcers.diff import Plan, _quantity, merged, owned_part, plan
 from enforcers.models import AppliedObject, Enforcement, Enforcer, RefusedWrite, SchedulerQueue
-from enforcers.selectors import org_state
+from enforcers.selectors import org_state, pools_gpus
+from kube import gpu as kube_gpu
 from kube.client import FIELD_MANAGER, ApiRefusal, CustomObjects
 from nodepools import hints
 from nodepools.models import Cluster, Node, NodePool
@@ -286,26 +288,43 @@ def _gpu(resources: Any) -> Decimal | None:
     return _quantity(resources[d.GPU_RESOURCE])
 
 
+def _in_equivalents(amount: Decimal | None, per_unit: Fraction) -> Decimal | None:
+    if amount is None or per_unit == 1:
+        return amount
+    return kube_gpu.to_decimal(Fraction(amount) * per_unit)
+
+
 def _queue_status_values(cluster: Cluster, objects: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The SchedulerQueue values of the owned KAI Queues and Kueue ClusterQueues listed from the cluster."""
+    """The SchedulerQueue values of the owned KAI Queues and Kueue ClusterQueues listed from the cluster, GPUs
+    back in GPU-equivalents: a MIG pool's KAI figures are slices (`desired.kai_pool_gpu`), a Kueue flavor's MIG
+    resources slices of their profile (`desired.kueue_gpu_quotas`)."""
     pools = dict(NodePool.objects.filter(cluster=cluster).values_list("name", "pk"))
+    gpus = pools_gpus(cluster=cluster) if objects else {}
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for obj in objects:
         kind, meta, status = obj.get("kind"), obj.get("metadata") or {}, obj.get("status") or {}
         labels = meta.get("labels") or {}
         if kind == "Queue":
+            pool = gpus.get(labels.get(d.POOL_LABEL, ""), kube_gpu.PoolGpus())
+            per_unit = 1 / pool.kai_per_equivalent()
             values = {"pool_id": pools.get(labels.get(d.POOL_LABEL, "")), "owner": labels.get(d.OWNER_LABEL, ""),
-                      "gpu_allocated": _gpu(status.get("allocated")),
-                      "gpu_allocated_non_preemptible": _gpu(status.get("allocatedNonPreemptible")),
-                      "gpu_requested": _gpu(status.get("requested")), "gpu_borrowed": None,
+                      "gpu_allocated": _in_equivalents(_gpu(status.get("allocated")), per_unit),
+                      "gpu_allocated_non_preemptible": _in_equivalents(_gpu(status.get("allocatedNonPreemptible")),
+                                                                       per_unit),
+                      "gpu_requested": _in_equivalents(_gpu(status.get("requested")), per_unit), "gpu_borrowed": None,
                       "pending_workloads": None}
         elif kind == "ClusterQueue":
             total = borrowed = None
             for flavor in status.get("flavorsUsage") or []:
+                pool = gpus.get(flavor.get("name", ""), kube_gpu.PoolGpus())
                 for res in flavor.get("resources") or []:
-                    if res.get("name") == d.GPU_RESOURCE:
-                        total = (total or 0) + (_gpu({d.GPU_RESOURCE: res.get("total", 0)}) or 0)
-                        borrowed = (borrowed or 0) + (_gpu({d.GPU_RESOURCE: res.get("borrowed", 0)}) or 0)
+                    name = res.get("name")
+                    if name == d.GPU_RESOURCE or kube_gpu.is_mig_resource(str(name)):
+                        per_unit = pool.worth(name) if pool.mig else Fraction(1)
+                        used = _in_equivalents(_gpu({d.GPU_RESOURCE: res.get("total", 0)}), per_unit)
+                        lent = _in_equivalents(_gpu({d.GPU_RESOURCE: res.get("borrowed", 0)}), per_unit)
+                        total = (total or 0) + (used or 0)
+                        borrowed = (borrowed or 0) + (lent or 0)
             values = {"pool_id": None, "owner": labels.get(d.OWNER_LABEL, ""), "gpu_allocated": total,
                       "gpu_allocated_non_preemptible": None, "gpu_requested": None, "gpu_borrowed": borrowed,
                       "pending_workloads": status.get("pendingWorkloads")}

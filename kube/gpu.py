@@ -48,7 +48,7 @@ a MIG node of 8 A100 80GB is 8 GPUs of 81920 MiB whatever its layout.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -65,7 +65,7 @@ __all__ = [
     "LABEL_MIG_CONFIG_STATE", "LABEL_MIG_STRATEGY", "LABEL_SHARING_STRATEGY", "MigProfile", "MigSlices",
     "NodeGpus", "PLACES", "RESERVATION_NAMESPACE", "GPU_GROUP_LABEL", "compute_slices", "is_gpu_resource",
     "is_reservation_pod", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
-    "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
+    "PoolGpus", "kai_gpus", "pool_gpus", "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
     "request_record", "request_from_record", "to_decimal", "BillingUnit", "billing_unit", "unit_share",
     "unit_label", "UNIT_WHOLE", "UNIT_FRACTION", "LABEL_DEVICE_PLUGIN_CONFIG", "LABEL_MIG_CAPABLE",
     "MIG_CONFIG_DISABLED", "MIG_CONFIG_BALANCED", "mig_layouts", "mig_config_errors",
@@ -846,3 +846,91 @@ def unit_label(unit: str) -> str:
     if parse_mig_profile(unit) is not None:
         return f"MIG {unit}"
     return unit
+
+# A pool's GPUs as each scheduler counts them (the enforcers write quotas in these units)
+
+def kai_gpus(inv: NodeGpus) -> Fraction:
+    """A node's allocatable GPUs as KAI Scheduler's queues count them.
+
+    KAI counts a MIG device by its GPU-instance slices: `nvidia.com/mig-3g.40gb` is 3 GPUs, `1g.10gb` is 1
+    (KAI-Scheduler `pkg/scheduler/api/common_info/resources/mig.go`, ExtractGpuAndMemoryFromMigResourceName,
+    summed by GetGpusQuota / ResourceVector.TotalGPUs; `docs/queues/README.md` states queue quotas in GPUs).
+    So a mixed-strategy node counts its uncut GPUs once each and each slice by its `g`; a single-strategy node
+    publishes its MIG devices as `nvidia.com/gpu`, one each. Whole, time-sliced and fractional GPUs count
+    as GPU-equivalents, as they are."""
+    if inv.exposure == MIG_MIXED:
+        uncut = inv.allocatable - sum((s.equivalents for s in inv.slices), Fraction(0))
+        return uncut + sum((s.allocatable * _gpu_slices(s.profile) for s in inv.slices), Fraction(0))
+    if inv.exposure == MIG_SINGLE:
+        return Fraction(sum(s.allocatable for s in inv.slices))
+    return Fraction(inv.allocatable)
+
+
+def _gpu_slices(profile: str) -> int:
+    parsed = parse_mig_profile(profile)
+    return parsed.gpu_slices if parsed is not None else 0
+
+
+@dataclass(frozen=True)
+class PoolGpus:
+    """A pool's allocatable GPUs three ways: in GPU-equivalents (the console's unit), as KAI counts them
+    (`kai_gpus`), and per extended resource the nodes publish (`units`: `nvidia.com/gpu` devices or replicas,
+    `nvidia.com/mig-<profile>` slices), which is how Kueue counts them (a resource, an integer amount each)."""
+
+    equivalents: Fraction = Fraction(0)
+    kai: Fraction = Fraction(0)
+    units: Mapping[str, int] = field(default_factory=dict)
+    mig: bool = False
+    # GPU-equivalents of the units of each resource (`worth` of one unit: their ratio).
+    unit_equivalents: Mapping[str, Fraction] = field(default_factory=dict)
+
+    def worth(self, resource: str) -> Fraction:
+        """One unit of `resource` in GPU-equivalents over the pool (1 when the pool publishes none)."""
+        count = self.units.get(resource)
+        return self.unit_equivalents.get(resource, Fraction(0)) / count if count else Fraction(1)
+
+    def kai_per_equivalent(self) -> Fraction:
+        """KAI's GPUs per GPU-equivalent over the pool: 7 on A100s cut into MIG slices (mixed, or single of
+        `1g.10gb`), 7/3 for single-strategy `3g.40gb` devices, 1 for whole, time-sliced or fractional GPUs
+        (and for a pool with no GPUs)."""
+        if not self.mig or not self.equivalents:
+            return Fraction(1)
+        return self.kai / self.equivalents
+
+    def mig_resources(self) -> tuple[str, ...]:
+        """The MIG profiles' resources (`nvidia.com/mig-1g.10gb`, …) the pool's nodes publish, sorted."""
+        return tuple(sorted(name for name in self.units if is_mig_resource(name)))
+
+
+def pool_gpus(nodes: Iterable[NodeGpus]) -> PoolGpus:
+    """`PoolGpus` of a pool's nodes (their allocatable GPUs, whatever their condition: a quota does not follow
+    a node going NotReady and back)."""
+    equivalents, kai = Fraction(0), Fraction(0)
+    units: dict[str, int] = {}
+    worth: dict[str, Fraction] = {}
+    mig = False
+
+    def add(name: str, count: int, each: Fraction) -> None:
+        units[name] = units.get(name, 0) + count
+        worth[name] = worth.get(name, Fraction(0)) + count * each
+
+    for inv in nodes:
+        if inv.exposure == NONE:
+            continue
+        equivalents += inv.allocatable
+        kai += kai_gpus(inv)
+        mig = mig or inv.is_mig
+        if inv.exposure == MIG_MIXED:
+            uncut = inv.allocatable - sum((s.equivalents for s in inv.slices), Fraction(0))
+            if uncut > 0:
+                add(GPU_RESOURCE, int(uncut), Fraction(1))
+            for s in inv.slices:
+                add(s.resource, s.allocatable, s.share)
+        elif inv.exposure == MIG_SINGLE:
+            for s in inv.slices:
+                add(GPU_RESOURCE, s.allocatable, s.share)
+        else:
+            name = next(iter(inv.units), GPU_RESOURCE)
+            per_unit = inv.units.get(name) or Fraction(1)
+            add(name, int(inv.allocatable / per_unit), per_unit)
+    return PoolGpus(equivalents=equivalents, kai=kai, units=units, mig=mig, unit_equivalents=worth)

@@ -183,7 +183,7 @@ class DeservedHistory(models.Model):
 
     pool_id = models.BigIntegerField()
     project_id = models.BigIntegerField()
-    gpu_deserved = models.DecimalField(max_digits=9, decimal_places=2)
+    gpu_deserved = models.DecimalField(max_digits=10, decimal_places=3)  # as the quota (projects.Quota)
     since = models.DateTimeField()
 
     class Meta:

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from common.fields import StrictDecimalFormField, StrictIntegerFormField
 from access.rules import Role
-from projects.models import Rank
+from projects.models import GPU_PLACES, Rank
 
 
 class DepartmentForm(forms.Form):
@@ -48,10 +48,10 @@ class ProjectCreateForm(ProjectForm):
 class QuotaForm(forms.Form):
     """One quota row. Empty CPU / memory / limits mean unlimited."""
 
-    gpu_deserved = StrictDecimalFormField(label="Deserved GPUs", max_digits=9, decimal_places=2)
+    gpu_deserved = StrictDecimalFormField(label="Deserved GPUs", max_digits=10, decimal_places=GPU_PLACES)
     cpu_deserved = StrictDecimalFormField(label="Deserved CPU (cores)", max_digits=10, decimal_places=3, required=False)
     memory_deserved_mib = StrictIntegerFormField(label="Deserved CPU memory (MiB)", required=False)
-    gpu_limit = StrictDecimalFormField(label="GPU limit", max_digits=9, decimal_places=2, required=False)
+    gpu_limit = StrictDecimalFormField(label="GPU limit", max_digits=10, decimal_places=GPU_PLACES, required=False)
     cpu_limit = StrictDecimalFormField(label="CPU limit (cores)", max_digits=10, decimal_places=3, required=False)
     memory_limit_mib = StrictIntegerFormField(label="CPU memory limit (MiB)", required=False)
     over_quota_weight = StrictIntegerFormField(label="Over-quota weight", min_value=0)

@@ -11,6 +11,7 @@ from django.db.models.functions import Cast, Coalesce, Greatest
 
 from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet, access_q
+from kube.gpu import PLACES as GPU_PLACES  # GPU quotas and limits: GPU-equivalents to the thousandth (1g.10gb = 0.143)
 from nodepools.kube import PREEMPTIBLE_BELOW
 from nodepools.models import Pod, validate_dns1123_label
 
@@ -187,7 +188,7 @@ class Quota(models.Model):
     department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas")
     gpu_deserved = models.DecimalField(
-        "deserved GPUs", max_digits=9, decimal_places=2, default=Decimal(0), validators=[_not_negative("GPU quota")]
+        "deserved GPUs", max_digits=10, decimal_places=GPU_PLACES, default=Decimal(0), validators=[_not_negative("GPU quota")]
     )
     cpu_deserved = models.DecimalField(
         "deserved CPU (cores)", max_digits=10, decimal_places=3, null=True, blank=True,
@@ -198,7 +199,7 @@ class Quota(models.Model):
         help_text="Empty: unlimited.",
     )
     gpu_limit = models.DecimalField(
-        "GPU limit", max_digits=9, decimal_places=2, null=True, blank=True, validators=[_not_negative("GPU limit")],
+        "GPU limit", max_digits=10, decimal_places=GPU_PLACES, null=True, blank=True, validators=[_not_negative("GPU limit")],
         help_text="The most it may use including over-quota. Empty: unlimited.",
     )
     cpu_limit = models.DecimalField(

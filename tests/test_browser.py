@@ -218,7 +218,7 @@ def test_a_quota_that_breaks_a_rule_shows_the_message_in_place(page, org, users)
     cell = page.locator(f"#quota-{quota.pk}")
     cell.locator("a.cell-edit").click()
     editor = cell.locator(".quota-editor")
-    expect(editor.locator("input[name=gpu_deserved]")).to_have_value("0.00")
+    expect(editor.locator("input[name=gpu_deserved]")).to_have_value("0.000")
     editor.locator("input[name=gpu_deserved]").fill("3")
     editor.get_by_role("button", name="Save").click()
     expect(cell.locator(".quota-editor .error")).to_contain_text(

@@ -48,11 +48,11 @@ class UsageSnapshot(models.Model):
                                    db_constraint=False, related_name="+")
     project = models.ForeignKey("projects.Project", null=True, blank=True, on_delete=models.DO_NOTHING,
                                 db_constraint=False, related_name="+")
-    # GPUs. Pool rows: capacity = Ready GPUs; deserved = Σ departments' deserved.
-    gpu_capacity = models.DecimalField(max_digits=9, decimal_places=2, null=True, blank=True)
-    gpu_deserved = models.DecimalField(max_digits=9, decimal_places=2)
-    gpu_allocated = models.DecimalField(max_digits=9, decimal_places=2)
-    gpu_over_quota = models.DecimalField(max_digits=9, decimal_places=2)
+    # GPUs (GPU-equivalents to the thousandth, as the quotas). Pool rows: capacity = Ready GPUs; deserved = Σ departments' deserved.
+    gpu_capacity = models.DecimalField(max_digits=10, decimal_places=3, null=True, blank=True)
+    gpu_deserved = models.DecimalField(max_digits=10, decimal_places=3)
+    gpu_allocated = models.DecimalField(max_digits=10, decimal_places=3)
+    gpu_over_quota = models.DecimalField(max_digits=10, decimal_places=3)
     # CPU in cores; null deserved = unlimited.
     cpu_capacity = models.DecimalField(max_digits=10, decimal_places=3, null=True, blank=True)
     cpu_deserved = models.DecimalField(max_digits=10, decimal_places=3, null=True, blank=True)

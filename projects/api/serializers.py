@@ -9,7 +9,7 @@ from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerFie
 from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
 from access.rules import Role
-from projects.models import Department, Project, Quota, Rank
+from projects.models import GPU_PLACES, Department, Project, Quota, Rank
 from access.models import RoleAssignment
 
 
@@ -89,10 +89,10 @@ class QuotaEntrySerializer(serializers.Serializer):
     """New values for the quota of one pool; fields left out keep their value, null means unlimited."""
 
     pool = StrictIntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the node pool.")
-    gpu_deserved = StrictDecimalField(max_digits=9, decimal_places=2, required=False, min_value=0)
+    gpu_deserved = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, min_value=0)
     cpu_deserved = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
     memory_deserved_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
-    gpu_limit = StrictDecimalField(max_digits=9, decimal_places=2, required=False, allow_null=True, min_value=0)
+    gpu_limit = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, allow_null=True, min_value=0)
     cpu_limit = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
     memory_limit_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
     over_quota_weight = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)

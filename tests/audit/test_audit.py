@@ -17,7 +17,7 @@ def test_quota_update_records_actor_channel_and_values(org, users):
         services.quota_update(actor=users["rnd_admin"], quota=quota, expected_version=1, gpu_deserved="1.5")
     [event] = events(object_type="quota")
     assert (event.actor_name, event.via, event.action) == ("rnd-admin", "page", "update")
-    assert (event.before["gpu_deserved"], event.after["gpu_deserved"]) == ("0.00", "1.50")
+    assert (event.before["gpu_deserved"], event.after["gpu_deserved"]) == ("0.000", "1.500")
     assert (event.cluster_id, event.department_id) == (org.cluster.pk, org.rnd.pk)
 
 

@@ -199,3 +199,87 @@ def test_merged_keeps_the_clusters_metadata_and_puts_the_console_fields_back():
     assert out["metadata"]["labels"]["team"] == "x"
     assert out["metadata"]["labels"][d.MANAGED_BY_LABEL] == d.MANAGED_BY
     assert out["spec"] == wanted["spec"] and "status" not in out
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPU-equivalents written in each scheduler's units (MIG pools)
+
+def _a100_mig(layout: str, gpus: int = 1, strategy: str | None = None):
+    """The inventory of an A100 80GB node cut by the MIG manager's `layout`, as the emulator publishes it."""
+    from kube import gpu as kube_gpu
+    from kubesim import make_node
+
+    return kube_gpu.node_gpus_of(make_node("n", gpus=gpus, gpu_product="NVIDIA-A100-SXM4-80GB", mig_config=layout,
+                                           mig_strategy=strategy))
+
+
+def _mig_org(pool_gpus, *, deserved="0.429", limit=None, over_quota=True) -> d.OrgState:
+    pools = (d.PoolState("mig", gpus=pool_gpus), d.PoolState("whole"))
+    quota = d.QuotaState(gpu_deserved=Decimal(deserved), gpu_limit=None if limit is None else Decimal(limit))
+    return d.OrgState(cluster="lab", pools=pools,
+                      departments=(d.DepartmentState("rnd", quotas={"mig": d.QuotaState(gpu_deserved=Decimal(2))}),),
+                      projects=(d.ProjectState("vision", "rnd", namespaces=("runai-vision",), pool_order=("mig",),
+                                               allow_over_quota=over_quota,
+                                               quotas={"mig": quota, "whole": d.QuotaState(gpu_deserved=Decimal("0.5"))}),))
+
+
+def test_a_mig_pools_kai_queue_counts_compute_slices():
+    """KAI counts a MIG device by its slices: 3/7 of an A100 (0.429 GPU-equivalents) is a quota of 3, a
+    department's 2 GPUs 14; a pool of whole GPUs keeps its GPU-equivalents (0.5)."""
+    from kube import gpu as kube_gpu
+
+    pool = kube_gpu.pool_gpus([_a100_mig("all-1g.10gb", gpus=2)])
+    assert (pool.equivalents, pool.kai, pool.units) == (2, 14, {"nvidia.com/mig-1g.10gb": 14})
+    queues = by_kind(d.kai_objects(_mig_org(pool, limit="1")), "Queue")
+    assert queues["vision.mig"]["spec"]["resources"]["gpu"] == {"quota": 3, "limit": 7, "overQuotaWeight": 2}
+    assert queues["department.rnd.mig"]["spec"]["resources"]["gpu"]["quota"] == 14
+    assert queues["vision.whole"]["spec"]["resources"]["gpu"]["quota"] == 0.5
+    # all-balanced: 2 × 1g.10gb, 1 × 2g.20gb, 1 × 3g.40gb per GPU, 7 slices to KAI, still 7 per GPU-equivalent.
+    balanced = kube_gpu.pool_gpus([_a100_mig("all-balanced")])
+    assert (balanced.equivalents, balanced.kai) == (1, 7)
+    # The single strategy publishes 3g.40gb devices as nvidia.com/gpu, one each to KAI: 7/3 per GPU-equivalent.
+    single = kube_gpu.pool_gpus([_a100_mig("all-3g.40gb", strategy="single")])
+    assert single.kai_per_equivalent() == kube_gpu.Fraction(7, 3)
+    assert by_kind(d.kai_objects(_mig_org(single)), "Queue")["vision.mig"]["spec"]["resources"]["gpu"]["quota"] == 1
+
+
+def test_a_mig_pools_cluster_queue_covers_each_profile_with_the_owners_share_of_its_slices():
+    """Each MIG resource of the flavor is covered, its nominal quota the owner's share of the pool's slices of
+    that profile rounded down, its borrowing limit the same share of the limit less that."""
+    from kube import gpu as kube_gpu
+
+    pool = kube_gpu.pool_gpus([_a100_mig("all-balanced", gpus=2)])  # 4 × 1g, 2 × 2g, 2 × 3g; 2 GPU-equivalents
+    objects = d.kueue_objects(_mig_org(pool, deserved="1", limit="1.5"))
+    spec = by_kind(objects, "ClusterQueue")["vision"]["spec"]
+    group = spec["resourceGroups"][0]
+    assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory", "ephemeral-storage",
+                                         "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"]
+    resources = {r["name"]: r for r in group["flavors"][0]["resources"]}
+    assert [r["name"] for r in group["flavors"][0]["resources"]] == group["coveredResources"]
+    assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"}
+    assert resources["nvidia.com/mig-1g.10gb"] == {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "2",
+                                                    "borrowingLimit": "1"}  # 4 × 1/2, 4 × 3/4 = 3
+    assert resources["nvidia.com/mig-3g.40gb"]["nominalQuota"] == "1"
+    # Rounded down: 0.429 of 2 GPU-equivalents is 0.86 of the 4 1g slices and 0.43 of the 2 3g ones.
+    small = by_kind(d.kueue_objects(_mig_org(pool, deserved="0.429")), "ClusterQueue")["vision"]["spec"]
+    assert {r["name"]: r["nominalQuota"] for r in small["resourceGroups"][0]["flavors"][0]["resources"]
+            if "mig" in r["name"]} == {"nvidia.com/mig-1g.10gb": "0", "nvidia.com/mig-2g.20gb": "0",
+                                       "nvidia.com/mig-3g.40gb": "0"}
+    # Over-quota off: nothing to borrow of any profile.
+    off = by_kind(d.kueue_objects(_mig_org(pool, deserved="1", limit="2", over_quota=False)), "ClusterQueue")
+    assert {r["borrowingLimit"] for r in off["vision"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]} == {"0"}
+
+
+def test_a_quota_of_whole_slices_stored_to_the_thousandth_is_whole_slices_again():
+    """k slices of 7 typed as GPU-equivalents to the thousandth (k/7 rounded) are k slices in both schedulers."""
+    from fractions import Fraction
+
+    from kube import gpu as kube_gpu
+
+    pool = kube_gpu.pool_gpus([_a100_mig("all-1g.10gb", gpus=8)])  # 56 slices
+    for k in range(57):
+        typed = str(kube_gpu.to_decimal(Fraction(k, 7)))
+        kai = by_kind(d.kai_objects(_mig_org(pool, deserved=typed)), "Queue")["vision.mig"]["spec"]["resources"]
+        assert kai["gpu"]["quota"] == k, typed
+        cq = by_kind(d.kueue_objects(_mig_org(pool, deserved=typed)), "ClusterQueue")["vision"]["spec"]
+        assert cq["resourceGroups"][0]["flavors"][0]["resources"][4]["nominalQuota"] == str(k), typed

@@ -263,3 +263,20 @@ def test_any_text_gets_a_verdict_never_an_exception(text):
 def test_the_layouts_offered_are_those_the_emulators_mig_manager_has(product):
     # The emulator's MIG manager (its own table of NVIDIA's default configuration) is the second opinion.
     assert set(gpu.mig_layouts(product)) == set(nvidia.layouts_for(product))
+
+def test_a_pools_gpus_as_kai_and_kueue_count_them():
+    """KAI counts a MIG slice by its g (7 per A100 however it is cut), Kueue each resource by itself; whole,
+    time-sliced and fractional GPUs stay GPU-equivalents to KAI."""
+    from kubesim import make_node
+
+    def inv(**kw):
+        return gpu.node_gpus_of(make_node("n", gpu_product="NVIDIA-A100-SXM4-80GB", **kw))
+
+    mixed = gpu.pool_gpus([inv(gpus=2, mig_config="all-balanced"), inv(gpus=1, mig_config="all-3g.40gb")])
+    assert (mixed.equivalents, mixed.kai, mixed.kai_per_equivalent()) == (Fraction(20, 7), 20, 7)
+    assert dict(mixed.units) == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2,
+                                 "nvidia.com/mig-3g.40gb": 4}
+    assert mixed.mig_resources() == ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb")
+    sliced = gpu.pool_gpus([inv(gpus=8, gpu_replicas=4), inv(gpus=4)])
+    assert (sliced.equivalents, sliced.kai_per_equivalent(), dict(sliced.units)) == (12, 1, {"nvidia.com/gpu": 36})
+    assert gpu.pool_gpus([]).kai_per_equivalent() == 1

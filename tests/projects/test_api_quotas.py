@@ -17,7 +17,7 @@ def test_get_lists_one_entry_per_pool_with_usage_and_an_etag(api, org, users):
     assert response.status_code == 200 and response["ETag"].startswith('"')
     entries = response.json()["quotas"]
     assert [(e["pool_name"], e["gpu_deserved"], e["gpu_allocated"], e["gpu_over_quota"]) for e in entries] == [
-        ("default", "0.00", "0.000", "0.000"), ("a100", "0.00", "2.000", "2.000")]
+        ("default", "0.000", "0.000", "0.000"), ("a100", "0.000", "2.000", "2.000")]
     assert entries[0]["owner_kind"] == "project" and entries[0]["rank_label"] == "Medium low"
 
 
@@ -29,11 +29,11 @@ def test_put_with_the_current_etag_saves_and_returns_a_new_etag(api, org, users)
     assert response.status_code == 200, response.content
     assert response["ETag"] != etag
     a100 = next(e for e in response.json()["quotas"] if e["pool"] == org.a100.pk)
-    assert (a100["gpu_deserved"], a100["rank"], a100["version"]) == ("1.50", 5, 2)
+    assert (a100["gpu_deserved"], a100["rank"], a100["version"]) == ("1.500", 5, 2)
     # Over the department's own (zero) quota: saved, with the warning.
     assert any("Projects of rnd now have 1.5 GPUs deserved in a100, above the department's 0." == w for w in response.json()["warnings"])
     [event] = AuditEvent.objects.filter(object_type="quota", action="update")
-    assert (event.via, event.actor_name, event.after["gpu_deserved"]) == ("api", "rnd-admin", "1.50")
+    assert (event.via, event.actor_name, event.after["gpu_deserved"]) == ("api", "rnd-admin", "1.500")
 
 
 def test_put_with_a_stale_etag_is_412_and_loses_nothing(api, org, users):

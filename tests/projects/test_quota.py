@@ -49,7 +49,7 @@ def test_rows_are_per_cluster(org):
     [
         ("gpu_deserved", "-1", "GPU quota cannot be negative"),
         ("gpu_deserved", "lots", "must be a decimal number"),
-        ("gpu_deserved", "0.125", "no more than 2 decimal places"),
+        ("gpu_deserved", "0.1255", "no more than 3 decimal places"),  # a 1g.10gb slice: 0.143
         ("cpu_deserved", "-0.5", "CPU quota cannot be negative"),
         ("cpu_deserved", "1.0005", "no more than 3 decimal places"),
         ("memory_deserved_mib", "1.5", "must be an integer"),

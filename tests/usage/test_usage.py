@@ -76,7 +76,7 @@ def test_compliance_csv_for_a_date_range(client, users, org, history):
     assert table[0][:6] == ["Time (UTC)", "Cluster", "Node pool", "Kind", "Department", "Project"]
     assert len(table) == 1 + 12 and {row[0][:10] for row in table[1:]} == {day}
     rnd_a = next(row for row in table[1:] if row[5] == "rnd-a" and row[2] == "a100")
-    assert rnd_a[1:5] == ["lab", "a100", "Project", "rnd"] and rnd_a[7:10] == ["2.00", "2.00", "0.00"]
+    assert rnd_a[1:5] == ["lab", "a100", "Project", "rnd"] and rnd_a[7:10] == ["2.000", "2.000", "0.000"]
     assert rnd_a[11] == "unlimited"
 
 
@@ -115,7 +115,7 @@ def test_api_lists_and_exports_restricted_rows(api, users, org, history):
     assert body["count"] == 6 and {r["project"] for r in body["results"]} == {org.rnd_a.pk}
     response = api(users["researcher"]).get("/api/v1/usage-snapshots/export/", {"kind": "project", "pool": org.a100.pk})
     table = download(response)
-    assert [row[8] for row in table[1:]] == ["1.00", "2.00", "3.00"]
+    assert [row[8] for row in table[1:]] == ["1.000", "2.000", "3.000"]
     response = api(users["researcher"]).get("/api/v1/usage-snapshots/", {"date_from": "not a date"})
     assert response.status_code == 400 and "date_from" in response.json()["errors"]
 

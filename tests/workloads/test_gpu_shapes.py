@@ -3,6 +3,8 @@ with `nvidia.com/mig-<profile>` or KAI's `gpu-fraction` annotation and gives a v
 pool without such a shape refuses it, naming the field."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from kubesim import make_node
@@ -85,3 +87,16 @@ def test_without_kai_a_fraction_is_refused(org, users, api):
     answer = submit(api, users["researcher"], org.rnd_a, pools=["a100"], gpu_fraction="0.25")
     assert answer.status_code == 400
     assert "not scheduled by KAI Scheduler" in answer.json()["detail"]
+
+
+def test_the_sync_counts_a_fraction_jobs_gpus_from_its_pod_templates_annotations(shared, users, api):
+    """The Job as submitted (the dry run's rendering), as the sync stores it: the workloads table's GPUs are the
+    pods' share (two pods of half a GPU: 1), read from the pod template's `gpu-fraction` annotation."""
+    from workloads.sync import JOB_VALUE_FIELDS, job_values
+
+    job = submit(api, users["researcher"], shared.rnd_a, pools=["a100"], gpu_fraction="0.5", pods=2).json()["job"]
+    job["metadata"]["uid"] = "u-1"
+    values = dict(zip(JOB_VALUE_FIELDS, job_values(job)[0]))
+    assert (values["pods"], values["gpus"]) == (2, Decimal("1.000"))
+    job["spec"]["template"]["metadata"]["annotations"].pop("gpu-fraction")
+    assert dict(zip(JOB_VALUE_FIELDS, job_values(job)[0]))["gpus"] == 0

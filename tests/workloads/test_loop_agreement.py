@@ -2,7 +2,11 @@
 
 Hypothesis generates organisations (departments, projects), their quotas (deserved, limits, over-quota
 weights, ranks, over-quota off), a GPU pool of a few nodes and a stream of workloads in two waves (train,
-build-preemptible, build, inference; one or two pods of 1, 2 or 4 GPUs). The console writes what it writes in
+build-preemptible, build, inference; one or two pods of 1, 2 or 4 GPUs). A third of the pools are whole GPUs,
+a third whole GPUs with KAI fractions (`gpu-fraction` 0.5 or 0.25 of one GPU per pod) among the workloads, a
+third A100s cut into seven 1g.10gb slices each (quotas in slices, k of them typed as k/7 GPU-equivalents to
+the thousandth; workloads of 1, 2 or 4 slices per pod; KAI's Queues then count slices: `enforcers.desired`).
+Every figure is compared in GPU-equivalents. The console writes what it writes in
 a cluster: KAI's Queues, shards and PriorityClasses from `enforcers.desired` (`desired_for`), and each Job as
 its submission service renders it (`workloads.submission.workload_preview`). The emulator's controllers (Job
 controller, KAI Scheduler, kubelets) settle on the manual clock after each wave; what the cluster then holds
@@ -11,8 +15,8 @@ is mirrored by the sync's own code (`nodepools.sync.mirror.Mirror`, every regist
 - **fair share**: where the pool's demand exceeds its ready GPUs (every GPU asked by a workload KAI does not
   refuse outright: over a limit or non-preemptible beyond the deserved quota never runs, whatever the others
   do), each project's allocated GPUs against the console's fair share (`projects.selectors.cluster_fair_shares`,
-  `projects/fairshare.py`): they agree within one GPU, or within the project's largest gang (KAI's unit of
-  allocation: one PodGroup per Job, its pods all together);
+  `projects/fairshare.py`): they agree within one GPU (one slice in a MIG pool), or within the project's
+  largest gang (KAI's unit of allocation: one PodGroup per Job, its pods all together);
 - **why waiting**: for every waiting workload, the category of the console's answer (`projects.waiting`,
   through `workloads.decisions`) against the category of KAI's own reason (its PodGroup's condition).
 
@@ -52,6 +56,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from django.db import transaction
@@ -67,8 +72,9 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = examples(ci=500, default=100, env="CONSOLE_AGREEMENT_EXAMPLES")
 POOL_LABEL = "console.gpu-capacity.io/node-pool"
 CLASSES = ("train", "build-preemptible", "build", "inference")
-# Measured over 500 cases (docs/development/tests.md#held-against-the-scheduler): fair share 99.7 % outright; categories 100 %
-# outright (96.0 % before the emulator wrote a reason for every waiting PodGroup in every cycle).
+# Measured over 500 cases (docs/development/tests.md#held-against-the-scheduler): with whole, fraction and MIG pools, fair
+# share 98.7 % outright, 99.0 % with the documented differences; categories 100 % outright (96.0 % before the
+# emulator wrote a reason for every waiting PodGroup in every cycle).
 FAIR_SHARE_THRESHOLD = 0.98  # agreeing or a documented difference
 FAIR_SHARE_RAW_THRESHOLD = 0.95  # agreeing outright (the rest: the documented differences the draw hits)
 CATEGORY_THRESHOLD = 0.98  # agreeing, or the emulator's reported issue (outright: printed, not asserted, since
@@ -78,10 +84,11 @@ CATEGORY_THRESHOLD = 0.98  # agreeing, or the emulator's reported issue (outrigh
 @dataclass(frozen=True)
 class Job:
     project: int
-    gpus: int  # per pod
+    gpus: int  # per pod: GPUs, or 1g.10gb slices in a MIG pool
     pods: int
     klass: str
     wave: int
+    fraction: str = ""  # a KAI gpu-fraction of one GPU per pod instead (a pool of whole GPUs)
 
 
 @dataclass(frozen=True)
@@ -101,13 +108,36 @@ class Case:
     departments: tuple[tuple[int, int, int], ...]  # (deserved, weight, rank)
     projects: tuple[Project, ...]
     jobs: tuple[Job, ...]
+    # The pool's A100s cut into seven 1g.10gb slices each (the MIG manager's all-1g.10gb, mixed strategy): the
+    # quotas are counted in slices (k slices: k/7 GPU-equivalents to the thousandth), the jobs ask slices.
+    mig: bool = False
+
+    @property
+    def unit(self) -> Fraction:
+        """One unit of the case's quotas and jobs' `gpus` in GPU-equivalents."""
+        return Fraction(1, SLICES) if self.mig else Fraction(1)
+
+
+SLICES = 7  # 1g.10gb slices of an A100
+# Pool shapes drawn: whole GPUs, whole GPUs with KAI fractions among the jobs, MIG slices.
+WHOLE, FRACTIONS, MIG = "whole", "fractions", "mig"
 
 
 @st.composite
-def cases(draw) -> Case:
-    nodes = draw(st.integers(1, 4))
-    per_node = draw(st.sampled_from((4, 8)))
-    capacity = nodes * per_node
+def cases(draw, shapes: tuple[str, ...] = (WHOLE,)) -> Case:
+    shape = draw(st.sampled_from(shapes))
+    # MIG and fraction pools are smaller (their workloads ask less), so that their demand exceeds their supply
+    # about as often as a pool of whole GPUs.
+    if shape == MIG:
+        nodes, per_node = draw(st.integers(1, 2)), 1
+        capacity = nodes * per_node * SLICES
+    elif shape == FRACTIONS:
+        nodes, per_node = draw(st.integers(1, 2)), draw(st.sampled_from((2, 4)))
+        capacity = nodes * per_node
+    else:
+        nodes = draw(st.integers(1, 4))
+        per_node = draw(st.sampled_from((4, 8)))
+        capacity = nodes * per_node
     departments = tuple(
         (draw(st.integers(0, capacity)), draw(st.sampled_from((1, 2, 2, 3))), draw(st.sampled_from((3, 3, 3, 5))))
         for _ in range(draw(st.integers(1, 3))))
@@ -119,11 +149,13 @@ def cases(draw) -> Case:
             projects.append(Project(index, own, limit, draw(st.sampled_from((0, 1, 2, 2, 3))),
                                     draw(st.sampled_from((3, 3, 3, 1, 6))),
                                     draw(st.sampled_from((True,) * 6 + (False,)))))
-    jobs = tuple(Job(draw(st.integers(0, len(projects) - 1)), draw(st.sampled_from((1, 1, 2, 4))),
+    fraction = st.sampled_from(("", "", "0.5", "0.5", "0.25")) if shape == FRACTIONS else st.just("")
+    sizes = (1, 2, 2, 4) if shape == MIG else (1, 1, 2, 4)
+    jobs = tuple(Job(draw(st.integers(0, len(projects) - 1)), draw(st.sampled_from(sizes)),
                      draw(st.sampled_from((1, 1, 2))), draw(st.sampled_from(CLASSES + ("train", "train"))),
-                     draw(st.integers(1, 2)))
+                     draw(st.integers(1, 2)), draw(fraction))
                  for _ in range(draw(st.integers(1, 12))))
-    return Case(nodes, per_node, departments, tuple(projects), jobs)
+    return Case(nodes, per_node, departments, tuple(projects), jobs, mig=shape == MIG)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -174,20 +206,25 @@ def build_world(case: Case, prefix: str) -> World:
     projects = [org_services.project_create(actor=None, department=departments[spec.department], name=f"p{i}")
                 for i, spec in enumerate(case.projects)]
     for department, (deserved, weight, rank) in zip(departments, case.departments):
-        _quota(pool.quotas.get(department=department), gpu_deserved=Decimal(deserved), over_quota_weight=weight,
+        _quota(pool.quotas.get(department=department), gpu_deserved=_gpus(case, deserved), over_quota_weight=weight,
                rank=rank)
     for project, spec in zip(projects, case.projects):
-        _quota(pool.quotas.get(project=project), gpu_deserved=Decimal(spec.deserved),
-               gpu_limit=None if spec.limit is None else Decimal(spec.limit), over_quota_weight=spec.weight,
+        _quota(pool.quotas.get(project=project), gpu_deserved=_gpus(case, spec.deserved),
+               gpu_limit=None if spec.limit is None else _gpus(case, spec.limit), over_quota_weight=spec.weight,
                rank=spec.rank)
         if not spec.over_quota:
             org_services.project_update(actor=None, project=project, allow_over_quota=False)
     enforcement_set(actor=None, cluster=cluster, enforcer="kai")
 
     emu = KubeEmulator(clock=ManualClock(), controllers=True)
-    nodes = [make_node(f"n{i}", gpus=case.gpus_per_node, labels={"pool": "gpu", POOL_LABEL: "gpu"})
+    nodes = [make_node(f"n{i}", gpus=case.gpus_per_node, labels={"pool": "gpu", POOL_LABEL: "gpu"},
+                       mig_config="all-1g.10gb" if case.mig else None)
              for i in range(case.nodes)]
     emu.load(nodes, operand_pods(nodes), namespaces=[f"runai-p{i}" for i in range(len(projects))])
+    if case.mig or any(job.fraction for job in case.jobs):
+        # The console knows the pool's GPUs before it writes the Queues (a MIG pool's quota in KAI's slices) and
+        # takes a MIG profile or a fraction only where a node offers it.
+        mirror(cluster, emu)
     for obj in desired_for(cluster, "kai"):
         emu.create(_emulator_key(obj), obj)
     for wave in (1, 2):
@@ -195,9 +232,11 @@ def build_world(case: Case, prefix: str) -> World:
             if job.wave != wave:
                 continue
             request = submission.Request(project=projects[job.project], pools=[pool], image="trainer:1",
-                                         gpus=job.gpus, pods=job.pods, priority_class=job.klass, cpu="1",
-                                         memory="1Gi", name=f"w{index}")
-            emu.create("jobs.batch", submission.workload_preview(actor=admin, request=request).job)
+                                         gpus=1 if job.fraction else job.gpus, pods=job.pods,
+                                         priority_class=job.klass, cpu="1", memory="1Gi", name=f"w{index}",
+                                         gpu_profile="1g.10gb" if case.mig else "", gpu_fraction=job.fraction)
+            preview = submission.workload_preview(actor=admin, request=request)
+            emu.create("jobs.batch", preview.job)
             emu.clock.advance(1)
         settle(emu)
     mirror(cluster, emu)  # what the sync writes (tests/workloads/mirroring.py)
@@ -207,6 +246,21 @@ def build_world(case: Case, prefix: str) -> World:
 def run_case(case: Case) -> Outcome:
     world = build_world(case, "loop")
     return judge(world.cluster, world.pool, world.projects, case)
+
+
+def _gpus(case: Case, units: int) -> Decimal:
+    """A quota of the case in GPU-equivalents as a person types it (k slices: k/7 to the thousandth)."""
+    from kube.gpu import to_decimal
+
+    return to_decimal(units * case.unit)
+
+
+def _job_gpus(case: Case, job: Job) -> Decimal:
+    """GPU-equivalents of all of a job's pods (KAI's unit of allocation: one PodGroup per Job)."""
+    from kube.gpu import to_decimal
+
+    each = Fraction(job.fraction) if job.fraction else job.gpus * case.unit
+    return to_decimal(each * job.pods)
 
 
 def _quota(row, **values) -> None:
@@ -291,10 +345,10 @@ def judge(cluster, pool, projects, case: Case) -> Outcome:
     undivided = capacity - divided
     largest: Counter = Counter()  # KAI's unit of allocation: a Job's pods together (one PodGroup per Job)
     for job in case.jobs:
-        largest[job.project] = max(largest[job.project], job.gpus * job.pods)
+        largest[job.project] = max(largest[job.project], _job_gpus(case, job))
     for index, project in enumerate(projects):
         line = lines[("project", project.pk, pool.pk)]
-        tolerance = Decimal(max(1, largest[index]))
+        tolerance = max(_gpus(case, 1), largest[index])  # one GPU (one slice of a MIG pool), or the largest gang
         allocated, fair = Decimal(line.allocated), Decimal(line.fair_share)
         agree = abs(allocated - fair) <= tolerance
         documented = ""
@@ -365,20 +419,25 @@ def _admin():
 
 # ---------------------------------------------------------------------------------------------------
 
-TALLY: dict[str, Counter] = {"fair": Counter(), "category": Counter(), "cases": Counter(), "kinds": Counter()}
+TALLY: dict[str, Counter] = {"fair": Counter(), "category": Counter(), "cases": Counter(), "kinds": Counter(),
+                             "shapes": Counter()}
 DISAGREEMENTS: list[str] = []
 
 
 # derandomize: the same cases on every run (500 under the `ci` profile), so that CI judges the code, not the draw.
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-@given(case=cases())
+@given(case=cases(shapes=(WHOLE, FRACTIONS, MIG)))
 def _check_case(case: Case) -> None:
     with transaction.atomic():
         outcome = run_case(case)
         transaction.set_rollback(True)
     TALLY["cases"]["generated"] += 1
     TALLY["cases"][outcome.pool_state] += 1
+    shape = MIG if case.mig else (FRACTIONS if any(j.fraction for j in case.jobs) else WHOLE)
+    TALLY["shapes"][shape] += 1
+    TALLY["shapes"][f"{shape}, {outcome.pool_state}"] += 1
+    TALLY["shapes"][f"{shape}: waiting workloads"] += len(outcome.categories)
     for name, allocated, fair, tolerance, agree, documented in outcome.fair:
         key = "agree" if agree else (f"documented: {documented}" if documented else "disagree")
         TALLY["fair"][key] += 1
@@ -412,7 +471,7 @@ def test_the_consoles_fair_share_and_why_waiting_agree_with_kai(capsys):
               f"{dict((k, v) for k, v in fair.items() if k != 'agree')}); why-waiting category "
               f"{category['agree']}/{category_total} ({category_rate:.1%}; {category_explained:.1%} with the "
               f"emulator's reported issue: {dict((k, v) for k, v in category.items() if k != 'agree')}); KAI's "
-              f"categories of the waiting workloads: {dict(TALLY['kinds'])}")
+              f"categories of the waiting workloads: {dict(TALLY['kinds'])}; pools: {dict(TALLY['shapes'])}")
         for line in DISAGREEMENTS[:int(os.environ.get("CONSOLE_AGREEMENT_SHOW", "15"))]:
             print("  ", line[:int(os.environ.get("CONSOLE_AGREEMENT_WIDTH", "600"))])
     assert TALLY["cases"]["generated"] >= min(EXAMPLES, 500)
