@@ -429,7 +429,7 @@ def pool_detail(request, pk: int):
         "pool": pool, "nodes": nodes, "quotas": quotas, "conflicts": conflicts, "fit": fit, "fit_errors": fit_errors,
         "gpu_shapes": pool_selectors.pool_gpu_shapes(pool),
         "fit_shape": {"pods": request.GET.get("pods", ""), "gpus": request.GET.get("gpus", ""),
-                      "domain": request.GET.get("domain", "")},
+                      "domain": request.GET.get("domain", ""), "profile": request.GET.get("profile", "")},
         "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
         "department_quotas": [q for q in quotas if q.department_id],
         "project_quotas": [q for q in quotas if q.project_id],
