@@ -657,9 +657,25 @@ def pools_attach_fit(pools: list[NodePool], fragmentation: dict[int, Any] | None
     """Set `pool.fit` (a `fit.Fragmentation`: pods of 1, 2, 4 and 8 GPUs that fit now, per topology domain too)
     on each pool: the overview's compact line."""
     figures = pools_fragmentation(pools) if fragmentation is None else fragmentation
+    shared = pools_sharing_gpus(pools)
     for pool in pools:
         pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
+        if pool.pk in shared:  # whole GPUs counted apart from MIG slices and shared GPUs (`fit.by_share`)
+            pool.fit = fit.by_share(pool.fit, pools_node_room([pool])[pool.pk], domain_key=pool.topology_label)
     return pools
+
+
+def pools_sharing_gpus(pools: list[NodePool]) -> set[int]:
+    """The ids of those pools with nodes publishing MIG slices or active pods holding KAI fractions (two
+    queries): their "Will it fit?" counts whole GPUs apart (`fit.by_share`)."""
+    ids = [pool.pk for pool in pools]
+    if not ids:
+        return set()
+    found = set(Node.objects.filter(pool_id__in=ids, gpu_sharing__has_key="slices").order_by()
+                .values_list("pool_id", flat=True).distinct())
+    found |= set(Pod.objects.active().filter(node__pool_id__in=ids, gpu_request__kind__in=["fraction", "memory"])
+                 .order_by().values_list("node__pool_id", flat=True).distinct())
+    return found
 
 
 def pools_attach_usage_and_fit(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:

@@ -94,8 +94,8 @@ class FragmentationSerializer(serializers.Serializer):
     summary = serializers.CharField()
     mig_slices = MigSlicesFitSerializer(many=True, help_text=(
         "Per MIG profile, counted in its slices: a slice serves only a pod asking that profile, on a node publishing "
-        "it (never a whole GPU, nor a slice of another profile); the GPU figures above count GPU-equivalents. "
-        "Only one pool's fit lists them (empty in the cluster's)."))
+        "it (never a whole GPU, nor a slice of another profile); the GPU figures above count GPU-equivalents, "
+        "the pods of 1, 2, 4 and 8 GPUs whole GPUs only."))
 
 
 class VictimSerializer(serializers.Serializer):
