@@ -7,6 +7,11 @@ call these functions; tests call them on scripted pools.
   of n pods × k GPUs, in the pool and inside one topology domain (the pool's zone label, or the topology
   label the pool names); free GPUs per node as a histogram (docs/concepts.md#fragmentation: free GPUs scattered so that a pod
   of k GPUs on one node, or a gang of n × k, cannot fit although the free total would cover it).
+- Shared GPUs fit in their own units (`in_units`, `by_share`, `mig_fragmentation`): a MIG slice serves only a
+  pod asking its profile, on a node publishing it, so each profile is counted in its slices (pods of 1, 2, 4
+  slices that fit now, the largest gang); a KAI fraction lands on one GPU with that much share free (a GPU
+  fractions share, or a whole free one); a pod of whole GPUs takes neither slices nor shared GPUs. Quota,
+  fair share and reclaim count GPU-equivalents whatever the unit.
 - `make_room(...)`: the preemptible pods the scheduler's rules would take to make room for n × k GPUs, and
   whose they are: over-quota pods of other queues first (reclaim), then, for a requester, lower-priority
   pods of its own queue (preempt) — docs/concepts.md#schedulers.
