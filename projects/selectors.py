@@ -18,7 +18,7 @@ from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
-from nodepools.memo import memoised
+from nodepools.memo import memoised, reads_scope
 from nodepools.models import Cluster, Node, NodePool, Pod
 from kube import gpu as kube_gpu
 from nodepools.selectors import pod_usage, pool_node_gpu_room, pool_node_totals, pools_attach_usage
@@ -830,6 +830,11 @@ def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | N
     GPUs per pod, or MIG slices of a profile per pod) what would make room: the preemptible pods the
     scheduler's rules would take (over-quota use of the owners above their deserved quota) and whose they
     are. The pool must be one the user may see (the caller restricts)."""
+    with reads_scope():  # the nodes' GPUs by share are read once, whoever asks them
+        return _pool_fit(user=user, pool=pool, shape=shape, domain=domain)
+
+
+def _pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | None, domain: str) -> PoolFit:
     frag = pools_fragmentation([pool])[pool.pk]
     rooms = None
     if any(room.slices or room.shared for room in pool_node_gpu_room(pool).values()):
