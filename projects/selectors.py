@@ -588,7 +588,8 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     by_pk = {pool.pk: pool for pool in pools}
     for pool_id, rows in _pool_node_rows(pools).items():
         out[pool_id] = nodes_attach_gpu_room(by_pk[pool_id], [
-            fit.NodeRoom(name, _decimal(gpus), max(_decimal(gpus) - _decimal(g), Decimal(0)), domain or "",
+            fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
+                         domain or "",
                          bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
             for name, takes, gpus, cpu, memory, domain, g, c, m in rows])
     return out
@@ -643,7 +644,8 @@ def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]]
                     pool[name] = (pool[name] or 0) + (_decimal(value) if name.startswith("gpu_") and name not in (
                         "gpu_devices", "gpu_memory_total_mib") else int(value))
             if fits:
-                groups[pool_id].append((domain or "", _decimal(room), group["node_count"], _decimal(group["gpu_total"])))
+                groups[pool_id].append((domain or "", kube_gpu.to_decimal(_decimal(room)), group["node_count"],
+                                        _decimal(group["gpu_total"])))
     labels = {pool.pk: pool.topology_label for pool in pools}
     return nodes, {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 

@@ -134,3 +134,15 @@ def test_what_would_make_room_for_slices_takes_only_pods_holding_that_profile(mi
     page = page_text(client.get(reverse("pool-detail", args=[mig.mig.pk]),
                                 {"pods": 1, "gpus": 4, "profile": "3g.40gb"}))
     assert "Room for 1 pod of 4 3g.40gb slices by reclaiming over-quota use" in page
+
+
+def test_the_clusters_fit_and_the_overview_count_whole_gpus_apart_from_slices(mig, users, client):
+    client.force_login(users["sysadmin"])
+    one = fit_of(client, mig.mig)["fragmentation"]
+    pools = {p["pool"]: p["fragmentation"] for p in
+             client.get(f"/api/v1/clusters/{mig.cluster.pk}/fit/").json()["pools"]}
+    assert pools["a100-mig"]["mig_slices"] == one["mig_slices"]
+    # The free GPU-equivalents as people write them (2.427, never a float's 2.42699999999999994); no pod of
+    # whole GPUs fits.
+    assert pools["a100-mig"]["summary"] == one["summary"] == "2.427 GPUs free: 0×8 · 0×4 · 0×2 · 0×1"
+    assert pools["a100"]["mig_slices"] == [] and pools["a100"]["pods_that_fit"][0]["pods"] == 8
