@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, F, FilteredRelation, Max, Q, Sum, Value
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 from kubernetes import client
 
@@ -104,20 +105,82 @@ def nodes_attach_sharing(nodes: list[Node]) -> list[Node]:
     return nodes
 
 
+@dataclass
+class NodeGpuRoom:
+    """One node's GPUs by share, as the fit reads them: `ready` (the console calls it Ready), its exposure
+    (kube.gpu: whole, mig-mixed, time-slicing, ...); per MIG profile [allocatable slices, slices its active
+    pods hold, one slice's share of a GPU (text)]; and the GPUs KAI fractions share on it: the share its
+    fractional pods hold on each (grouped by KAI's `runai-gpu-group` label; a fractional pod not grouped yet
+    holds a GPU of its own)."""
+
+    ready: bool
+    exposure: str = "whole"
+    slices: dict[str, list] = field(default_factory=dict)
+    shared: list[Decimal] = field(default_factory=list)
+
+    def slices_free(self, profile: str) -> int:
+        """Slices of `profile` free on it (none on a node that is not Ready)."""
+        allocatable, allocated, _ = self.slices.get(profile, (0, 0, "0"))
+        return max(allocatable - allocated, 0) if self.ready else 0
+
+
+def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
+    """Per node name of the pool (only nodes whose GPUs are not all whole, or with fractional pods), its
+    `NodeGpuRoom`: the one reading of free MIG slices that the pool page, "Will it fit?", the fit API and the
+    dry run share. Two queries (the nodes not of whole GPUs, the pool's active pods holding MIG slices or
+    fractions), once per request (`memoised`)."""
+    return memoised(("pool_node_gpu_room", pool.pk), lambda: _read_node_gpu_room(pool))
+
+
+def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
+    rooms: dict[int, tuple[str, NodeGpuRoom]] = {}
+    resources: dict[int, dict[str, str]] = {}  # node id -> {resource: profile}
+    for pk, name, sharing, status in (Node.objects.filter(pool=pool).exclude(gpu_sharing={})
+                                      .exclude(gpu_sharing__exposure=kube_gpu.WHOLE).order_by()
+                                      .values_list("pk", "name", "gpu_sharing", "status")):
+        sharing = sharing or {}
+        room = NodeGpuRoom(capacity.is_ready(status), str(sharing.get("exposure") or kube_gpu.WHOLE))
+        for item in sharing.get("slices") or ():
+            room.slices[item["profile"]] = [int(item.get("allocatable") or 0), 0, str(item.get("share") or "0")]
+            resources.setdefault(pk, {})[item["resource"]] = item["profile"]
+        rooms[pk] = (name, room)
+    groups: dict[int, dict[str, Decimal]] = {}
+    pods = (Pod.objects.active().filter(node__pool=pool).exclude(gpu_request={}).order_by()
+            .filter(Q(node_id__in=list(resources)) | Q(gpu_request__kind__in=["fraction", "memory"]))
+            .annotate(group=KeyTextTransform(kube_gpu.GPU_GROUP_LABEL, "labels"))
+            .values_list("pk", "node_id", "node__name", "node__status", "gpu_request", "gpus", "group"))
+    for pod_pk, node_id, node_name, status, record, gpus, group in pods:
+        record = record or {}
+        if record.get("kind") in ("fraction", "memory"):
+            if node_id not in rooms:
+                rooms[node_id] = (node_name, NodeGpuRoom(capacity.is_ready(status)))
+            key = group or f"pod-{pod_pk}"
+            held = groups.setdefault(node_id, {})
+            held[key] = held.get(key, Decimal(0)) + Decimal(gpus or 0)
+            continue
+        if node_id not in rooms:
+            continue
+        held_slices = rooms[node_id][1].slices
+        for resource, count in (record.get("resources") or {}).items():
+            profile = resources.get(node_id, {}).get(resource)
+            if profile is not None:
+                held_slices[profile][1] += int(kube_gpu.fraction_of(count))
+    for node_id, held in groups.items():
+        rooms[node_id][1].shared = sorted(min(value, Decimal(1)) for value in held.values())
+    return {name: room for name, room in rooms.values()}
+
+
 def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
     """A pool's GPUs by how they are shared: per exposure the nodes and physical GPUs; per MIG profile the
     slices published, allocatable and allocated (its pods' requests), free on the nodes the console calls
-    Ready (`capacity`: what pods of one slice of that profile can take now, all at once for a gang) and the
-    most free on one node, their memory and share; replicas per GPU seen. Two queries (the pool's nodes,
-    its pods' GPU requests)."""
+    Ready (`pool_node_gpu_room`: what pods of one slice of that profile can take now, all at once for a
+    gang) and the most free on one node, their memory and share; replicas per GPU seen. One query for the
+    nodes, and `pool_node_gpu_room`'s (shared with "Will it fit?" in one request)."""
     exposures: dict[str, dict[str, int]] = {}
     slices: dict[str, dict[str, Any]] = {}
     replicas: set[int] = set()
     layouts: set[str] = set()
-    # per node: (ready, {resource: [profile, allocatable, allocated]})
-    per_node: dict[int, tuple[bool, dict[str, list]]] = {}
-    for pk, sharing, physical, status in Node.objects.filter(pool=pool).values_list(
-            "pk", "gpu_sharing", "gpu_capacity", "status"):
+    for sharing, physical in Node.objects.filter(pool=pool).values_list("gpu_sharing", "gpu_capacity"):
         sharing = sharing or {}
         if not physical and not sharing:
             continue
@@ -135,22 +198,13 @@ def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
                                                       "memory_mib": item.get("memory_mib"), "share": item.get("share")})
             row["count"] += int(item.get("capacity") or 0)
             row["allocatable"] += int(item.get("allocatable") or 0)
-            per_node.setdefault(pk, (capacity.is_ready(status), {}))[1][item["resource"]] = [
-                item["profile"], int(item.get("allocatable") or 0), 0]
-    if per_node:
-        for node_id, record in (Pod.objects.active().filter(node_id__in=list(per_node)).exclude(gpu_request={})
-                                .order_by().values_list("node_id", "gpu_request")):
-            held = per_node[node_id][1]
-            for resource, count in ((record or {}).get("resources") or {}).items():
-                if resource in held:
-                    held[resource][2] += int(kube_gpu.fraction_of(count))
-        for ready, held in per_node.values():
-            for profile, allocatable, allocated in held.values():
-                row = slices[profile]
-                row["allocated"] += allocated
-                free = max(allocatable - allocated, 0) if ready else 0
-                row["free"] += free
-                row["most_free_on_a_node"] = max(row["most_free_on_a_node"], free)
+    for room in pool_node_gpu_room(pool).values():
+        for profile, (_, allocated, _) in room.slices.items():
+            row = slices[profile]
+            row["allocated"] += allocated
+            free = room.slices_free(profile)
+            row["free"] += free
+            row["most_free_on_a_node"] = max(row["most_free_on_a_node"], free)
     rows = sorted(slices.values(), key=lambda r: (kube_gpu.fraction_of(r["share"] or 0), r["profile"]))
     for row in rows:
         row["share"] = kube_gpu.to_decimal(kube_gpu.fraction_of(row["share"] or 0))

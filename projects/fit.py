@@ -7,6 +7,11 @@ call these functions; tests call them on scripted pools.
   of n pods × k GPUs, in the pool and inside one topology domain (the pool's zone label, or the topology
   label the pool names); free GPUs per node as a histogram (docs/concepts.md#fragmentation: free GPUs scattered so that a pod
   of k GPUs on one node, or a gang of n × k, cannot fit although the free total would cover it).
+- Shared GPUs fit in their own units (`in_units`, `by_share`, `mig_fragmentation`): a MIG slice serves only a
+  pod asking its profile, on a node publishing it, so each profile is counted in its slices (pods of 1, 2, 4
+  slices that fit now, the largest gang); a KAI fraction lands on one GPU with that much share free (a GPU
+  fractions share, or a whole free one); a pod of whole GPUs takes neither slices nor shared GPUs. Quota,
+  fair share and reclaim count GPU-equivalents whatever the unit.
 - `make_room(...)`: the preemptible pods the scheduler's rules would take to make room for n × k GPUs, and
   whose they are: over-quota pods of other queues first (reclaim), then, for a requester, lower-priority
   pods of its own queue (preempt) — docs/concepts.md#schedulers.
@@ -34,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from common.words import noun, verb
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 SHAPES = (1, 2, 4, 8)
 PREEMPTIBLE_BELOW = 100
@@ -59,8 +66,18 @@ def n(value: Decimal | int | float) -> str:
     return f"{value:f}"
 
 
-def plural(count: int, one: str, many: str | None = None) -> str:
-    return f"{count} {one if count == 1 else (many or one + 's')}"
+def gpus_text(amount: Decimal | int) -> str:
+    """"1 GPU", "4 GPUs", "0.5 GPUs"."""
+    return f"{n(amount)} {noun(amount, 'GPU')}"
+
+
+def pods_text(count: int) -> str:
+    return f"{count} {noun(count, 'pod')}"
+
+
+def slices_text(count: int, profile: str = "") -> str:
+    """"1 slice", "2 3g.40gb slices"."""
+    return f"{count} {profile + ' ' if profile else ''}{noun(count, 'slice')}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -82,6 +99,37 @@ class NodeRoom:
     memory: int | None = None
     cpu_free: int | None = None
     memory_free: int | None = None
+    # MIG: per profile (profile, allocatable slices, free slices, one slice's share of a GPU); free slices count
+    # on a Ready node only. A slice serves only a pod asking that profile: not a whole GPU, not another profile.
+    slices: tuple[tuple[str, int, int, Decimal], ...] = ()
+    # KAI GPU sharing: the share still free on each GPU that fractional pods share on the node (a fraction
+    # lands on one GPU: on one of these with that much free, or on a whole free GPU).
+    shared: tuple[Decimal, ...] = ()
+    exposure: str = ""  # how the node publishes its GPUs (kube.gpu: whole, mig-mixed, time-slicing, ...)
+
+    def slice_room(self, profile: str) -> tuple[int, int]:
+        """(allocatable, free) slices of `profile` on the node."""
+        for name, allocatable, free, _ in self.slices:
+            if name == profile:
+                return allocatable, free
+        return 0, 0
+
+    @property
+    def whole_gpus(self) -> Decimal:
+        """Its allocatable less what MIG slices make of it: the GPUs a pod of whole GPUs may ask (the GPUs of
+        a MIG node that are not cut count whole; the slices' shares are rounded, so the rest is too)."""
+        if not self.slices:
+            return Decimal(self.gpus)
+        cut = sum((allocatable * share for _, allocatable, _, share in self.slices), ZERO)
+        return max(Decimal(self.gpus) - cut, ZERO).quantize(Decimal(1))
+
+    @property
+    def whole_free(self) -> Decimal:
+        """Free GPUs that are whole: not MIG slices, not GPUs fractions share."""
+        free = self.free - sum(self.shared, ZERO)
+        if self.slices:
+            free = (free - sum((f * share for _, _, f, share in self.slices), ZERO)).quantize(Decimal(1))
+        return max(free, ZERO)
 
 
 def _slots(free: Decimal, gpus: int, cpu_free: int | None = None, memory_free: int | None = None,
@@ -131,6 +179,10 @@ class Fragmentation:
     domain_key: str = ZONE_LABEL
     domains: tuple[DomainRoom, ...] = ()
     unlabelled: int = 0  # nodes without the topology label
+    mig: tuple["MigRoom", ...] = ()  # per MIG profile the pool's nodes publish: its slices, counted apart
+
+    def mig_room(self, profile: str) -> "MigRoom | None":
+        return next((m for m in self.mig if m.profile == profile), None)
 
     def stranded(self, k: int) -> Decimal:
         """Free GPUs that no pod of k GPUs can use (each on nodes with fewer than k free)."""
@@ -183,6 +235,7 @@ class Fragmentation:
                          "pods_that_fit": [{"gpus_per_pod": k, "pods": v} for k, v in sorted(d.slots.items())]} for d in self.domains],
             "nodes_without_topology_label": self.unlabelled,
             "summary": self.line(),
+            "mig_slices": [m.as_dict() for m in self.mig],
         }
 
 
@@ -191,8 +244,106 @@ def fragmentation(nodes: Iterable[NodeRoom], *, sizes: Sequence[int] = SHAPES,
     """One pass over the pool's nodes: the pods of each size that fit now, the histogram of free GPUs per
     node, and the same per topology domain. Only Ready, schedulable nodes with GPUs count. The pass only
     counts nodes by (domain, whole free GPUs); the figures come from those counts."""
-    return fragmentation_of(((node.domain, node.free, 1, node.gpus) for node in nodes if node.ready and node.gpus > 0),
+    nodes = list(nodes)
+    frag = fragmentation_of(((node.domain, node.free, 1, node.gpus) for node in nodes if node.ready and node.gpus > 0),
                             sizes=sizes, domain_key=domain_key)
+    return by_share(frag, nodes, sizes=sizes, domain_key=domain_key)
+
+
+def by_share(frag: Fragmentation, nodes: Sequence[NodeRoom], *, sizes: Sequence[int] = SHAPES,
+             domain_key: str = ZONE_LABEL) -> Fragmentation:
+    """`frag` (the pool's free GPU-equivalents, as every page counts them) where some nodes publish MIG
+    slices or share GPUs between KAI fractions: the pods of 1, 2, 4, 8 GPUs, the histogram, the largest free
+    and the domains count whole GPUs only (a slice or a shared GPU takes no pod of whole GPUs: what is left is
+    stranded for them), and each MIG profile its slices (`mig`). Unchanged when no node does."""
+    if not any(node.slices or node.shared for node in nodes):
+        return frag
+    whole = fragmentation_of(((node.domain, node.whole_free, 1, int(node.whole_gpus)) for node in nodes
+                              if node.ready and node.whole_gpus > 0), sizes=sizes, domain_key=domain_key)
+    return replace(whole, nodes=frag.nodes, gpus=frag.gpus, free=frag.free,
+                   mig=mig_fragmentation(nodes, domain_key=domain_key) if any(x.slices for x in nodes) else ())
+
+
+SLICE_SIZES = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class MigRoom:
+    """One MIG profile of a pool, in slices: `frag` is its `Fragmentation` counted in slices of that profile on
+    the Ready, schedulable nodes that publish it (a slice serves only a pod asking that profile, on its
+    node: never a whole GPU, never a slice of another profile)."""
+
+    profile: str
+    share: Decimal  # one slice in GPU-equivalents
+    frag: Fragmentation
+    published: int = 0  # nodes publishing it, Ready or not
+
+    @property
+    def free(self) -> int:
+        return int(self.frag.free)
+
+    @property
+    def largest_free(self) -> int:
+        return int(self.frag.largest_free)
+
+    def pods(self, k: int) -> int:
+        """Pods of k slices that fit now, each on one node (for a gang: all at once)."""
+        return sum(int(free) // k * count for free, count in self.frag.histogram) if k > 0 else 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for k in sorted(self.frag.slots):
+            _, in_domain, domain = self.frag.largest_gang(k)
+            out.append({"slices": k, "pods": self.pods(k), "stranded": self.free - k * self.pods(k),
+                        "in_domain": in_domain, "domain": domain})
+        return out
+
+    def words(self, pods: int | None = None, k: int = 1) -> str:
+        """Its fragmentation in slices: "12 3g.40gb slices are free on 3 Ready nodes that publish them; the
+        most free on one node is 4, so 3 pods of 4 slices fit now — enough slices in total (8 asked), but
+        scattered over nodes (fragmentation)."."""
+        if not self.frag.nodes:
+            return f"No Ready, schedulable node of the pool publishes {self.profile} slices."
+        fit = self.pods(k)
+        text = (f"{slices_text(self.free, self.profile)} {verb(self.free, 'is', 'are')} free on {self.frag.nodes} "
+                f"Ready {noun(self.frag.nodes, 'node')} that {verb(self.frag.nodes, 'publishes', 'publish')} them; the "
+                f"most free on one node is {self.largest_free}, so {pods_text(fit)} of {slices_text(k)} "
+                f"{verb(fit, 'fits', 'fit')} now")
+        if pods is not None and self.free >= pods * k and fit < pods:
+            text += f" — enough slices in total ({pods * k} asked), but scattered over nodes (fragmentation)"
+        return text + "."
+
+    def as_dict(self) -> dict[str, Any]:
+        rows = self.rows()
+        return {
+            "profile": self.profile, "share": self.share, "nodes": self.frag.nodes, "nodes_publishing": self.published,
+            "slices": int(self.frag.gpus), "slices_free": self.free, "most_free_on_a_node": self.largest_free,
+            "pods_that_fit": [{"slices_per_pod": r["slices"], "pods": r["pods"], "slices_stranded": r["stranded"]}
+                              for r in rows],
+            "largest_gang": [{"slices_per_pod": r["slices"], "pods": r["pods"], "pods_in_one_domain": r["in_domain"],
+                              "domain": r["domain"] or None} for r in rows],
+            "free_slices_histogram": [{"free_slices": int(free), "nodes": count} for free, count in self.frag.histogram],
+            "summary": self.words(),
+        }
+
+
+def mig_fragmentation(nodes: Iterable[NodeRoom], *, sizes: Sequence[int] = SLICE_SIZES,
+                      domain_key: str = ZONE_LABEL) -> tuple[MigRoom, ...]:
+    """Per MIG profile the nodes publish (by share, then name), its slices free on Ready, schedulable nodes
+    and what they hold now: pods of 1, 2 and 4 slices, the largest gang in the pool and in one domain."""
+    groups: dict[str, list[tuple[str, Decimal, int, int]]] = {}
+    shares: dict[str, Decimal] = {}
+    published: dict[str, int] = {}
+    for node in nodes:
+        for profile, allocatable, free, share in node.slices:
+            shares.setdefault(profile, share)
+            published[profile] = published.get(profile, 0) + 1
+            rows = groups.setdefault(profile, [])
+            if node.ready and allocatable > 0:
+                rows.append((node.domain, Decimal(max(free, 0)), 1, allocatable))
+    return tuple(MigRoom(profile, shares[profile], fragmentation_of(groups[profile], sizes=sizes, domain_key=domain_key),
+                         published[profile])
+                 for profile in sorted(groups, key=lambda p: (shares[p], p)))
 
 
 def fragmentation_of(groups: Iterable[tuple[str, Decimal, int, int]], *, sizes: Sequence[int] = SHAPES,
@@ -252,8 +403,9 @@ def capacity_words(frag: Fragmentation, pods: int, gpus: int) -> str:
     if not frag.nodes:
         return "The pool has no Ready, schedulable GPU node."
     k_slots = sum(free // gpus * count for free, count in frag.histogram) if gpus else 0
-    text = (f"{n(frag.free)} GPUs are free on {plural(frag.nodes, 'Ready node')}; the most free on one node is "
-            f"{n(frag.largest_free)}, so {plural(k_slots, f'pod of {gpus} GPUs', f'pods of {gpus} GPUs')} fit now")
+    text = (f"{gpus_text(frag.free)} {verb(frag.free, 'is', 'are')} free on {frag.nodes} Ready "
+            f"{noun(frag.nodes, 'node')}; the most free on one node is {n(frag.largest_free)}, so "
+            f"{pods_text(k_slots)} of {gpus_text(gpus)} {verb(k_slots, 'fits', 'fit')} now")
     if frag.free >= pods * gpus and k_slots < pods:
         text += f" — enough GPUs in total ({n(pods * gpus)} asked), but scattered over nodes (fragmentation)"
     return text + "."
@@ -313,10 +465,18 @@ class Running:
     cpu: int = 0
     memory: int = 0
     pk: Any = None  # the mirror's row, when read from it
+    mig: tuple[tuple[str, int], ...] = ()  # MIG slices it holds: (profile, slices)
+    fraction: bool = False  # a KAI fraction (or GPU memory) of a shared GPU
+    # What leaving frees on its node in the units of the shape being judged (`in_units`); None: its GPUs.
+    units: Decimal | None = None
 
     @property
     def preemptible(self) -> bool:
         return self.priority < PREEMPTIBLE_BELOW
+
+    @property
+    def room(self) -> Decimal:
+        return self.gpus if self.units is None else self.units
 
     def who(self) -> str:
         return f"{self.namespace}/{self.workload or self.name}" if self.visible else f"a workload of project {self.project}"
@@ -345,6 +505,9 @@ class Room:
     victims: tuple[Victim, ...] = ()
     reason: str = ""
     domain: str = ""
+    unit: str = ""  # what one pod asks, in words ("2 GPUs", "1 3g.40gb slice"); empty: `gpus` GPUs
+    profile: str = ""
+    slices: int = 0
 
     @property
     def gpus_taken(self) -> Decimal:
@@ -360,20 +523,22 @@ class Room:
         return sorted(((p, d, g, c) for (p, d), (g, c) in totals.items()), key=lambda t: (-t[2], t[0]))
 
     def words(self) -> str:
-        shape = f"{plural(self.pods, 'pod')} of {self.gpus} GPUs"
+        shape = f"{pods_text(self.pods)} of {self.unit or gpus_text(self.gpus)}"
         where = f" in {self.domain}" if self.domain else ""
         if not self.fits:
             return f"Nothing the scheduler may take makes room for {shape}{where}: {self.reason}"
         if not self.victims:
             return f"{shape}{where} fit now, nothing needs to move."
-        owners = ", ".join(f"{p} ({d}): {n(g)} GPUs in {plural(c, 'pod')}" for p, d, g, c in self.by_owner())
+        owners = ", ".join(f"{p} ({d}): {gpus_text(g)} in {pods_text(c)}" for p, d, g, c in self.by_owner())
         actions = sorted({v.action for v in self.victims})
         how = " and ".join({"reclaim": "reclaiming over-quota use", "preempt": "preempting lower priority"}[a]
                            for a in actions)
         return f"Room for {shape}{where} by {how}: {owners}."
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pods": self.pods, "gpus_per_pod": self.gpus, "fits": self.fits, "domain": self.domain or None,
+        return {"pods": self.pods, "gpus_per_pod": None if self.profile else self.gpus,
+                "gpu_equivalents_per_pod": Decimal(self.gpus), "mig_profile": self.profile or None,
+                "slices_per_pod": self.slices if self.profile else None, "fits": self.fits, "domain": self.domain or None,
                 "gpus_taken": self.gpus_taken, "victims": [v.as_dict() for v in self.victims],
                 "by_owner": [{"project": p, "department": d, "gpus": g, "pods": c} for p, d, g, c in self.by_owner()],
                 "explanation": self.words()}
@@ -397,7 +562,7 @@ class _Free:
         if pod.node not in self.free:
             return
         room = self.free[pod.node]
-        room[0] += sign * pod.gpus
+        room[0] += sign * pod.room
         if room[1] is not None:
             room[1] += sign * pod.cpu
         if room[2] is not None:
@@ -457,16 +622,20 @@ def _level_owner(pod: Running, owners: Mapping[tuple[str, str], Standing],
 
 
 def make_room(nodes: Sequence[NodeRoom], running: Iterable[Running], owners: Mapping[tuple[str, str], Standing], *,
-              pods: int, gpus: int, cpu: int = 0, memory: int = 0, domain: str = "") -> Room:
+              pods: int, gpus: int | Decimal, cpu: int = 0, memory: int = 0, domain: str = "", profile: str = "",
+              slices: int = 0) -> Room:
     """The preemptible pods whose GPUs the scheduler's rules would take to fit `pods` × `gpus` (inside
     `domain` when given) for a queue entitled to them: the over-quota use of the queues holding more than
     their deserved quota, most saturated first, lowest priority and newest first. Only what is needed is
     kept: victims are taken in that order until the shape fits, then those it can do without are given
-    back. (For one requester's own rules — fair share, preemption inside its queue — see `verdict`.)"""
+    back. (For one requester's own rules — fair share, preemption inside its queue — see `verdict`.) With
+    `profile`, each pod asks `slices` MIG slices of it (`gpus` their GPU-equivalents): only pods holding
+    slices of that profile make room."""
     nodes = [node for node in nodes if not domain or node.domain == domain]
     names = {node.name for node in nodes}
     running = [p for p in running if p.node in names]
-    shape = Shape(pods, gpus, cpu, memory)
+    shape = Shape(pods, gpus, cpu, memory, profile=profile, slices=slices)
+    nodes, running = in_units(shape, nodes, running)
     candidates = [Victim(p, "reclaim") for p in reclaim_candidates(running, owners)]
     return replace(_take_victims(shape, nodes, candidates, owners), domain=domain)
 
@@ -479,9 +648,10 @@ def _take_victims(shape: Shape, nodes: Sequence[NodeRoom], candidates: Sequence[
     requester; with one, its fair share (its deserved quota while the requester stays within its own) —
     and while the requester's saturation stays below the owners' (`_may_reclaim`). Then those not needed
     are given back, the last taken first."""
-    room = _Free(nodes, shape.gpus, shape.cpu, shape.memory)
+    room = _Free(nodes, shape.room, shape.cpu, shape.memory)
+    done = dict(unit=shape.unit, profile=shape.profile, slices=shape.slices)
     if room.total >= shape.pods:
-        return Room(shape.pods, shape.gpus, True)
+        return Room(shape.pods, shape.gpus, True, **done)
     budget = {key: owner.allocated for key, owner in owners.items()}
     within = project is not None and project.allocated + shape.total_gpus <= project.deserved
     chosen: list[Victim] = []
@@ -506,17 +676,25 @@ def _take_victims(shape: Shape, nodes: Sequence[NodeRoom], candidates: Sequence[
             break
     if room.total < shape.pods:
         free = sum((node.free for node in nodes if node.ready), ZERO)
-        reason = (f"{n(free)} GPUs are free, and with the {n(room_gpus(chosen))} GPUs of the preemptible pods the "
-                  f"scheduler may take there is room for {plural(room.total, 'pod')} of {shape.gpus} GPUs, "
-                  f"{shape.pods} asked.")
-        return Room(shape.pods, shape.gpus, False, tuple(chosen), reason)
+        taken = sum((v.pod.room for v in chosen), ZERO)
+        if shape.profile:
+            had = (f"{slices_text(int(free), shape.profile)} {verb(free, 'is', 'are')} free, and with the "
+                   f"{slices_text(int(taken))} of the preemptible pods the scheduler may take")
+        elif shape.fraction is not None:
+            had = (f"the free GPUs take {pods_text(int(free))} of {gpus_text(shape.fraction)} (each on one GPU), and "
+                   f"with the {gpus_text(room_gpus(chosen))} of the preemptible pods the scheduler may take")
+        else:
+            had = (f"{gpus_text(free)} {verb(free, 'is', 'are')} free, and with the {gpus_text(room_gpus(chosen))} "
+                   "of the preemptible pods the scheduler may take")
+        reason = f"{had} there is room for {pods_text(room.total)} of {shape.unit}, {shape.pods} asked."
+        return Room(shape.pods, shape.gpus, False, tuple(chosen), reason, **done)
     for victim in list(reversed(chosen)):
         room.release(victim.pod, -1)
         if room.total >= shape.pods:
             chosen.remove(victim)
         else:
             room.release(victim.pod)
-    return Room(shape.pods, shape.gpus, True, tuple(chosen))
+    return Room(shape.pods, shape.gpus, True, tuple(chosen), **done)
 
 
 def room_gpus(victims: Iterable[Victim]) -> Decimal:
@@ -538,6 +716,11 @@ class Shape:
     memory: int = 0
     priority: int = 50
     gang: bool = False
+    # A MIG profile: each pod asks `slices` slices of it (judged by the nodes' free slices of that profile).
+    profile: str = ""
+    slices: int = 0
+    # A KAI GPU fraction: each pod asks this share of one GPU (judged GPU by GPU).
+    fraction: Decimal | None = None
 
     @property
     def total_gpus(self) -> Decimal:
@@ -547,9 +730,87 @@ class Shape:
     def preemptible(self) -> bool:
         return self.priority < PREEMPTIBLE_BELOW
 
+    @property
+    def room(self) -> int | Decimal:
+        """What one pod takes of a node in the units the nodes are judged in (`in_units`): slices of its
+        profile, one fractional pod, or GPUs."""
+        if self.profile:
+            return self.slices
+        if self.fraction is not None:
+            return 1
+        return self.gpus
+
+    def room_in(self, target: Shape) -> int | Decimal:
+        """What one pod of this shape takes in the units `target` is judged in: slices of another profile or
+        whole GPUs take none of a profile's slices; a whole GPU takes ⌊1/f⌋ pods of a fraction f; a fraction
+        takes a whole GPU (it may land on one), a MIG slice none."""
+        if target.profile:
+            return self.slices if self.profile == target.profile else 0
+        if target.fraction is not None:
+            if self.fraction is not None:
+                return max(1, math.ceil(self.fraction / target.fraction))
+            return 0 if self.profile else int(self.gpus) * _fraction_slots(Decimal(1), target.fraction)
+        if self.profile:
+            return 0
+        return 1 if self.fraction is not None else self.gpus
+
+    @property
+    def unit(self) -> str:
+        """Words for what one pod asks: "2 GPUs", "1 3g.40gb slice", "0.5 of one GPU"."""
+        if self.profile:
+            return slices_text(self.slices, self.profile)
+        if self.fraction is not None:
+            return f"{gpus_text(self.fraction)} (a share of one GPU)"
+        return gpus_text(self.gpus) if self.gpus else "no GPU"
+
     def words(self) -> str:
-        each = f"{n(Decimal(self.gpus))} GPUs" if self.gpus else "no GPU"
-        return f"{plural(self.pods, 'pod')} of {each}" + (" (all at once)" if self.gang and self.pods > 1 else "")
+        each = self.unit
+        if self.profile:
+            each += f" ({gpus_text(Decimal(self.gpus))} each)" if self.gpus else ""
+        return f"{pods_text(self.pods)} of {each}" + (" (all at once)" if self.gang and self.pods > 1 else "")
+
+
+def _fraction_slots(share: Decimal, fraction: Decimal) -> int:
+    return int(share // fraction) if fraction > 0 else 0
+
+
+def in_units(shape: Shape, nodes: Sequence[NodeRoom], running: Iterable[Running] = ()
+             ) -> tuple[list[NodeRoom], list[Running]]:
+    """The nodes and pods as the scheduler sees them for this shape, in the units of `Shape.room`: for a MIG
+    profile, each node's allocatable and free slices of that profile (a node that does not publish it holds
+    none) and the slices of it each pod holds; for a KAI fraction f, how many pods of f each node takes (on
+    each whole free GPU ⌊1/f⌋, on each GPU fractions share ⌊free share/f⌋) — MIG and time-sliced GPUs are
+    not shared again; for whole GPUs, the node's GPUs less its MIG slices and the GPUs fractions share, a MIG
+    or fractional pod freeing no whole GPU. Nodes without slices or fractions are as they are."""
+    nodes, running = list(nodes), list(running)
+    if shape.profile:
+        projected = []
+        for node in nodes:
+            allocatable, free = node.slice_room(shape.profile)
+            projected.append(replace(node, gpus=allocatable, free=Decimal(free), slices=(), shared=()))
+        pods = [replace(p, units=Decimal(dict(p.mig).get(shape.profile, 0))) for p in running]
+        return projected, pods
+    if shape.fraction is not None:
+        f = shape.fraction
+        per_gpu = _fraction_slots(Decimal(1), f)
+        projected = []
+        for node in nodes:
+            if node.exposure not in ("", "whole") or node.slices:
+                projected.append(replace(node, gpus=0, free=ZERO, slices=(), shared=()))
+                continue
+            whole = int(node.whole_free)
+            free = whole * per_gpu + sum(_fraction_slots(share, f) for share in node.shared)
+            projected.append(replace(node, gpus=int(node.gpus) * per_gpu, free=Decimal(free), shared=()))
+        pods = [replace(p, units=Decimal(_fraction_slots(p.gpus, f) if p.fraction else
+                                         (0 if p.mig else int(p.gpus) * per_gpu))) for p in running]
+        return projected, pods
+    if not any(node.slices or node.shared for node in nodes):
+        return nodes, running
+    projected = [replace(node, gpus=node.whole_gpus, free=node.whole_free, slices=(), shared=())
+                 if node.slices or node.shared else node for node in nodes]
+    shared_nodes = {node.name for node in nodes if node.slices or node.shared}
+    pods = [replace(p, units=ZERO) if p.node in shared_nodes and (p.mig or p.fraction) else p for p in running]
+    return projected, pods
 
 
 @dataclass(frozen=True)
@@ -671,36 +932,44 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     `project`/`department` the submitter's, their fair share computed with this workload's request added.
     `enforced` False (no scheduler enforcing quota): only nodes decide, nothing is reclaimed. A workload
     that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods: the quota rules
-    are checked for each pod as it comes (what the scheduler says of the first waiting pod is its reason)."""
-    frag = fragmentation(nodes, sizes=sorted({*SHAPES, shape.gpus} - {0}), domain_key=domain_key)
+    are checked for each pod as it comes (what the scheduler says of the first waiting pod is its reason).
+    Nodes are judged in the shape's units (`in_units`): a MIG profile's free slices, a KAI fraction GPU by
+    GPU; quota in GPU-equivalents."""
+    whole_shape = not shape.profile and shape.fraction is None
+    sizes = sorted({*SHAPES, int(shape.gpus)} - {0}) if whole_shape and shape.gpus == int(shape.gpus) else SHAPES
+    frag = fragmentation(nodes, sizes=sizes, domain_key=domain_key)
     base = dict(pods=shape.pods, pool=pool, fragmentation=frag, karpenter=karpenter)
     unit = shape if shape.gang else replace(shape, pods=1)
     first = quota_refusal(unit, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+    sliced = any(node.slices or node.shared for node in nodes)
+    nodes, running = in_units(shape, nodes, running)
+    room_words = _room_words(shape, frag, nodes, domain_key, sliced)
     # 1. No node shape of the pool can hold one pod (or, for a gang, all of them), and Karpenter launches none.
     launch = karpenter is not None and karpenter.can_launch
     never = ""
-    if not any(holds(node, shape.gpus, shape.cpu, shape.memory) for node in nodes):
+    if not any(holds(node, shape.room, shape.cpu, shape.memory) for node in nodes):
         biggest = max((node.gpus for node in nodes), default=0)
         if launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch: no node of {pool} holds "
-                           f"{shape.gpus} GPUs now, and Karpenter NodePool {karpenter.nodepool} can launch one.",
+                           f"{shape.unit} now, and Karpenter NodePool {karpenter.nodepool} can launch one.",
                            [karpenter.words], "karpenter", quota_cause=first[0] if first else "", **base)
         if not nodes:
             never = f"{pool} has no node"
-        elif shape.gpus > biggest:
-            never = f"the largest node of {pool} has {n(biggest)} GPUs; this asks {shape.gpus} on one node"
+        elif shape.room > biggest:
+            never = _too_big(shape, pool, biggest, sliced)
         else:
             never = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
     else:
-        whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory)
+        whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
                     for node in nodes)
         if shape.gang and whole < shape.pods and not launch:
-            never = (f"even empty, the nodes of {pool} hold {plural(whole, 'pod')} of {shape.gpus} GPUs, and its "
+            never = (f"even empty, the nodes of {pool} hold {pods_text(whole)} of {shape.unit}, and its "
                      f"gang needs {shape.pods} at once")
         cap = None if first is None else (project.deserved if first[0] == "non_preemptible" else project.cap)
         if not never and first is not None and shape.gang and cap is not None and shape.total_gpus > cap:
-            never = f"{project.label()} may hold {n(cap)} GPUs in {pool} and its gang asks {n(shape.total_gpus)} at once"
+            never = (f"{project.label()} may hold {gpus_text(cap)} in {pool} and its gang asks "
+                     f"{gpus_text(shape.total_gpus)} at once")
     if never:
         reasons = [f"No node shape can hold it: {never}."] if not never.startswith("project") else []
         reasons += [first[1]] if first else []
@@ -712,15 +981,17 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     started, room = placed.started, placed.room
     if started >= shape.pods:
         if room is None or not room.victims:
-            return Verdict(STARTS_NOW, f"Starts now: {shape.words()} fit on the free GPUs of {pool}.",
-                           [capacity_words(frag, shape.pods, shape.gpus)], "fits", pods_now=shape.pods, **base)
+            where = (f"on a GPU of {pool} with that much share free" if shape.fraction is not None else
+                     f"on the free {_free_what(shape)} of {pool}")
+            return Verdict(STARTS_NOW, f"Starts now: {shape.words()} {verb(shape.pods, 'fits', 'fit')} {where}.",
+                           [room_words], "fits", pods_now=shape.pods, **base)
         actions = {v.action for v in room.victims}
         how = "reclaiming over-quota GPUs" if actions == {"reclaim"} else \
             "preempting lower-priority work of its own project" if actions == {"preempt"} else \
             "reclaiming over-quota GPUs and preempting lower-priority work"
         return Verdict(STARTS_NOW, f"Starts now by {how}. {room.words()}", [room.words()],
                        "reclaim" if "reclaim" in actions else "preempt", pods_now=shape.pods, room=room, **base)
-    partly = "" if started == 0 else f" {plural(started, 'pod')} of {shape.pods} can start now; the others wait."
+    partly = "" if started == 0 else f" {pods_text(started)} of {shape.pods} can start now; the others wait."
     if placed.refusal is not None:  # the next pod is refused by the quota rules
         cause, words = placed.refusal
         return Verdict(WAITS_FOR_QUOTA, f"Waits for quota.{partly} {words}", [words], cause, pods_now=started,
@@ -729,7 +1000,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     borrowers = sorted(((o.label(), o.over_quota) for key, o in owners.items()
                         if o.kind == "project" and o.over_quota > 0 and o.name != project.name),
                        key=lambda b: (-b[1], b[0]))
-    reasons = [capacity_words(frag, shape.pods, shape.gpus)]
+    reasons = [room_words]
     later = quota_refusal(shape, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     if later is not None:
         reasons.append(f"Beyond the pods that fit its quota: {later[1]}")
@@ -738,7 +1009,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         if karpenter.can_launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch (NodePool {karpenter.nodepool}).{partly}",
                            reasons, "karpenter", pods_now=started, borrowers=borrowers, room=room, **base)
-    ready_whole = sum(_slots(Decimal(node.gpus), shape.gpus, node.cpu, node.memory, shape.cpu, shape.memory)
+    ready_whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
                       for node in nodes if node.ready)
     if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
         return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
@@ -749,14 +1020,51 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     if over_share and borrowers:
         held = sum((g for _, g in borrowers), ZERO)
         who = ", ".join(f"{who} (+{n(g)})" for who, g in borrowers)
-        words = (f"With it, {project.label()} would hold {n(placed.project.allocated + asked)} GPUs, above its fair "
-                 f"share of {n(project.fair_share)}, so the scheduler reclaims nothing for it; {n(held)} GPUs of "
-                 f"{pool} are over-quota use of others: {who}. It starts when they end, or when its share grows.")
-        return Verdict(WAITS_FOR_QUOTA, f"Waits for quota: over-quota use of others holds {n(held)} GPUs of {pool}."
+        words = (f"With it, {project.label()} would hold {gpus_text(placed.project.allocated + asked)}, above its "
+                 f"fair share of {n(project.fair_share)}, so the scheduler reclaims nothing for it; {gpus_text(held)} "
+                 f"of {pool} {verb(held, 'is', 'are')} over-quota use of others: {who}. It starts when they end, or "
+                 "when its share grows.")
+        return Verdict(WAITS_FOR_QUOTA, f"Waits for quota: over-quota use of others holds {gpus_text(held)} of {pool}."
                        f"{partly}", [words] + reasons, "fair_share", pods_now=started, borrowers=borrowers, room=room,
                        **base)
     return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity. {reasons[0]}{partly}", reasons, "capacity",
                    pods_now=started, borrowers=borrowers, room=room, **base)
+
+
+def _free_what(shape: Shape) -> str:
+    return f"{shape.profile} slices" if shape.profile else "GPUs"
+
+
+def _too_big(shape: Shape, pool: str, biggest: Decimal | int, sliced: bool) -> str:
+    """Why no node of the pool holds one pod, in the shape's units (`biggest`: the most one node holds)."""
+    if shape.profile:
+        if not biggest:
+            return f"no node of {pool} publishes {shape.profile} slices"
+        return (f"the largest node of {pool} has {slices_text(int(biggest), shape.profile)}; this asks "
+                f"{shape.slices} on one node")
+    if shape.fraction is not None:
+        return (f"no node of {pool} has a whole GPU to share (KAI shares whole GPUs: MIG slices and time-sliced "
+                "replicas are not shared again)")
+    whole = " not cut into MIG slices" if sliced else ""
+    return f"the largest node of {pool} has {gpus_text(biggest)}{whole}; this asks {n(shape.gpus)} on one node"
+
+
+def _room_words(shape: Shape, frag: Fragmentation, nodes: Sequence[NodeRoom], domain_key: str, sliced: bool) -> str:
+    """The fragmentation answer for the shape, in its units (`nodes` already `in_units`)."""
+    if shape.profile:
+        mig = frag.mig_room(shape.profile)
+        if mig is None:
+            return f"No node of the pool publishes {shape.profile} slices."
+        return mig.words(shape.pods, shape.slices)
+    if shape.fraction is not None:
+        ready = [node for node in nodes if node.ready and node.gpus > 0]
+        fit = sum(int(node.free) for node in ready)
+        return (f"A fraction of {gpus_text(shape.fraction)} runs on one GPU with that much share free (KAI Scheduler "
+                f"shares a GPU between fractions; a whole free GPU takes {_fraction_slots(Decimal(1), shape.fraction)}): "
+                f"the {len(ready)} Ready {noun(len(ready), 'node')} with whole GPUs take {pods_text(fit)} of it now.")
+    if sliced:  # whole GPUs only: a MIG slice or a GPU fractions share is no whole GPU
+        return capacity_words(fragmentation(nodes, domain_key=domain_key), shape.pods, shape.gpus)
+    return capacity_words(frag, shape.pods, shape.gpus)
 
 
 def _scheduler_room(shape: Shape, nodes, running, owners, project: Standing, department: Standing | None) -> Room | None:
@@ -783,7 +1091,7 @@ def _preempt_within_quota(shape: Shape, nodes: Sequence[NodeRoom], running: Sequ
     """A job refused by a limit (its project's or department's, over-quota off included) may still start by
     preempting lower-priority pods of its own project: the scheduler takes them in its order until the job is
     within the limit and fits (non-preemptible use is not lowered so: that refusal stays)."""
-    room = _Free(nodes, shape.gpus, shape.cpu, shape.memory)
+    room = _Free(nodes, shape.room, shape.cpu, shape.memory)
     chosen: list[Victim] = []
     for pod in _own_lower(shape, running, project):
         chosen.append(Victim(pod, "preempt"))
@@ -792,7 +1100,8 @@ def _preempt_within_quota(shape: Shape, nodes: Sequence[NodeRoom], running: Sequ
         department = _use(department, pod.gpus, True, -1) if department is not None else None
         if quota_refusal(shape, project, department, non_preemptible_rule=non_preemptible_rule) is None \
                 and room.total >= shape.pods:
-            return Room(shape.pods, shape.gpus, True, tuple(chosen))
+            return Room(shape.pods, shape.gpus, True, tuple(chosen), unit=shape.unit, profile=shape.profile,
+                        slices=shape.slices)
     return None
 
 
@@ -826,7 +1135,7 @@ def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], 
             if room is None:
                 break
             refusal = None
-        elif fits_now(nodes, unit.pods, unit.gpus, unit.cpu, unit.memory) < unit.pods:
+        elif fits_now(nodes, unit.pods, unit.room, unit.cpu, unit.memory) < unit.pods:
             room = _scheduler_room(unit, nodes, running, owners, project, department) if enforced else None
             if room is None or not room.fits:
                 break
@@ -847,7 +1156,8 @@ def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], 
             one = replace(unit, pods=1)
             node = _binpack(nodes, one)
             pod = Running("", f"pod-{started}", node, Decimal(shape.gpus), shape.priority, project.name,
-                          department.name if department else "", cpu=shape.cpu, memory=shape.memory)
+                          department.name if department else "", cpu=shape.cpu, memory=shape.memory,
+                          units=Decimal(shape.room))
             nodes = _with_pod(nodes, pod, 1)
             project = _use(project, pod.gpus, shape.preemptible)
             owners[("project", project.name)] = project
@@ -855,7 +1165,8 @@ def _place(shape: Shape, nodes: Sequence[NodeRoom], running: Sequence[Running], 
                 department = _use(department, pod.gpus, shape.preemptible)
                 owners[("department", department.name)] = department
             started += 1
-    room = Room(shape.pods, shape.gpus, started == shape.pods, tuple(taken)) if taken else None
+    room = Room(shape.pods, shape.gpus, started == shape.pods, tuple(taken), unit=shape.unit, profile=shape.profile,
+                slices=shape.slices) if taken else None
     return _Placed(started, room, refusal, project)
 
 
@@ -865,7 +1176,7 @@ def _use(owner: Standing, gpus: Decimal, preemptible: bool, sign: int = 1) -> St
 
 
 def _binpack(nodes: Sequence[NodeRoom], shape: Shape) -> str:
-    fitting = [node for node in nodes if slots_on(node, shape.gpus, shape.cpu, shape.memory) >= 1]
+    fitting = [node for node in nodes if slots_on(node, shape.room, shape.cpu, shape.memory) >= 1]
     return min(fitting, key=lambda node: (node.free, node.name)).name
 
 
@@ -874,7 +1185,7 @@ def _with_pod(nodes: Sequence[NodeRoom], pod: Running, sign: int) -> list[NodeRo
     out = []
     for node in nodes:
         if node.name == pod.node:
-            node = replace(node, free=node.free - sign * pod.gpus,
+            node = replace(node, free=node.free - sign * pod.room,
                            cpu_free=None if node.cpu_free is None else node.cpu_free - sign * pod.cpu,
                            memory_free=None if node.memory_free is None else node.memory_free - sign * pod.memory)
         out.append(node)
@@ -1017,11 +1328,11 @@ class _World:
         self.index = {name: i for i, name in enumerate(self.order)}
         self.by_free = sorted((room[0], self.index[name], name) for name, room in self.free.items())
 
-    def place(self, shape: Shape) -> list[tuple[str, Running]] | None:
+    def place(self, shape: Shape, room: int | Decimal | None = None) -> list[tuple[str, Running]] | None:
         """Bind the shape's pods (binpack: the fullest node that fits first, the first in order among
-        equals); None when not all fit."""
+        equals), each taking `room` (default `shape.room`) of the nodes' units; None when not all fit."""
         placed: list[tuple[str, Running]] = []
-        gpus, cpu, memory = shape.gpus, shape.cpu, shape.memory
+        gpus, cpu, memory = (shape.room if room is None else room), shape.cpu, shape.memory
         rooms, by_free = self.free, self.by_free
         for _ in range(shape.pods):
             best = None
@@ -1038,7 +1349,8 @@ class _World:
                 for name, pod in placed:
                     self.release(pod)
                 return None
-            pod = Running("", "", best, Decimal(shape.gpus), shape.priority, "", "", cpu=shape.cpu, memory=shape.memory)
+            pod = Running("", "", best, Decimal(shape.gpus), shape.priority, "", "", cpu=shape.cpu, memory=shape.memory,
+                          units=Decimal(gpus))
             self.take(pod)
             placed.append((best, pod))
         return placed
@@ -1049,7 +1361,7 @@ class _World:
             return
         index = self.index[pod.node]
         del self.by_free[bisect_left(self.by_free, (room[0], index, pod.node))]
-        room[0] -= sign * pod.gpus
+        room[0] -= sign * pod.room
         if room[1] is not None:
             room[1] -= sign * pod.cpu
         if room[2] is not None:
@@ -1104,7 +1416,7 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
         for job in list(queue):
             if not world.quota_ok(job, enforced, non_preemptible_rule):
                 continue
-            placed = world.place(job.shape)
+            placed = world.place(job.shape, job.shape.room_in(target.shape))
             if placed is None:
                 continue
             queue.remove(job)
@@ -1151,6 +1463,7 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         if verdict_now.code == WAITS_FOR_NODE:
             return Estimate(60.0, 300.0, f"a node Karpenter launches (NodePool {verdict_now.karpenter.nodepool}) is "
                             "usually ready within 1–5 minutes", len(ahead))
+    nodes, endings, unknown = _in_units_all(target.shape, nodes, endings, unknown)
     soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
                                      scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
@@ -1168,7 +1481,7 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
     parts = []
     first = len(started)  # those ahead that start before it (a workload ahead that never fits holds nothing)
     if first:
-        parts.append(f"{plural(first, 'workload')} ahead in the queue")
+        parts.append(f"{first} {noun(first, 'workload')} ahead in the queue")
     mine = owners.get(("project", target.project))
     borrows = mine is not None and enforced and mine.allocated + target.shape.total_gpus > mine.deserved
     if borrows and reclaim_delay > 0:
@@ -1179,14 +1492,34 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         bases = {e.basis for e in waited}
         how = "at their usual length" if bases <= {"usual", "overdue"} else "by their deadline" if bases == {"deadline"} \
             else "at their usual length or deadline"
-        verb = "ends" if len(waited) == 1 else "end"
-        parts.append(f"{n(freed)} GPUs free when {_owners_words(waited)} {verb} {how}")
+        ends = verb(len(waited), "ends", "end")
+        if target.shape.profile:  # in its units: slices of its profile
+            slices = int(sum((p.room for e in waited for p in e.pods), ZERO))
+            freed_text = slices_text(slices, target.shape.profile)
+        else:
+            freed_text = gpus_text(freed)
+        parts.append(f"{freed_text} free when {_owners_words(waited)} {ends} {how}")
     elif not parts:
         parts.append("the scheduler's next round")
     if borrows and reclaim_delay > 0:
         parts.append(f"over its project's deserved quota, so in-quota work of the pool's owners may come first "
                      f"(up to {minutes(reclaim_delay)} min more)")
     return Estimate(earliest, latest, "; ".join(parts), first)
+
+
+def _in_units_all(shape: Shape, nodes: Sequence[NodeRoom], endings: Sequence[Ending], unknown: Sequence[Ending]):
+    """`in_units` of the nodes and of every ending's pods (the estimate's world in the target's units)."""
+    groups = [list(endings), list(unknown)]
+    pods = [p for group in groups for e in group for p in e.pods]
+    nodes, pods = in_units(shape, nodes, pods)
+    out, at = [], 0
+    for group in groups:
+        done = []
+        for e in group:
+            done.append(replace(e, pods=tuple(pods[at:at + len(e.pods)])))
+            at += len(e.pods)
+        out.append(done)
+    return nodes, out[0], out[1]
 
 
 def _owners_words(endings: Sequence[Ending]) -> str:

@@ -1,6 +1,7 @@
 """Reads of the organisation for the pages; each takes the user and returns only what it may see."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from kube import wellknown
@@ -17,9 +18,10 @@ from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
-from nodepools.memo import memoised
+from nodepools.memo import memoised, reads_scope
 from nodepools.models import Cluster, Node, NodePool, Pod
-from nodepools.selectors import pod_usage, pool_node_totals, pools_attach_usage
+from kube import gpu as kube_gpu
+from nodepools.selectors import pod_usage, pool_node_gpu_room, pool_node_totals, pools_attach_usage
 from projects import fit
 from projects.fairshare import Claim, hierarchical_fair_shares
 from projects.models import Department, Project, Quota
@@ -579,12 +581,38 @@ def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
 def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
-    label): one query per distinct topology label, rows read straight from the cursor."""
+    label): one query per distinct topology label, rows read straight from the cursor. The nodes whose GPUs
+    are not all whole, or that fractions share, carry their MIG slices free per profile and the share free on
+    each shared GPU (`nodes_attach_gpu_room`: two queries per pool)."""
     out: dict[int, list[Any]] = {}
+    by_pk = {pool.pk: pool for pool in pools}
     for pool_id, rows in _pool_node_rows(pools).items():
-        out[pool_id] = [fit.NodeRoom(name, _decimal(gpus), max(_decimal(gpus) - _decimal(g), Decimal(0)), domain or "",
-                                     bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
-                        for name, takes, gpus, cpu, memory, domain, g, c, m in rows]
+        out[pool_id] = nodes_attach_gpu_room(by_pk[pool_id], [
+            fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
+                         domain or "",
+                         bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
+            for name, takes, gpus, cpu, memory, domain, g, c, m in rows])
+    return out
+
+
+def nodes_attach_gpu_room(pool: NodePool, rooms: list[Any]) -> list[Any]:
+    """The pool's `fit.NodeRoom`s with their GPUs by share (`nodepools.selectors.pool_node_gpu_room`, the
+    reading the pool page's MIG slices come from): per MIG profile the allocatable and free slices and one
+    slice's share, the share free on each GPU KAI fractions share, the exposure."""
+    gpu = pool_node_gpu_room(pool)
+    if not gpu:
+        return rooms
+    out = []
+    for room in rooms:
+        found = gpu.get(room.name)
+        if found is None:
+            out.append(room)
+            continue
+        slices = tuple((profile, allocatable, found.slices_free(profile),
+                        kube_gpu.to_decimal(kube_gpu.fraction_of(share)))
+                       for profile, (allocatable, _, share) in sorted(found.slices.items()))
+        shared = tuple(max(Decimal(1) - used, Decimal(0)) for used in found.shared)
+        out.append(replace(room, slices=slices, shared=shared, exposure=found.exposure))
     return out
 
 
@@ -616,7 +644,8 @@ def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]]
                     pool[name] = (pool[name] or 0) + (_decimal(value) if name.startswith("gpu_") and name not in (
                         "gpu_devices", "gpu_memory_total_mib") else int(value))
             if fits:
-                groups[pool_id].append((domain or "", _decimal(room), group["node_count"], _decimal(group["gpu_total"])))
+                groups[pool_id].append((domain or "", kube_gpu.to_decimal(_decimal(room)), group["node_count"],
+                                        _decimal(group["gpu_total"])))
     labels = {pool.pk: pool.topology_label for pool in pools}
     return nodes, {pool_id: fit.fragmentation_of(rows, domain_key=labels[pool_id]) for pool_id, rows in groups.items()}
 
@@ -630,9 +659,25 @@ def pools_attach_fit(pools: list[NodePool], fragmentation: dict[int, Any] | None
     """Set `pool.fit` (a `fit.Fragmentation`: pods of 1, 2, 4 and 8 GPUs that fit now, per topology domain too)
     on each pool: the overview's compact line."""
     figures = pools_fragmentation(pools) if fragmentation is None else fragmentation
+    shared = pools_sharing_gpus(pools)
     for pool in pools:
         pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
+        if pool.pk in shared:  # whole GPUs counted apart from MIG slices and shared GPUs (`fit.by_share`)
+            pool.fit = fit.by_share(pool.fit, pools_node_room([pool])[pool.pk], domain_key=pool.topology_label)
     return pools
+
+
+def pools_sharing_gpus(pools: list[NodePool]) -> set[int]:
+    """The ids of those pools with nodes publishing MIG slices or active pods holding KAI fractions (two
+    queries): their "Will it fit?" counts whole GPUs apart (`fit.by_share`)."""
+    ids = [pool.pk for pool in pools]
+    if not ids:
+        return set()
+    found = set(Node.objects.filter(pool_id__in=ids, gpu_sharing__has_key="slices").order_by()
+                .values_list("pool_id", flat=True).distinct())
+    found |= set(Pod.objects.active().filter(node__pool_id__in=ids, gpu_request__kind__in=["fraction", "memory"])
+                 .order_by().values_list("node__pool_id", flat=True).distinct())
+    return found
 
 
 def pools_attach_usage_and_fit(pools: list[NodePool], usage: list[dict[str, Any]] | None = None) -> list[NodePool]:
@@ -695,22 +740,37 @@ def pool_running(pool: NodePool, *, user: Any, preemptible_only: bool = True, pr
     if projects is not None:
         pods = pods.filter(project_id__in=list(projects))
     columns = ["pk", "namespace", "name", "node__name", "gpus", "priority", "project_id", "created_in_cluster",
-               "cpu_millis", "memory_bytes"]
+               "cpu_millis", "memory_bytes", "gpu_request"]
     if names:
         pods = pods.annotate(job=F("job_name"))
         columns.append("job")
     out = []
     decimals: dict[tuple, Decimal] = {}  # a pool's pods ask a few GPU counts: each converted once
+    shares: dict[str, tuple[tuple, bool]] = {}  # a pool's pods ask a few GPU shapes: each read once
     for row in _rows(pods.values_list(*columns)):
-        pk, namespace, name, node, gpus, priority, project_id, created, cpu, memory = row[:10]
+        pk, namespace, name, node, gpus, priority, project_id, created, cpu, memory, request = row[:11]
         project, department = owners.get(project_id, ("", ""))
         key = (gpus.__class__, gpus)  # 1 and 1.0 apart: Decimal("1") and Decimal("1.0") read differently
         if key not in decimals:
             decimals[key] = _decimal(gpus)
         out.append(fit.Running(namespace, name, node, decimals[key], priority, project, department,
-                               workload=(row[10] or "") if names else "", created=str(created or ""),
-                               visible=project_id in visible, cpu=cpu or 0, memory=memory or 0, pk=pk))
+                               workload=(row[11] or "") if names else "", created=str(created or ""),
+                               visible=project_id in visible, cpu=cpu or 0, memory=memory or 0, pk=pk,
+                               **_held_share(request, shares)))
     return out
+
+
+def _held_share(request: Any, seen: dict) -> dict[str, Any]:
+    """A pod's GPU request record (JSON text from the cursor, or a dict) as `fit.Running`'s `mig` (the MIG
+    slices it holds, by profile) and `fraction` (a KAI fraction of a shared GPU); {} for whole GPUs."""
+    text = request if isinstance(request, str) else json.dumps(request or {}, sort_keys=True)
+    if "mig-" not in text and "fraction" not in text and "memory" not in text:
+        return {}
+    if text not in seen:
+        demand = kube_gpu.request_from_record(json.loads(text) if text else {})
+        seen[text] = (tuple(sorted(demand.mig.items())), demand.kind in ("fraction", "memory"))
+    mig, fraction = seen[text]
+    return {"mig": mig, "fraction": fraction}
 
 
 def running_name_workloads(pods: list[Any]) -> list[Any]:
@@ -733,9 +793,19 @@ class PoolFit:
 FIT_SHAPE_LIMITS = {"pods": (1, 1000), "gpus": (1, 64)}
 
 
-def fit_shape(values: Any) -> tuple[tuple[int, int] | None, dict[str, str]]:
-    """The shape of "what would make room for n × k GPUs" from a query (`pods`, `gpus`): None when not
-    asked, with an error per bad field."""
+@dataclass(frozen=True)
+class FitShape:
+    """What "what would make room?" asks: `pods` pods of `gpus` GPUs each, or with `profile` of `gpus` MIG
+    slices of that profile each."""
+
+    pods: int
+    gpus: int
+    profile: str = ""
+
+
+def fit_shape(values: Any) -> tuple[FitShape | None, dict[str, str]]:
+    """The shape of "what would make room for n × k GPUs" from a query (`pods`, `gpus`, optional `profile`: a
+    MIG profile, `gpus` then slices of it per pod): None when not asked, with an error per bad field."""
     if not values.get("pods") and not values.get("gpus"):
         return None, {}
     errors, shape = {}, []
@@ -745,22 +815,49 @@ def fit_shape(values: Any) -> tuple[tuple[int, int] | None, dict[str, str]]:
             errors[name] = f"{name} is a whole number from {low} to {high}."
         else:
             shape.append(int(text))
-    return (None if errors else (shape[0], shape[1])), errors
+    profile = str(values.get("profile") or "").strip()[:40]
+    if profile:
+        parsed = kube_gpu.parse_mig_profile(profile)
+        if parsed is None:
+            errors["profile"] = f"profile {profile!r} is not a MIG profile: <slices>g.<memory>gb, e.g. 1g.10gb."
+        else:
+            profile = parsed.name
+    return (None if errors else FitShape(shape[0], shape[1], profile)), errors
 
 
-def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | None = None, domain: str = "") -> PoolFit:
-    """A pool's fragmentation, and for a shape (pods, GPUs per pod) what would make room: the preemptible
-    pods the scheduler's rules would take (over-quota use of the owners above their deserved quota) and whose
-    they are. The pool must be one the user may see (the caller restricts)."""
-    result = PoolFit(pool, pools_fragmentation([pool])[pool.pk])
-    if shape is not None:
+def pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | None = None,
+             domain: str = "") -> PoolFit:
+    """A pool's fragmentation — in whole GPUs, and per MIG profile in slices of it (`fit.mig_fragmentation`
+    over the nodes' free slices, the reading the pool page's MIG slices come from) — and for a shape (pods,
+    GPUs per pod, or MIG slices of a profile per pod) what would make room: the preemptible pods the
+    scheduler's rules would take (over-quota use of the owners above their deserved quota) and whose they
+    are. The pool must be one the user may see (the caller restricts)."""
+    with reads_scope():  # the nodes' GPUs by share are read once, whoever asks them
+        return _pool_fit(user=user, pool=pool, shape=shape, domain=domain)
+
+
+def _pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | None, domain: str) -> PoolFit:
+    frag = pools_fragmentation([pool])[pool.pk]
+    rooms = None
+    if any(room.slices or room.shared for room in pool_node_gpu_room(pool).values()):
         rooms = pools_node_room([pool])[pool.pk]
+        frag = fit.by_share(frag, rooms, domain_key=pool.topology_label)
+    result = PoolFit(pool, frag)
+    if shape is not None:
+        pods, gpus, profile = (shape.pods, shape.gpus, shape.profile) if isinstance(shape, FitShape) else (*shape, "")
+        rooms = rooms if rooms is not None else pools_node_room([pool])[pool.pk]
         owners = pool_standings(pool)
         # Only owners above their deserved quota give: their preemptible pods, named once chosen.
         over = {name for (kind, name), owner in owners.items() if kind == "project" and owner.over_quota > 0}
         ids = set(Project.objects.filter(cluster_id=pool.cluster_id, name__in=over).values_list("pk", flat=True))
-        room = fit.make_room(rooms, pool_running(pool, user=user, projects=ids, names=False), owners,
-                             pods=shape[0], gpus=shape[1], domain=domain)
+        running = pool_running(pool, user=user, projects=ids, names=False)
+        if profile:
+            mig = frag.mig_room(profile)
+            share = mig.share if mig is not None else kube_gpu.to_decimal(kube_gpu.mig_profile_share(profile))
+            room = fit.make_room(rooms, running, owners, pods=pods, gpus=share * gpus, domain=domain,
+                                 profile=profile, slices=gpus)
+        else:
+            room = fit.make_room(rooms, running, owners, pods=pods, gpus=gpus, domain=domain)
         victims = running_name_workloads([v.pod for v in room.victims])
         result.room = replace(room, victims=tuple(replace(v, pod=pod) for v, pod in zip(room.victims, victims)))
     return result

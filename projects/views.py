@@ -430,7 +430,7 @@ def pool_detail(request, pk: int):
         "gpu_shapes": pool_selectors.pool_gpu_shapes(pool),
         "mig_nodes": pool_selectors.pool_gpu_shape_nodes(user=request.user, pool=pool),
         "fit_shape": {"pods": request.GET.get("pods", ""), "gpus": request.GET.get("gpus", ""),
-                      "domain": request.GET.get("domain", "")},
+                      "domain": request.GET.get("domain", ""), "profile": request.GET.get("profile", "")},
         "can_change": is_system_admin(request.user), "live_clusters": [pool.cluster_id],
         "department_quotas": [q for q in quotas if q.department_id],
         "project_quotas": [q for q in quotas if q.project_id],

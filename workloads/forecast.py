@@ -28,6 +28,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from common.parsing import is_digits
+from kube import gpu as kube_gpu
 from kube.labels import pod_matches_node
 from kube.taints import untolerated_taints
 from nodepools import kube
@@ -56,17 +57,30 @@ def job_shape(job: dict[str, Any], *, gang: bool | None = None) -> fit.Shape:
     with KAI Scheduler), else each pod is scheduled on its own."""
     spec = job.get("spec") or {}
     template = spec.get("template") or {}
-    requests = kube.pod_resources({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
+    requests, request = kube.pod_resources_and_request({"metadata": template.get("metadata") or {},
+                                                        "spec": template.get("spec") or {}})
     pods = spec.get("parallelism") if isinstance(spec.get("parallelism"), int) else 1
     klass = (template.get("spec") or {}).get("priorityClassName") or "train"
     if gang is None:
         members = str(((job.get("metadata") or {}).get("annotations") or {}).get(render.KAI_MIN_MEMBER_ANNOTATION) or "")
         gang = pods > 1 and is_digits(members) and int(members) >= pods
-    # GPU-equivalents per pod (kube.gpu): whole GPUs stay an int; a MIG slice or a KAI fraction its share.
-    gpus = requests.gpus
-    gpus = int(gpus) if gpus == gpus.to_integral_value() else gpus.normalize()
-    return fit.Shape(pods=max(pods, 1), gpus=gpus, cpu=requests.cpu_millis, memory=requests.memory_bytes,
-                     priority=PRIORITY_VALUES.get(klass, 50), gang=gang)
+    return fit.Shape(pods=max(pods, 1), cpu=requests.cpu_millis, memory=requests.memory_bytes,
+                     priority=PRIORITY_VALUES.get(klass, 50), gang=gang, **gpu_shape(requests.gpus, request))
+
+
+def gpu_shape(gpus: Decimal, request: dict[str, Any] | None) -> dict[str, Any]:
+    """A pod's GPUs as `fit.Shape` fields: `gpus` its GPU-equivalents (kube.gpu; whole GPUs stay an int),
+    and from its GPU request record (`kube.gpu.request_record`) the MIG profile and slices it asks, or its
+    KAI fraction of one GPU — what the nodes are judged by."""
+    gpus = Decimal(gpus or 0)
+    out: dict[str, Any] = {"gpus": int(gpus) if gpus == gpus.to_integral_value() else gpus.normalize()}
+    demand = kube_gpu.request_from_record(request or {})
+    if demand.mig and len(demand.mig) == 1 and not demand.devices:
+        (profile, slices), = demand.mig.items()
+        out.update(profile=profile, slices=int(slices))
+    elif demand.kind == "fraction" and demand.fraction is not None and demand.fraction_devices == 1:
+        out["fraction"] = kube_gpu.to_decimal(demand.fraction)
+    return out
 
 
 def job_pod(job: dict[str, Any]) -> dict[str, Any]:
@@ -338,8 +352,12 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
             continue
         project, department = namespaces.get(w.namespace, ("", ""))
         pods = max(w.pods or 1, 1)
-        gpus = int(Decimal(w.gpus or 0) / pods)
-        shape = fit.Shape(pods, gpus, priority=w.priority if w.priority is not None else 50)
+        # In the units its nodes are judged by: whole GPUs, a MIG profile's slices, a KAI fraction of one GPU.
+        each = Decimal(w.gpus or 0) / pods
+        gpu = gpu_shape(each, w.gpu_request) if w.gpu_request else {"gpus": int(each)}
+        if "profile" not in gpu and "fraction" not in gpu:
+            gpu["gpus"] = int(each)
+        shape = fit.Shape(pods, priority=w.priority if w.priority is not None else 50, **gpu)
         length = length_of(project, w.priority_class, w.name)
         deadline = float(w.active_deadline_seconds) if w.active_deadline_seconds else None
         soon, late = (length if length is not None else (None, None))

@@ -389,6 +389,9 @@ class Workload(models.Model):
     priority = models.IntegerField(null=True, blank=True)
     pods = models.PositiveIntegerField(default=1)
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=0)  # all pods together
+    # What one pod asks of GPUs, node-independent (kube.gpu.request_record of the pod template): whole GPUs, a
+    # MIG profile's slices, a KAI fraction — what its start estimate judges the nodes by.
+    gpu_request = models.JSONField(default=dict, blank=True)
     phase = models.CharField(max_length=16, blank=True)
     # Why the Job waits or failed, in the cluster's words (a condition's message), when it says.
     status_message = models.TextField(blank=True)

@@ -37,6 +37,7 @@ from access.rules import ScopeType, role_grants, user_grants
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common import parsing
+from common.words import noun
 from enforcers import desired
 from kube import gpu as kube_gpu
 from kube import reference
@@ -121,7 +122,8 @@ def scheduling_notes(*, enforcer: str, pools: list[str], queue: str, pods: int, 
             notes.append(f"Its {pods} pods are scheduled together or not at all: KAI makes the Job one PodGroup "
                          f"with minMember {pods} ({render.KAI_MIN_MEMBER_ANNOTATION}).")
     elif enforcer == "kueue":
-        notes.append(f"Kueue admits it from LocalQueue {queue}, all {pods} pod(s) at once, in the first of its "
+        which = "its pod" if pods == 1 else f"all {pods} {noun(pods, 'pod')} at once"
+        notes.append(f"Kueue admits it from LocalQueue {queue}, {which}, in the first of its "
                      f"pools ({', '.join(pools)}) with quota, in the project's pool order.")
     if job["spec"].get("podFailurePolicy"):
         notes.append("A pod the scheduler evicts (preemption, reclaim) or a node drain removes is replaced; it is "

@@ -26,7 +26,7 @@ JOBS = "jobs"
 JOB_VALUE_FIELDS = (
     "uid", "pools_tried", "platform", "priority_class", "priority", "pods", "gpus", "phase", "status_message",
     "queue", "submitted_by", "created_in_cluster", "resource_version", "scheduler_name",
-    "started_at", "finished_at", "active_deadline_seconds",
+    "started_at", "finished_at", "active_deadline_seconds", "gpu_request",
 )
 # The reference priority classes (docs/concepts.md#workloads), for Jobs whose pod template names a class but no value.
 PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -88,8 +88,8 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
     pods = int(pods) if isinstance(pods, int) and pods >= 0 else 1
     # GPU-equivalents (kube.gpu): MIG slices their share, a KAI fraction (the template's annotation) its value.
     template_metadata = (spec.get("template") or {}).get("metadata") or {}
-    requests = kube.pod_resources({"metadata": template_metadata if isinstance(template_metadata, dict) else {},
-                                   "spec": template})
+    requests, gpu_request = kube.pod_resources_and_request(
+        {"metadata": template_metadata if isinstance(template_metadata, dict) else {}, "spec": template})
     priority_class = str(template.get("priorityClassName") or "")
     priority = template.get("priority")
     if not isinstance(priority, int):
@@ -102,14 +102,14 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
         priority, pods, Decimal(requests.gpus) * pods, phase, message[:2000], str(queue),
         str(annotations.get(render.SUBMITTED_BY_ANNOTATION) or "")[:150], metadata.get("creationTimestamp"),
         str(metadata.get("resourceVersion") or ""), str(template.get("schedulerName") or "")[:253],
-        *job_times(obj),
+        *job_times(obj), gpu_request,
     ], None
 
 
 def register_jobs() -> Resource:
     return register(Resource(
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
-        fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried",),
+        fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried", "gpu_request"),
         datetime_fields=("created_in_cluster", "started_at", "finished_at"),
     ))
 

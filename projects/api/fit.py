@@ -46,6 +46,40 @@ class DomainSerializer(serializers.Serializer):
     pods_that_fit = DomainPodsSerializer(many=True)
 
 
+class SlicePodsSerializer(serializers.Serializer):
+    slices_per_pod = StrictIntegerField()
+    pods = StrictIntegerField(help_text="Pods of this many slices of the profile that fit now, each on one node "
+                                        "(all at once, for a gang).")
+    slices_stranded = StrictIntegerField(help_text="Free slices no such pod can use (scattered over nodes).")
+
+
+class SliceGangSerializer(serializers.Serializer):
+    slices_per_pod = StrictIntegerField()
+    pods = StrictIntegerField(help_text="The largest gang of such pods that fits in the pool now.")
+    pods_in_one_domain = StrictIntegerField(help_text="The largest inside one topology domain.")
+    domain = serializers.CharField(allow_null=True)
+
+
+class SliceHistogramSerializer(serializers.Serializer):
+    free_slices = StrictIntegerField()
+    nodes = StrictIntegerField()
+
+
+class MigSlicesFitSerializer(serializers.Serializer):
+    profile = serializers.CharField()
+    share = StrictDecimalField(max_digits=6, decimal_places=3, help_text="One slice in GPU-equivalents.")
+    nodes = StrictIntegerField(help_text="Ready, schedulable nodes publishing the profile.")
+    nodes_publishing = StrictIntegerField(help_text="Nodes publishing it, Ready or not.")
+    slices = StrictIntegerField(help_text="Allocatable slices on those Ready nodes.")
+    slices_free = StrictIntegerField(help_text="Free slices on them: how many pods of one slice fit now (the pool "
+                                               "page's MIG slices, Free).")
+    most_free_on_a_node = StrictIntegerField()
+    pods_that_fit = SlicePodsSerializer(many=True)
+    largest_gang = SliceGangSerializer(many=True)
+    free_slices_histogram = SliceHistogramSerializer(many=True)
+    summary = serializers.CharField(help_text="The fragmentation in slices, in words.")
+
+
 class FragmentationSerializer(serializers.Serializer):
     nodes = StrictIntegerField(help_text="Ready, schedulable GPU nodes.")
     gpus = StrictIntegerField(help_text="Their allocatable GPUs.")
@@ -58,6 +92,10 @@ class FragmentationSerializer(serializers.Serializer):
     domains = DomainSerializer(many=True)
     nodes_without_topology_label = StrictIntegerField()
     summary = serializers.CharField()
+    mig_slices = MigSlicesFitSerializer(many=True, help_text=(
+        "Per MIG profile, counted in its slices: a slice serves only a pod asking that profile, on a node publishing "
+        "it (never a whole GPU, nor a slice of another profile); the GPU figures above count GPU-equivalents, "
+        "the pods of 1, 2, 4 and 8 GPUs whole GPUs only."))
 
 
 class VictimSerializer(serializers.Serializer):
@@ -81,7 +119,10 @@ class OwnerTakenSerializer(serializers.Serializer):
 
 class RoomSerializer(serializers.Serializer):
     pods = StrictIntegerField()
-    gpus_per_pod = StrictIntegerField()
+    gpus_per_pod = StrictIntegerField(allow_null=True, help_text="Null for a MIG profile (slices_per_pod).")
+    gpu_equivalents_per_pod = StrictDecimalField(**GPUS)
+    mig_profile = serializers.CharField(allow_null=True)
+    slices_per_pod = StrictIntegerField(allow_null=True)
     fits = serializers.BooleanField(help_text="Whether the scheduler's rules can make room for the shape.")
     domain = serializers.CharField(allow_null=True)
     gpus_taken = StrictDecimalField(**GPUS)
@@ -104,15 +145,19 @@ def pool_fit_body(pool: NodePool, result) -> dict:
 
 SHAPE = [
     OpenApiParameter("pods", OpenApiTypes.INT, description="Pods of the shape to make room for (1-1000)."),
-    OpenApiParameter("gpus", OpenApiTypes.INT, description="GPUs per pod of that shape (1-64)."),
+    OpenApiParameter("gpus", OpenApiTypes.INT, description="GPUs per pod of that shape (1-64); with profile, MIG "
+                     "slices of it per pod."),
+    OpenApiParameter("profile", OpenApiTypes.STR, description="A MIG profile (e.g. 3g.40gb): make room for pods of "
+                     "its slices (only pods holding slices of it give room)."),
     OpenApiParameter("domain", OpenApiTypes.STR, description="Only inside this topology domain."),
 ]
 
 
 class PoolFitView(generics.GenericAPIView):
     """A pool's fragmentation: pods of 1, 2, 4 and 8 GPUs that fit now (each on one node), the largest gang in
-    the pool and inside one topology domain, the free GPUs per node as a histogram; with `pods` and `gpus`,
-    the preemptible pods the scheduler's rules would take to make room for that shape, and whose they are."""
+    the pool and inside one topology domain, the free GPUs per node as a histogram; per MIG profile the same
+    in slices of it; with `pods` and `gpus` (and `profile`), the preemptible pods the scheduler's rules would
+    take to make room for that shape, and whose they are."""
 
     serializer_class = PoolFitSerializer
     pagination_class = None

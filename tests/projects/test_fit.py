@@ -343,3 +343,50 @@ def test_a_workload_the_scheduler_makes_room_for_is_estimated_within_a_minute():
                                           ((300, 300), "in about 5 min"), ((3 * 3600, 5 * 3600), "in 3–5 h")])
 def test_spans_in_words(seconds, text):
     assert fit.span(*seconds) == text
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared GPUs in their own units, words that agree with their numbers (issue 30, point 6)
+
+SHARE = D("0.429")  # one 3g.40gb slice of an A100
+
+
+def test_words_agree_with_their_numbers_and_print_no_trailing_zeros():
+    verdict = dry_run(Shape(1, 1), nodes(1, gpus=4))
+    assert verdict.headline == "Starts now: 1 pod of 1 GPU fits on the free GPUs of a100."
+    assert verdict.reasons == ["1 GPU is free on 1 Ready node; the most free on one node is 1, so 1 pod of 1 GPU "
+                               "fits now."]
+    never = dry_run(Shape(1, 8), [NodeRoom("n0", D("4.000"), D("4.000"))])
+    assert never.headline == "Never fits: the largest node of a100 has 4 GPUs; this asks 8 on one node."
+    assert fit.Shape(3, 1, profile="3g.40gb", slices=2).unit == "2 3g.40gb slices"
+    assert fit.Shape(1, 0, fraction=D("0.5")).words() == "1 pod of 0.5 GPUs (a share of one GPU)"
+
+
+def test_slices_of_one_profile_serve_only_pods_asking_it():
+    # n0 has 3 free 3g.40gb slices and 7 free 1g.10gb (a whole GPU's worth); n1 is all whole GPUs, 1 free.
+    mig = NodeRoom("n0", D(3), D("2.287"), slices=(("1g.10gb", 7, 7, D("0.143")), ("3g.40gb", 4, 3, SHARE)))
+    whole = NodeRoom("n1", 4, D(1))
+    four = Shape(1, 4 * SHARE, profile="3g.40gb", slices=4)
+    assert dry_run(four, [mig, whole]).code == fit.WAITS_FOR_CAPACITY  # 2.287 GPU-equivalents free, 3 slices
+    assert dry_run(Shape(1, 3 * SHARE, profile="3g.40gb", slices=3), [mig, whole]).code == fit.STARTS_NOW
+    # No node of 8 slices; no whole GPU on the MIG node: one pod of 2 whole GPUs never fits on n0.
+    assert dry_run(replace_shape(four, slices=8), [mig, whole]).headline == (
+        "Never fits: the largest node of a100 has 4 3g.40gb slices; this asks 8 on one node.")
+    assert fit.slots_on(fit.in_units(Shape(1, 2), [mig])[0][0], 2) == 0
+    frag = fit.fragmentation([mig, whole])
+    assert frag.free == D("3.287") and frag.slots[1] == 1  # the GPU-equivalents are counted, one whole GPU fits
+    assert [(m.profile, m.free, m.largest_free) for m in frag.mig] == [("1g.10gb", 7, 7), ("3g.40gb", 3, 3)]
+
+
+def test_a_fraction_needs_that_much_share_on_one_gpu():
+    # Two GPUs shared by fractions with 0.5 and 0.25 free, no whole GPU free: 0.75 free in all.
+    node = NodeRoom("n0", 4, D("0.75"), shared=(D("0.5"), D("0.25")))
+    assert dry_run(Shape(1, D("0.5"), fraction=D("0.5")), [node]).code == fit.STARTS_NOW
+    assert dry_run(Shape(1, D("0.75"), fraction=D("0.75")), [node]).code == fit.WAITS_FOR_CAPACITY
+    assert fit.slots_on(fit.in_units(Shape(1, D("0.25"), fraction=D("0.25")), [node])[0][0], 1) == 3
+
+
+def replace_shape(shape, **values):
+    from dataclasses import replace
+
+    return replace(shape, **values)

@@ -158,3 +158,170 @@ def test_a_maximum_run_time_becomes_the_jobs_active_deadline(kai, users, api):
     assert answer["job"]["spec"]["activeDeadlineSeconds"] == 3600
     refused = api(users["researcher"]).post("/api/v1/workloads/", {**body, "active_deadline_seconds": 5}, format="json")
     assert refused.status_code == 400 and "active_deadline_seconds" in refused.json()["errors"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# MIG profiles and KAI fractions (issue 30, point 6): nodes judged in the shape's own units
+
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+
+
+def slices_pod(name, project, node, profile, count, **extra):
+    from kubesim import make_pod
+
+    return make_pod(name, f"runai-{project.name}", node=node, containers=[
+        {"name": "main", "requests": {"cpu": "1", "memory": "1Gi", f"nvidia.com/mig-{profile}": count}}], **extra)
+
+
+@pytest.fixture
+def mig(kai):
+    """kai with pool a100-mig: mig-1 and mig-2 (2 A100 80GB each, all-3g.40gb: 4 slices of 3g.40gb each), mig-3
+    (1 A100 80GB, all-1g.10gb: 7 slices). rnd-b (in its deserved quota: nothing is reclaimed) runs job b-big,
+    3 slices of 3g.40gb on mig-1, started 10 minutes ago with a 20-minute deadline, and holds 1 slice on mig-2:
+    4 slices of 3g.40gb free, at most 3 on one node."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from kubesim import make_node
+    from nodepools import services as pool_services
+    from nodepools.demo_cluster import operand_pods
+    from workloads.sync import jobs_mirror
+
+    kai.mig = pool_services.pool_create(actor=None, cluster=kai.cluster, name="a100-mig", label_key="gpu-type",
+                                        label_value="A100-MIG")
+    nodes = [make_node("mig-1", gpus=2, gpu_product=A100_80, mig_config="all-3g.40gb", labels={"gpu-type": "A100-MIG"}),
+             make_node("mig-2", gpus=2, gpu_product=A100_80, mig_config="all-3g.40gb", labels={"gpu-type": "A100-MIG"}),
+             make_node("mig-3", gpus=1, gpu_product=A100_80, mig_config="all-1g.10gb", labels={"gpu-type": "A100-MIG"})]
+    started = timezone.now() - dt.timedelta(minutes=10)
+    stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    big = slices_pod("b-big-x", kai.rnd_b, "mig-1", "3g.40gb", 3, labels={"job-name": "b-big"})
+    big["status"]["startTime"] = stamp
+    for condition in big["status"].get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            condition["lastTransitionTime"] = stamp
+    kai.nodes += nodes
+    kai.pods += operand_pods(nodes) + [big, slices_pod("b-one", kai.rnd_b, "mig-2", "3g.40gb", 1)]
+    kai.load()
+    jobs_mirror(cluster=kai.cluster, jobs=[{
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "b-big", "namespace": "runai-rnd-b", "creationTimestamp": stamp},
+        "spec": {"parallelism": 1, "activeDeadlineSeconds": 20 * 60, "template": {"spec": {
+            "priorityClassName": "train", "containers": [{"name": "main", "image": "img", "resources": {
+                "limits": {"nvidia.com/mig-3g.40gb": "3"}}}]}}},
+        "status": {"startTime": stamp}}])
+    quota(kai, kai.rnd, kai.mig, gpu_deserved=Decimal(4))
+    quota(kai, kai.rnd_b, kai.mig, gpu_deserved=Decimal(4))
+    return kai
+
+
+def mig_dry_run(api, user, project, **fields):
+    """`dry_run` where the cluster already runs workloads (b-big): the dry run adds none."""
+    before = set(Workload.objects.values_list("namespace", "name"))
+    body = {"project": project.pk, "image": "nvcr.io/nvidia/pytorch:24.05-py3", "pods": 1, "priority_class": "train",
+            "cpu": "1", "memory": "1Gi", "dry_run": True, **fields}
+    body["pools"] = list(body.get("pools") or ())
+    answer = api(user).post("/api/v1/workloads/", body, format="json")
+    assert answer.status_code == 200, answer.content
+    assert set(Workload.objects.values_list("namespace", "name")) == before == {("runai-rnd-b", "b-big")}
+    return answer.json()["verdict"]
+
+
+def test_a_mig_workload_starts_now_on_free_slices_of_its_profile(mig, users, api):
+    # Four one-slice pods (a gang with KAI): 1 free on mig-1 and 3 on mig-2.
+    verdict = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=1, pods=4, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert verdict["verdict"] == "starts_now" and verdict["pods_that_start_now"] == 4
+    assert verdict["headline"] == ("Starts now: 4 pods of 1 3g.40gb slice (0.429 GPUs each) (all at once) fit on "
+                                   "the free 3g.40gb slices of a100-mig.")
+    assert verdict["reasons"] == ["4 3g.40gb slices are free on 2 Ready nodes that publish them; the most free on one "
+                                  "node is 3, so 4 pods of 1 slice fit now."]
+    slices = {m["profile"]: m["slices_free"] for m in verdict["fragmentation"]["mig_slices"]}
+    assert slices == {"1g.10gb": 7, "3g.40gb": 4}
+
+
+def test_a_mig_workload_waits_when_its_slices_are_scattered_and_says_until_when(mig, users, api):
+    # One pod of 4 slices: 4 are free, but at most 3 on one node; mig-1 has 4 once b-big ends (its deadline).
+    verdict = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=4, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert verdict["verdict"] == "waits_for_capacity" and verdict["cause"] == "capacity"
+    assert ("4 3g.40gb slices are free on 2 Ready nodes that publish them; the most free on one node is 3, so 0 pods "
+            "of 4 slices fit now — enough slices in total (4 asked), but scattered over nodes (fragmentation).") \
+        in verdict["headline"]
+    estimate = verdict["start_estimate"]
+    assert estimate["earliest_seconds"] == 0 and 9 * 60 <= estimate["latest_seconds"] <= 10 * 60
+    assert estimate["text"] == "in 0–10 min: 3 3g.40gb slices free when rnd-b's train job ends by their deadline"
+    # Five one-slice pods at once: only 4 slices of 3g.40gb are free (mig-3's free 1g.10gb slices, a GPU's worth
+    # in GPU-equivalents, are no 3g.40gb slices).
+    gang = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=1, pods=5, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert gang["verdict"] == "waits_for_capacity"
+    assert "so 4 pods of 1 slice fit now." in gang["headline"]
+
+
+def test_a_waiting_mig_workloads_estimate_counts_its_slices(mig, users, api):
+    from workloads import render
+    from workloads.sync import jobs_mirror
+
+    jobs_mirror(cluster=mig.cluster, jobs=[{
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "a-slices", "namespace": "runai-rnd-a", "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "annotations": {render.POOLS_ANNOTATION: "a100-mig"}},
+        "spec": {"parallelism": 1, "template": {"spec": {"priorityClassName": "train", "containers": [
+            {"name": "main", "image": "img", "resources": {"limits": {"nvidia.com/mig-3g.40gb": "4"}}}]}}},
+        "status": {}}])
+    row = Workload.objects.get(name="a-slices")
+    assert row.gpu_request == {"kind": "mig", "resources": {"nvidia.com/mig-3g.40gb": 4}}
+    rows = api(users["sysadmin"]).get("/api/v1/workloads/", {"page_size": 100}).json()["results"]
+    estimate = {r["name"]: r["start_estimate"] for r in rows}["a-slices"]
+    assert estimate["text"] == "in 0–10 min: 3 3g.40gb slices free when rnd-b's train job ends by their deadline"
+
+
+def test_a_mig_workload_never_fits_beyond_the_largest_nodes_slices(mig, users, api):
+    verdict = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=8, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert verdict["verdict"] == "never_fits"
+    assert verdict["headline"] == "Never fits: the largest node of a100-mig has 4 3g.40gb slices; this asks 8 on one node."
+    assert verdict["start_estimate"]["text"].endswith("it never fits")
+    # Slices are no whole GPUs: a pod of one whole GPU has no node in a pool cut into slices.
+    whole = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=1, pools=("a100-mig",))
+    assert whole["verdict"] == "never_fits"
+    assert whole["headline"] == ("Never fits: the largest node of a100-mig has 0 GPUs not cut into MIG slices; this asks "
+                                 "1 on one node.")
+
+
+def test_a_mig_workloads_quota_counts_its_gpu_equivalents(mig, users, api):
+    # 3 slices of 3g.40gb are 9/7 of a GPU: over a 1-GPU limit, although 3 slices are free on mig-2.
+    quota(mig, mig.rnd_a, mig.mig, gpu_deserved=Decimal(1), gpu_limit=Decimal(1))
+    verdict = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=3, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert verdict["verdict"] == "waits_for_quota" and verdict["cause"] == "limit"
+    assert "project rnd-a uses 0 of its 1-GPU limit in this pool, and this asks 1.286 more." in verdict["headline"]
+    within = mig_dry_run(api, users["researcher"], mig.rnd_a, gpus=2, pools=("a100-mig",), gpu_profile="3g.40gb")
+    assert within["verdict"] == "starts_now"  # 6/7 of a GPU
+
+
+def fraction_pod(name, project, node, share, group):
+    from kubesim import make_pod
+
+    return make_pod(name, f"runai-{project.name}", node=node, annotations={"gpu-fraction": share},
+                    labels={"runai-gpu-group": group},
+                    containers=[{"name": "main", "requests": {"cpu": "1", "memory": "1Gi"}}])
+
+
+def test_a_fractional_workload_fits_on_a_gpu_with_that_much_share_free(kai, users, api):
+    # a100-1 is full; a100-2 runs 2 whole GPUs and two halves, each on its own GPU: 1 GPU free in all, but no
+    # GPU has more than half of it free.
+    quota(kai, kai.rnd, kai.a100, gpu_deserved=Decimal(8))
+    quota(kai, kai.rnd_b, kai.a100, gpu_deserved=Decimal(8))
+    kai.run("b-full", kai.rnd_b, "a100-1", gpus=4)
+    kai.run("b-two", kai.rnd_b, "a100-2", gpus=2)
+    kai.pods += [fraction_pod("b-half-1", kai.rnd_b, "a100-2", "0.5", "g1"),
+                 fraction_pod("b-half-2", kai.rnd_b, "a100-2", "0.5", "g2")]
+    kai.load()
+    half = dry_run(api, users["researcher"], kai.rnd_a, gpus=0, gpu_fraction="0.5")
+    assert half["verdict"] == "starts_now"
+    assert half["headline"] == ("Starts now: 1 pod of 0.5 GPUs (a share of one GPU) fits on a GPU of a100 with that "
+                                "much share free.")
+    assert half["reasons"] == ["A fraction of 0.5 GPUs runs on one GPU with that much share free (KAI Scheduler shares "
+                               "a GPU between fractions; a whole free GPU takes 2): the 2 Ready nodes with whole GPUs "
+                               "take 2 pods of it now."]
+    # Three quarters of one GPU: 1 GPU-equivalent is free, but no GPU has 0.75 of it.
+    more = dry_run(api, users["researcher"], kai.rnd_a, gpus=0, gpu_fraction="0.75")
+    assert more["verdict"] == "waits_for_capacity"
+    assert "the 2 Ready nodes with whole GPUs take 0 pods of it now" in more["headline"]

@@ -127,7 +127,7 @@ def test_with_kueue_the_job_names_its_local_queue_and_starts_suspended(spread_or
     enforcement.enforcement_set(actor=None, cluster=spread_org.cluster, enforcer="kueue")
     result = preview(spread_org, users["researcher"], priority_class="build")
     job = result.job
-    assert result.scheduling[0] == ("Kueue admits it from LocalQueue rnd-a, all 2 pod(s) at once, in the first of "
+    assert result.scheduling[0] == ("Kueue admits it from LocalQueue rnd-a, all 2 pods at once, in the first of "
                                     "its pools (a100, default) with quota, in the project's pool order.")
     assert render.KAI_MIN_MEMBER_ANNOTATION not in job["metadata"]["annotations"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "rnd-a"

@@ -210,3 +210,41 @@ def test_a_pending_workload_shows_the_schedulers_words_from_its_pods(lab, users,
     assert syncing.run_until(lambda: selectors_row("train-1").running_pods == 1)
     [row] = api(users["researcher"]).get("/api/v1/workloads/").json()["results"]
     assert (row["phase"], row["pending_reason"]) == ("Running", "")
+
+
+def test_a_mig_submission_is_mirrored_with_its_slices_and_its_estimate_counts_them(lab, users, api, sim, syncing):
+    """Issue 30, point 6: a Job asking MIG slices, created in the emulator, is mirrored with what one pod asks
+    (the sync reads it from the Job over HTTP); its start estimate judges the pool's nodes in slices."""
+    from kubesim import make_node
+    from nodepools import services as pool_services
+    from nodepools.demo_cluster import operand_pods
+    from nodepools.models import Node, NodeStatus
+
+    pool_services.pool_create(actor=None, cluster=lab.cluster, name="a100-mig", label_key="gpu-type",
+                              label_value="A100-MIG")
+    node = make_node("mig-1", gpus=2, gpu_product="NVIDIA-A100-SXM4-80GB", mig_config="all-3g.40gb",
+                     labels={"gpu-type": "A100-MIG"})
+    sim.add_node(node)
+    for pod in operand_pods([node]):
+        sim.add_pod(pod)
+    # Three of its four 3g.40gb slices are held by a pod of rnd-b.
+    sim.add_pod(make_pod("b-slices", "runai-rnd-b", node="mig-1", phase="Running", priority=50,
+                         containers=[{"name": "main", "requests": {"nvidia.com/mig-3g.40gb": "3"}}]))
+    assert syncing.run_until(lambda: Node.objects.filter(name="mig-1", status=NodeStatus.READY).exists()
+                             and Node.objects.get(name="mig-1").usage_gpus > 0)
+    dry = submit(api, users["researcher"], lab.rnd_a, pools=["a100-mig"], gpus=2, gpu_profile="3g.40gb",
+                 name="slices-1", dry_run=True)
+    assert dry.status_code == 200, dry.content
+    verdict = dry.json()["verdict"]
+    assert verdict["verdict"] == "waits_for_capacity"
+    assert "1 3g.40gb slice is free on 1 Ready node that publishes them" in verdict["headline"]
+    response = submit(api, users["researcher"], lab.rnd_a, pools=["a100-mig"], gpus=2, gpu_profile="3g.40gb",
+                      name="slices-1")
+    assert response.status_code == 201, response.content
+    assert syncing.run_until(lambda: Workload.objects.filter(name="slices-1").exists())
+    row = Workload.objects.get(name="slices-1")
+    assert row.gpu_request == {"kind": "mig", "resources": {"nvidia.com/mig-3g.40gb": 2}}
+    assert str(row.gpus) == "0.857"  # 2 × 3/7 of a GPU
+    listed = {w["name"]: w for w in api(users["researcher"]).get("/api/v1/workloads/").json()["results"]}
+    # rnd-b's pod has no deadline and no history: no estimate, and it names whose slices it waits for.
+    assert listed["slices-1"]["start_estimate"]["text"].startswith("no estimate: it needs GPUs that rnd-b's")
