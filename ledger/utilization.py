@@ -26,7 +26,8 @@ from django.conf import settings
 import gpumetrics
 from ledger.compute import PodUtilization
 from projects import prometheus as prom
-from projects.utilization import idle_threshold, idle_window, selector, utilization
+from projects.utilization import idle_threshold, idle_window, selector
+from projects.utilization import utilization as utilization_promql
 
 STEP = 60  # seconds between the points of the idle reading
 
@@ -41,7 +42,7 @@ def hour_utilization(cluster, hour: datetime.datetime) -> tuple[dict[tuple[str, 
         return {}, gpumetrics.NOT_CONFIGURED.reason
     end = hour + datetime.timedelta(hours=1)
     # 3599 s: a sample at the hour's very start is the previous hour's (Prometheus 2 closes ranges on the left).
-    hourly = utilization(cluster, over=lambda sel: f"avg_over_time({sel}[3599s]{prom.at(end)})")
+    hourly = utilization_promql(cluster, over=lambda sel: f"avg_over_time({sel}[3599s]{prom.at(end)})")
     average = prom.query(cluster, f"avg by (namespace, pod) ({hourly})", timeout=_timeout())
     if average.reason:
         return {}, average.reason
@@ -49,7 +50,7 @@ def hour_utilization(cluster, hour: datetime.datetime) -> tuple[dict[tuple[str, 
                                 window_seconds=idle_window().total_seconds())
     shares = prom.query_range(
         cluster, f'label_replace(count by (namespace, pod) ({idle}), "figure", "idle", "", "") or '
-                 f'label_replace(count by (namespace, pod) ({utilization(cluster)}), "figure", "held", "", "")',
+                 f'label_replace(count by (namespace, pod) ({utilization_promql(cluster)}), "figure", "held", "", "")',
         start=hour + datetime.timedelta(seconds=STEP), end=end, step=STEP, timeout=_timeout())
     if shares.reason:
         return {}, shares.reason
