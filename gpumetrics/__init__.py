@@ -35,6 +35,10 @@ cluster", "Prometheus unreachable: connection refused", "Prometheus timed out af
   ``gpus``, ``utilization`` (% averaged over its GPUs), ``memory_used_mib``; a pod without exported
   GPUs is absent.
 
+Utilization (%) is read from ``utilization_expr(select, over)``, the one PromQL of it: a whole GPU's
+``DCGM_FI_DEV_GPU_UTIL``, a MIG instance's (series with ``GPU_I_PROFILE``) ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100
+(NVIDIA's exporter does not measure GPU_UTIL for MIG instances); ``idle_expr`` is built on it.
+
 Lower level, for charts and windows (dcgmb's idle detection):
 
 - ``query(config, promql, timeout=None) -> [{"metric": {...}, "value": float}]`` (``/api/v1/query``),
@@ -55,15 +59,15 @@ from gpumetrics.client import (
     parse_matchers, query, query_range, stats,
 )
 from gpumetrics.metrics import (
-    FB_FREE, FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, NO_HOSTNAME, NO_SERIES, GpuDevice, GpuFigures, GroupGpuMetrics,
-    NodeGpuMetrics, PodGpuFigures, device_metrics, figures_sum, group_gpu_metrics, idle_expr, idle_threshold, idle_window_seconds,
-    node_gpu_metrics, pod_gpu_metrics,
+    FB_FREE, FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, MIG_INSTANCE, MIG_PROFILE, NO_HOSTNAME, NO_SERIES, GpuDevice,
+    GpuFigures, GroupGpuMetrics, NodeGpuMetrics, PodGpuFigures, device_metrics, figures_sum, group_gpu_metrics, idle_expr,
+    idle_threshold, idle_window_seconds, node_gpu_metrics, pod_gpu_metrics, utilization_expr,
 )
 
 __all__ = [
-    "FB_FREE", "FB_USED", "GPU_UTIL", "GR_ENGINE_ACTIVE", "NO_BUDGET", "NOT_CONFIGURED", "Budget", "NO_HOSTNAME", "NO_SERIES",
+    "FB_FREE", "FB_USED", "GPU_UTIL", "GR_ENGINE_ACTIVE", "MIG_INSTANCE", "MIG_PROFILE", "NO_BUDGET", "NOT_CONFIGURED", "Budget", "NO_HOSTNAME", "NO_SERIES",
     "GpuDevice", "GpuFigures", "GroupGpuMetrics", "NodeGpuMetrics", "PodGpuFigures", "PrometheusConfig",
     "PrometheusError", "Unavailable", "cache_clear", "config_from", "device_metrics", "figures_sum", "group_gpu_metrics",
     "idle_expr", "idle_threshold", "idle_window_seconds", "names_regex", "node_gpu_metrics", "parse_matchers", "pod_gpu_metrics", "query",
-    "query_range", "stats",
+    "query_range", "stats", "utilization_expr",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from gpumetrics.client import (
     NOT_CONFIGURED, PrometheusConfig, PrometheusError, Unavailable, _setting, config_from, names_regex,
@@ -24,7 +24,10 @@ FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 METRICS = (GPU_UTIL, FB_USED, FB_FREE, GR_ENGINE_ACTIVE)
+MIG_PROFILE = "GPU_I_PROFILE"  # the exporter's label of a MIG instance's series (its profile, `1g.10gb`)
+MIG_INSTANCE = "GPU_I_ID"
 _METRICS_RE = "|".join(METRICS)
+_SUMMED_RE = "|".join((FB_USED, FB_FREE, GR_ENGINE_ACTIVE))  # summed per metric; utilization: utilization_expr
 DEFAULT_IDLE_THRESHOLD = 5.0
 DEFAULT_IDLE_WINDOW_MINUTES = 30.0
 
@@ -146,8 +149,9 @@ def _tag(expr: str, label: str, value: str) -> str:
 
 
 def _diagnostics(config: PrometheusConfig) -> list[str]:
-    return [_tag(f"count({config.selector(GPU_UTIL)})", "gpumetrics_stat", "all"),
-            _tag(f"count({config.selector(GPU_UTIL, Hostname=('!=', ''))})", "gpumetrics_stat", "hosted")]
+    every = utilization_expr(lambda metric, mig: config.selector(metric, **{MIG_PROFILE: mig}))
+    hosted = utilization_expr(lambda metric, mig: config.selector(metric, Hostname=("!=", ""), **{MIG_PROFILE: mig}))
+    return [_tag(f"count({every})", "gpumetrics_stat", "all"), _tag(f"count({hosted})", "gpumetrics_stat", "hosted")]
 
 
 def _check(config: PrometheusConfig, stats: dict[str, float]) -> None:
@@ -179,13 +183,43 @@ def _run(cluster_or_config: Any, build, *, timeout: float | None):
         return config, Unavailable(exc.reason)
 
 
-def idle_expr(sel: str, *, threshold: float, window_seconds: float) -> str:
-    """PromQL of the idle allocated GPUs among the series `sel` (DCGM_FI_DEV_GPU_UTIL of pods): the
-    highest utilization over the window stays under the threshold, and the GPU already reported (was
-    held) at the window's start — a pod that just started is not idle yet (projects.utilization's
-    Idle GPUs page uses the same definition)."""
+Select = Callable[[str, tuple[str, str]], str]
+
+
+def utilization_expr(select: Select, over: Callable[[str], str] | None = None) -> str:
+    """THE PromQL of GPU utilization (%), one series per whole GPU and per MIG instance: every surface that
+    reads utilization (pools, nodes, projects and departments, workloads, idle GPUs, usage, ledger) builds
+    its query from this.
+
+    - A whole GPU (no ``GPU_I_PROFILE`` label): ``DCGM_FI_DEV_GPU_UTIL`` (%).
+    - A MIG instance (``GPU_I_PROFILE`` set): ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0..1) × 100. NVIDIA's
+      dcgm-exporter does not report ``DCGM_FI_DEV_GPU_UTIL`` for MIG instances (absent, or 0): its maintainers
+      say so in NVIDIA/dcgm-exporter issues #216 ("there are no plans to support DCGM_FI_DEV_GPU_UTIL for MIG
+      instances", pointing to DCGM_FI_PROF_GR_ENGINE_ACTIVE), #430 ("not supported for MIG configurations
+      ... use DCGM_FI_PROF_GR_ENGINE_ACTIVE ... which is reported for MIG devices") and #50 (use the
+      DCGM_FI_PROF_* metrics instead); DCGM's profiling (DCP) metrics are what it measures per instance, and
+      the exporter's default counters (etc/default-counters.csv, "Datacenter Profiling (DCP) metrics") list
+      DCGM_FI_PROF_GR_ENGINE_ACTIVE.
+
+    `select(metric, (op, value))` returns the selector of `metric` with the caller's matchers plus
+    ``GPU_I_PROFILE<op>"<value>"``; `over` wraps each selector (``max_over_time(…[30m])``, ``… offset 30m``)
+    before the two are united, so that range functions read the samples themselves (no subquery). The two
+    halves never share a label set (one has ``GPU_I_PROFILE``, the other not): ``or`` is their union."""
+    over = over or (lambda sel: sel)
+    whole = over(select(GPU_UTIL, ("=", "")))
+    instances = over(select(GR_ENGINE_ACTIVE, ("!=", "")))
+    return f"({whole} or {instances} * 100)"
+
+
+def idle_expr(select: Select, *, threshold: float, window_seconds: float) -> str:
+    """PromQL of the idle allocated GPUs (and MIG instances) among the series `select` gives (as for
+    `utilization_expr`, of pods): the highest utilization over the window stays under the threshold, and the
+    GPU already reported (was held) at the window's start — a pod that just started is not idle yet
+    (projects.utilization's Idle GPUs page uses the same definition)."""
     window = _duration(window_seconds)
-    return f"(max_over_time({sel}[{window}]) < {threshold:g}) and ({sel} offset {window})"
+    highest = utilization_expr(select, lambda sel: f"max_over_time({sel}[{window}])")
+    before = utilization_expr(select, lambda sel: f"{sel} offset {window}")
+    return f"({highest} < {threshold:g}) and {before}"
 
 
 def _figures_query(config: PrometheusConfig, group_label: str, selectors: list[tuple[str | None, dict]],
@@ -194,21 +228,30 @@ def _figures_query(config: PrometheusConfig, group_label: str, selectors: list[t
     the idle allocated devices (under the threshold for the whole idle window)."""
     window_seconds = idle_window_seconds() if window_seconds is None else window_seconds
 
-    def grouped(metric_kwargs: dict, extra: dict | None = None, wrap=None) -> str:
+    def grouped(build: Callable[[dict], str]) -> str:
         parts = []
         for key, kwargs in selectors:
-            expr = config.selector("", **{**kwargs, **metric_kwargs, **(extra or {})})
-            expr = wrap(expr) if wrap else expr
+            expr = build(kwargs)
             parts.append(expr if key is None else _tag(expr, "gpumetrics_group", key))
         return " or ".join(parts) if len(parts) == 1 else "(" + " or ".join(parts) + ")"
 
-    every = grouped({"__name__": ("=~", _METRICS_RE)})
-    alloc = f"label_replace({every}, \"gpumetrics_alloc\", \"1\", \"pod\", \".+\")"
-    idle_devices = grouped({"__name__": ("=", GPU_UTIL)}, {"pod": ("!=", "")},
-                   lambda sel: idle_expr(sel, threshold=threshold, window_seconds=window_seconds))
+    def util_of(kwargs: dict, **more) -> Select:
+        return lambda metric, mig: config.selector(metric, **{**kwargs, **more, MIG_PROFILE: mig})
+
+    def alloc(expr: str) -> str:
+        return f"label_replace({expr}, \"gpumetrics_alloc\", \"1\", \"pod\", \".+\")"
+
+    # Memory and engine activity per metric; utilization (%) from THE utilization expression (GPU_UTIL of
+    # whole GPUs, GR_ENGINE_ACTIVE × 100 of MIG instances), one series per device either way.
+    every = alloc(grouped(lambda kw: config.selector("", **{**kw, "__name__": ("=~", _SUMMED_RE)})))
+    util = alloc(grouped(lambda kw: utilization_expr(util_of(kw))))
+    idle_devices = grouped(lambda kw: idle_expr(util_of(kw, pod=("!=", "")), threshold=threshold,
+                                                window_seconds=window_seconds))
     by = f"__name__, {group_label}, gpumetrics_alloc"
-    exprs = [_tag(f"sum by ({by}) ({alloc})", "gpumetrics_stat", "sum"),
-             _tag(f"count by ({by}) ({alloc})", "gpumetrics_stat", "count")]
+    exprs = [_tag(f"sum by ({by}) ({every})", "gpumetrics_stat", "sum"),
+             _tag(f"count by ({by}) ({every})", "gpumetrics_stat", "count"),
+             _tag(f"sum by ({group_label}, gpumetrics_alloc) ({util})", "gpumetrics_stat", "util_sum"),
+             _tag(f"count by ({group_label}, gpumetrics_alloc) ({util})", "gpumetrics_stat", "util_count")]
     if idle:  # a window of every allocated GPU: the dearest part, left out where no idle count is shown
         exprs.append(_tag(f"count by ({group_label}) ({idle_devices})", "gpumetrics_stat", "idle"))
     return " or ".join(exprs)
@@ -228,16 +271,16 @@ def _figures(rows: list[dict], group_label: str) -> dict[str, GpuFigures]:
                 return v.get((stat, name, ""), 0.0) + v.get((stat, name, "1"), 0.0)
             return v.get((stat, name, alloc), 0.0)
 
-        gpus = int(g("count", GPU_UTIL))
-        allocated = int(g("count", GPU_UTIL, "1"))
+        gpus = int(g("util_count", ""))
+        allocated = int(g("util_count", "", "1"))
         gr_count = g("count", GR_ENGINE_ACTIVE)
         out[key] = GpuFigures(
             gpus=gpus,
-            utilization=g("sum", GPU_UTIL) / gpus if gpus else None,
+            utilization=g("util_sum", "") / gpus if gpus else None,
             memory_used_mib=g("sum", FB_USED),
             memory_total_mib=g("sum", FB_USED) + g("sum", FB_FREE),
             allocated=allocated,
-            allocated_utilization=g("sum", GPU_UTIL, "1") / allocated if allocated else None,
+            allocated_utilization=g("util_sum", "", "1") / allocated if allocated else None,
             idle_allocated=int(v.get(("idle", "", ""), 0)),
             engine_active=g("sum", GR_ENGINE_ACTIVE) / gr_count if gr_count else None,
         )
@@ -320,6 +363,15 @@ def group_gpu_metrics(cluster: Any, groups: Mapping[Any, Iterable[str]], *, time
     return GroupGpuMetrics(by_group={keyed[sk][0]: f for sk, f in figures.items() if sk in keyed})
 
 
+def _device_utilization(dev: dict[str, Any]) -> float | None:
+    """A device's utilization (%) as `utilization_expr` reads it: a MIG instance's is its graphics engine
+    activity × 100 (the exporter does not measure DCGM_FI_DEV_GPU_UTIL for instances), a GPU's GPU_UTIL."""
+    if dev["labels"].get(MIG_PROFILE):
+        engine = dev.get(GR_ENGINE_ACTIVE)
+        return None if engine is None else engine * 100
+    return dev.get(GPU_UTIL)
+
+
 def device_metrics(cluster: Any, node_name: str, *, timeout: float | None = None) -> list[GpuDevice] | Unavailable:
     """Every GPU of one node (index order), with the pod holding it: ONE query."""
     def build(c: PrometheusConfig) -> str:
@@ -350,7 +402,7 @@ def device_metrics(cluster: Any, node_name: str, *, timeout: float | None = None
         except ValueError:
             index = -1
         out.append(GpuDevice(
-            index=index, uuid=uuid, model=labels.get("modelName", ""), utilization=dev.get(GPU_UTIL),
+            index=index, uuid=uuid, model=labels.get("modelName", ""), utilization=_device_utilization(dev),
             memory_used_mib=dev.get(FB_USED), memory_free_mib=dev.get(FB_FREE), engine_active=dev.get(GR_ENGINE_ACTIVE),
             namespace=labels.get("namespace", ""), pod=labels.get("pod", ""), container=labels.get("container", ""),
         ))
@@ -369,9 +421,10 @@ def pod_gpu_metrics(cluster: Any, pods: Iterable[tuple[str, str]], *, timeout: f
         sel = dict(namespace=("=~", names_regex({ns for ns, _ in wanted})),
                    pod=("=~", names_regex({name for _, name in wanted})))
         by = "namespace, pod"
+        util = utilization_expr(lambda metric, mig: c.selector(metric, **sel, **{MIG_PROFILE: mig}))
         return " or ".join([
-            _tag(f"sum by ({by}) ({c.selector(GPU_UTIL, **sel)})", "gpumetrics_stat", "util_sum"),
-            _tag(f"count by ({by}) ({c.selector(GPU_UTIL, **sel)})", "gpumetrics_stat", "gpus"),
+            _tag(f"sum by ({by}) ({util})", "gpumetrics_stat", "util_sum"),
+            _tag(f"count by ({by}) ({util})", "gpumetrics_stat", "gpus"),
             _tag(f"sum by ({by}) ({c.selector(FB_USED, **sel)})", "gpumetrics_stat", "fb_used"),
         ])
 

@@ -13,7 +13,11 @@ holds reads 0 and carries no pod labels.
 
 MIG (dcgm-exporter ``internal/pkg/rendermetrics/render_metrics.go``, ``collector/gpu_collector.go``): a MIG
 instance is a series of its own, labelled as its GPU plus ``GPU_I_PROFILE`` (the profile, ``1g.10gb``) and
-``GPU_I_ID`` (the GPU instance), its memory the profile's; the instances of the layout the MIG manager
+``GPU_I_ID`` (the GPU instance), its memory the profile's. An instance has no ``DCGM_FI_DEV_GPU_UTIL``: DCGM
+does not measure it for MIG instances (NVIDIA/dcgm-exporter issues #216 and #430, its maintainers: "not
+supported for MIG configurations", use ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, "which is reported for MIG
+devices"); its activity is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (0..1), a profiling (DCP) field the exporter's
+default counters (``etc/default-counters.csv``) list and whole GPUs export as well. The instances of the layout the MIG manager
 applied (:mod:`kubesim.nvidia`) are held by the pods asking ``nvidia.com/mig-<profile>`` (mixed) or
 ``nvidia.com/gpu`` (single) in order. A time-sliced or MPS GPU is one device whose replicas its pods
 share (its utilization the sum of theirs, labelled with the first); a KAI shared GPU is held by its
@@ -266,13 +270,16 @@ def devices(nodes: list[Obj], pods: list[Obj],
 
 
 def render(devs: list[dict[str, Any]]) -> bytes:
-    """The exposition text of ``devices()``: # HELP / # TYPE then one sample per device, per field."""
+    """The exposition text of ``devices()``: # HELP / # TYPE then one sample per device, per field (a MIG
+    instance: every field but ``DCGM_FI_DEV_GPU_UTIL``)."""
     lines: list[str] = []
     for field, help_text in FIELDS:
         lines.append(f"# HELP {field} {help_text}")
         lines.append(f"# TYPE {field} gauge")
         for dev in devs:
             if field == "DCGM_FI_DEV_GPU_UTIL":
+                if dev["mig_profile"]:
+                    continue  # not measured for a MIG instance: its GR_ENGINE_ACTIVE says how busy it is
                 value: float = dev["utilization"]
             elif field == "DCGM_FI_DEV_FB_FREE":
                 value = dev["memory_mib"] - dev["fb_used"]

@@ -22,6 +22,7 @@ HELP = {
     "DCGM_FI_DEV_GPU_UTIL": ("GPU utilization (in %).", "gauge"),
     "DCGM_FI_DEV_FB_USED": ("Framebuffer memory used (in MiB).", "gauge"),
     "DCGM_FI_DEV_FB_FREE": ("Framebuffer memory free (in MiB).", "gauge"),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("Ratio of time the graphics engine is active.", "gauge"),
 }
 
 
@@ -38,6 +39,8 @@ class Gpu:
     pod: str = ""
     container: str = "main"
     extra: str = ""  # more labels, e.g. `cluster="prod"` (a Prometheus holding several clusters)
+    mig_profile: str = ""  # a MIG instance of the GPU (GPU_I_PROFILE, GPU_I_ID): no DCGM_FI_DEV_GPU_UTIL, as
+    gpu_instance: int = 0  # NVIDIA's exporter (its utilization is DCGM_FI_PROF_GR_ENGINE_ACTIVE, kubesim.dcgm)
 
     @property
     def uuid(self) -> str:
@@ -46,7 +49,10 @@ class Gpu:
 
     def labels(self) -> str:
         parts = [f'gpu="{self.index}"', f'UUID="{self.uuid}"', f'device="nvidia{self.index}"',
-                 f'modelName="{self.model}"', f'Hostname="{self.hostname}"', 'DCGM_FI_DRIVER_VERSION="550.54.15"']
+                 f'modelName="{self.model}"']
+        if self.mig_profile:
+            parts += [f'GPU_I_PROFILE="{self.mig_profile}"', f'GPU_I_ID="{self.gpu_instance}"']
+        parts += [f'Hostname="{self.hostname}"', 'DCGM_FI_DRIVER_VERSION="550.54.15"']
         if self.pod:
             parts += [f'container="{self.container}"', f'namespace="{self.namespace}"', f'pod="{self.pod}"']
         parts += [f'instance="{self.hostname}:9400"', 'job="dcgm-exporter"']
@@ -67,6 +73,8 @@ def write_openmetrics(path: Path, gpus: Iterable[Gpu], *, start: float, end: flo
             help_text, kind = HELP[metric]
             out.write(f"# HELP {metric} {help_text}\n# TYPE {metric} {kind}\n")
             for gpu in gpus:
+                if metric == "DCGM_FI_DEV_GPU_UTIL" and gpu.mig_profile:
+                    continue
                 labels = gpu.labels()
                 lines = []
                 for step in range(steps):
@@ -74,6 +82,8 @@ def write_openmetrics(path: Path, gpus: Iterable[Gpu], *, start: float, end: flo
                     util = gpu.util(t)
                     if metric == "DCGM_FI_DEV_GPU_UTIL":
                         value = int(round(util))
+                    elif metric == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
+                        value = round(util / 100, 6)
                     else:
                         used = int(gpu.memory_mib * (0.1 + 0.8 * util / 100)) if gpu.pod else 0
                         value = used if metric == "DCGM_FI_DEV_FB_USED" else gpu.memory_mib - used

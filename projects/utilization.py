@@ -1,5 +1,6 @@
 """GPU utilization of what projects and departments hold, from the DCGM exporter's series in the
-cluster's Prometheus (issue 14): the figures of the project and department pages and their charts,
+cluster's Prometheus (issue 14; `gpumetrics.utilization_expr`: a whole GPU's DCGM_FI_DEV_GPU_UTIL, a MIG
+instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100): the figures of the project and department pages and their charts,
 the per-pod hook of the workloads table, and the detection of idle allocated GPUs (the usage app's
 "Idle GPUs" page and its snapshots read it).
 
@@ -28,12 +29,11 @@ from projects import prometheus as prom
 from projects.models import ProjectNamespace
 from ui.charts import figure_table, time_figure
 
-UTIL = "DCGM_FI_DEV_GPU_UTIL"
 # Labels naming one GPU held by one pod (the exporter's own; `Hostname` is the node). A MIG instance is a
 # series of its own (GPU_I_PROFILE, GPU_I_ID): instances of one GPU held by one pod share this key, so that
 # the range reading may bring a busy one along; since-when drops it (busy at the end: not idle).
 GPU_KEY = ("Hostname", "UUID", "gpu", "namespace", "pod")
-MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL = "GPU_I_PROFILE", "GPU_I_ID"
+MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL = gpumetrics.MIG_PROFILE, gpumetrics.MIG_INSTANCE
 MAX_CHART_POINTS = 300  # a chart's points stay bounded whatever the period: the step grows with it
 PERIODS = {"24h": datetime.timedelta(hours=24), "7d": datetime.timedelta(days=7)}
 
@@ -70,13 +70,27 @@ def namespace_matcher(namespaces: Iterable[str]) -> str:
     return f'namespace=~{quote(gpumetrics.names_regex(namespaces))}'
 
 
-def selector(cluster, *matchers: str) -> str:
-    """`DCGM_FI_DEV_GPU_UTIL{pod!="", <the cluster's extra matchers>, <matchers>}`: series of GPUs held by pods."""
-    parts = ['pod!=""', *[m for m in matchers if m]]
+def selector(cluster, *matchers: str) -> gpumetrics.metrics.Select:
+    """The series of GPUs (and MIG instances) held by pods, for `gpumetrics.utilization_expr`:
+    `select(metric, (op, value))` is `metric{pod!="", <matchers>, <the cluster's extra matchers>,
+    GPU_I_PROFILE<op>"<value>"}`."""
     extra = prom.extra_matchers(cluster)
-    if extra:
-        parts.append(extra)
-    return f"{UTIL}{{{', '.join(parts)}}}"
+
+    def select(metric: str, mig: tuple[str, str]) -> str:
+        parts = ['pod!=""', *[m for m in matchers if m]]
+        if extra:
+            parts.append(extra)
+        parts.append(f"{MIG_PROFILE_LABEL}{mig[0]}{quote(mig[1])}")
+        return f"{metric}{{{', '.join(parts)}}}"
+
+    return select
+
+
+def utilization(cluster, *matchers: str, over=None) -> str:
+    """PromQL of the utilization (%) of every GPU held by a pod (`selector`), each series wrapped in `over`
+    (e.g. `avg_over_time(…[5m])`): `gpumetrics.utilization_expr`, so that a MIG instance reads its graphics
+    engine activity × 100 and a whole GPU DCGM_FI_DEV_GPU_UTIL, on every page, export and reading."""
+    return gpumetrics.utilization_expr(selector(cluster, *matchers), over)
 
 
 def _value(sample: dict) -> float | None:
@@ -122,9 +136,9 @@ def owner_utilization(*, cluster, namespaces: list[str], window: datetime.timede
         return Utilization(reason="No namespaces: the owner holds no GPUs.")
     window = window or datetime.timedelta(minutes=5)
     # Two figures in one round trip: a label tells them apart.
-    expr = (f'label_replace(sum(avg_over_time({selector(cluster, namespace_matcher(namespaces))}[{duration(window)}])),'
-            f' "figure", "sum", "", "") or label_replace(count(avg_over_time('
-            f'{selector(cluster, namespace_matcher(namespaces))}[{duration(window)}])), "figure", "count", "", "")')
+    util = utilization(cluster, namespace_matcher(namespaces), over=lambda sel: f"avg_over_time({sel}[{duration(window)}])")
+    expr = (f'label_replace(sum({util}), "figure", "sum", "", "") or '
+            f'label_replace(count({util}), "figure", "count", "", "")')
     answer = prom.query(cluster, expr, budget=budget)
     if answer.reason:
         return Utilization(reason=answer.reason, failed=True)
@@ -156,9 +170,8 @@ def utilization_figure(*, cluster, namespaces: list[str], subject: str, period: 
 
     if not namespaces:
         return figure([], "No namespaces: nothing to chart."), "No namespaces: nothing to chart."
-    sel = selector(cluster, namespace_matcher(namespaces))
-    answer = prom.query_range(cluster, f"avg(avg_over_time({sel}[{step}s]))", start=start, end=end, step=step,
-                              budget=budget)
+    util = utilization(cluster, namespace_matcher(namespaces), over=lambda sel: f"avg_over_time({sel}[{step}s])")
+    answer = prom.query_range(cluster, f"avg({util})", start=start, end=end, step=step, budget=budget)
     if answer.reason:
         return figure([], answer.reason), answer.reason
     values = answer.result[0]["values"] if answer.result else []
@@ -247,10 +260,11 @@ def idle_queries(cluster, *, threshold: float, window: datetime.timedelta, step:
     the range's end), from which since-when is read: the step after the last one at or above the
     threshold, or the first one the GPU reported in.
     """
-    sel = selector(cluster)
-    idle = f"max_over_time({sel}[{duration(window)}]{prom.at(now)}) < {threshold:g}"
-    history = (f"max_over_time({sel}[{step}s]) and on ({', '.join(GPU_KEY)}) "
-               f"(max_over_time({sel}[{duration(window)}] @ end()) < {threshold:g})")
+    highest = utilization(cluster, over=lambda sel: f"max_over_time({sel}[{duration(window)}]{prom.at(now)})")
+    idle = f"{highest} < {threshold:g}"
+    steps = utilization(cluster, over=lambda sel: f"max_over_time({sel}[{step}s])")
+    at_end = utilization(cluster, over=lambda sel: f"max_over_time({sel}[{duration(window)}] @ end())")
+    history = f"{steps} and on ({', '.join(GPU_KEY)}) ({at_end} < {threshold:g})"
     return idle, history
 
 
@@ -333,7 +347,7 @@ def cluster_pod_gpus(cluster, *, window: datetime.timedelta, at: datetime.dateti
                      ) -> tuple[list[tuple[str, str, float]], str]:
     """(node, namespace, average utilization over `window`) of every GPU held by a pod in the cluster,
     in one instant query; or ([], reason)."""
-    answer = prom.query(cluster, f"avg_over_time({selector(cluster)}[{duration(window)}]{prom.at(at)})",
+    answer = prom.query(cluster, utilization(cluster, over=lambda sel: f"avg_over_time({sel}[{duration(window)}]{prom.at(at)})"),
                         timeout=prom.idle_timeout())
     if answer.reason:
         return [], answer.reason

@@ -55,7 +55,8 @@ class GpuMetricsFields(serializers.Serializer):
     `gpu_metrics_unavailable` says why)."""
 
     gpu_utilization = serializers.SerializerMethodField(
-        help_text="Average GPU utilization (%) of the GPU devices the DCGM exporter reports (DCGM_FI_DEV_GPU_UTIL).")
+        help_text="Average GPU utilization (%) of the GPU devices and MIG instances the DCGM exporter reports "
+                  "(DCGM_FI_DEV_GPU_UTIL; a MIG instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100).")
     allocated_gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPU devices a pod holds.")
     idle_allocated_gpus = serializers.SerializerMethodField(
@@ -242,7 +243,8 @@ class GpuDeviceSerializer(serializers.Serializer):
     index = StrictIntegerField(help_text="The exporter's `gpu` label (-1 when it is not a number).")
     uuid = serializers.CharField(help_text="The GPU's UUID (`GPU-...`).")
     model = serializers.CharField(help_text="The exporter's `modelName`.")
-    utilization = StrictFloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL).")
+    utilization = StrictFloatField(allow_null=True, help_text="GPU utilization (%, DCGM_FI_DEV_GPU_UTIL; a MIG "
+                                   "instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100).")
     memory_used_mib = StrictFloatField(allow_null=True, help_text="GPU memory used (MiB, DCGM_FI_DEV_FB_USED).")
     memory_free_mib = StrictFloatField(allow_null=True, help_text="GPU memory free (MiB, DCGM_FI_DEV_FB_FREE).")
     memory_total_mib = StrictFloatField(allow_null=True, help_text="Used + free (MiB).")

@@ -151,7 +151,8 @@ class OwnerUtilizationSerializer(serializers.Serializer):
 
     gpu_utilization = StrictFloatField(
         allow_null=True, help_text="Average utilization (%) over the last 5 minutes of the GPUs its pods hold "
-                                   "(DCGM_FI_DEV_GPU_UTIL); null when unavailable.")
+                                   "(DCGM_FI_DEV_GPU_UTIL; a MIG instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100); "
+                                   "null when unavailable.")
     gpus = StrictIntegerField(help_text="How many of its allocated GPUs report utilization.")
     unavailable = serializers.CharField(
         allow_null=True, help_text="Why `gpu_utilization` is null (e.g. \"Prometheus unreachable: connection "

@@ -1,6 +1,7 @@
 """The emulator's DCGM exporter (``GET /dcgm/metrics``) on shared GPUs, as NVIDIA's dcgm-exporter publishes
 them (internal/pkg/rendermetrics/render_metrics.go): one series per MIG instance with ``GPU_I_PROFILE`` and
-``GPU_I_ID`` (so that idle slices can be found like idle GPUs), the physical GPUs of a time-sliced node."""
+``GPU_I_ID`` (so that idle slices can be found like idle GPUs), its activity in ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``
+and no ``DCGM_FI_DEV_GPU_UTIL`` (not measured for MIG instances), the physical GPUs of a time-sliced node."""
 from __future__ import annotations
 
 import re
@@ -31,15 +32,17 @@ def test_each_mig_instance_is_a_series_of_its_own_with_its_profile_and_instance(
     sim.add_pod(make_pod("embed", "ml", node="mig-1", phase="Running",
                          containers=[{"name": "server", "requests": {"nvidia.com/mig-1g.10gb": 1}}],
                          annotations={"emulator.gpu-capacity.io/gpu-utilization": "3"}))
-    util = samples(sim, "DCGM_FI_DEV_GPU_UTIL")
-    assert len(util) == 8  # 2 GPUs × 4 instances
-    profiles = sorted((s["gpu"], s["GPU_I_PROFILE"], s["GPU_I_ID"]) for s, _ in util)
+    # Per instance, DCGM_FI_PROF_GR_ENGINE_ACTIVE (0..1) says how busy it is; DCGM_FI_DEV_GPU_UTIL is not served.
+    assert samples(sim, "DCGM_FI_DEV_GPU_UTIL") == []
+    engine = samples(sim, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    assert len(engine) == 8  # 2 GPUs × 4 instances
+    profiles = sorted((s["gpu"], s["GPU_I_PROFILE"], s["GPU_I_ID"]) for s, _ in engine)
     assert profiles == [("0", "1g.10gb", "3"), ("0", "1g.10gb", "4"), ("0", "2g.20gb", "2"), ("0", "3g.40gb", "1"),
                         ("1", "1g.10gb", "3"), ("1", "1g.10gb", "4"), ("1", "2g.20gb", "2"), ("1", "3g.40gb", "1")]
-    held = {s["pod"]: (s["GPU_I_PROFILE"], value) for s, value in util if s.get("pod")}
-    assert held == {"chat": ("3g.40gb", 80.0), "embed": ("1g.10gb", 3.0)}
-    idle = [s for s, value in util if not s.get("pod")]
-    assert len(idle) == 6 and all(s["modelName"] == "NVIDIA A100-SXM4-80GB" for s in idle)
+    held = {s["pod"]: (s["GPU_I_PROFILE"], value) for s, value in engine if s.get("pod")}
+    assert held == {"chat": ("3g.40gb", 0.8), "embed": ("1g.10gb", 0.03)}
+    idle = [(s, value) for s, value in engine if not s.get("pod")]
+    assert len(idle) == 6 and all(s["modelName"] == "NVIDIA A100-SXM4-80GB" and value == 0 for s, value in idle)
     free = {(s["gpu"], s["GPU_I_ID"]): value for s, value in samples(sim, "DCGM_FI_DEV_FB_FREE")}
     used = {(s["gpu"], s["GPU_I_ID"]): value for s, value in samples(sim, "DCGM_FI_DEV_FB_USED")}
     assert free[("0", "2")] + used[("0", "2")] == 20480  # a 2g.20gb instance's memory
@@ -57,6 +60,8 @@ def test_a_whole_gpu_has_no_mig_labels_and_a_time_sliced_node_exports_its_physic
     util = samples(sim, "DCGM_FI_DEV_GPU_UTIL")
     whole = [s for s, _ in util if s["Hostname"] == "whole"]
     assert len(whole) == 1 and "GPU_I_PROFILE" not in whole[0] and "GPU_I_ID" not in whole[0]
+    # A whole GPU serves both fields, as the exporter's default counters list them.
+    assert [s["Hostname"] for s, _ in samples(sim, "DCGM_FI_PROF_GR_ENGINE_ACTIVE") if s["Hostname"] == "whole"] == ["whole"]
     sliced = {s["gpu"]: (s.get("pod"), value) for s, value in util if s["Hostname"] == "sliced"}
     # 2 physical GPUs, not 8 replicas: the first four notebooks share GPU 0, the fifth is on GPU 1.
     assert sliced == {"0": ("notebook-0", 40.0), "1": ("notebook-4", 10.0)}

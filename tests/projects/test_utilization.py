@@ -197,9 +197,15 @@ def test_idle_promql_pins_the_idle_test_to_the_end_and_keeps_the_clusters_matche
     org.cluster.prometheus_label_matchers = 'cluster="lab"'
     idle, history = idle_queries(org.cluster, threshold=5, window=datetime.timedelta(minutes=30), step=60,
                                  now=datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc))
-    assert idle == ('max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[1800s] @ 1767225600.000) < 5')
-    assert history == ('max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[60s]) and on (Hostname, UUID, gpu, '
-                       'namespace, pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab"}[1800s] @ end()) < 5)')
+    # A whole GPU's DCGM_FI_DEV_GPU_UTIL, or a MIG instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100 (the exporter
+    # does not measure GPU_UTIL for instances), each series under its own range function, in one query.
+    gpu = 'DCGM_FI_DEV_GPU_UTIL{pod!="", cluster="lab", GPU_I_PROFILE=""}'
+    mig = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{pod!="", cluster="lab", GPU_I_PROFILE!=""}'
+    assert idle == (f'(max_over_time({gpu}[1800s] @ 1767225600.000) or '
+                    f'max_over_time({mig}[1800s] @ 1767225600.000) * 100) < 5')
+    assert history == (f'(max_over_time({gpu}[60s]) or max_over_time({mig}[60s]) * 100) and on (Hostname, UUID, gpu, '
+                       f'namespace, pod) ((max_over_time({gpu}[1800s] @ end()) or '
+                       f'max_over_time({mig}[1800s] @ end()) * 100) < 5)')
 
 
 def test_api_carries_project_and_department_utilization_now_and_over_the_period(api, users, served):

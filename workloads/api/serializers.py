@@ -202,7 +202,8 @@ class WorkloadSerializer(ModelSerializer):
     gpus = StrictDecimalField(max_digits=10, decimal_places=3, read_only=True)
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPUs the workload's running pods hold now (the DCGM exporter's "
-                  "DCGM_FI_DEV_GPU_UTIL through the cluster's Prometheus); null when unavailable.")
+                  "DCGM_FI_DEV_GPU_UTIL, a MIG instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100, through the cluster's "
+                  "Prometheus); null when unavailable.")
     gpu_metrics_unavailable = serializers.SerializerMethodField(
         help_text="Why gpu_utilization is null (e.g. \"Prometheus unreachable: connection refused\", \"no running "
                   "pod: the workload holds no GPU now\"), else null.")
