@@ -181,5 +181,7 @@ def test_a_slow_prometheus_never_slows_the_page_past_its_budget(client, gpu_lab,
     gpumetrics.cache_clear()
     started = time.monotonic()
     response = client.get(reverse("workload-list"))
-    assert response.status_code == 200 and time.monotonic() - started < 2.0  # the slow one answers after 3 s
+    # The slow one answers after 3 s: a page back before that did not wait for it (its 0.3 s timeout said so
+    # below); the rest of the margin is the page's own cost on a busy machine.
+    assert response.status_code == 200 and time.monotonic() - started < 2.9
     assert titles(response)["train"] == "Prometheus timed out after 0.3 s"
