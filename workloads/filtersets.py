@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import django_filters
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -50,6 +54,7 @@ class RuleSetFilterSet(SearchMixin, django_filters.FilterSet):
 PHASES = (("Pending", "Pending"), ("Suspended", "Suspended (queued)"), ("Running", "Running"),
           ("Succeeded", "Succeeded (finished)"), ("Failed", "Failed"), ("Stopped", "Stopped"))
 ENDED_CHOICES = (("hide", "hidden"), ("show", "shown"))
+ENDED_SHOWN_FOR = timedelta(hours=1)  # how long a finished or stopped workload stays on the page by default
 PRIORITY_CLASSES = (("train", "train"), ("build-preemptible", "build-preemptible"), ("build", "build"),
                     ("inference", "inference"))
 
@@ -128,10 +133,13 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
 
 
 def ended_filtered(queryset, ended: str, *, phase_chosen: bool = False):
-    """Without the finished and stopped workloads when `ended` is "hide" and no phase was chosen."""
+    """Without the finished and stopped workloads when `ended` is "hide" and no phase was chosen: those that
+    ended within the last ENDED_SHOWN_FOR stay (who just stopped one sees it Stopped)."""
     if ended != "hide" or phase_chosen:
         return queryset
-    return queryset.exclude(phase__in=HIDDEN_BY_DEFAULT)
+    since = timezone.now() - ENDED_SHOWN_FOR
+    return queryset.annotate(ended_at=Coalesce("gone_at", "finished_at", "updated")).exclude(
+        phase__in=HIDDEN_BY_DEFAULT, ended_at__lt=since)
 
 
 class WorkloadPageFilterSet(WorkloadFilterSet):
@@ -141,4 +149,4 @@ class WorkloadPageFilterSet(WorkloadFilterSet):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.form.fields["ended"].choices = [("", "hidden"), ("show", "shown")]
+        self.form.fields["ended"].choices = [("", "hidden after an hour"), ("show", "shown")]

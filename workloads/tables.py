@@ -136,7 +136,8 @@ class WorkloadTable(ConsoleTable):
     key = "workloads"
     # What fits a 1440 px window: the rest (platform, GPU utilization, priority, queue position, preempted
     # by, ...) through the column chooser; the reason's whole story opens in its row.
-    default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "age", "pending_reason",
+    default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "gpu_utilization", "age",
+                       "pending_reason",
                        "start_estimate", "stop")
 
     name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
