@@ -276,8 +276,9 @@ class WorkloadTable(ConsoleTable):
         if not parts:
             return ""
         line = scheduler or console or provisioning or "Why is it waiting?"
-        return format_html('<details class="reason-story"><summary title="{}"><span class="line">{}</span></summary>'
-                           '<div class="story">{}</div></details>', line, line, mark_safe("<br>".join(parts)))
+        return format_html('<details class="reason-story" id="story-{}" data-keep-open><summary title="{}">'
+                           '<span class="line">{}</span></summary><div class="story">{}</div></details>',
+                           record.pk, line, line, mark_safe("<br>".join(parts)))
 
     def render_scheduler_reason(self, record):
         found = self._enriched(record).decision_reason

@@ -8,6 +8,7 @@ import pytest
 
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page  # noqa: F401
+from tests.test_browser_tables_live import _hint
 from tests.workloads.test_submit_emulator import FAST, submit
 
 pytestmark = test_browser.pytestmark
@@ -95,6 +96,13 @@ def test_the_table_fits_1440_px_and_a_long_reason_opens_in_its_row(page, users, 
     expect(story).to_contain_text("Why is it waiting?")
     # Opened, it scrolls inside its own box rather than making the row a page long.
     assert story.bounding_box()["height"] <= 17 * measured["line"]
+    # A live update (a hint, as the sync sends it) refetches the table through its view: the story stays open.
+    page.evaluate("() => { window.__refetched = 0; "
+                  "document.addEventListener('live:refreshed', () => window.__refetched++); }")
+    _hint(workloads["search-8gpu"].cluster_id, ["jobs"])
+    page.wait_for_function("() => window.__refetched > 0", timeout=15000)
+    expect(row.locator(".reason-story .story")).to_be_visible()
+    expect(row.locator(".reason-story .story")).to_contain_text("team-39: reserved")
 
 
 def test_stop_asks_first_and_the_stopped_workload_keeps_its_row_and_timeline(page, users, sim, syncing, workloads):
