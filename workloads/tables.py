@@ -134,11 +134,10 @@ class RuleSetTable(ConsoleTable):
 @register
 class WorkloadTable(ConsoleTable):
     key = "workloads"
-    # What fits a 1440 px window: the rest (platform, GPU utilization, priority, queue position, preempted
+    # What fits a 1440 px window: the rest (platform, priority class, preemptible, queue position, preempted
     # by, ...) through the column chooser; the reason's whole story opens in its row.
     default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "gpu_utilization", "age",
-                       "pending_reason",
-                       "start_estimate", "stop")
+                       "pending_reason", "start_estimate", "stop")
 
     name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
     project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
@@ -176,11 +175,10 @@ class WorkloadTable(ConsoleTable):
     LATER = {"pending_reason": "pending-reason", "waiting_category": "waits-for", "queue_position": "queue-position",
              "start_estimate": "start-estimate"}
 
-    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", later=False, **kwargs):
+    def __init__(self, *args, stoppable=frozenset(), user=None, later=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
         self.user = user
-        self.csrf_token = csrf_token
         # The HTML page leaves the LATER cells of its waiting rows to a request made after it (`later_url`:
         # workloads.views.workload_start_estimates); the CSV and the API carry them whole.
         self.later = later

@@ -13,7 +13,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
-from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -430,7 +429,7 @@ def workload_list(request):
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=shown,
         filterset_class=WorkloadPageFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
-        table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request),
+        table_kwargs={"stoppable": stoppable, "user": request.user,
                       "later": not wants_csv(request)},
         context={"live_clusters": list(rows.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
@@ -669,7 +668,7 @@ def workload_stop(request, pk: int):
             return HttpResponse("")  # the confirmation in the page, dismissed
         phase = selectors.display_phase(workload)
         pods = selectors.workload_detail(workload).pods
-        template = "workloads/confirm_stop.html" + ("#confirm" if htmx_partial(request) or request.htmx else "")
+        template = "workloads/confirm_stop.html" + ("#confirm" if request.htmx else "")
         return render(request, template, {
             "workload": workload, "phase": phase, "ended": phase in selectors.ENDED,
             "pods": pods, "running": sum(1 for p in pods if p.phase == "Running"),
