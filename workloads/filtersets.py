@@ -149,4 +149,6 @@ class WorkloadPageFilterSet(WorkloadFilterSet):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.form.fields["ended"].choices = [("", "hidden after an hour"), ("show", "shown")]
+        field = self.form.fields["ended"]
+        field.empty_label = "hidden after an hour"
+        field.choices = [("show", "shown")]
