@@ -480,5 +480,5 @@ def workload_stop(*, actor: Any, workload: Any, api_client: Any) -> None:
         event = WorkloadEvent(cluster_id=workload.cluster_id, namespace=workload.namespace, name=workload.name,
                               job_uid=workload.uid, kind=WorkloadEventKind.STOP_REQUESTED, at=timezone.now(),
                               actor=getattr(actor, "username", "") or "")
-        event.full_clean(validate_constraints=False)
+        event.full_clean()
         event.save()

@@ -649,7 +649,8 @@ def workload_submit_check(request):
 
 def _stop_next(request, workload) -> str:
     """Where to go after the confirmation: the page it was asked from (this site's), else the workload's."""
-    target = request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
+    target = (request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
+              or request.headers.get("Referer", ""))
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
                                                   require_https=request.is_secure()):
         return target
