@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import django_filters
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -11,6 +15,7 @@ from nodepools.filtersets import ModelMultipleChoiceFilter, SearchMixin, visible
 from projects.models import Project, ProjectNamespace
 from ui.filters import YesNoFilter
 from workloads.models import Platform, PodTemplate, ResourceValidationRuleSet, Workload
+from workloads.selectors import HIDDEN_BY_DEFAULT
 
 
 class PlatformFilterSet(SearchMixin, django_filters.FilterSet):
@@ -47,7 +52,9 @@ class RuleSetFilterSet(SearchMixin, django_filters.FilterSet):
 # ---------------------------------------------------------------------------------------------------
 # Submission side (pool access, submitting, the workloads table)
 PHASES = (("Pending", "Pending"), ("Suspended", "Suspended (queued)"), ("Running", "Running"),
-          ("Succeeded", "Succeeded"), ("Failed", "Failed"))
+          ("Succeeded", "Succeeded (finished)"), ("Failed", "Failed"), ("Stopped", "Stopped"))
+ENDED_CHOICES = (("hide", "hidden"), ("show", "shown"))
+ENDED_SHOWN_FOR = timedelta(hours=1)  # how long a finished or stopped workload stays on the page by default
 PRIORITY_CLASSES = (("train", "train"), ("build-preemptible", "build-preemptible"), ("build", "build"),
                     ("inference", "inference"))
 
@@ -65,10 +72,24 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
     phase = django_filters.MultipleChoiceFilter(choices=PHASES, method="filter_phase")
     priority_class = django_filters.MultipleChoiceFilter(choices=PRIORITY_CLASSES)
     preemptible = YesNoFilter(method="filter_preemptible", label="Preemptible")
+    # The workloads page hides finished and stopped workloads unless this says "shown" or a phase is chosen
+    # (workloads.views.workload_list); the API lists them all unless it says "hidden".
+    ended = django_filters.ChoiceFilter(choices=ENDED_CHOICES, method="filter_ended", label="Finished and stopped",
+                                        empty_label="All")
 
     class Meta:
         model = Workload
-        fields = ["q", "cluster", "project", "pool", "phase", "priority_class", "preemptible"]
+        fields = ["q", "cluster", "project", "pool", "phase", "priority_class", "preemptible", "ended"]
+
+    ended_default = ""  # the API: all of them
+
+    def filter_ended(self, queryset, name, value):
+        return queryset  # (filter_queryset applies it, with the default)
+
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)
+        return ended_filtered(queryset, self.form.cleaned_data.get("ended") or self.ended_default,
+                              phase_chosen=bool(self.form.cleaned_data.get("phase")))
 
     @extend_schema_field(OpenApiTypes.INT)
     def filter_project(self, queryset, name, value):
@@ -109,3 +130,25 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
         if value is None:
             return queryset
         return queryset.filter(priority__lt=100) if value else queryset.filter(priority__gte=100)
+
+
+def ended_filtered(queryset, ended: str, *, phase_chosen: bool = False):
+    """Without the finished and stopped workloads when `ended` is "hide" and no phase was chosen: those that
+    ended within the last ENDED_SHOWN_FOR stay (who just stopped one sees it Stopped)."""
+    if ended != "hide" or phase_chosen:
+        return queryset
+    since = timezone.now() - ENDED_SHOWN_FOR
+    return queryset.annotate(ended_at=Coalesce("gone_at", "finished_at", "updated")).exclude(
+        phase__in=HIDDEN_BY_DEFAULT, ended_at__lt=since)
+
+
+class WorkloadPageFilterSet(WorkloadFilterSet):
+    """The workloads page's: finished and stopped workloads hidden unless asked for."""
+
+    ended_default = "hide"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.form.fields["ended"]
+        field.empty_label = "hidden after an hour"
+        field.choices = [("show", "shown")]

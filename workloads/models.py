@@ -407,6 +407,9 @@ class Workload(models.Model):
     active_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
     # The pod template's schedulerName ("" for the default scheduler; "kai-scheduler").
     scheduler_name = models.CharField(max_length=253, blank=True)
+    # When the sync saw its Job leave the cluster (stopped, deleted, or removed after it finished): the row
+    # stays, with its page and its timeline; its phase becomes Stopped unless it had finished.
+    gone_at = models.DateTimeField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
     objects = WorkloadQuerySet.as_manager()
@@ -557,3 +560,46 @@ class SchedulerEvent(_Mirrored):
     @property
     def evictor_action(self) -> str:
         return (self.annotations or {}).get("evictor-action-type") or ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# A workload's timeline: what the console did to it (stopping, with who) and what the sync saw become of
+# it (submitted, admitted, started, preempted by whom, ran again, finished, gone from the cluster). Keyed by
+# the Job's cluster, namespace and name, so that it outlives the Job.
+
+
+class WorkloadEventKind(models.TextChoices):
+    SUBMITTED = "submitted", "Submitted"
+    ADMITTED = "admitted", "Admitted"
+    STARTED = "started", "Started"
+    PREEMPTED = "preempted", "Preempted"
+    STOP_REQUESTED = "stop_requested", "Stopped"
+    SUCCEEDED = "succeeded", "Finished"
+    FAILED = "failed", "Failed"
+    GONE = "gone", "Left the cluster"
+
+
+class WorkloadEvent(models.Model):
+    """One moment of a workload's life. `stop_requested` is written by the console (its actor is the
+    person); the others by the sync, from what the cluster says (their actor is whom the cluster names:
+    the submitter's annotation, the preemptor)."""
+
+    cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    job_uid = models.CharField(max_length=64, blank=True)
+    kind = models.CharField(max_length=16, choices=WorkloadEventKind)
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=253, blank=True)
+    detail = models.TextField(blank=True)
+
+    objects = _ScheduledQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "pk"]
+        indexes = [models.Index(fields=["cluster", "namespace", "name"])]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name", "job_uid", "kind", "at"],
+                                               name="workloadevent_once")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} {self.kind} {self.at:%Y-%m-%d %H:%M:%S}"

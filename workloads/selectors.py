@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DecimalField, F, OuterRef, Subquery, Sum, Value
+from django.db.models import Count, DecimalField, Exists, F, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from enforcers.models import Enforcement
@@ -23,6 +23,7 @@ from nodepools.models import Cluster, Node, NodePool, Pod
 from nodepools.selectors import NO_BUDGET, GpuBudget, cluster_prometheus
 from projects import waiting
 from projects.models import Project, ProjectNamespace
+from provisioning.models import backing_name
 from provisioning.pending import pods_explained
 from workloads import engine, podsecurity, render
 from workloads.models import (
@@ -34,7 +35,11 @@ from workloads.models import (
     ResourceValidationRuleSet,
     SchedulerEvent,
     Workload,
+    WorkloadEvent,
+    WorkloadEventKind,
 )
+
+Key = tuple[int, str, str]
 from workloads.rules import pools_open_q
 
 
@@ -455,16 +460,26 @@ def workload_list(*, user: Any):
     running = running_pods_count()
     # The scheduler's words for a pod it could not place (PodScheduled=False), first pod by name.
     unscheduled = pods.exclude(scheduling_message="").order_by("name").values("scheduling_message")[:1]
+    stop = WorkloadEvent.objects.filter(cluster_id=OuterRef("cluster_id"), namespace=OuterRef("namespace"),
+                                        name=OuterRef("name"), job_uid=OuterRef("uid"),
+                                        kind=WorkloadEventKind.STOP_REQUESTED)
     return (Workload.objects.restrict(user, "view").select_related("cluster")
-            .annotate(project_name=Subquery(namespaces.values("project__name")[:1]),
+            .annotate(stop_requested=Exists(stop),
+                      project_name=Subquery(namespaces.values("project__name")[:1]),
                       project_id=Subquery(namespaces.values("project_id")[:1]),
                       placed_pool=Subquery(placed), running_pods=Subquery(running),
                       scheduler_message=Subquery(unscheduled)))
 
 
+# Phases after which a workload does no more (its Job finished, failed, or was stopped / left the cluster).
+ENDED = ("Succeeded", "Failed", "Stopped")
+# Hidden from the workloads page unless asked for (its "Finished and stopped" filter, or a phase chosen).
+HIDDEN_BY_DEFAULT = ("Succeeded", "Stopped")
+
+
 def display_phase(workload: Workload) -> str:
     running = getattr(workload, "running_pods", None) or 0
-    if workload.phase in ("Succeeded", "Failed", "Suspended"):
+    if workload.phase in ("Succeeded", "Failed", "Suspended", "Stopped"):
         return workload.phase
     if running:
         return "Running"
@@ -554,11 +569,24 @@ class KarpenterWait:
 
     pod: Any  # provisioning.pending.PendingPod
     pending_pods: int = 1
+    # The Karpenter NodePools backing the pools the workload asked for: only their verdicts are told.
+    nodepools: tuple[str, ...] = ()
 
     def in_words(self) -> str:
         more = self.pending_pods - 1
         others = f" (and {more} more pending pod{'s' if more != 1 else ''})" if more > 0 else ""
-        return f"What Karpenter can do for its pod {self.pod.name}{others}: {self.pod.in_words()}"
+        return f"What Karpenter can do for its pod {self.pod.name}{others}: {self._words()}"
+
+    def _words(self) -> str:
+        explanation = self.pod.explanation
+        if explanation.problem or explanation.nodeclaim:
+            return explanation.summary
+        asked = [v for v in explanation.verdicts if v.nodepool in self.nodepools]
+        able = [v.nodepool for v in asked if v.can_provision]
+        lines = [f"Karpenter can provision a node for it from {', '.join(able)}." if able
+                 else "No NodePool can provision a node for it."]
+        lines += [f"{v.nodepool}: {v.text}" for v in asked if not v.can_provision]
+        return " ".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.pod.as_dict(), "pending_pods": self.pending_pods}
@@ -573,6 +601,16 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
     """For the pending workloads among these: what Karpenter can do for their pending pods, by (cluster id,
     namespace, job name); nothing for a cluster without Karpenter NodePools (no live read then)."""
     pending = [w for w in workloads if display_phase(w) == "Pending"]
+    # Only for the pools it asked for that a Karpenter NodePool backs (their NodePools' verdicts).
+    backing: dict[Key, tuple[str, ...]] = {}
+    if pending:
+        pools = {(p.cluster_id, p.name): backing_name(p) for p in NodePool.objects.filter(
+            cluster_id__in={w.cluster_id for w in pending}).only("cluster_id", "name", "label_key", "label_value")}
+        for w in pending:
+            names = tuple(n for n in (pools.get((w.cluster_id, pool)) for pool in w.pools_tried or []) if n)
+            if names:
+                backing[(w.cluster_id, w.namespace, w.name)] = names
+        pending = [w for w in pending if (w.cluster_id, w.namespace, w.name) in backing]
     if not pending:
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
@@ -594,7 +632,7 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         for key, names in mine.items():
             found = [explained[(key[1], name)] for name in names if (key[1], name) in explained]
             if found:
-                out[key] = KarpenterWait(found[0], len(found))
+                out[key] = KarpenterWait(found[0], len(found), backing[key])
     return out
 
 
@@ -730,3 +768,70 @@ def workload_detail(workload: Workload) -> WorkloadDetail:
         cluster_id=workload.cluster_id, namespace=workload.namespace, involved_kind="PodGroup",
         involved_name__in=[g.name for g in groups]).order_by("-last_seen", "name")) if groups else []
     return WorkloadDetail(pods, groups, kueue, evictions)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One workload's timeline
+
+@dataclass
+class TimelineEntry:
+    at: Any
+    kind: str
+    what: str  # in words: "Submitted by alice", "Preempted by rnd-b/serve", "Ran again", "Stopped by bob"
+    detail: str = ""
+    by_id: int | None = None  # the preemptor's workload page, when the user may see it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat() if self.at else None, "kind": self.kind, "what": self.what,
+                "detail": self.detail, "by_workload": self.by_id}
+
+
+def workload_timeline(workload: Workload, *, user: Any) -> list[TimelineEntry]:
+    """What became of the workload, oldest first: submitted (by whom), admitted, started, preempted (by
+    whom: its workload if the user may see it, else its project), ran again, finished or failed, stopped
+    (by whom, through the console) and when its Job left the cluster. Its Job's events only (a Job of the
+    same name submitted again has its own)."""
+    events = list(WorkloadEvent.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                               name=workload.name, job_uid__in={workload.uid, ""})
+                  .order_by("at", "pk"))
+    preemptors: dict[str, int] = {}
+    wanted = {e.actor for e in events if e.kind == WorkloadEventKind.PREEMPTED and "/" in e.actor}
+    if wanted:
+        q = Q(pk__in=[])
+        for who in wanted:
+            namespace, _, name = who.partition("/")
+            q |= Q(namespace=namespace, name=name)
+        for w in Workload.objects.restrict(user, "view").filter(q, cluster_id=workload.cluster_id):
+            preemptors[f"{w.namespace}/{w.name}"] = w.pk
+        projects = dict(ProjectNamespace.objects.filter(
+            cluster_id=workload.cluster_id, name__in={who.partition("/")[0] for who in wanted}).values_list(
+            "name", "project__name"))
+    out = []
+    preempted = False
+    for e in events:
+        kind, by_id = e.kind, None
+        if kind == WorkloadEventKind.SUBMITTED:
+            what = f"Submitted by {e.actor}" if e.actor else "Submitted (created in the cluster)"
+        elif kind == WorkloadEventKind.ADMITTED:
+            what = "Admitted" + (f" to {e.detail}" if e.detail else "")
+        elif kind == WorkloadEventKind.STARTED:
+            what = "Ran again" if preempted else "Started"
+        elif kind == WorkloadEventKind.PREEMPTED:
+            preempted = True
+            if e.actor in preemptors:
+                what, by_id = f"Preempted by {e.actor}", preemptors[e.actor]
+            elif e.actor and "/" in e.actor:
+                project = projects.get(e.actor.partition("/")[0])
+                what = f"Preempted by a workload of project {project}" if project else "Preempted by another workload"
+            else:
+                what = f"Preempted by {e.actor}" if e.actor else "Preempted"
+        elif kind == WorkloadEventKind.STOP_REQUESTED:
+            what = f"Stopped by {e.actor}" if e.actor else "Stopped"
+        elif kind == WorkloadEventKind.SUCCEEDED:
+            what = "Finished"
+        elif kind == WorkloadEventKind.FAILED:
+            what = "Failed"
+        else:
+            what = "Its Job left the cluster" + (" (deleted before it finished: Stopped)" if e.detail else "")
+        out.append(TimelineEntry(e.at, kind, what, e.detail if kind != WorkloadEventKind.GONE else "", by_id))
+    return out

@@ -456,3 +456,29 @@ def _pool_settings_update(*, actor: Any, pool: NodePool, expected_version: int |
     _bump(current)
     audit_record(actor=actor, action=AuditEvent.Action.UPDATE, obj=current, before=before, after=_settings_snapshot(current))
     return current
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stopping a workload: its Job deleted (workloads.submission.workload_stop), and who stopped it on its
+# timeline (the console's own fact; the sync then sees the Job leave the cluster and marks it Stopped).
+
+
+def workload_stop(*, actor: Any, workload: Any, api_client: Any) -> None:
+    """Stop the workload (delete its Job and its pods) and note on its timeline that `actor` stopped it.
+    Refuses (PermissionDenied) whoever may not stop it; a workload already ended is not stopped again."""
+    from django.utils import timezone
+
+    from workloads import selectors, submission
+    from workloads.models import WorkloadEvent, WorkloadEventKind
+
+    submission.require_stop(actor, workload)
+    if workload.gone_at is not None or workload.phase in selectors.ENDED:
+        raise ValidationError({"non_field_errors": [f"Workload {workload.name} has already ended "
+                                                    f"({workload.phase}): there is nothing to stop."]})
+    submission.workload_stop(actor=actor, workload=workload, api_client=api_client)
+    with transaction.atomic():
+        event = WorkloadEvent(cluster_id=workload.cluster_id, namespace=workload.namespace, name=workload.name,
+                              job_uid=workload.uid, kind=WorkloadEventKind.STOP_REQUESTED, at=timezone.now(),
+                              actor=getattr(actor, "username", "") or "")
+        event.full_clean()
+        event.save()

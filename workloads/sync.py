@@ -12,21 +12,22 @@ from kube import wellknown
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from common.parsing import is_digits
 from kube.quantity import parse_quantity
 from nodepools import kube
-from nodepools.sync.resources import REGISTRY, Resource, json_list, json_object, register
+from nodepools.sync.resources import REGISTRY, Resource, json_list, json_object, register, when
 from nodepools.sync.writer import TableWriter
 from workloads import render
-from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
+from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload, WorkloadEvent, WorkloadEventKind
 
 JOBS = "jobs"
 JOB_VALUE_FIELDS = (
     "uid", "pools_tried", "platform", "priority_class", "priority", "pods", "gpus", "phase", "status_message",
     "queue", "submitted_by", "created_in_cluster", "resource_version", "scheduler_name",
-    "started_at", "finished_at", "active_deadline_seconds", "gpu_request",
+    "started_at", "finished_at", "active_deadline_seconds", "gpu_request", "gone_at",
 )
 # The reference priority classes (docs/concepts.md#workloads), for Jobs whose pod template names a class but no value.
 PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -103,6 +104,7 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
         str(annotations.get(render.SUBMITTED_BY_ANNOTATION) or "")[:150], metadata.get("creationTimestamp"),
         str(metadata.get("resourceVersion") or ""), str(template.get("schedulerName") or "")[:253],
         *job_times(obj), gpu_request,
+        None,  # gone_at: a Job listed is in the cluster (a Job of the same name again revives its row)
     ], None
 
 
@@ -110,7 +112,8 @@ def register_jobs() -> Resource:
     return register(Resource(
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
         fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried", "gpu_request"),
-        datetime_fields=("created_in_cluster", "started_at", "finished_at"),
+        datetime_fields=("created_in_cluster", "started_at", "finished_at", "gone_at"),
+        retire=jobs_retire, live={"gone_at__isnull": True}, written=jobs_noted,
     ))
 
 
@@ -273,11 +276,12 @@ def register_scheduler_resources() -> None:
         name=KUEUE_WORKLOADS, kind="Workload", group=KUEUE_GROUP, version=KUEUE_VERSION, plural="workloads",
         namespaced=True, model=KueueWorkload, fields=KUEUE_WORKLOAD_FIELDS, values=kueue_workload_values,
         json_fields=("conditions",), datetime_fields=("evicted_at", "created_in_cluster"), optional=True,
+        written=kueue_noted,
     ))
     register(Resource(
         name=EVICTIONS, kind="Event", group="", version="v1", plural="events", namespaced=True,
         model=SchedulerEvent, fields=EVENT_FIELDS, values=event_values, json_fields=("annotations",),
-        datetime_fields=("last_seen",), field_selector=EVICTION_SELECTOR,
+        datetime_fields=("last_seen",), field_selector=EVICTION_SELECTOR, written=evictions_noted,
     ))
 
 
@@ -294,4 +298,109 @@ def jobs_mirror(*, cluster: Any, jobs: list[dict[str, Any]]) -> int:
         values, _ = resource.values(job)
         items.append((resource.key_of(job), values, ()))
     with transaction.atomic():
-        return TableWriter(resource, cluster.pk).upsert(items, now)
+        written = TableWriter(resource, cluster.pk).upsert(items, now)
+        jobs_noted(cluster.pk, [key for key, _, _ in items], now)
+        return written
+
+
+# ---------------------------------------------------------------------------------------------------
+# The workloads' timelines (WorkloadEvent): what the sync sees become of a Job, written after its rows.
+# Each moment is written once (cluster, namespace, name, Job uid, kind, time are unique), so noting the
+# same rows again writes nothing.
+
+def _key_q(keys: list) -> Q:
+    q = Q(pk__in=[])
+    for namespace, name in keys:
+        q |= Q(namespace=namespace, name=name)
+    return q
+
+
+def _note(events: list[WorkloadEvent]) -> None:
+    if events:
+        WorkloadEvent.objects.bulk_create(events, ignore_conflicts=True)
+
+
+def jobs_noted(cluster_id: int, keys: list, now: Any) -> None:
+    """Submitted (by the submitter the Job's annotation names), started, finished or failed."""
+    events = []
+    for i in range(0, len(keys), 500):
+        for w in Workload.objects.filter(_key_q(keys[i:i + 500]), cluster_id=cluster_id, gone_at__isnull=True):
+            base = {"cluster_id": cluster_id, "namespace": w.namespace, "name": w.name, "job_uid": w.uid}
+            if w.created_in_cluster:
+                events.append(WorkloadEvent(**base, kind=WorkloadEventKind.SUBMITTED, at=w.created_in_cluster,
+                                            actor=w.submitted_by))
+            if w.started_at:
+                events.append(WorkloadEvent(**base, kind=WorkloadEventKind.STARTED, at=w.started_at))
+            if w.finished_at and w.phase in ("Succeeded", "Failed"):
+                kind = WorkloadEventKind.SUCCEEDED if w.phase == "Succeeded" else WorkloadEventKind.FAILED
+                events.append(WorkloadEvent(**base, kind=kind, at=w.finished_at, detail=w.status_message[:2000]))
+    _note(events)
+
+
+def jobs_retire(cluster_id: int, keys: list, now: Any) -> int:
+    """Jobs gone from the cluster: their rows stay (their page, their timeline), marked gone now; a Job that
+    had not finished is Stopped (whoever deleted it: the console's Stop notes who on the timeline)."""
+    events = []
+    count = 0
+    for i in range(0, len(keys), 500):
+        rows = Workload.objects.filter(_key_q(keys[i:i + 500]), cluster_id=cluster_id, gone_at__isnull=True)
+        for w in rows:
+            events.append(WorkloadEvent(cluster_id=cluster_id, namespace=w.namespace, name=w.name, job_uid=w.uid,
+                                        kind=WorkloadEventKind.GONE, at=now,
+                                        detail="" if w.phase in ("Succeeded", "Failed") else w.phase))
+        count += rows.update(gone_at=now, phase=Case(When(phase__in=("Succeeded", "Failed"), then=F("phase")),
+                                                      default=Value("Stopped")), updated=now)
+    _note(events)
+    return count
+
+
+def _condition_time(conditions: Any, kind: str) -> Any:
+    for condition in conditions or []:
+        if isinstance(condition, dict) and condition.get("type") == kind and condition.get("status") == "True":
+            return when(condition.get("lastTransitionTime"))
+    return None
+
+
+def kueue_noted(cluster_id: int, keys: list, now: Any) -> None:
+    """Admitted by Kueue (its Admitted condition), preempted or evicted (its Evicted condition: by whom)."""
+    from workloads.decisions import _KUEUE_PREEMPTOR
+
+    events = []
+    for i in range(0, len(keys), 500):
+        for row in KueueWorkload.objects.filter(_key_q(keys[i:i + 500]), cluster_id=cluster_id).exclude(job_name=""):
+            base = {"cluster_id": cluster_id, "namespace": row.namespace, "name": row.job_name, "job_uid": row.job_uid}
+            admitted = _condition_time(row.conditions, "Admitted")
+            if row.admitted and admitted:
+                events.append(WorkloadEvent(**base, kind=WorkloadEventKind.ADMITTED, at=admitted,
+                                            detail=f"ClusterQueue {row.cluster_queue}" if row.cluster_queue else ""))
+            if row.evicted_message and row.evicted_at:
+                by = ""
+                match = _KUEUE_PREEMPTOR.search(row.evicted_message)
+                if match:
+                    found = Workload.objects.filter(cluster_id=cluster_id, uid=match.group(2).strip()).first()
+                    by = f"{found.namespace}/{found.name}" if found else ""
+                events.append(WorkloadEvent(**base, kind=WorkloadEventKind.PREEMPTED, at=row.evicted_at, actor=by,
+                                            detail=row.evicted_message[:2000]))
+    _note(events)
+
+
+def evictions_noted(cluster_id: int, keys: list, now: Any) -> None:
+    """Preempted or reclaimed by KAI: its Evict event on the Job's PodGroup names the evicting PodGroup."""
+    events = []
+    for i in range(0, len(keys), 500):
+        for event in SchedulerEvent.objects.filter(_key_q(keys[i:i + 500]), cluster_id=cluster_id,
+                                                   involved_kind="PodGroup", reason="Evict"):
+            group = PodGroup.objects.filter(cluster_id=cluster_id, namespace=event.namespace,
+                                            name=event.involved_name).exclude(job_name="").first()
+            if group is None or event.last_seen is None:
+                continue
+            by = ""
+            if event.evictor:
+                namespace, _, name = event.evictor.partition("/")
+                evictor = PodGroup.objects.filter(cluster_id=cluster_id, namespace=namespace, name=name).first()
+                by = f"{namespace}/{evictor.job_name}" if evictor is not None and evictor.job_name else event.evictor
+            events.append(WorkloadEvent(cluster_id=cluster_id, namespace=group.namespace, name=group.job_name,
+                                        job_uid=group.job_uid, kind=WorkloadEventKind.PREEMPTED, at=event.last_seen,
+                                        actor=by, detail=(event.evictor_action + ": " if event.evictor_action else "")
+                                        + event.message[:2000]))
+    _note(events)

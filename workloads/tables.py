@@ -134,10 +134,10 @@ class RuleSetTable(ConsoleTable):
 @register
 class WorkloadTable(ConsoleTable):
     key = "workloads"
-    default_columns = ("name", "project", "pools_tried", "placed_pool", "platform", "phase", "gpus",
-                       "gpu_utilization", "priority_class", "preemptible", "age", "pending_reason", "queue_position",
-                       "start_estimate",
-                       "preempted_by", "stop")
+    # What fits a 1440 px window: the rest (platform, priority class, preemptible, queue position, preempted
+    # by, ...) through the column chooser; the reason's whole story opens in its row.
+    default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "gpu_utilization", "age",
+                       "pending_reason", "start_estimate", "stop")
 
     name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
     project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
@@ -153,15 +153,17 @@ class WorkloadTable(ConsoleTable):
     priority_class = tables.Column("Priority class", default="—")
     preemptible = tables.Column("Preemptible", accessor="priority", order_by=("priority",))
     age = tables.Column("Age", accessor="created_in_cluster", order_by=("-created_in_cluster",))
-    pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False, attrs=WRAP)
+    pending_reason = tables.Column("Pending reason", empty_values=(), orderable=False,
+                                   attrs={"td": {"class": "reason-cell"}})
     scheduler_reason = tables.Column("Scheduler's reason", empty_values=(), orderable=False, attrs=WRAP)
     waiting_category = tables.Column("Waits for", empty_values=(), orderable=False)
     queue_position = tables.Column("Queue position", empty_values=(), orderable=False)
-    start_estimate = tables.Column("Start estimate", empty_values=(), orderable=False, attrs=WRAP)
+    start_estimate = tables.Column("Start estimate", empty_values=(), orderable=False,
+                                   attrs={"td": {"class": "wrap estimate-cell"}})
     preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False, attrs=WRAP)
     scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
     submitted_by = tables.Column("Submitted by", default="—")
-    stop = tables.Column("", empty_values=(), orderable=False)
+    stop = tables.Column("Actions", empty_values=(), orderable=False)
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-workload": lambda record: record.name}
@@ -173,11 +175,10 @@ class WorkloadTable(ConsoleTable):
     LATER = {"pending_reason": "pending-reason", "waiting_category": "waits-for", "queue_position": "queue-position",
              "start_estimate": "start-estimate"}
 
-    def __init__(self, *args, stoppable=frozenset(), user=None, csrf_token="", later=False, **kwargs):
+    def __init__(self, *args, stoppable=frozenset(), user=None, later=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
         self.user = user
-        self.csrf_token = csrf_token
         # The HTML page leaves the LATER cells of its waiting rows to a request made after it (`later_url`:
         # workloads.views.workload_start_estimates); the CSV and the API carry them whole.
         self.later = later
@@ -256,11 +257,13 @@ class WorkloadTable(ConsoleTable):
         return self._pending_reason_html(record)
 
     def _pending_reason_html(self, record, reading=None):
+        """One line (the scheduler's words, cut to the cell), its whole story on demand: a disclosure in the
+        row holding the scheduler's words, the console's answer to "Why is it waiting?" and what Karpenter
+        can do in the pools it asked for, each on its own line (the same words as the CSV and the API, which
+        join them with spaces)."""
         scheduler, console = selectors.pending_reason_parts(record)
         provisioning = selectors.karpenter_text(record) if selectors.display_phase(record) == "Pending" else ""
-        # The scheduler's words, then the console's answer and what Karpenter can do, each on its own line
-        # (the same words as the CSV and the API, which join them with spaces).
-        parts = [format_html("{}", scheduler)] if scheduler else []
+        parts = [format_html('<span class="scheduler">{}</span>', scheduler)] if scheduler else []
         if reading is not None:
             parts.append(reading)
         elif console:
@@ -268,7 +271,12 @@ class WorkloadTable(ConsoleTable):
                                      console))
         if provisioning:
             parts.append(format_html('<span class="karpenter">{}</span>', provisioning))
-        return mark_safe("<br>".join(parts))
+        if not parts:
+            return ""
+        line = scheduler or console or provisioning or "Why is it waiting?"
+        return format_html('<details class="reason-story" id="story-{}" data-keep-open><summary title="{}">'
+                           '<span class="line">{}</span></summary><div class="story">{}</div></details>',
+                           record.pk, line, line, mark_safe("<br>".join(parts)))
 
     def render_scheduler_reason(self, record):
         found = self._enriched(record).decision_reason
@@ -308,14 +316,16 @@ class WorkloadTable(ConsoleTable):
         return found.in_words()
 
     def render_stop(self, record):
-        if record.pk not in self.stoppable or selectors.display_phase(record) in ("Succeeded", "Failed"):
+        """Stop, for those who may stop it, while it has not ended: it asks first (a confirmation loaded into
+        the page above the table; without scripts, the confirmation page), naming what stops."""
+        if record.pk not in self.stoppable or selectors.display_phase(record) in selectors.ENDED:
             return ""
+        if getattr(record, "stop_requested", False):
+            return format_html('<span class="muted">Stopping…</span>')
         url = reverse("workload-stop", args=[record.pk])
         return format_html(
-            '<form method="post" action="{}" hx-post="{}" hx-confirm="Stop workload {}? Its pods are deleted." '
-            'class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
-            '<button type="submit" class="danger" aria-label="Stop {}">Stop</button></form>',
-            url, url, record.name, self.csrf_token, record.name)
+            '<a class="button danger small" href="{}" hx-get="{}" hx-target="#stop-confirm" hx-swap="innerHTML" '
+            'hx-push-url="false" aria-label="Stop {}">Stop</a>', url, url, record.name)
 
     def _gpu(self, record):
         if not hasattr(record, "gpu_metrics_reason"):

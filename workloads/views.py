@@ -13,9 +13,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
-from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from common.exceptions import ConcurrentUpdate
@@ -29,7 +29,13 @@ from ui.pages import htmx_partial, table_page, wants_csv
 from ui.views import form_errors_from
 from projects.models import Project
 from workloads import engine, forecast, podsecurity, selectors, services, submission
-from workloads.filtersets import PlatformFilterSet, PodTemplateFilterSet, RuleSetFilterSet, WorkloadFilterSet
+from workloads.filtersets import (
+    PlatformFilterSet,
+    PodTemplateFilterSet,
+    RuleSetFilterSet,
+    WorkloadPageFilterSet,
+    ended_filtered,
+)
 from workloads.forms import (
     ConfirmDeleteForm,
     PlatformForm,
@@ -418,11 +424,12 @@ def _api_client(cluster):
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
     stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
+    shown = rows if request.GET else ended_filtered(rows, WorkloadPageFilterSet.ended_default)
     return table_page(
-        request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=rows,
-        filterset_class=WorkloadFilterSet, csv_name="workloads", default_order="age",
+        request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=shown,
+        filterset_class=WorkloadPageFilterSet, csv_name="workloads", default_order="age",
         dropdown_fields=["cluster", "project", "pool", "phase", "priority_class"],
-        table_kwargs={"stoppable": stoppable, "user": request.user, "csrf_token": get_token(request),
+        table_kwargs={"stoppable": stoppable, "user": request.user,
                       "later": not wants_csv(request)},
         context={"live_clusters": list(rows.order_by().values_list("cluster_id", flat=True).distinct()) or
                  list(_visible_cluster_ids(request.user)),
@@ -474,7 +481,9 @@ def workload_detail(request, pk: int):
         "workload": workload, "detail": selectors.workload_detail(workload),
         "phase": selectors.display_phase(workload), "pending_reason": selectors.pending_reason(workload),
         "waits_for": selectors.waiting_category_text(workload),
-        "can_stop": Workload.objects.restrict(request.user, "stop").filter(pk=workload.pk).exists(),
+        "can_stop": (Workload.objects.restrict(request.user, "stop").filter(pk=workload.pk).exists()
+                     and selectors.display_phase(workload) not in selectors.ENDED and not workload.stop_requested),
+        "timeline": selectors.workload_timeline(workload, user=request.user),
         "live_clusters": [workload.cluster_id],
     })
 
@@ -638,23 +647,48 @@ def workload_submit_check(request):
     return render(request, "workloads/submit.html#field", {**context, "field": form[name], "checked": True})
 
 
+def _stop_next(request, workload) -> str:
+    """Where to go after the confirmation: the page it was asked from (this site's), else the workload's."""
+    target = (request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
+              or request.headers.get("Referer", ""))
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return reverse("workload-detail", args=[workload.pk])
+
+
 @login_required
-@require_POST
 def workload_stop(request, pk: int):
-    workload = get_object_or_404(Workload.objects.restrict(request.user, "view"), pk=pk)
+    """Stop a workload, after asking: GET is the confirmation naming what stops (its pods, its GPUs, its
+    project), as a page or (htmx) loaded into the page; POST stops it (its Job and pods deleted in the cluster;
+    the workload keeps its row, its page and its timeline, which says who stopped it)."""
+    workload = get_object_or_404(selectors.workload_list(user=request.user), pk=pk)
     submission.require_stop(request.user, workload)
+    if request.method == "GET":
+        if request.GET.get("cancel"):
+            return HttpResponse("")  # the confirmation in the page, dismissed
+        phase = selectors.display_phase(workload)
+        pods = selectors.workload_detail(workload).pods
+        template = "workloads/confirm_stop.html" + ("#confirm" if request.htmx else "")
+        return render(request, template, {
+            "workload": workload, "phase": phase, "ended": phase in selectors.ENDED,
+            "pods": pods, "running": sum(1 for p in pods if p.phase == "Running"),
+            "gpus": selectors.gpus_text(workload.gpus), "next": _stop_next(request, workload)})
+    if request.method != "POST":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     try:
         with _api_client(workload.cluster) as api_client:
-            submission.workload_stop(actor=request.user, workload=workload, api_client=api_client)
-        messages.success(request, f"Workload {workload.name} is being stopped: its Job and pods are deleted.")
+            services.workload_stop(actor=request.user, workload=workload, api_client=api_client)
+        messages.success(request, f"Workload {workload.name} is being stopped: its Job and pods are deleted in the "
+                                  f"cluster. It stays listed, Stopped, with its timeline.")
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     except PermissionDenied:
         raise
     except Exception as exc:  # noqa: BLE001
 
-        messages.error(request, f"The cluster could not be reached: {api_error_message(exc)}.")
-    url = reverse("workload-list")
+        messages.error(request, f"The cluster could not be reached: {api_error_message(exc)}. Nothing was stopped.")
+    url = _stop_next(request, workload)
     if getattr(request, "htmx", None):
         response = HttpResponse(status=204)
         response["HX-Redirect"] = url

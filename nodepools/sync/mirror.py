@@ -127,7 +127,7 @@ class Mirror:
                 continue
             # Any other registered resource: its stored keys, so that a full list sweeps what is gone.
             index = self.index[kind]
-            for row in resource.model.objects.filter(cluster_id=self.cid).values_list(
+            for row in resource.model.objects.filter(cluster_id=self.cid, **resource.live).values_list(
                 "pk", *resource.key_fields, "uid", "resource_version",
             ).iterator(chunk_size=5000):
                 pk, *key, uid, rv = row
@@ -338,7 +338,7 @@ class Mirror:
         # Deletions first: an object deleted and created again in one batch gets a new row.
         for kind in self.resources:
             if self.dels[kind]:
-                written[f"{kind}_deleted"] += self.writers[kind].delete(list(self.dels[kind]))
+                written[f"{kind}_deleted"] += self.writers[kind].delete(list(self.dels[kind]), now)
                 self.dels[kind].clear()
         if NODES in self.resources:
             written.update(self._flush_nodes(now, in_sql))
@@ -362,6 +362,8 @@ class Mirror:
             else:
                 written[kind] += self.writers[kind].upsert([(key, v, links(key, v)) for key, v in items.items()],
                                                            now)
+            if self.resources[kind].written is not None:
+                self.resources[kind].written(self.cid, list(items), now)
             if kind == PODS and not self.lifetimes_all:
                 self.lifetime_keys.update(items)  # (a full list writes them all at its end)
             index = self.index[kind]

@@ -87,6 +87,13 @@ class Resource:
     optional: bool = False
     # Only the objects this field selector selects (`?fieldSelector=`), e.g. the Events of one kind of object.
     field_selector: str = ""
+    # Rows that outlive their object (a workload's history): `retire(cluster_id, keys, now)` marks the rows of
+    # these gone objects instead of deleting them; `live` (a filter) says which stored rows are still in
+    # the cluster (the others are not swept again). `written(cluster_id, keys, now)` runs after rows of
+    # these keys were written (e.g. to note what changed on a timeline).
+    retire: Callable[[int, list, Any], int] | None = None
+    live: dict = field(default_factory=dict, compare=False)
+    written: Callable[[int, list, Any], None] | None = None
 
     def __post_init__(self) -> None:
         if self.key is None:

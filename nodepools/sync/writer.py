@@ -157,9 +157,15 @@ class TableWriter:
                 f"SELECT {select} FROM {staging} s" + self._upsert_tail("t"))
             cursor.execute(f"TRUNCATE {staging}")
 
-    def delete(self, keys: list) -> int:
+    def delete(self, keys: list, now: datetime | None = None) -> int:
         if not keys:
             return 0
+        if self.resource.retire is not None:
+            # Rows kept after their object is gone (marked by the resource's own function).
+            from django.utils import timezone
+
+            self.resource.retire(self.cid, keys, now or timezone.now())
+            return len(keys)
         model = self.resource.model
         if model._meta.related_objects:
             # Rows other rows point to (a pod's node): the ORM applies their on_delete (SET_NULL).

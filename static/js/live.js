@@ -40,7 +40,12 @@
     };
     if (!window.htmx) { done(); return; }
     var before = cellTexts(el);
-    var swapped = function () { markChanged(document.getElementById(id), before); done(); };
+    // A disclosure someone opened (a workload's reason story: `data-keep-open`, by its id) stays open.
+    var opened = Array.prototype.map.call(el.querySelectorAll("details[data-keep-open][open]"), function (d) { return d.id; });
+    var swapped = function () {
+      opened.forEach(function (key) { var d = key && document.getElementById(key); if (d) d.open = true; });
+      markChanged(document.getElementById(id), before); done();
+    };
     window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" }).then(swapped, done);
   }
 

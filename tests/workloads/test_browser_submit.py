@@ -296,12 +296,14 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
         assert page.evaluate("window.__sameDocument") is True
         shoot(page, "workload-running-live")
 
-        # The researcher stops it: the Job goes with its pods, and the row leaves the table.
-        page.once("dialog", lambda dialog: dialog.accept())
-        row.get_by_role("button", name="Stop browser-run").click()
-        expect(page.locator("#workloads-table tr[data-workload='browser-run']")).to_have_count(0, timeout=20000)
+        # The researcher stops it (Stop asks first, in the page): the Job goes with its pods, and the row stays,
+        # Stopped.
+        row.get_by_role("link", name="Stop browser-run").click()
+        page.locator("#stop-confirm dialog").get_by_role("button", name="Stop browser-run").click()
+        row = page.locator("#workloads-table tr[data-workload='browser-run']")
+        expect(row).to_contain_text("Stopped", timeout=20000)
         assert emu.get("jobs.batch", "browser-run", "runai-rnd-a") is None
-        assert not Workload.objects.filter(name="browser-run").exists()
+        assert Workload.objects.get(name="browser-run").phase == "Stopped"
     finally:
         stop.set()
         if background is not None:

@@ -58,6 +58,8 @@ def test_role_matrix(who, org, users, rows, api, client):
         expected = 403 if sees_own else 404
         assert api(user).delete(f"/api/v1/workloads/{rows['rnd-a'].pk}/").status_code == expected
         assert client.post(reverse("workload-stop", args=[rows["rnd-a"].pk])).status_code == expected
+        # Nor is the confirmation offered (it would name what stops).
+        assert client.get(reverse("workload-stop", args=[rows["rnd-a"].pk])).status_code == expected
         assert Workload.objects.filter(pk=rows["rnd-a"].pk).exists()
 
 

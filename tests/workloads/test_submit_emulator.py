@@ -77,8 +77,14 @@ def test_submission_is_created_in_the_cluster_mirrored_and_listed(lab, users, ap
     page = client.get(reverse("workload-list")).content.decode()
     assert 'data-workload="train-1"' in page
     row_html = page.split('data-workload="train-1"', 1)[1].split("</tr>", 1)[0]
-    for text in ("rnd-a", "a100 → default", "Running", "train", "yes"):
+    for text in ("rnd-a", "a100 → default", "Running"):
         assert text in row_html, text
+    # Its priority class and whether it is preemptible are columns to choose (the default ones fit the window);
+    # the CSV holds every column.
+    assert ">train<" not in row_html
+    full = csv_of(client.get(reverse("workload-list"), {"format": "csv", "columns": "all"}))
+    assert full[1][full[0].index("Priority class")] == "train"
+    assert full[1][full[0].index("Preemptible")] in ("True", "yes")
     # Per pool and per project filters (the project page links to its own); the CSV holds the same row.
     assert 'data-workload="train-1"' in client.get(reverse("workload-list"), {"pool": lab.a100.pk}).content.decode()
     project_page = client.get(reverse("project-detail", args=[lab.rnd_a.pk])).content.decode()
@@ -87,8 +93,9 @@ def test_submission_is_created_in_the_cluster_mirrored_and_listed(lab, users, ap
     assert 'data-workload="train-1"' not in client.get(
         reverse("workload-list"), {"project": lab.rnd_b.pk}).content.decode()
     rows = csv_of(client.get(reverse("workload-list"), {"format": "csv"}))
-    assert rows[0][:6] == ["Workload", "Project", "Pools tried", "Placed in", "Platform", "Phase"]
-    assert rows[1][:6] == ["train-1", "rnd-a", "a100 → default", "a100", "", "Running"]
+    assert rows[0][:5] == ["Workload", "Project", "Pools tried", "Placed in", "Phase"]
+    assert rows[1][:5] == ["train-1", "rnd-a", "a100 → default", "a100", "Running"]
+    assert full[1][full[0].index("Platform")] == ""
 
 
 def selectors_row(name):
@@ -114,9 +121,22 @@ def test_a_researcher_stops_their_workload_and_a_viewer_cannot(lab, users, api, 
     # The researcher stops it: the Job is deleted in the cluster, the mirror follows, it is audited.
     assert api(users["researcher"]).delete(f"/api/v1/workloads/{row.pk}/").status_code == 204
     assert sim.list("jobs.batch", "runai-rnd-a") == []
-    assert syncing.run_until(lambda: not Workload.objects.filter(name="train-1").exists())
+    # The workload stays, Stopped, listed with its phase and read by id with its timeline saying who stopped it.
+    assert syncing.run_until(lambda: Workload.objects.filter(name="train-1", phase="Stopped",
+                                                             gone_at__isnull=False).exists())
+    assert Workload.objects.get(name="train-1").pk == row.pk
+    listed = api(users["researcher"]).get("/api/v1/workloads/").json()["results"]
+    assert [(w["name"], w["phase"]) for w in listed] == [("train-1", "Stopped")]
+    one = api(users["cluster_viewer"]).get(f"/api/v1/workloads/{row.pk}/").json()
+    assert one["phase"] == "Stopped" and one["gone_at"]
+    whats = [e["what"] for e in one["timeline"]]
+    assert whats[0] == "Submitted by researcher" and "Stopped by researcher" in whats, whats
+    assert whats[-1].startswith("Its Job left the cluster"), whats
     event = AuditEvent.objects.get(object_type="workload", action=AuditEvent.Action.DELETE)
     assert event.actor == users["researcher"] and event.object_id == "runai-rnd-a/train-1"
+    # Stopped once is stopped: stopping it again is refused in words, the cluster is not asked.
+    again = api(users["researcher"]).delete(f"/api/v1/workloads/{row.pk}/")
+    assert again.status_code == 400 and "already ended (Stopped)" in again.content.decode()
 
 
 def test_the_stop_button_stops_it_from_the_page(lab, users, api, sim, syncing, client):
@@ -125,10 +145,22 @@ def test_the_stop_button_stops_it_from_the_page(lab, users, api, sim, syncing, c
     client.force_login(users["researcher"])
     page = client.get(reverse("workload-list")).content.decode()
     row = Workload.objects.get(name="train-1")
-    assert reverse("workload-stop", args=[row.pk]) in page and "Stop</button>" in page
+    assert reverse("workload-stop", args=[row.pk]) in page and 'aria-label="Stop train-1">Stop</a>' in page
+    # Stop asks first (its own page without scripts), naming the pods, the GPUs and the project; nothing stops.
+    asked = client.get(reverse("workload-stop", args=[row.pk])).content.decode()
+    assert "Stop workload train-1?" in asked and "project <strong>rnd-a</strong>" in asked
+    assert "2 GPUs it asks for" in asked and "Stop train-1</button>" in asked
+    assert len(sim.list("jobs.batch", "runai-rnd-a")) == 1
     response = client.post(reverse("workload-stop", args=[row.pk]), follow=True)
     assert "is being stopped" in response.content.decode()
     assert sim.list("jobs.batch", "runai-rnd-a") == []
+    # It keeps its page, Stopped, with its timeline.
+    assert syncing.run_until(lambda: Workload.objects.filter(pk=row.pk, phase="Stopped").exists())
+    detail = client.get(reverse("workload-detail", args=[row.pk]))
+    assert detail.status_code == 200
+    html = detail.content.decode()
+    assert '<dd id="workload-phase">Stopped</dd>' in html and "Stopped by researcher" in html
+    assert 'aria-label="Stop train-1"' not in html
 
 
 def test_a_name_taken_in_the_cluster_is_refused_naming_the_field(lab, users, api, sim):

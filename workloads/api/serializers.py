@@ -13,7 +13,7 @@ from projects import waiting
 from projects.api.fit import FragmentationSerializer, RoomSerializer
 from projects.models import Project
 from workloads import selectors, shell
-from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet, Workload
+from workloads.models import Platform, PodSecurityLevel, PodTemplate, ResourceValidationRuleSet, Workload, WorkloadEventKind
 from workloads.submission import PRIORITY_CLASSES
 
 
@@ -214,7 +214,7 @@ class WorkloadSerializer(ModelSerializer):
                   "phase", "pods", "gpus", "gpu_utilization", "gpu_metrics_unavailable", "priority_class", "priority",
                   "preemptible", "queue", "scheduler_name", "submitted_by", "created_in_cluster", "pending_reason",
                   "scheduler_reason", "why_waiting", "waiting_category", "queue_position", "preempted_by",
-                  "provisioning", "start_estimate"]
+                  "provisioning", "start_estimate", "gone_at"]
         read_only_fields = fields
 
     def _enriched(self, obj):
@@ -278,6 +278,29 @@ class WorkloadSerializer(ModelSerializer):
             return None
         found = getattr(obj, "karpenter_wait", None)
         return found.as_dict() if found else None
+
+
+class TimelineEntrySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    kind = serializers.ChoiceField(choices=WorkloadEventKind.choices)
+    what = serializers.CharField(help_text="In words: \"Submitted by alice\", \"Preempted by rnd-b/serve\", \"Ran "
+                                           "again\", \"Stopped by bob\".")
+    detail = serializers.CharField(help_text="The cluster's words, when it said some (e.g. the preemption's message).")
+    by_workload = serializers.IntegerField(allow_null=True, help_text="The preemptor's workload id, if you may see it.")
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    timeline = serializers.SerializerMethodField(
+        help_text="What became of it, oldest first: submitted (by whom), admitted, started, preempted (by whom), ran "
+                  "again, finished or failed, stopped (by whom) and when its Job left the cluster.")
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "timeline"]
+        read_only_fields = fields
+
+    @extend_schema_field(TimelineEntrySerializer(many=True))
+    def get_timeline(self, obj):
+        return [entry.as_dict() for entry in selectors.workload_timeline(obj, user=self.context["request"].user)]
 
 
 @extend_schema_field({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],

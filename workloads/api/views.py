@@ -151,6 +151,9 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
     def get_queryset(self):
         return selectors.workload_list(user=self.request.user)
 
+    def get_serializer_class(self):
+        return s.WorkloadDetailSerializer if self.action == "retrieve" else s.WorkloadSerializer
+
     # What the page's workloads show beyond their rows (the scheduler's decisions, the console's answers, what
     # Karpenter can do, GPU utilization: one Prometheus query per cluster, in the page's budget), at once.
     def paginate_queryset(self, queryset):
@@ -204,7 +207,10 @@ class WorkloadViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.Ret
 
     def perform_destroy(self, instance):
         submission.require_stop(self.request.user, instance)
-        _in_cluster(instance.cluster, lambda api_client: submission.workload_stop(
-            actor=self.request.user, workload=instance, api_client=api_client))
+        try:
+            _in_cluster(instance.cluster, lambda api_client: services.workload_stop(
+                actor=self.request.user, workload=instance, api_client=api_client))
+        except ValidationError as exc:
+            raise exceptions.ValidationError({"detail": exc.messages}) from exc
 
 
