@@ -33,7 +33,7 @@ from access.rules import Role
 from nodepools.models import Cluster, NodePool
 from projects import services as project_services
 from projects.models import Project
-from workloads import engine, services, submission
+from workloads import engine, selectors, services, submission
 from workloads.models import Platform, PodTemplate, Workload
 from workloads.sync import jobs_mirror
 
@@ -196,9 +196,12 @@ class DemoStory:
         if not due:
             return []
         users = demo_researchers(cluster=self.cluster)
+        enforcer = selectors.enforcer_of(self.cluster)
         submitted = []
         for cycle, index, arrival in due:
             self.done.add((cycle, index))
+            if arrival.gpu_fraction and enforcer != "kai":
+                continue  # a GPU fraction is KAI Scheduler's sharing: left out while another one enforces
             project = Project.objects.filter(cluster=self.cluster, name=arrival.project).first()
             pools = list(NodePool.objects.filter(cluster=self.cluster, name__in=arrival.pools))
             if project is None or len(pools) != len(arrival.pools) or project.name not in users:

@@ -149,6 +149,11 @@ def test_switching_the_demo_cluster_to_kueue_keeps_the_story_going(demo):
     from workloads.models import KueueWorkload
 
     assert KueueWorkload.objects.filter(job_name="nlp-finetune", admitted=True).exists()
+    # The next cycle under Kueue leaves out the story's GPU fraction (KAI's sharing) instead of a refusal:
+    # run_until asserts the story logged nothing.
+    demo.run_until(660)
+    rows = demo.rows()
+    assert "scoring-a-2" in rows and "vision-frac-2" not in rows
 
 
 def test_within_two_minutes_the_demo_runs_slices_fractions_and_replicas_of_shared_gpus(demo):
