@@ -37,11 +37,14 @@ def widen(node_objs: list[dict], gpus_per_node: int) -> None:
 
 
 def _pod_gpus(pod: dict) -> int:
-    total = 0
+    """Devices of nvidia.com/gpu the pod holds; a pod holding MIG slices or replicas (any other GPU
+    resource) counts as 1: on a shared node it is one of the device's holders."""
+    total, shared = 0, False
     for container in pod["spec"].get("containers", []):
         resources = container.get("resources") or {}
         total += int(str((resources.get("limits") or {}).get(GPU) or (resources.get("requests") or {}).get(GPU) or 0))
-    return total
+        shared = shared or any(kube_gpu.is_gpu_resource(k) and k != GPU for k in (resources.get("requests") or {}))
+    return total or int(shared)
 
 
 class _Util:
@@ -71,10 +74,15 @@ def fleet_gpus(node_objs: list[dict], pod_objs: Iterable[dict], *, cluster: str,
     out = []
     for node in node_objs:
         name = node["metadata"]["name"]
-        count = int(node["status"]["allocatable"].get(GPU, 0))
+        inventory = kube_gpu.node_gpus(node["metadata"].get("labels"), node["status"].get("capacity"))
+        # A shared node's exporter reports its physical devices (MIG slices or replicas are not devices).
+        count = (inventory.physical if inventory.exposure not in (kube_gpu.NONE, kube_gpu.WHOLE)
+                 else int(node["status"]["allocatable"].get(GPU, 0)))
         product = node["metadata"]["labels"].get("nvidia.com/gpu.product", DEFAULT_PRODUCT)
         devices: list[tuple[str, str]] = []
         for namespace, pod, gpus in holders.get(name, []):
+            if count != int(node["status"]["allocatable"].get(GPU, 0)):
+                gpus = 1  # a shared node: one device each for its holders, in order (time-sliced: 4 per GPU)
             devices += [(namespace, pod)] * gpus
         for index in range(count):
             namespace, pod = devices[index] if index < len(devices) else ("", "")

@@ -9,13 +9,15 @@ Prometheus holding an hour of DCGM-exporter samples of 40,000 GPUs.
     .venv/bin/python bench/pages.py --csv-only  # the CSV's figures (and every query count), no page timing
     .venv/bin/python bench/pages.py --profile DIR --only REGEX   # cProfile of each timed page: where its time goes
 
-In one run, on a fresh database filled with a generated fleet (six node pools, three departments,
+In one run, on a fresh database filled with a generated fleet (nine node pools, three of them of shared GPUs:
+MIG mixed, MIG single, time-sliced, with quota in GPU-equivalents; three departments,
 five projects):
 
   pages   server time (median, p95) of the nodes table (first page, filtered, sorted), the pools table,
           the overview, the quota grid, the department and project pages (with pending workloads and why
           they wait), the workloads list (and its start estimates, fetched after it) and a workload's page, the department and cluster statements, a
-          pool's page (its fragmentation) and its fit API, the enforcement and platforms pages (a Job per
+          pool's page (its fragmentation) and its fit API, the pages of a MIG pool (its slices by profile) and a
+          time-sliced pool and the nodes of the MIG pool, the enforcement and platforms pages (a Job per
           10 nodes, 30 at least, mirrored as the sync writes them), each with its SQL query count; the same query counts
           measured first on a fleet 100 times smaller, to show they do not grow with the rows; the nodes
           and pools pages also with every column shown (GPU utilization, GPU memory, idle allocated GPUs),
@@ -57,6 +59,7 @@ than 200 or a figure is missing. About 20 s.
 from __future__ import annotations
 
 import argparse
+from decimal import Decimal
 import asyncio
 import os
 import re
@@ -76,6 +79,9 @@ AHEAD_MINUTES = 20
 TARGETS = {"page_p95_ms": 100, "prom_page_p95_ms": 150, "after_section_p95_ms": 1000, "csv_rows_per_s": 50_000,
            "csv_growth_mib": 50}
 POOLS = ("a100-train", "h100-train", "a100-spot", "l4-inference", "t4-batch")
+# The fleet's pools of shared GPUs (kubesim's shared fleet): MIG mixed (A100 80GB, all-balanced), MIG single
+# (H100, all-1g.10gb), time-sliced L4s (4 replicas); their pods ask slices and replicas.
+SHARED_POOLS = ("a100-mig", "h100-mig", "l4-shared")
 ORG = {"training": ["ml-training", "research"], "serving": ["inference", "batch"], "data": ["data-eng"]}
 
 
@@ -121,9 +127,13 @@ def fleet_objects(nodes: int, pods: int, gpus_per_node: int):
     from bench.dcgm_fleet import widen
     from kubesim import generate_cluster
 
-    node_objs, pod_objs = generate_cluster(nodes, pods, seed=1)
+    from kube import gpu as kube_gpu
+
+    node_objs, pod_objs = generate_cluster(nodes, pods, seed=1, shared=True)
     if gpus_per_node:
-        widen(node_objs, gpus_per_node)
+        # Whole-GPU nodes only: a shared node's resources follow its MIG layout or its replicas.
+        widen([n for n in node_objs if kube_gpu.node_gpus(n["metadata"].get("labels"), n["status"]["capacity"]).exposure
+               in (kube_gpu.NONE, kube_gpu.WHOLE)], gpus_per_node)
     return node_objs, pod_objs
 
 
@@ -155,16 +165,23 @@ def load(name: str, objects, prometheus_url: str = ""):
 
     cluster = services.cluster_create(actor=None, name=name)
     pools = [services.pool_create(actor=None, cluster=cluster, name=p, label_key="karpenter.sh/nodepool", label_value=p)
-             for p in POOLS]
+             for p in POOLS + SHARED_POOLS]
     for department_name, namespaces in ORG.items():
         department = org.department_create(actor=None, cluster=cluster, name=department_name)
         for pool in pools[:3]:
             org.quota_update(actor=None, quota=department.quotas.get(pool=pool), expected_version=None,
                              gpu_deserved=nodes // 10)
+        for pool in pools[len(POOLS):]:
+            org.quota_update(actor=None, quota=department.quotas.get(pool=pool), expected_version=None,
+                             gpu_deserved=Decimal(nodes) / 20 + Decimal("0.5"))
         for ns in namespaces:
             project = org.project_create(actor=None, department=department, name=ns, namespaces=[ns])
             org.quota_update(actor=None, quota=project.quotas.get(pool=pools[0]), expected_version=None,
                              gpu_deserved=nodes // 30)
+            # Quota of shared GPUs in GPU-equivalents, with decimals.
+            for pool in pools[len(POOLS):]:
+                org.quota_update(actor=None, quota=project.quotas.get(pool=pool), expected_version=None,
+                                 gpu_deserved=Decimal(nodes) / 100 + Decimal("0.5"))
     if prometheus_url:
         Cluster.objects.filter(pk=cluster.pk).update(prometheus_url=prometheus_url,
                                                      prometheus_label_matchers=f'cluster="{name}"')
@@ -236,6 +253,10 @@ def page_urls(cluster, pools) -> dict[str, str]:
         "cluster statement": f"/clusters/{cluster.pk}/statement/",
         "pool page (fragmentation)": f"/pools/{pools[0].pk}/",
         "pool fit (API)": f"/api/v1/node-pools/{pools[0].pk}/fit/",
+        # A pool of MIG slices (its slices by profile, free on Ready nodes) and a time-sliced one.
+        "pool page (MIG slices)": f"/pools/{pools[len(POOLS)].pk}/",
+        "pool page (time-sliced)": f"/pools/{pools[len(POOLS) + 2].pk}/",
+        "nodes: a MIG pool": f"/nodes/?pool={pools[len(POOLS)].pk}",
         "enforcement": f"/clusters/{cluster.pk}/enforcement/",
         "platforms": "/platforms/",
     }

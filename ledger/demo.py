@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+from dataclasses import replace
 from decimal import Decimal
 
 from django.db import transaction
@@ -23,7 +24,7 @@ from ledger import compute
 from ledger.models import ClosedHour, DeservedHistory, Kind, LedgerState, Rate
 from ledger.services import HOUR, _add_to_days, _deserved, _entry, _insert_entries, hour_floor, rate_create
 from nodepools import kube
-from nodepools.demo_cluster import IDLE_PROJECT, demo_objects
+from nodepools.demo_cluster import IDLE_PROJECT, POOL_LABEL_KEY, demo_objects
 from nodepools.models import Cluster, NodePool
 from projects.models import Project
 
@@ -38,7 +39,15 @@ RATES = {
     "NVIDIA-A100-SXM4-80GB": Decimal("2.40"),
     "NVIDIA-H100-80GB-HBM3": Decimal("3.90"),
     "Tesla-T4": Decimal("0.35"),
+    # The shared pools' GPUs: an A100 80GB cut into MIG slices is priced per slice at its model's rate × the
+    # slice's share, or at its profile's own rate (MIG_RATES); a time-sliced L4's replica at the L4's rate ×
+    # its share (a quarter); a KAI fraction of an A10G at the A10G's rate × the fraction.
+    "NVIDIA-L4": Decimal("0.80"),
+    "NVIDIA-A10G": Decimal("1.00"),
 }
+# A MIG profile with its own price per slice-hour (the 1g.10gb notebooks' slices, dearer than 1/7 of the
+# A100 80GB's 2.40: small slices are in demand); the other profiles are priced at the model's rate × share.
+MIG_RATES = {("NVIDIA-A100-SXM4-80GB", "1g.10gb"): Decimal("0.40")}
 A100_80_LATER = Decimal("2.20")
 CURRENCY = "EUR"
 CPU_CORE_HOUR = Decimal("0.012")
@@ -59,6 +68,12 @@ def demo_rates(*, today: datetime.date) -> int:
         rate_create(actor=None, gpu_model=model, currency=CURRENCY, valid_from=since, gpu_hour=price,
                     cpu_core_hour=CPU_CORE_HOUR, memory_gib_hour=MEMORY_GIB_HOUR, description="Demo price")
         added += 1
+        for (rated_model, profile), slice_price in MIG_RATES.items():
+            if rated_model == model:
+                rate_create(actor=None, gpu_model=model, mig_profile=profile, currency=CURRENCY, valid_from=since,
+                            gpu_hour=slice_price, cpu_core_hour=CPU_CORE_HOUR, memory_gib_hour=MEMORY_GIB_HOUR,
+                            description=f"Demo price of a {profile} slice")
+                added += 1
         if model == "NVIDIA-A100-SXM4-80GB":
             rate_create(actor=None, gpu_model=model, currency=CURRENCY, valid_from=today - datetime.timedelta(days=10),
                         gpu_hour=A100_80_LATER, cpu_core_hour=CPU_CORE_HOUR, memory_gib_hour=MEMORY_GIB_HOUR,
@@ -81,22 +96,27 @@ def _running(pod: dict, hour_index: int) -> bool:
 
 
 def _demo_pods(cluster: Cluster) -> list[tuple]:
-    """The demo's running pods as (pod, pool id, GPU model, project id, requests), read once."""
+    """The demo's running pods as (pod, pool id, GPU model, project id, requests, unit, units), read once: GPUs
+    in GPU-equivalents on the pod's node, billed in the unit the sync would store (kube.gpu.billing_unit:
+    whole GPUs, slices of a MIG profile, replicas of a time-sliced GPU, GPU-equivalents of fractions)."""
     nodes, pods = demo_objects()
     pools = {p.name: p.pk for p in NodePool.objects.filter(cluster=cluster)}
     default = pools.get(NodePool.DEFAULT_NAME)
-    node_pool, node_model = {}, {}
+    node_pool, node_gpus = {}, {}
     for node in nodes:
         labels = node["metadata"].get("labels") or {}
-        node_pool[node["metadata"]["name"]] = pools.get(labels.get("gpu-type"), default)
-        node_model[node["metadata"]["name"]] = labels.get(kube_gpu.LABEL_GPU_PRODUCT, "")
+        node_pool[node["metadata"]["name"]] = pools.get(labels.get(POOL_LABEL_KEY), default)
+        node_gpus[node["metadata"]["name"]] = kube_gpu.node_gpus(labels, node["status"].get("capacity"),
+                                                                node["status"].get("allocatable"))
     projects = {f"runai-{name}": pk for name, pk in Project.objects.filter(cluster=cluster).values_list("name", "pk")}
     out = []
     for pod in pods:
         node = pod["spec"].get("nodeName")
         if node and pod_is_active(pod):
-            out.append((pod, node_pool.get(node), node_model.get(node, ""), projects.get(pod["metadata"]["namespace"]),
-                        kube.pod_resources(pod)))
+            resources, record = kube.pod_resources_and_request(pod)
+            gpus, unit, units = kube.gpu_priced(record, node_gpus.get(node))
+            out.append((pod, node_pool.get(node), node_gpus[node].product if node in node_gpus else "",
+                        projects.get(pod["metadata"]["namespace"]), replace(resources, gpus=gpus), unit, units))
     return out
 
 
@@ -105,7 +125,7 @@ def _intervals(demo_pods: list[tuple], pools: dict, projects: dict, hour: dateti
     start = int(hour.timestamp())
     index = start // 3600
     out, utilization = [], {}
-    for pod, pool, model, project, requests in demo_pods:
+    for pod, pool, model, project, requests, unit, units in demo_pods:
         if not _running(pod, index):
             continue
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -115,7 +135,8 @@ def _intervals(demo_pods: list[tuple], pools: dict, projects: dict, hour: dateti
         end = start + 3600 - (seed % 900 if seed % 7 == 0 else 0)
         out.append(compute.Interval(f"{namespace}/{name}", namespace, name, pool, model, project, requests.gpus,
                                     requests.cpu_millis, requests.memory_bytes,
-                                    kube.is_preemptible(pod["spec"].get("priority")), begin, end))
+                                    kube.is_preemptible(pod["spec"].get("priority")), begin, end, unit,
+                                    units if unit else None))
         if requests.gpus:
             idle = namespace == f"runai-{IDLE_PROJECT}"
             busy = 1.0 if idle else 55 + _stable(name) % 35

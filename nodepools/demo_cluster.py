@@ -1,15 +1,22 @@
 """The demo cluster of docs/getting-started.md#what-the-demo-is, as Kubernetes objects.
 
 20 nodes of 4 V100 (the default pool; 16 of 16GB and 4 of 32GB: two platforms), 5 nodes of 4 A100 40GB (pool a100-40gb, ML-Ops) and 5 nodes of
-4 A100 80GB (pool a100-80gb, R&D); NVIDIA operand pods on the GPU nodes; training, build and inference
+4 A100 80GB (pool a100-80gb, R&D); three pools whose GPUs are shared (docs/getting-started.md#gpu-sharing):
+3 nodes of 4 A100 80GB cut into MIG slices (pool a100-mig, NVIDIA's `all-balanced` layout with the mixed
+strategy: each node publishes 4 nvidia.com/mig-3g.40gb, 4 mig-2g.20gb and 8 mig-1g.10gb), 3 nodes of 4 L4
+time-sliced into 4 replicas each (pool l4-shared: nvidia.com/gpu 16 a node) and 2 nodes of 4 whole A10G
+that KAI Scheduler shares out in fractions (pool a10g, `gpu-fraction` pods beside their GPU's reservation pod);
+NVIDIA operand pods on the GPU nodes; training, build and inference
 pods of the demo projects, so that some projects run over quota; a few nodes not ready, each for
 another reason; project team-nlp holds its GPUs idle (1 % utilization as the emulated DCGM exporter
 reports it). Django-free: the demo command loads it into the database, the emulator serves it.
 """
 from __future__ import annotations
 
-from kube import wellknown
+from decimal import Decimal
 from typing import Any
+
+from kube import wellknown
 
 from kubesim import make_node, make_pod
 from kubesim.dcgm import UTILIZATION_ANNOTATION
@@ -32,6 +39,31 @@ A100_40 = dict(gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960, instan
                memory="1152Gi")
 A100_80 = dict(gpu_product="NVIDIA-A100-SXM4-80GB", gpu_memory_mib=81920, instance_type="p4de.24xlarge", cpu="96",
                memory="1152Gi")
+A100_MIG = dict(A100_80, mig_config="all-balanced", mig_strategy="mixed")
+L4_SHARED = dict(gpu_product="NVIDIA-L4", gpu_memory_mib=23034, instance_type="g6.12xlarge", cpu="48", memory="192Gi",
+                 gpu_replicas=4)
+A10G = dict(gpu_product="NVIDIA-A10G", gpu_memory_mib=23028, instance_type="g5.12xlarge", cpu="48", memory="192Gi")
+# The pools whose GPUs are shared: (pool, node name prefix, nodes, spec, description).
+SHARED_POOLS = (
+    ("a100-mig", "a100-mig", 3, A100_MIG,
+     "3 nodes of 4 A100 80GB in MIG slices (all-balanced: 3g.40gb, 2g.20gb, 1g.10gb) for notebooks and inference"),
+    ("l4-shared", "l4", 3, L4_SHARED, "3 nodes of 4 L4 time-sliced into 4 replicas each, for light inference and builds"),
+    ("a10g", "a10g", 2, A10G, "2 nodes of 4 A10G whose GPUs KAI Scheduler shares out in fractions (gpu-fraction)"),
+)
+# Quota in the shared pools, in GPU-equivalents (a 1g.10gb slice of an A100 is 1/7 of a GPU, a replica of a
+# 4-replica L4 a quarter, a gpu-fraction its value): department -> (its own, {project: its own}).
+SHARED_QUOTAS = {
+    "a100-mig": {"rnd": (Decimal("6"), {"team-vision": Decimal("2"), "team-nlp": Decimal("1.5"),
+                                        "team-speech": Decimal("1.5"), "team-robotics": Decimal("1")}),
+                 "ml-ops": (Decimal("6"), {"serve-chat": Decimal("3"), "serve-search": Decimal("1"),
+                                           "serve-vision": Decimal("1"), "batch-scoring": Decimal("1")})},
+    "l4-shared": {"rnd": (Decimal("4"), {"team-speech": Decimal("2"), "team-robotics": Decimal("2")}),
+                  "ml-ops": (Decimal("8"), {"serve-search": Decimal("4"), "batch-scoring": Decimal("2"),
+                                            "serve-chat": Decimal("1"), "serve-vision": Decimal("1")})},
+    "a10g": {"rnd": (Decimal("2"), {"team-vision": Decimal("1"), "team-nlp": Decimal("1")}),
+             "ml-ops": (Decimal("6"), {"serve-vision": Decimal("2.5"), "serve-chat": Decimal("2.5"),
+                                       "serve-search": Decimal("0.5"), "batch-scoring": Decimal("0.5")})},
+}
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 
 # Nodes that are not ready, each for another reason (docs/concepts.md#not-ready).
@@ -57,6 +89,10 @@ def demo_nodes() -> list[dict[str, Any]]:
                 f"{kind}-{i:02d}", gpus=4, labels={POOL_LABEL_KEY: kind}, zone=ZONES[i % 3],
                 capacity_type="reserved", **spec,
             ))
+    for pool, prefix, count, spec, _ in SHARED_POOLS:
+        for i in range(1, count + 1):
+            nodes.append(make_node(f"{prefix}-{i:02d}", gpus=4, labels={POOL_LABEL_KEY: pool}, zone=ZONES[i % 3],
+                                   capacity_type="on-demand", **spec))
     return nodes
 
 
@@ -80,14 +116,24 @@ IDLE_PROJECT = "team-nlp"
 IDLE_UTILIZATION = "1"
 
 
-def _workload(name, project, node, gpus, kind, *, phase="Running", selector=None, cpu="8", memory="64Gi"):
-    annotations = {UTILIZATION_ANNOTATION: IDLE_UTILIZATION} if project == IDLE_PROJECT else None
+def _workload(name, project, node, gpus, kind, *, phase="Running", selector=None, cpu="8", memory="64Gi",
+              resource=kube_gpu.GPU_RESOURCE, fraction=None, gpu_group=None):
+    """A demo pod asking `gpus` of `resource` (a MIG profile's `nvidia.com/mig-<profile>`, or a time-sliced
+    node's replicas of nvidia.com/gpu), or a KAI `fraction` of one GPU (no GPU resource: KAI's way, with
+    the label of its GPU's group, `gpu_group`, shared with the reservation pod)."""
+    annotations = {UTILIZATION_ANNOTATION: IDLE_UTILIZATION} if project == IDLE_PROJECT else {}
+    labels = {"project": project, "workload-kind": kind}
+    gpu = {} if fraction else {resource: str(gpus)}
+    if fraction:
+        annotations[kube_gpu.ANNOTATION_GPU_FRACTION] = fraction
+        labels[kube_gpu.GPU_GROUP_LABEL] = gpu_group
     pod = make_pod(
         name, f"runai-{project}", node=node, phase=phase, priority=PRIORITY[kind], priority_class=kind,
-        labels={"project": project, "workload-kind": kind}, annotations=annotations,
-        containers=[{"name": "main", "requests": {"cpu": cpu, "memory": memory, kube_gpu.GPU_RESOURCE: str(gpus)},
-                     "limits": {kube_gpu.GPU_RESOURCE: str(gpus)}}],
+        labels=labels, annotations=annotations or None,
+        containers=[{"name": "main", "requests": {"cpu": cpu, "memory": memory, **gpu}, "limits": dict(gpu)}],
     )
+    if fraction:
+        pod["spec"]["schedulerName"] = wellknown.KAI_SCHEDULER_NAME
     if selector:
         pod["spec"]["nodeSelector"] = {POOL_LABEL_KEY: selector}
     return pod
@@ -115,7 +161,47 @@ def demo_workloads() -> list[dict[str, Any]]:
         # Pending and finished pods count toward nothing.
         w("vision-train-pending", "team-vision", None, 8, "train", phase="Pending"),
         w("nlp-train-done", "team-nlp", "v100-12", 4, "train", phase="Succeeded"),
+        *shared_workloads(),
     ]
+
+
+def _slices(profile: str) -> str:
+    return kube_gpu.mig_resource(profile)
+
+
+# The GPUs KAI Scheduler shares on a10g-01, each held whole by its reservation pod: group -> sharers.
+FRACTION_GROUPS = {"a10g-01-gpu0": ("vision-frac-1", "vision-frac-2"), "a10g-01-gpu1": ("chat-frac-1", "chat-frac-2")}
+FRACTION = "0.5"
+
+
+def shared_workloads() -> list[dict[str, Any]]:
+    """The pods of the shared pools: notebooks on 1g.10gb slices, inference on 3g.40gb, a build on 2g.20gb
+    (a100-mig); inference and batch scoring on replicas of time-sliced L4s (l4-shared); fractional inference
+    (`gpu-fraction: "0.5"`) on A10Gs KAI Scheduler shares, beside each GPU's reservation pod (a10g)."""
+    w = _workload
+    pods = [
+        *[w(f"vision-notebook-{i}", "team-vision", "a100-mig-01", 1, "build", resource=_slices("1g.10gb"),
+            cpu="4", memory="32Gi") for i in range(1, 4)],
+        *[w(f"nlp-notebook-{i}", "team-nlp", "a100-mig-02", 1, "build", resource=_slices("1g.10gb"),
+            cpu="4", memory="32Gi") for i in range(1, 3)],
+        w("speech-mig-1", "team-speech", "a100-mig-03", 1, "build", resource=_slices("2g.20gb")),
+        *[w(f"chat-mig-{i}", "serve-chat", f"a100-mig-{i:02d}", 1, "inference", resource=_slices("3g.40gb"))
+          for i in range(1, 3)],
+        *[w(f"search-replica-{i}", "serve-search", "l4-01", 1, "inference", cpu="4", memory="16Gi")
+          for i in range(1, 5)],
+        *[w(f"scoring-replica-{i}", "batch-scoring", "l4-02", 2, "build-preemptible", cpu="4", memory="16Gi")
+          for i in range(1, 3)],
+    ]
+    for group, sharers in FRACTION_GROUPS.items():
+        pods.append(make_pod(f"gpu-reservation-{group}", kube_gpu.RESERVATION_NAMESPACE, node="a10g-01",
+                             labels={"app": kube_gpu.RESERVATION_NAMESPACE, kube_gpu.GPU_GROUP_LABEL: group},
+                             containers=[{"name": "resource-reservation",
+                                          "requests": {kube_gpu.GPU_RESOURCE: "1"}}]))
+        for name in sharers:
+            project = "serve-vision" if name.startswith("vision") else "serve-chat"
+            pods.append(w(name, project, "a10g-01", 0, "inference", fraction=FRACTION, gpu_group=group, cpu="4",
+                          memory="16Gi"))
+    return pods
 
 
 def demo_objects() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

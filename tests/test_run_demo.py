@@ -108,7 +108,8 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
         nodes = subprocess.run(["kubectl", "--kubeconfig", path, "get", "nodes", "-o", "name",
                                 "-l", "!karpenter.sh/nodepool"], capture_output=True, text=True, timeout=30)
         assert nodes.returncode == 0, nodes.stderr
-        assert len(nodes.stdout.split()) == 30
+        # 30 of whole GPUs and 8 of shared ones (MIG slices, time-sliced replicas, KAI fractions).
+        assert len(nodes.stdout.split()) == 38
 
     # The console's own pages, even for a wrong address: DEBUG is off in the demo.
     status, headers, body = fetch(demo["url"] + "/favicon.ico")

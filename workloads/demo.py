@@ -16,7 +16,10 @@ within minutes (with KAI Scheduler, the demo's default, or Kueue once switched o
   newest running scoring job, which waits again ("Preempted by ..."), and a sixth scoring job queues behind;
 - two workloads that wait with the scheduler's reasons: team-vision's 8-GPU training pod (no node of
   a100-80gb has 8 GPUs) and serve-search's 8-GPU inference beyond its deserved quota (non-preemptible);
-- short jobs in the default pool (team-nlp's evaluation holds its GPUs idle) that run and succeed.
+- short jobs in the default pool (team-nlp's evaluation holds its GPUs idle) that run and succeed;
+- shared GPUs: a 1g.10gb MIG notebook and a 3g.40gb inference service in a100-mig (slices of NVIDIA's
+  `all-balanced` layout), two fractional inference pods (`gpu-fraction: "0.5"`) that KAI Scheduler puts on
+  one A10G of a10g beside the reservation pod holding it, and builds on replicas of the time-sliced L4s.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from access.rules import Role
 from nodepools.models import Cluster, NodePool
 from projects import services as project_services
 from projects.models import Project
-from workloads import engine, services, submission
+from workloads import engine, selectors, services, submission
 from workloads.models import Platform, PodTemplate, Workload
 from workloads.sync import jobs_mirror
 
@@ -114,6 +117,8 @@ class Arrival:
     pods: int = 1
     once: bool = False  # only in the first cycle (it waits for good: one is enough)
     utilization: int | None = None  # what the emulated DCGM exporter reports for its GPUs (%)
+    gpu_profile: str = ""  # `gpus` slices of this MIG profile per pod (nvidia.com/mig-<profile>)
+    gpu_fraction: str = ""  # a KAI gpu-fraction of one GPU per pod (then `gpus` is 0)
 
 
 STORY = (
@@ -132,6 +137,11 @@ STORY = (
     Arrival(200, "serve-chat", "chat-probe", ("a100-40gb",), 1, 150, "inference"),
     Arrival(300, "team-nlp", "nlp-finetune", ("default",), 4, 200),
     Arrival(400, "team-speech", "speech-train", ("default", "a100-80gb"), 2, 150),
+    # Shared GPUs (nodepools.demo_cluster.SHARED_POOLS), quota in GPU-equivalents.
+    Arrival(35, "team-robotics", "robotics-notebook", ("a100-mig",), 1, 480, "build", gpu_profile="1g.10gb"),
+    Arrival(45, "serve-chat", "chat-mig-serve", ("a100-mig",), 1, 540, "inference", gpu_profile="3g.40gb"),
+    Arrival(55, "serve-vision", "vision-frac", ("a10g",), 0, 480, "inference", pods=2, gpu_fraction="0.5"),
+    Arrival(65, "team-speech", "speech-replicas", ("l4-shared",), 2, 300, "build"),
 )
 
 
@@ -186,9 +196,12 @@ class DemoStory:
         if not due:
             return []
         users = demo_researchers(cluster=self.cluster)
+        enforcer = selectors.enforcer_of(self.cluster)
         submitted = []
         for cycle, index, arrival in due:
             self.done.add((cycle, index))
+            if arrival.gpu_fraction and enforcer != "kai":
+                continue  # a GPU fraction is KAI Scheduler's sharing: left out while another one enforces
             project = Project.objects.filter(cluster=self.cluster, name=arrival.project).first()
             pools = list(NodePool.objects.filter(cluster=self.cluster, name__in=arrival.pools))
             if project is None or len(pools) != len(arrival.pools) or project.name not in users:
@@ -202,6 +215,7 @@ class DemoStory:
             request = submission.Request(
                 project=project, pools=pools, image="nvcr.io/nvidia/pytorch:24.05-py3",
                 command=["python", "run.py", "--demo"], gpus=arrival.gpus, pods=arrival.pods, cpu="4", memory="16Gi",
+                gpu_profile=arrival.gpu_profile, gpu_fraction=arrival.gpu_fraction,
                 priority_class=arrival.priority_class, name=name, demo_pod_annotations=annotations)
             try:
                 submission.workload_submit(actor=users[project.name], request=request, api_client=api_client)

@@ -128,10 +128,13 @@ def test_the_demo_organisation_gives_the_full_object_set_for_each_enforcer():
 
     state = org_state(cluster=Cluster.objects.get(name="demo"))
     kai = d.kai_objects(state)
-    pools = ["default", "a100-40gb", "a100-80gb"]
+    pools = ["default", "a100-40gb", "a100-80gb", "a100-mig", "l4-shared", "a10g"]
     queues = by_kind(kai, "Queue")
-    # 3 pools × (2 department queues + 8 project queues)
-    assert len(queues) == 30
+    # 6 pools (3 of them of shared GPUs) × (2 department queues + 8 project queues)
+    assert len(queues) == 60
+    # Quota of shared GPUs in GPU-equivalents, decimals where natural (a KAI queue takes fractions of devices).
+    assert queues["serve-vision.a10g"]["spec"]["resources"]["gpu"]["quota"] == 2.5
+    assert queues["team-nlp.a100-mig"]["spec"]["resources"]["gpu"]["quota"] == 1.5
     assert set(by_kind(kai, "SchedulingShard")) == set(pools)
     assert queues["team-vision.a100-80gb"]["spec"]["parentQueue"] == "department.rnd.a100-80gb"
     assert queues["department.rnd.default"]["spec"]["resources"]["gpu"]["quota"] == 20

@@ -73,10 +73,11 @@ def test_demo_with_kubeconfig_registers_the_cluster_and_leaves_objects_to_the_sy
     cluster = Cluster.objects.get(name="demo")
     assert (cluster.kubeconfig_path, cluster.kube_context) == (kubeconfig, "lab-admin")
     assert not Node.objects.exists() and not Pod.objects.exists()
-    # The guide's three pools, and the two backed by Karpenter NodePools (the sync mirrors those NodePools).
+    # The guide's three pools, the three of shared GPUs, and the two backed by Karpenter NodePools (the sync
+    # mirrors those NodePools).
     assert "admin" in out.getvalue()
     assert sorted(cluster.pools.values_list("name", flat=True)) == [
-        "a100-40gb", "a100-80gb", "default", "h100-prod", "t4-spot"]
+        "a100-40gb", "a100-80gb", "a100-mig", "a10g", "default", "h100-prod", "l4-shared", "t4-spot"]
 
 
 def test_sync_clusters_process_mirrors_and_stops_on_sigterm(transactional_db, sim, kubeconfig, tmp_path):

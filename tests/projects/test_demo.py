@@ -23,7 +23,9 @@ def test_demo_builds_the_seed_organisation():
     output = load()
     pools = {p.name: p for p in NodePool.objects.with_capacity()}
     assert {name: (p.node_count, p.gpu_total) for name, p in pools.items()} == {
-        "default": (20, 80), "a100-40gb": (5, 20), "a100-80gb": (5, 20)}
+        "default": (20, 80), "a100-40gb": (5, 20), "a100-80gb": (5, 20),
+        # The pools of shared GPUs count physical GPUs in GPU-equivalents: MIG slices, replicas, fractions.
+        "a100-mig": (3, 12), "l4-shared": (3, 12), "a10g": (2, 8)}
     assert set(Node.objects.filter(pool__name="a100-80gb").values_list("gpu_product", flat=True)) == {"NVIDIA-A100-SXM4-80GB"}
     assert {d.name: sorted(d.projects.values_list("name", flat=True)) for d in Department.objects.all()} == {
         "rnd": ["team-nlp", "team-robotics", "team-speech", "team-vision"],

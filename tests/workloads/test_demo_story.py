@@ -149,3 +149,40 @@ def test_switching_the_demo_cluster_to_kueue_keeps_the_story_going(demo):
     from workloads.models import KueueWorkload
 
     assert KueueWorkload.objects.filter(job_name="nlp-finetune", admitted=True).exists()
+    # The next cycle under Kueue leaves out the story's GPU fraction (KAI's sharing) instead of a refusal:
+    # run_until asserts the story logged nothing.
+    demo.run_until(660)
+    rows = demo.rows()
+    assert "scoring-a-2" in rows and "vision-frac-2" not in rows
+
+
+def test_within_two_minutes_the_demo_runs_slices_fractions_and_replicas_of_shared_gpus(demo):
+    """Issue 30, point 8: a 1g.10gb notebook and a 3g.40gb service on MIG slices, two gpu-fraction 0.5 pods
+    that KAI puts on one A10G beside its reservation pod, a build on replicas of the time-sliced L4s."""
+    from kube import gpu as kube_gpu
+    from nodepools.models import Pod
+
+    demo.run_until(120)
+    rows = demo.rows()
+    for name, pool in (("robotics-notebook", "a100-mig"), ("chat-mig-serve", "a100-mig"), ("vision-frac", "a10g"),
+                       ("speech-replicas", "l4-shared")):
+        assert (rows[name]["phase"], rows[name]["placed_pool"]) == ("Running", pool), (name, rows[name])
+    pods = {p.name: p for p in Pod.objects.filter(cluster=demo.cluster, phase="Running",
+                                                  labels__has_key="batch.kubernetes.io/job-name")}
+    notebook = next(p for n, p in pods.items() if n.startswith("robotics-notebook"))
+    # One slice of 7 of an A100: 1/7 of a GPU-equivalent (stored to three decimals).
+    assert (notebook.gpu_unit, notebook.gpu_units, notebook.gpus) == ("1g.10gb", 1, Decimal("0.143"))
+    serve = next(p for n, p in pods.items() if n.startswith("chat-mig-serve"))
+    assert serve.gpu_unit == "3g.40gb" and serve.gpu_units == 1
+    fractions = [p for n, p in pods.items() if n.startswith("vision-frac")]
+    assert len(fractions) == 2 and {p.gpus for p in fractions} == {Decimal("0.5")}
+    assert {p.gpu_unit for p in fractions} == {kube_gpu.UNIT_FRACTION}
+    # KAI put both halves on one GPU, held whole by one reservation pod of their group, on their node.
+    groups = {p.labels.get(kube_gpu.GPU_GROUP_LABEL) for p in fractions}
+    assert len(groups) == 1 and None not in groups
+    group = groups.pop()
+    held = [p for p in Pod.objects.filter(cluster=demo.cluster, namespace=kube_gpu.RESERVATION_NAMESPACE,
+                                          phase="Running") if p.labels.get(kube_gpu.GPU_GROUP_LABEL) == group]
+    assert [(p.node.name, p.gpus) for p in held] == [(fractions[0].node.name, Decimal(0))]
+    replicas = next(p for n, p in pods.items() if n.startswith("speech-replicas"))
+    assert (replicas.gpu_unit, replicas.gpu_units, replicas.gpus) == ("replica:4", 2, Decimal("0.5"))

@@ -12,7 +12,8 @@ from access.rules import Role
 from enforcers.services import enforcement_set
 from ledger.demo import demo_ledger_seed
 from nodepools import services as pool_services
-from nodepools.demo_cluster import DEPARTMENTS, KARPENTER_LABEL_KEY, KARPENTER_POOLS, POOL_LABEL_KEY, demo_objects
+from nodepools.demo_cluster import (DEPARTMENTS, KARPENTER_LABEL_KEY, KARPENTER_POOLS, POOL_LABEL_KEY, SHARED_POOLS,
+                                    SHARED_QUOTAS, demo_objects)
 from nodepools.models import Cluster, NodePool
 from projects import services
 from projects.models import Department, Project, Quota
@@ -21,7 +22,10 @@ from workloads.demo import demo_platforms, demo_submissions
 CLUSTER = "demo"
 PASSWORD = "gpu-demo"
 POOLS = {"a100-40gb": "5 nodes of 4 A100 40GB for ML-Ops inference",
-         "a100-80gb": "5 nodes of 4 A100 80GB for R&D build and training"}
+         "a100-80gb": "5 nodes of 4 A100 80GB for R&D build and training",
+         # Pools whose GPUs are shared (MIG slices, time-sliced replicas, KAI fractions): both departments
+         # hold quota in them, in GPU-equivalents (SHARED_QUOTAS).
+         **{name: description for name, _, _, _, description in SHARED_POOLS}}
 # Each department deserves 20 V100 GPUs in the default pool and 20 GPUs of the A100 pool it owns;
 # its four projects deserve 5 of each.
 DEPARTMENT_GPUS = Decimal(20)
@@ -37,7 +41,7 @@ LOGINS = [
 
 
 class Command(BaseCommand):
-    help = "Load the demo organisation (one cluster, 30 GPU nodes, two departments, eight projects, one login per role)."
+    help = "Load the demo organisation (one cluster, 38 GPU nodes (three pools of shared GPUs), two departments, eight projects, one login per role)."
 
     def add_arguments(self, parser):
         parser.add_argument("--no-cluster-objects", action="store_true",
@@ -87,6 +91,12 @@ class Command(BaseCommand):
                 )
                 self._set_gpus(project.quotas.get(pool=pools["default"]), PROJECT_GPUS)
                 self._set_gpus(project.quotas.get(pool=pools[owned_pool]), PROJECT_GPUS)
+            for pool_name, quotas in SHARED_QUOTAS.items():
+                own, projects = quotas[department_name]
+                self._set_gpus(department.quotas.get(pool=pools[pool_name]), own)
+                for project_name, gpus in projects.items():
+                    self._set_gpus(Project.objects.get(cluster=cluster, name=project_name).quotas.get(
+                        pool=pools[pool_name]), gpus)
         if not options["no_cluster_objects"]:
             nodes, pods = demo_objects()
             pool_services.cluster_objects_replace(cluster=cluster, nodes=nodes, pods=pods)
