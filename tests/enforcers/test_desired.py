@@ -134,7 +134,9 @@ def test_the_demo_organisation_gives_the_full_object_set_for_each_enforcer():
     assert len(queues) == 60
     # Quota of shared GPUs in GPU-equivalents, decimals where natural (a KAI queue takes fractions of devices).
     assert queues["serve-vision.a10g"]["spec"]["resources"]["gpu"]["quota"] == 2.5
-    assert queues["team-nlp.a100-mig"]["spec"]["resources"]["gpu"]["quota"] == 1.5
+    # A MIG pool's Queue is written in KAI's unit, compute slices: team-nlp's 1.5 GPU-equivalents of A100s
+    # (7 slices each) are 10.5 slices.
+    assert queues["team-nlp.a100-mig"]["spec"]["resources"]["gpu"]["quota"] == 10.5
     assert set(by_kind(kai, "SchedulingShard")) == set(pools)
     assert queues["team-vision.a100-80gb"]["spec"]["parentQueue"] == "department.rnd.a100-80gb"
     assert queues["department.rnd.default"]["spec"]["resources"]["gpu"]["quota"] == 20

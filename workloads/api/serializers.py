@@ -281,12 +281,16 @@ class WorkloadSerializer(ModelSerializer):
 
 
 class TimelineEntrySerializer(serializers.Serializer):
-    at = serializers.DateTimeField()
-    kind = serializers.ChoiceField(choices=WorkloadEventKind.choices)
+    """One event of a workload's timeline: read only (the console and the sync write them)."""
+
+    at = serializers.DateTimeField(read_only=True)
+    kind = serializers.ChoiceField(choices=WorkloadEventKind.choices, read_only=True)
     what = serializers.CharField(help_text="In words: \"Submitted by alice\", \"Preempted by rnd-b/serve\", \"Ran "
-                                           "again\", \"Stopped by bob\".")
-    detail = serializers.CharField(help_text="The cluster's words, when it said some (e.g. the preemption's message).")
-    by_workload = serializers.IntegerField(allow_null=True, help_text="The preemptor's workload id, if you may see it.")
+                                           "again\", \"Stopped by bob\".", read_only=True)
+    detail = serializers.CharField(help_text="The cluster's words, when it said some (e.g. the preemption's message).",
+                                   read_only=True)
+    by_workload = serializers.IntegerField(allow_null=True, read_only=True,
+                                           help_text="The preemptor's workload id, if you may see it.")
 
 
 class WorkloadDetailSerializer(WorkloadSerializer):
