@@ -64,7 +64,7 @@ __all__ = [
     "LABEL_GPU_MEMORY", "LABEL_GPU_PRESENT", "LABEL_GPU_PRODUCT", "LABEL_GPU_REPLICAS", "LABEL_MIG_CONFIG",
     "LABEL_MIG_CONFIG_STATE", "LABEL_MIG_STRATEGY", "LABEL_SHARING_STRATEGY", "MigProfile", "MigSlices",
     "NodeGpus", "PLACES", "RESERVATION_NAMESPACE", "GPU_GROUP_LABEL", "compute_slices", "is_gpu_resource",
-    "is_reservation_pod", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
+    "is_reservation_pod", "gpu_devices", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
     "PoolGpus", "kai_gpus", "pool_gpus", "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
     "request_record", "request_from_record", "to_decimal", "BillingUnit", "billing_unit", "unit_share",
     "unit_label", "UNIT_WHOLE", "UNIT_FRACTION", "LABEL_DEVICE_PLUGIN_CONFIG", "LABEL_MIG_CAPABLE",
@@ -406,6 +406,15 @@ def _amounts(resources: Mapping[str, Any] | None) -> dict[str, Decimal]:
         except QuantityError:
             continue  # an unreadable amount counts as absent (the node's own reader reports it)
     return out
+
+
+def gpu_devices(resources: Mapping[str, Any] | None) -> int | None:
+    """The whole `nvidia.com/gpu` devices a resource list names (a Karpenter NodePool's `limits`, say): None
+    when it names none or its amount is unreadable."""
+    if not resources or GPU_RESOURCE not in resources:
+        return None
+    amount = _amounts({GPU_RESOURCE: resources[GPU_RESOURCE]}).get(GPU_RESOURCE)
+    return int(amount) if amount is not None else None
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int | None:

@@ -29,5 +29,5 @@ class ProvisioningConfig(AppConfig):
         slots.register("quota-summary.rows", library="provisioning", tag="quota_growth_rows")
         slots.register("waiting.head", library="provisioning_pool", tag="waiting_karpenter_head")
         slots.register("waiting.row", library="provisioning_pool", tag="waiting_karpenter_cell")
-        # A NodePool's limits["nvidia.com/gpu"] changed in the cluster: its pools take the value.
+        # A NodePool's GPU limit (kube.requests.GPU) changed in the cluster: its pools take the value.
         register_leader_task("karpenter-limits", pool_limits_from_cluster, every=5.0)

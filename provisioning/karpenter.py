@@ -34,14 +34,6 @@ def quantity(value: Any) -> Decimal | None:
         return None
 
 
-def gpu_count(resources: Mapping[str, Any] | None) -> int | None:
-    """resources["nvidia.com/gpu"] as a whole number (None when absent or unparsable)."""
-    if not resources or GPU not in resources:
-        return None
-    value = quantity(resources[GPU])
-    return int(value) if value is not None else None
-
-
 def condition(conditions: Iterable[Mapping[str, Any]] | None, kind: str) -> Mapping[str, Any] | None:
     for item in conditions or ():
         if isinstance(item, Mapping) and item.get("type") == kind:

@@ -7,6 +7,7 @@ installed: 404) lists as nothing and is looked for again later, so the cluster s
 from __future__ import annotations
 
 from kube import wellknown
+from kube.gpu import gpu_devices
 from typing import Any
 
 from nodepools.sync.resources import Resource
@@ -43,8 +44,8 @@ def nodepool_values(obj: dict[str, Any]) -> tuple[list, None]:
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
         raise TypeError("spec.weight must be an integer")
     return [
-        metadata.get("uid") or "", spec, status, weight, limits, karpenter.gpu_count(limits),
-        resources, karpenter.gpu_count(resources) or 0, int(status.get("nodes") or 0), conditions,
+        metadata.get("uid") or "", spec, status, weight, limits, gpu_devices(limits),
+        resources, gpu_devices(resources) or 0, int(status.get("nodes") or 0), conditions,
         karpenter.condition_status(conditions, "Ready"), str(disruption.get("consolidationPolicy") or ""),
         str(_object(template.get("nodeClassRef"), "nodeClassRef").get("name") or ""),
         metadata.get("creationTimestamp"), str(metadata.get("resourceVersion") or ""),
@@ -62,9 +63,9 @@ def nodeclaim_values(obj: dict[str, Any]) -> tuple[list, None]:
     capacity = _object(status.get("capacity"), "status.capacity")
     allocatable = _object(status.get("allocatable"), "status.allocatable")
     requirements = _list(spec.get("requirements"), "spec.requirements")
-    gpus = karpenter.gpu_count(capacity)
+    gpus = gpu_devices(capacity)
     if gpus is None:
-        gpus = karpenter.gpu_count(requests)
+        gpus = gpu_devices(requests)
     return [
         metadata.get("uid") or "", labels.get(karpenter.NODEPOOL_LABEL) or "",
         karpenter.nodeclaim_phase(conditions, deleting=bool(metadata.get("deletionTimestamp"))),

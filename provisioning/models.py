@@ -29,10 +29,10 @@ class KarpenterNodePool(models.Model):
     spec = models.JSONField(default=dict, blank=True)
     status = models.JSONField(default=dict, blank=True)
     weight = models.IntegerField(null=True, blank=True)
-    # spec.limits as the cluster has them (quantities as strings), and limits["nvidia.com/gpu"] as a number.
+    # spec.limits as the cluster has them (quantities as strings), and the GPU limit (kube.requests.GPU) as a number.
     limits = models.JSONField(default=dict, blank=True)
     gpu_limit = models.IntegerField("GPU limit", null=True, blank=True)
-    # status.resources: what is provisioned now (cpu, memory, nvidia.com/gpu, nodes, ...).
+    # status.resources: what is provisioned now (cpu, memory, GPUs, nodes, ...).
     resources = models.JSONField(default=dict, blank=True)
     gpus_provisioned = models.IntegerField(default=0)
     node_count = models.IntegerField(default=0)

@@ -119,7 +119,7 @@ def pool_blueprint(*, user: Any, pool: NodePool) -> Blueprint | None:
 
 def pool_growth(pool: NodePool) -> int | None:
     """The most GPUs a Karpenter-backed pool may grow to (its limit, one value with the NodePool's
-    limits["nvidia.com/gpu"]); None for a pool not backed or without a GPU limit."""
+    GPU limit, kube.requests.GPU); None for a pool not backed or without a GPU limit."""
     if not backing_name(pool):
         return None
     return pool.gpu_limit

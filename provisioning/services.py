@@ -1,5 +1,5 @@
 """Every write of provisioning: Karpenter NodePools created, changed and deleted in a cluster, the console
-pools backed by them, and a pool's GPU limit kept equal to its NodePool's `limits["nvidia.com/gpu"]`.
+pools backed by them, and a pool's GPU limit kept equal to its NodePool's GPU limit (`kube.requests.GPU`).
 
 Cluster writes go through the official client (kube.client.CustomObjects, provisioning/kubeapi.py) as `gpu-capacity-console`; a
 change is conditional on the resourceVersion the form was read at, so someone else's change meanwhile
@@ -20,6 +20,7 @@ from audit.models import AuditEvent
 from audit.services import audit_record
 from common import caches
 from common.exceptions import ConcurrentUpdate
+from kube.gpu import gpu_devices
 from kube.client import ApiRefusal
 from nodepools import services as pool_services
 from nodepools.models import Cluster, NodePool
@@ -61,7 +62,7 @@ def _audit_object(cluster: Cluster, name: str, obj: dict | None) -> tuple[Karpen
 
 
 def _gpu_limit(spec: dict[str, Any]) -> int | None:
-    return karpenter.gpu_count(spec.get("limits") or {})
+    return gpu_devices(spec.get("limits") or {})
 
 
 def _set_pool_limit(*, actor: Any, cluster: Cluster, name: str, gpu_limit: int | None) -> None:
@@ -224,7 +225,7 @@ def provisioned_pool_delete(*, actor: Any, pool: NodePool, delete_nodepool: bool
 
 def pool_gpu_limit_write_through(*, pool: NodePool, gpu_limit: int | None) -> None:
     """A backed pool's GPU limit changed in the console (the pool form): the NodePool's
-    `limits["nvidia.com/gpu"]` follows, conditional on the version read (a race is a ValidationError on
+    GPU limit (`kube.requests.GPU`) follows, conditional on the version read (a race is a ValidationError on
     the field, and the pool keeps its value)."""
     name = backing_name(pool)
     if not name or writing_cluster_already():
@@ -235,7 +236,7 @@ def pool_gpu_limit_write_through(*, pool: NodePool, gpu_limit: int | None) -> No
             if current is None:
                 return  # no NodePool (yet): nothing to keep in step
             limits = dict((current.get("spec") or {}).get("limits") or {})
-            if karpenter.gpu_count(limits) == gpu_limit:
+            if gpu_devices(limits) == gpu_limit:
                 return
             if gpu_limit is None:
                 limits.pop(karpenter.GPU, None)

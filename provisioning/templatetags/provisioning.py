@@ -87,5 +87,5 @@ def pool_list_add(_obj=None):
 
 @register.inclusion_tag("provisioning/_pool_form_notice.html")
 def pool_form_notice(pool):
-    """On the pool's edit form: a backed pool's GPU limit is its NodePool's limits["nvidia.com/gpu"] too."""
+    """On the pool's edit form: a backed pool's GPU limit is its NodePool's GPU limit (kube.requests.GPU) too."""
     return {"pool": pool, "name": backing_name(pool) if pool is not None else ""}
