@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from kube.gpu import GPU_RESOURCE, LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE
 from tests import test_browser
+from tests.test_browser_live import Syncing
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page, shoot  # noqa: F401
 
 pytestmark = test_browser.pytestmark
@@ -23,42 +24,6 @@ def control(sim, op: str, **body):
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read() or b"null")["result"]
-
-
-class Syncing:
-    """The cluster's sync in a thread (as tests/test_browser_live.py runs it): `run_until` rides out SQLite's
-    "table is locked" of the in-memory test database by starting the sync again, as `sync_clusters` does."""
-
-    def __init__(self, cluster):
-        self.cluster, self.sync = cluster, None
-        self.start()
-
-    def start(self):
-        from nodepools.models import Cluster
-        from nodepools.sync import ClusterSync, SyncOptions
-
-        self.sync = ClusterSync(Cluster.objects.get(pk=self.cluster.pk),
-                                SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
-                                            hint_interval=0.05, unreachable_after=5))
-        self.sync.start()
-
-    def stop(self):
-        if self.sync is not None:
-            self.sync.stop()
-            self.sync = None
-
-    def run_until(self, condition, timeout=20.0) -> bool:
-        from django.db import OperationalError
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.sync.run_until(condition, timeout=max(0.1, deadline - time.monotonic()))
-            except OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                self.stop()
-                self.start()
 
 
 @pytest.fixture
@@ -76,7 +41,7 @@ def mig_lab(org, emulators, tmp_path):
     assert control(emu, "set_mig_manager", seconds=[0.5, 0]) == {"seconds": [0.5, 0.0], "reboot": False}
     services.cluster_update(actor=None, cluster=org.cluster, kube_context="emulator",
                             kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
-    sync = Syncing(org.cluster)
+    sync = Syncing(org.cluster, unreachable_after=5)
     try:
         assert sync.run_until(lambda: Node.objects.filter(cluster=org.cluster, pods__name="train-a").exists())
         yield org, emu, sync

@@ -70,8 +70,9 @@ class Syncing:
     concurrent write fail at once (a file database in WAL mode, as `make run` uses, or PostgreSQL just
     wait); the sync then starts again, as `sync_clusters` restarts a cluster's sync after any failure."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, *, unreachable_after: float = 2):
         self.cluster = cluster
+        self.unreachable_after = unreachable_after
         self.sync = None
         self.start()
 
@@ -81,7 +82,7 @@ class Syncing:
 
         self.sync = ClusterSync(Cluster.objects.get(pk=self.cluster.pk),
                                 SyncOptions(backoff_base=0.05, backoff_max=0.3, batch_delay=0.02, tick=0.05,
-                                            hint_interval=0.05, unreachable_after=2))
+                                            hint_interval=0.05, unreachable_after=self.unreachable_after))
         self.sync.start()
 
     def stop(self):
