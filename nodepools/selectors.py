@@ -232,11 +232,20 @@ def nodes_annotate_usage(nodes: NodeQuerySet) -> NodeQuerySet:
                           memory_allocated_bytes=F("usage_memory_bytes"), pod_count=F("usage_pods"))
 
 
+def nodes_annotate_mig_labels(nodes: NodeQuerySet) -> NodeQuerySet:
+    """Annotate the two MIG manager labels `node_mig_state` reads (the layout asked, its state) as text, so
+    that a table of nodes never loads each node's whole labels."""
+    if "mig_config_label" in nodes.query.annotations:
+        return nodes
+    return nodes.annotate(mig_config_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG, "labels"),
+                          mig_config_state_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels"))
+
+
 def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
     """Nodes the user may see, with the fields the nodes table shows. Usage columns are filled per page
     by `nodes_attach_usage` (one grouped query); only when the table is sorted by one of them does the
     database compute usage for every row, by `nodes_annotate_usage` (one grouped pass, joined)."""
-    nodes = node_list(user=user).only(*NODE_TABLE_FIELDS)
+    nodes = nodes_annotate_mig_labels(node_list(user=user).only(*NODE_TABLE_FIELDS))
     key = sort.lstrip("-")
     if key not in USAGE_SORTS:
         return nodes
@@ -909,8 +918,12 @@ class NodeMigState:
 
 def node_mig_state(node: Node) -> NodeMigState | None:
     """The node's MIG layout as asked and as applied (None for a node that no layout was asked of)."""
-    labels = node.labels or {}
-    asked = str(labels.get(kube_gpu.LABEL_MIG_CONFIG, ""))
+    if hasattr(node, "mig_config_label"):  # annotated by nodes_annotate_mig_labels (a table's rows)
+        asked, state = node.mig_config_label or "", node.mig_config_state_label or ""
+    else:
+        labels = node.labels or {}
+        asked = str(labels.get(kube_gpu.LABEL_MIG_CONFIG, ""))
+        state = str(labels.get(kube_gpu.LABEL_MIG_CONFIG_STATE, ""))
     if not asked:
         return None
     sharing = node.gpu_sharing or {}
@@ -923,8 +936,7 @@ def node_mig_state(node: Node) -> NodeMigState | None:
     else:
         applied = f"{node.gpu_capacity} whole GPU{'s' if node.gpu_capacity != 1 else ''}" if node.gpu_capacity \
             else "no GPUs published"
-    return NodeMigState(node=node, asked=asked, state=str(labels.get(kube_gpu.LABEL_MIG_CONFIG_STATE, "")),
-                        applied=applied)
+    return NodeMigState(node=node, asked=asked, state=state, applied=applied)
 
 
 def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> list[NodeMigState]:

@@ -9,7 +9,6 @@ from decimal import Decimal
 import django_tables2 as tables
 import orjson
 from django.db.models import FloatField, TextField
-from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -17,11 +16,11 @@ from django.utils.html import format_html, format_html_join
 from gpumetrics import idle_threshold, idle_window_seconds
 from nodepools import capacity
 from nodepools.models import NodeStatus
-from kube import gpu as kube_gpu
 from nodepools.selectors import (
     NODE_USAGE_FIELDS,
     STORED_GPU_FIGURES,
     node_mig_state,
+    nodes_annotate_mig_labels,
     nodes_annotate_stored_gpu_figures,
     nodes_annotate_usage,
     nodes_attach_gpu_metrics,
@@ -294,7 +293,7 @@ class NodeTable(ConsoleTable):
     gpu_memory_used = GpuMetricColumn("Used/total GPU memory (GiB)")
     # The layout NVIDIA's MIG manager was asked (nvidia.com/mig.config) and where it is with it
     # (nvidia.com/mig.config.state): pending, rebooting, success, failed.
-    mig_layout = tables.Column("MIG layout", accessor="labels", orderable=False, empty_values=())
+    mig_layout = tables.Column("MIG layout", accessor="mig_config_label", orderable=False, empty_values=())
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-node": lambda record: record.name}
@@ -394,12 +393,11 @@ class NodeTable(ConsoleTable):
         # fleet was a third of the export's time).
         # The allocated GPUs as a float (at most 3 decimals, written the same as the Decimal), not a Decimal
         # made per row.
-        nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_usage(queryset), self.gpu_figures_clusters)
+        nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_mig_labels(nodes_annotate_usage(queryset)),
+                                                  self.gpu_figures_clusters)
         return nodes.annotate(
             status_reasons_text=Cast("status_reasons", TextField()),
-            gpu_allocated_float=Cast("usage_gpus", FloatField()),
-            mig_config_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG, "labels"),
-            mig_config_state_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels")).values(
+            gpu_allocated_float=Cast("usage_gpus", FloatField())).values(
             *self.export_fields, "status_reasons_text", "gpu_allocated_float", "mig_config_label",
             "mig_config_state_label",
             *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"),
