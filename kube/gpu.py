@@ -67,7 +67,7 @@ __all__ = [
     "is_reservation_pod", "gpu_devices", "mig_profile_share", "mig_resource", "node_gpus", "node_gpus_of", "parse_mig_profile",
     "PoolGpus", "kai_gpus", "pool_gpus", "pod_gpu_demand", "pod_gpu_request", "demand_on", "sharing_record", "node_from_record",
     "request_record", "request_from_record", "to_decimal", "BillingUnit", "billing_unit", "unit_share",
-    "unit_label", "UNIT_WHOLE", "UNIT_FRACTION", "LABEL_DEVICE_PLUGIN_CONFIG", "LABEL_MIG_CAPABLE",
+    "unit_label", "UNIT_WHOLE", "UNIT_FRACTION", "FRACTIONAL_KINDS", "LABEL_DEVICE_PLUGIN_CONFIG", "LABEL_MIG_CAPABLE",
     "MIG_CONFIG_DISABLED", "MIG_CONFIG_BALANCED", "mig_layouts", "mig_config_errors",
 ]
 
@@ -714,6 +714,11 @@ def node_from_record(record: Mapping[str, Any] | None, *, product: str = "", mem
                     mig_strategy=str(record.get("mig_strategy", "")), mig_config=str(record.get("mig_config", "")),
                     mig_config_state=str(record.get("mig_config_state", "")), slices=slices,
                     allocatable=allocatable, units=units)
+
+
+# The kinds of request (a stored request's `kind`) that share a GPU with others by KAI's GPU sharing: a
+# `gpu-fraction` and a `gpu-memory` request.
+FRACTIONAL_KINDS = ("fraction", "memory")
 
 
 def request_record(demand: GpuDemand) -> dict[str, Any]:

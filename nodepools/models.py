@@ -354,6 +354,10 @@ class Node(models.Model):
     # How the GPUs are shared (kube.gpu.NodeGpus as stored, `nodepools.kube.gpu_sharing`): exposure, replicas,
     # the unit of nvidia.com/gpu in GPU-equivalents, MIG slices by profile, the MIG manager's layout and state.
     gpu_sharing = models.JSONField(default=dict, blank=True)
+    # Its exposure (kube.gpu: whole, mig-mixed, mig-single, time-slicing, mps; null for no GPU), kept by the
+    # database from `gpu_sharing` and indexed with the pool: the pages find a pool's shared nodes by index.
+    gpu_exposure = models.GeneratedField(expression=KeyTextTransform("exposure", "gpu_sharing"),
+                                         output_field=models.CharField(max_length=32, null=True), db_persist=True)
     gpu_family = models.CharField(max_length=64, blank=True)
     gpu_count_label = models.IntegerField(null=True, blank=True)
     mig_strategy = models.CharField(max_length=32, blank=True)
@@ -384,13 +388,14 @@ class Node(models.Model):
         indexes = [models.Index(fields=["pool", "status"]), models.Index(fields=["status"]),
                    # The nodes table's sorts by name and by allocated GPUs: an index walk, not a sort of every row.
                    models.Index(fields=["name"], name="node_name"),
-                   models.Index(fields=["usage_gpus"], name="node_usage_gpus")]
+                   models.Index(fields=["usage_gpus"], name="node_usage_gpus"),
+                   models.Index(fields=["pool", "gpu_exposure"], name="node_gpu_exposure")]
 
     def save(self, *args, **kwargs):
         """An update never writes the usage columns (the database keeps them; this instance's may be stale)."""
         if not self._state.adding and kwargs.get("update_fields") is None and self.pk is not None:
             kwargs["update_fields"] = [f.name for f in self._meta.concrete_fields
-                                       if not f.primary_key and f.name not in self.USAGE_FIELDS]
+                                       if not f.primary_key and not f.generated and f.name not in self.USAGE_FIELDS]
         return super().save(*args, **kwargs)
 
     def __str__(self) -> str:
@@ -486,6 +491,10 @@ class Pod(models.Model):
     # (`nodepools.kube.gpu_request`): whole devices, MIG profiles, a KAI fraction or GPU memory.
     gpus = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
     gpu_request = models.JSONField(default=dict, blank=True)
+    # Its kind (whole, mig, fraction, memory; null when it asks no GPU), kept by the database from
+    # `gpu_request`, indexed: the few pods of KAI fractions are found by index, not by reading every pod's request.
+    gpu_kind = models.GeneratedField(expression=KeyTextTransform("kind", "gpu_request"),
+                                     output_field=models.CharField(max_length=16, null=True), db_persist=True)
     # The unit its GPU-time is billed in on its node and how many of it (kube.gpu.billing_unit): "" whole
     # GPUs, a MIG profile (`1g.10gb`: slices), `replica:<n>` (replicas of a GPU shared n ways), `fraction`.
     gpu_unit = models.CharField(max_length=32, blank=True)
@@ -527,6 +536,9 @@ class Pod(models.Model):
             # as one large Job and make a lookup by Job name look like a scan (a fleet of services, a bench).
             models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job",
                          condition=Q(job_name__isnull=False)),
+            # The pods of a kind of GPU request (the few of KAI fractions, found without reading the others). Not
+            # partial: SQLite plans a partial index only for a query whose condition is written in its text.
+            models.Index(fields=["gpu_kind", "node"], name="pod_gpu_kind"),
         ]
 
     def __str__(self) -> str:

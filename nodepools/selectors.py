@@ -12,7 +12,8 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Count, F, FilteredRelation, Max, Q, Sum, Value
+from django.db.models import Case, Count, F, FilteredRelation, Max, Q, Sum, Value, When
+from django.db.models.functions import Cast
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 from kubernetes import client
@@ -135,8 +136,8 @@ def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
 def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
     rooms: dict[int, tuple[str, NodeGpuRoom]] = {}
     resources: dict[int, dict[str, str]] = {}  # node id -> {resource: profile}
-    for pk, name, sharing, status in (Node.objects.filter(pool=pool).exclude(gpu_sharing={})
-                                      .exclude(gpu_sharing__exposure=kube_gpu.WHOLE).order_by()
+    for pk, name, sharing, status in (Node.objects.filter(pool=pool, gpu_exposure__isnull=False)
+                                      .exclude(gpu_exposure=kube_gpu.WHOLE).order_by()
                                       .values_list("pk", "name", "gpu_sharing", "status")):
         sharing = sharing or {}
         room = NodeGpuRoom(capacity.is_ready(status), str(sharing.get("exposure") or kube_gpu.WHOLE))
@@ -144,27 +145,38 @@ def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
             room.slices[item["profile"]] = [int(item.get("allocatable") or 0), 0, str(item.get("share") or "0")]
             resources.setdefault(pk, {})[item["resource"]] = item["profile"]
         rooms[pk] = (name, room)
-    groups: dict[int, dict[str, Decimal]] = {}
-    pods = (Pod.objects.active().filter(node__pool=pool).exclude(gpu_request={}).order_by()
-            .filter(Q(node_id__in=list(resources)) | Q(gpu_request__kind__in=["fraction", "memory"]))
-            .annotate(group=KeyTextTransform(kube_gpu.GPU_GROUP_LABEL, "labels"))
-            .values_list("pk", "node_id", "node__name", "node__status", "gpu_request", "gpus", "group"))
-    for pod_pk, node_id, node_name, status, record, gpus, group in pods:
-        record = record or {}
-        if record.get("kind") in ("fraction", "memory"):
-            if node_id not in rooms:
-                rooms[node_id] = (node_name, NodeGpuRoom(capacity.is_ready(status)))
-            key = group or f"pod-{pod_pk}"
-            held = groups.setdefault(node_id, {})
-            held[key] = held.get(key, Decimal(0)) + Decimal(gpus or 0)
-            continue
-        if node_id not in rooms:
-            continue
+    active = Pod.objects.active().filter(gpu_kind__isnull=False).order_by()
+    fractional = kube_gpu.FRACTIONAL_KINDS
+    # The slices the active pods of the nodes of MIG slices hold: the pods grouped by node and by what they
+    # ask (a handful of distinct requests per node), each request decoded once.
+    requests: dict[str, dict[str, Any]] = {}
+    for node_id, text, count in (active.filter(node_id__in=list(resources))
+                                 .exclude(gpu_kind__in=fractional)
+                                 .values("node_id", text=Cast("gpu_request", models.TextField()))
+                                 .annotate(count=Count("pk")).values_list("node_id", "text", "count")):
+        record = requests.get(text)
+        if record is None:
+            record = requests[text] = orjson.loads(text) if text else {}
         held_slices = rooms[node_id][1].slices
-        for resource, count in (record.get("resources") or {}).items():
-            profile = resources.get(node_id, {}).get(resource)
+        for resource, asked in (record.get("resources") or {}).items():
+            profile = resources[node_id].get(resource)
             if profile is not None:
-                held_slices[profile][1] += int(kube_gpu.fraction_of(count))
+                held_slices[profile][1] += int(kube_gpu.fraction_of(asked)) * count
+    # The GPUs KAI fractions share: per node, the share held on each GPU group (a pod not grouped yet holds a
+    # GPU of its own), summed by the database.
+    groups: dict[int, dict[str, Decimal]] = {}
+    for node_id, node_name, status, group, pod_pk, gpus in (
+            active.filter(gpu_kind__in=fractional, node__pool=pool)
+            .annotate(group=KeyTextTransform(kube_gpu.GPU_GROUP_LABEL, "labels"))
+            .annotate(key=Case(When(group__isnull=True, then=F("pk")), default=Value(0)))
+            .values("node_id", "node__name", "node__status", "group", "key")
+            .annotate(gpus=Sum("gpus")).values_list("node_id", "node__name", "node__status", "group", "key",
+                                                    "gpus")):
+        if node_id not in rooms:
+            rooms[node_id] = (node_name, NodeGpuRoom(capacity.is_ready(status)))
+        held = groups.setdefault(node_id, {})
+        key = group or f"pod-{pod_pk}"
+        held[key] = held.get(key, Decimal(0)) + Decimal(gpus or 0)
     for node_id, held in groups.items():
         rooms[node_id][1].shared = sorted(min(value, Decimal(1)) for value in held.values())
     return {name: room for name, room in rooms.values()}
@@ -941,7 +953,10 @@ def node_mig_state(node: Node) -> NodeMigState | None:
 
 def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> list[NodeMigState]:
     """The MIG state of every GPU node of the pool asked a layout (by name)."""
-    nodes = Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True).order_by("name")
+    nodes = nodes_annotate_mig_labels(
+        Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True,
+                                                    **{f"labels__{kube_gpu.LABEL_MIG_CONFIG}__isnull": False})
+        .only("pk", "name", "gpu_sharing", "gpu_capacity").order_by("name"))
     return [s for s in map(node_mig_state, nodes) if s is not None]
 
 

@@ -603,14 +603,18 @@ def nodes_attach_gpu_room(pool: NodePool, rooms: list[Any]) -> list[Any]:
     if not gpu:
         return rooms
     out = []
+    shares: dict[str, Decimal] = {}  # a slice's share (text) as a Decimal, converted once per request
     for room in rooms:
         found = gpu.get(room.name)
         if found is None:
             out.append(room)
             continue
-        slices = tuple((profile, allocatable, found.slices_free(profile),
-                        kube_gpu.to_decimal(kube_gpu.fraction_of(share)))
-                       for profile, (allocatable, _, share) in sorted(found.slices.items()))
+        slices = []
+        for profile, (allocatable, _, share) in sorted(found.slices.items()):
+            if share not in shares:
+                shares[share] = kube_gpu.to_decimal(kube_gpu.fraction_of(share))
+            slices.append((profile, allocatable, found.slices_free(profile), shares[share]))
+        slices = tuple(slices)
         shared = tuple(max(Decimal(1) - used, Decimal(0)) for used in found.shared)
         out.append(replace(room, slices=slices, shared=shared, exposure=found.exposure))
     return out
@@ -673,9 +677,10 @@ def pools_sharing_gpus(pools: list[NodePool]) -> set[int]:
     ids = [pool.pk for pool in pools]
     if not ids:
         return set()
-    found = set(Node.objects.filter(pool_id__in=ids, gpu_sharing__has_key="slices").order_by()
+    found = set(Node.objects.filter(pool_id__in=ids, gpu_exposure__in=(kube_gpu.MIG_MIXED, kube_gpu.MIG_SINGLE),
+                                    gpu_sharing__has_key="slices").order_by()
                 .values_list("pool_id", flat=True).distinct())
-    found |= set(Pod.objects.active().filter(node__pool_id__in=ids, gpu_request__kind__in=["fraction", "memory"])
+    found |= set(Pod.objects.active().filter(gpu_kind__in=kube_gpu.FRACTIONAL_KINDS, node__pool_id__in=ids)
                  .order_by().values_list("node__pool_id", flat=True).distinct())
     return found
 
