@@ -126,7 +126,7 @@ class NodeGpuRoom:
 
 
 def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
-    """Per node name of the pool (only nodes whose GPUs are not all whole, or with fractional pods), its
+    """Per node name of the pool (only nodes of MIG slices, or with fractional pods), its
     `NodeGpuRoom`: the one reading of free MIG slices that the pool page, "Will it fit?", the fit API and the
     dry run share. Two queries (the nodes not of whole GPUs, the pool's active pods holding MIG slices or
     fractions), once per request (`memoised`)."""
@@ -136,9 +136,10 @@ def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
 def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
     rooms: dict[int, tuple[str, NodeGpuRoom]] = {}
     resources: dict[int, dict[str, str]] = {}  # node id -> {resource: profile}
-    for pk, name, sharing, status in (Node.objects.filter(pool=pool, gpu_exposure__isnull=False)
-                                      .exclude(gpu_exposure=kube_gpu.WHOLE).order_by()
-                                      .values_list("pk", "name", "gpu_sharing", "status")):
+    # The nodes of MIG slices (a time-sliced node's exposure is read with the pool's nodes, `pools_node_room`).
+    for pk, name, sharing, status in (Node.objects.filter(pool=pool,
+                                                          gpu_exposure__in=(kube_gpu.MIG_MIXED, kube_gpu.MIG_SINGLE))
+                                      .order_by().values_list("pk", "name", "gpu_sharing", "status")):
         sharing = sharing or {}
         room = NodeGpuRoom(capacity.is_ready(status), str(sharing.get("exposure") or kube_gpu.WHOLE))
         for item in sharing.get("slices") or ():
@@ -165,15 +166,15 @@ def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
     # The GPUs KAI fractions share: per node, the share held on each GPU group (a pod not grouped yet holds a
     # GPU of its own), summed by the database.
     groups: dict[int, dict[str, Decimal]] = {}
-    for node_id, node_name, status, group, pod_pk, gpus in (
+    for node_id, node_name, status, exposure, group, pod_pk, gpus in (
             active.filter(gpu_kind__in=fractional, node__pool=pool)
             .annotate(group=KeyTextTransform(kube_gpu.GPU_GROUP_LABEL, "labels"))
             .annotate(key=Case(When(group__isnull=True, then=F("pk")), default=Value(0)))
-            .values("node_id", "node__name", "node__status", "group", "key")
-            .annotate(gpus=Sum("gpus")).values_list("node_id", "node__name", "node__status", "group", "key",
-                                                    "gpus")):
+            .values("node_id", "node__name", "node__status", "node__gpu_exposure", "group", "key")
+            .annotate(gpus=Sum("gpus")).values_list("node_id", "node__name", "node__status", "node__gpu_exposure",
+                                                    "group", "key", "gpus")):
         if node_id not in rooms:
-            rooms[node_id] = (node_name, NodeGpuRoom(capacity.is_ready(status)))
+            rooms[node_id] = (node_name, NodeGpuRoom(capacity.is_ready(status), exposure or kube_gpu.WHOLE))
         held = groups.setdefault(node_id, {})
         key = group or f"pod-{pod_pk}"
         held[key] = held.get(key, Decimal(0)) + Decimal(gpus or 0)
@@ -905,15 +906,8 @@ def pool_mig_layouts(*, user: Any, pool: NodePool) -> list[str]:
     return layouts
 
 
-@dataclass
-class NodeMigState:
-    """Where NVIDIA's MIG manager is with a node: the layout asked (its label), the state it reports, the
-    slices it publishes now."""
-
-    node: Node
-    asked: str
+class _MigStateWords:
     state: str
-    applied: str  # the slices published now, in a few words
 
     @property
     def in_progress(self) -> bool:
@@ -926,6 +920,50 @@ class NodeMigState:
     @property
     def done(self) -> bool:
         return self.state == "success"
+
+
+@dataclass
+class NodeMigState(_MigStateWords):
+    """Where NVIDIA's MIG manager is with a node: the layout asked (its label), the state it reports, the
+    slices it publishes now."""
+
+    node: Node
+    asked: str
+    state: str
+    applied: str  # the slices published now, in a few words
+
+
+@dataclass
+class MigStateGroup(_MigStateWords):
+    """The nodes of a pool in one MIG state: the same layout asked, state reported and slices published."""
+
+    asked: str
+    state: str
+    applied: str
+    count: int
+
+
+# A pool's page lists each node's MIG state up to this many nodes; past it, the nodes by state, and one by one
+# only those still applying their layout or that failed (at most as many).
+MIG_NODES_LISTED = 50
+
+
+@dataclass
+class PoolMigNodes:
+    """The MIG state of a pool's nodes asked a layout: `listed` one by one (every node of a small pool; of a
+    large one those not done), `groups` by state (a large pool only), `total` nodes."""
+
+    listed: list[NodeMigState]
+    groups: list[MigStateGroup]
+    total: int
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    @property
+    def more(self) -> int:
+        """Nodes not done that are not listed."""
+        return sum(g.count for g in self.groups if not g.done) - len(self.listed) if self.groups else 0
 
 
 def node_mig_state(node: Node) -> NodeMigState | None:
@@ -951,13 +989,24 @@ def node_mig_state(node: Node) -> NodeMigState | None:
     return NodeMigState(node=node, asked=asked, state=state, applied=applied)
 
 
-def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> list[NodeMigState]:
-    """The MIG state of every GPU node of the pool asked a layout (by name)."""
+def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> PoolMigNodes:
+    """The MIG state of the GPU nodes of the pool asked a layout (by name): each of them in a pool of at most
+    MIG_NODES_LISTED such nodes; in a larger one, the nodes by state (failed first, then those applying, then
+    the most nodes) and one by one the first MIG_NODES_LISTED not done."""
     nodes = nodes_annotate_mig_labels(
         Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True,
                                                     **{f"labels__{kube_gpu.LABEL_MIG_CONFIG}__isnull": False})
         .only("pk", "name", "gpu_sharing", "gpu_capacity").order_by("name"))
-    return [s for s in map(node_mig_state, nodes) if s is not None]
+    states = [s for s in map(node_mig_state, nodes) if s is not None]
+    if len(states) <= MIG_NODES_LISTED:
+        return PoolMigNodes(listed=states, groups=[], total=len(states))
+    counts: dict[tuple[str, str, str], int] = {}
+    for m in states:
+        counts[(m.asked, m.state, m.applied)] = counts.get((m.asked, m.state, m.applied), 0) + 1
+    groups = sorted((MigStateGroup(asked, state, applied, count) for (asked, state, applied), count in counts.items()),
+                    key=lambda g: (not g.failed, not g.in_progress, -g.count, g.asked, g.state, g.applied))
+    return PoolMigNodes(listed=[m for m in states if not m.done][:MIG_NODES_LISTED], groups=groups,
+                        total=len(states))
 
 
 def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list[NodeMigState]:

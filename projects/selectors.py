@@ -558,7 +558,7 @@ def takes_pods_q():
 def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     """Per pool id, each node's row with what its active pods use, in one query per topology label (the pods
     LEFT JOINed and summed per node over their covering index): (name, takes pods (1/0), GPUs, CPU,
-    memory, domain, GPUs used, CPU used, memory used)."""
+    memory, domain, GPUs used, CPU used, memory used, GPU exposure)."""
     active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
     keys: dict[str, list[int]] = {}
     for pool in pools:
@@ -572,7 +572,7 @@ def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
             g=Sum("pods__gpus", filter=active), c=Sum("pods__cpu_millis", filter=active),
             m=Sum("pods__memory_bytes", filter=active)).values_list(
             "pool_id", "name", "takes", "gpu_allocatable", "cpu_allocatable_millis",
-            "memory_allocatable_bytes", "domain", "g", "c", "m")
+            "memory_allocatable_bytes", "domain", "g", "c", "m", "gpu_exposure")
         for row in _rows(rows):
             out[row[0]].append(row[1:])
     return out
@@ -590,8 +590,9 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
         out[pool_id] = nodes_attach_gpu_room(by_pk[pool_id], [
             fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
                          domain or "",
-                         bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0))
-            for name, takes, gpus, cpu, memory, domain, g, c, m in rows])
+                         bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0),
+                         exposure="" if exposure in (None, kube_gpu.WHOLE) else exposure)
+            for name, takes, gpus, cpu, memory, domain, g, c, m, exposure in rows])
     return out
 
 

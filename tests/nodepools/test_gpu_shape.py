@@ -5,6 +5,7 @@ shown on the pool, node list and node pages as the sync brings it back."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 
 import pytest
@@ -401,3 +402,31 @@ def test_a_device_plugin_configuration_with_time_slicing_shares_the_pools_gpus(c
     assert "GPU shape device plugin configuration time-sliced-4" in pool_page
     # Still 8 GPU-equivalents: 32 replicas of a quarter each.
     assert sum(n.gpu_allocatable for n in Node.objects.filter(pool=org.a100)) == 8
+
+
+@pytest.mark.django_db
+def test_a_large_pools_page_shows_its_nodes_by_mig_state_and_lists_only_those_not_done(org, users, client):
+    """Past MIG_NODES_LISTED nodes asked a layout, the pool page shows the nodes by state (failed first, then
+    those applying, then the most nodes) and lists one by one only the nodes not done, not 60 rows."""
+    from kubesim import make_node
+    from nodepools.selectors import MIG_NODES_LISTED
+
+    pool = services.pool_create(actor=None, cluster=org.cluster, name="a100-mig", label_key="gpu-type",
+                                label_value="A100-MIG")
+    states = {"mig-000": "failed", "mig-001": "pending", "mig-002": "rebooting", "mig-003": "pending"}
+    names = [f"mig-{i:03d}" for i in range(MIG_NODES_LISTED + 10)]
+    org.nodes += [make_node(name, gpus=1, gpu_product="NVIDIA-A100-SXM4-80GB", mig_config="all-1g.10gb",
+                            labels={"gpu-type": "A100-MIG", MIG_STATE: states.get(name, "success")})
+                  for name in names]
+    org.load()
+    login(client, users, "sysadmin")
+    response = client.get(reverse("pool-detail", args=[pool.pk]))
+    text = page_text(response)
+    html = response.content.decode()
+    assert f"{len(names)} nodes were asked a MIG layout; by state:" in text
+    groups = re.findall(r'<tr data-mig-state="([a-z]*)"[^>]*>.*?<td class="num">(\d+)</td></tr>', html)
+    assert groups == [("failed", "1"), ("pending", "2"), ("rebooting", "1"), ("success", str(len(names) - 4))]
+    assert "all-1g.10gb success 7 × 1g.10gb 56" in text
+    listed = re.findall(r'<tr data-node="([^"]+)" data-mig-state', html)
+    assert listed == ["mig-000", "mig-001", "mig-002", "mig-003"]  # the nodes not done, by name
+    assert f'href="{reverse("node-list")}?pool={pool.pk}"' in html
