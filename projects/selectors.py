@@ -556,10 +556,9 @@ def takes_pods_q():
 
 
 def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
-    """Per pool id, each node's row with what its active pods use, in one query per topology label (the pods
-    LEFT JOINed and summed per node over their covering index): (name, takes pods (1/0), GPUs, CPU,
-    memory, domain, GPUs used, CPU used, memory used, GPU exposure)."""
-    active = ~Q(pods__phase__in=Pod.FINISHED_PHASES)
+    """Per pool id, each node's row with what its active pods use (the usage the database keeps on the node,
+    `Node.usage_*`, recounted by triggers on the pods table: no pod is read), in one query per topology label:
+    (name, takes pods (1/0), GPUs, CPU, memory, domain, GPUs used, CPU used, memory used, GPU exposure)."""
     keys: dict[str, list[int]] = {}
     for pool in pools:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
@@ -568,11 +567,10 @@ def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
         nodes = Node.objects.filter(pool_id__in=pool_ids).order_by()  # no join for the default ordering
         nodes = nodes.annotate(domain=F("zone") if key == NodePool.ZONE_LABEL else KeyTextTransform(key, "labels"),
                                takes=Case(When(takes_pods_q(), then=Value(1)), default=Value(0)))
-        rows = nodes.values("pk", "domain", "takes").annotate(
-            g=Sum("pods__gpus", filter=active), c=Sum("pods__cpu_millis", filter=active),
-            m=Sum("pods__memory_bytes", filter=active)).values_list(
+        rows = nodes.values_list(
             "pool_id", "name", "takes", "gpu_allocatable", "cpu_allocatable_millis",
-            "memory_allocatable_bytes", "domain", "g", "c", "m", "gpu_exposure")
+            "memory_allocatable_bytes", "domain", "usage_gpus", "usage_cpu_millis", "usage_memory_bytes",
+            "gpu_exposure")
         for row in _rows(rows):
             out[row[0]].append(row[1:])
     return out
