@@ -2,7 +2,7 @@
 changed on the console's pages or API, which audit every change)."""
 from django.contrib import admin
 
-from ledger.models import ClosedHour, LedgerDay, LedgerEntry, LedgerState, Rate
+from ledger.models import ClosedHour, LedgerDay, LedgerEntry, LedgerState, Rate, StatementRevision
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -40,6 +40,12 @@ class ClosedHourAdmin(ReadOnly):
 @admin.register(LedgerState)
 class LedgerStateAdmin(ReadOnly):
     list_display = ["cluster_id", "started", "closed_until", "scanned_until"]
+
+
+@admin.register(StatementRevision)
+class StatementRevisionAdmin(ReadOnly):
+    list_display = ["month", "cluster_id", "department_id", "revision", "issued_at"]
+    list_filter = ["cluster_id"]
 
 
 @admin.register(Rate)

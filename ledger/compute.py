@@ -16,7 +16,10 @@ earliest first; the later ones borrowed), and what lies above the deserved quota
 project have no quota, so nothing of theirs is over it.
 
 Idle and utilization come measured, per pod: the share of its GPU-time under the idle threshold and its
-average utilization (`PodUtilization`); the ledger keeps them in GPU-seconds (quantized to milliseconds).
+average utilization (`PodUtilization`); the ledger keeps them in GPU-seconds (quantized to milliseconds), and
+which GPU-seconds they were measured of (`idle_measured_gpu_seconds`, `measured_gpu_seconds`): a pod Prometheus
+said nothing of (none configured, none reachable, no exporter) adds to neither, so that its idle time is
+"not measured", not zero.
 """
 from __future__ import annotations
 
@@ -100,6 +103,7 @@ class Figures:
     over_quota_gpu_seconds: Decimal = ZERO
     non_preemptible_gpu_seconds: Decimal = ZERO
     idle_gpu_seconds: Decimal = ZERO
+    idle_measured_gpu_seconds: Decimal = ZERO
     measured_gpu_seconds: Decimal = ZERO
     busy_gpu_seconds: Decimal = ZERO
     cpu_core_seconds: Decimal = ZERO
@@ -107,7 +111,7 @@ class Figures:
     pods: int = 0
 
     FIELDS = ("gpu_seconds", "unit_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-              "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
+              "idle_measured_gpu_seconds", "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
 
     def values(self) -> dict[str, Decimal]:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -172,6 +176,7 @@ def hour_rows(hour_start: int, intervals: Iterable[Interval], deserved: Deserved
                 row.busy_gpu_seconds += _share(gpu_seconds, measured.utilization / 100)
             if measured.idle_share is not None:
                 row.idle_gpu_seconds += _share(gpu_seconds, measured.idle_share)
+                row.idle_measured_gpu_seconds += gpu_seconds
         if pod.project_id is not None:
             groups.setdefault((pod.pool_id, pod.project_id), []).append((start, end, pod))
     for (pool, project), pods in groups.items():

@@ -9,6 +9,8 @@
   profile, replica-seconds); pages show hours.
 - `LedgerDay`: the same, summed per day (closings and corrections apart), kept in the same transaction as
   the hours: statements read days; hourly rows expire after LEDGER_HOURLY_RETENTION_DAYS, days stay.
+- `StatementRevision`: when a month's statement was issued (its month closed) and revised (a correction
+  changed its figures after), for statement numbers and issue times.
 - `ClosedHour`, `LedgerState`: which hours of a cluster are closed (when, corrected when), where the
   ledger starts and how far late events were looked for.
 - `DeservedHistory`: each project's deserved GPUs per pool over time, so that over-quota is measured
@@ -62,6 +64,10 @@ class Amounts(models.Model):
     over_quota_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     non_preemptible_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     idle_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
+    # Idle is measured where Prometheus said a pod's idle share: `idle_measured_gpu_seconds` are the GPU-seconds
+    # it said it of (idle ≤ idle-measured ≤ GPU-seconds); a statement's idle hours of a line with none are
+    # "not measured", never 0.
+    idle_measured_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
     # Utilization: of `measured_gpu_seconds` (GPU-seconds whose utilization Prometheus reported), the
     # utilization-weighted part; the average utilization is busy / measured.
     measured_gpu_seconds = models.DecimalField(default=Decimal(0), **SECONDS)
@@ -70,7 +76,7 @@ class Amounts(models.Model):
     memory_byte_seconds = models.DecimalField(default=Decimal(0), **BYTE_SECONDS)
 
     AMOUNTS = ("gpu_seconds", "unit_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-               "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
+               "idle_measured_gpu_seconds", "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds")
 
     class Meta:
         abstract = True
@@ -163,6 +169,31 @@ class ClosedHour(models.Model):
 
     def __str__(self) -> str:
         return f"cluster {self.cluster_id} {self.hour:%Y-%m-%d %H:00}"
+
+
+class StatementRevision(models.Model):
+    """A revision of a month's statement of a cluster (`department_id` None: the cluster's statement), as
+    issued: revision 1 of the cluster's when the month's last hour closed (every department's revision 1 is
+    that one), and a revision more each time a correction changed its figures after that (the one written
+    at `issued_at`). A statement of a month not closed yet is provisional and has none."""
+
+    cluster_id = models.BigIntegerField()
+    department_id = models.BigIntegerField(null=True, blank=True)
+    month = models.DateField(help_text="The month's first day.")
+    revision = models.PositiveIntegerField()
+    issued_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster_id", "month", "department_id", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster_id", "department_id", "month", "revision"],
+                                    condition=Q(department_id__isnull=False), name="statement_revision_unique"),
+            models.UniqueConstraint(fields=["cluster_id", "month", "revision"], condition=Q(department_id__isnull=True),
+                                    name="statement_revision_cluster_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id} department {self.department_id} {self.month:%Y-%m} R{self.revision}"
 
 
 class LedgerState(models.Model):

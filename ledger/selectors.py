@@ -7,7 +7,18 @@ core-hour + GiB-seconds × price per GiB-hour) / 3600 — a line is one unit (wh
 profile, replicas of a time-sliced GPU, GPU-equivalents of fractions), its price per unit-hour
 `compute.unit_price` (a profile's own rate, else the model's × the unit's share), exact until each line is rounded once, to hundredths
 of an hour and of the currency. Every total is the sum of the lines as shown (rounded), so that a
-statement adds up on paper; the exact integrals (seconds) are in the API beside the hours.
+statement adds up on paper — but GPU utilization, an average: a line's and the totals' are Σ busy GPU-seconds /
+Σ measured GPU-seconds, the utilization of their GPU-time weighted by GPU-hours (of the GPU-time Prometheus
+measured); the exact integrals (seconds) are in the API beside the hours.
+
+Idle GPU-hours and idle cost are measured or not: a line none of whose GPU-time Prometheus said the idle share
+of (`idle_measured_gpu_seconds`) has None ("not measured", an empty CSV cell, null in the API), not 0; a
+total is the sum of the measured lines, None when none is.
+
+A statement has a number and an issue time (`statement_issue`): GPU-<month>-C<cluster>[-D<department>]-R<revision>
+once its month is closed, issued when the month's last hour closed and revised (a revision more, issued then)
+each time a later correction changed its figures (`services._statements_revise`); a month not closed yet
+gives a provisional statement (`-PROV`), its figures as of when it is read.
 """
 from __future__ import annotations
 
@@ -28,7 +39,8 @@ from common.csv import escape_cell
 from common.parsing import InputError, parse_month
 from kube import gpu as kube_gpu
 from ledger import compute
-from ledger.models import Kind, LedgerDay, LedgerEntry, LedgerState, Rate
+from ledger.models import ClosedHour, Kind, LedgerDay, LedgerEntry, LedgerState, Rate, StatementRevision
+from projects import prometheus as prom
 from nodepools.models import Cluster, Node, NodePool
 from projects.models import Department, Project
 
@@ -183,13 +195,13 @@ class Line:
     gpu_hours: Decimal = Decimal(0)
     over_quota_hours: Decimal = Decimal(0)
     non_preemptible_hours: Decimal = Decimal(0)
-    idle_hours: Decimal = Decimal(0)
+    idle_hours: Decimal | None = Decimal(0)  # None: not measured (no idle share of its GPU-time was reported)
     correction_hours: Decimal = Decimal(0)
     gpu_utilization: Decimal | None = None
     cpu_core_hours: Decimal = Decimal(0)
     memory_gib_hours: Decimal = Decimal(0)
     cost: Decimal = Decimal(0)
-    idle_cost: Decimal = Decimal(0)
+    idle_cost: Decimal | None = Decimal(0)  # None: idle not measured
     unpriced_hours: Decimal = Decimal(0)
     quantity: Decimal | None = None
     rate: Decimal | None = None
@@ -231,12 +243,12 @@ class Line:
         self.gpu_hours = hours(e["gpu_seconds"])
         self.over_quota_hours = hours(e["over_quota_gpu_seconds"])
         self.non_preemptible_hours = hours(e["non_preemptible_gpu_seconds"])
-        self.idle_hours = hours(e["idle_gpu_seconds"])
+        self.idle_hours = hours(e["idle_gpu_seconds"]) if self.idle_measured else None
         self.correction_hours = hours(self.corrections_gpu_seconds)
         self.cpu_core_hours = hours(e["cpu_core_seconds"])
         self.memory_gib_hours = gib_hours(e["memory_byte_seconds"])
         self.cost = money(self.cost_exact)
-        self.idle_cost = money(self.idle_cost_exact)
+        self.idle_cost = money(self.idle_cost_exact) if self.idle_measured else None
         self.unpriced_hours = hours(self.unpriced_gpu_seconds)
         if self.unit is not None:
             self.quantity = hours(_unit_seconds({"gpu_unit": self.unit, **e}))
@@ -246,6 +258,19 @@ class Line:
             self.gpu_utilization = (e["busy_gpu_seconds"] * 100 / e["measured_gpu_seconds"]).quantize(Decimal("0.1"))
         return self
 
+    @property
+    def idle_measured(self) -> bool:
+        """Whether Prometheus said the idle share of any of the line's GPU-time."""
+        return bool(self.exact["idle_measured_gpu_seconds"])
+
+    @property
+    def idle_measured_hours(self) -> Decimal:
+        return hours(self.exact["idle_measured_gpu_seconds"])
+
+    @property
+    def idle_partly_measured(self) -> bool:
+        """Idle measured of part of the line's GPU-time only (its idle hours are of that part)."""
+        return self.idle_measured and self.exact["idle_measured_gpu_seconds"] < self.exact["gpu_seconds"]
 
     @property
     def unit_label(self) -> str:
@@ -293,15 +318,68 @@ class Statement:
     currency: str
     exact: dict[str, Decimal]
     closed_until: datetime.datetime | None = None
+    number: str = ""
+    revision: int | None = None  # None: provisional
+    issued_at: datetime.datetime | None = None  # provisional: the time its figures were read
+    provisional: bool = True
+    idle_not_measured_reason: str = ""
 
     @property
     def unpriced(self) -> bool:
         return bool(self.totals.get("unpriced_hours"))
 
+    @property
+    def idle_measured(self) -> bool:
+        return self.totals.get("idle_hours") is not None
+
+
+def add_shown(a: Decimal | None, b: Decimal | None) -> Decimal | None:
+    """The sum of two shown figures, None (not measured) counting for nothing; None when both are."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def statement_issue(cluster: Cluster, department: Department | None, month: Month,
+                    closed_until: datetime.datetime | None, *, now: datetime.datetime | None = None
+                    ) -> tuple[str, int | None, datetime.datetime, bool]:
+    """(number, revision, issued at, provisional) of a month's statement of a cluster or department.
+
+    Closed (the ledger closed the month's last hour): revision and issue time of its latest revision
+    (`StatementRevision`); a department's revision 1 is the cluster's (the month's close). A month closed
+    before revisions were recorded: revision 1, issued when its last hour closed (or, a month that ended
+    before the ledger began, when the ledger began). Not closed: provisional, as of `now`."""
+    base = f"GPU-{month}-C{cluster.pk}" + (f"-D{department.pk}" if department is not None else "")
+    end = datetime.datetime.combine(month.next().first, datetime.time(), tzinfo=datetime.timezone.utc)
+    if closed_until is None or closed_until < end:
+        return f"{base}-PROV", None, now or timezone.now(), True
+    revisions = StatementRevision.objects.filter(cluster_id=cluster.pk, month=month.first).order_by("-revision")
+    found = revisions.filter(department_id=department.pk if department is not None else None).first()
+    if found is None and department is not None:
+        found = revisions.filter(department_id=None, revision=1).first()
+    if found is not None:
+        return f"{base}-R{found.revision}", found.revision, found.issued_at, False
+    start = datetime.datetime.combine(month.first, datetime.time(), tzinfo=datetime.timezone.utc)
+    issued = (ClosedHour.objects.filter(cluster_id=cluster.pk, hour__gte=start, hour__lt=end)
+              .order_by("-closed_at").values_list("closed_at", flat=True).first()
+              or LedgerState.objects.filter(cluster_id=cluster.pk).values_list("started", flat=True).first())
+    return f"{base}-R1", 1, issued, False
+
+
+def idle_not_measured_reason(cluster: Cluster) -> str:
+    """Why a line's idle GPU-hours may be not measured."""
+    if not prom.prometheus_url(cluster):
+        return "no Prometheus configured for this cluster"
+    return ("Prometheus reported no idle share of these GPUs when their hours closed (unreachable then, or no "
+            "DCGM exporter on their nodes)")
+
 
 def _totals(lines: list[Line]) -> dict[str, Decimal]:
     totals = {name: sum((getattr(line, name) for line in lines), Decimal(0)).quantize(HUNDREDTH)
-              for name in Line.SHOWN}
+              for name in Line.SHOWN if name not in ("idle_hours", "idle_cost")}
+    for name in ("idle_hours", "idle_cost"):  # of the measured lines; None when none is
+        measured = [getattr(line, name) for line in lines if getattr(line, name) is not None]
+        totals[name] = sum(measured, Decimal(0)).quantize(HUNDREDTH) if measured else None
     exact = {f: sum((line.exact[f] for line in lines), Decimal(0)) for f in AMOUNTS}
     totals["gpu_utilization"] = ((exact["busy_gpu_seconds"] * 100 / exact["measured_gpu_seconds"]).quantize(Decimal("0.1"))
                                  if exact["measured_gpu_seconds"] else None)
@@ -357,9 +435,12 @@ def _fine_lines(rows: list[dict[str, Any]], book: RateBook) -> list[Line]:
 
 def _statement(title: str, month: Month, cluster: Cluster, department, lines: list[Line], rows, book) -> Statement:
     exact = {f: sum((line.exact[f] for line in lines), Decimal(0)) for f in AMOUNTS}
+    closed_until = _closed_until(cluster)
+    number, revision, issued_at, provisional = statement_issue(cluster, department, month, closed_until)
     return Statement(title=title, month=month, cluster=cluster, department=department, lines=lines,
                      totals=_totals(lines), days=_days(rows, month), currency=book.currency, exact=exact,
-                     closed_until=_closed_until(cluster))
+                     closed_until=closed_until, number=number, revision=revision, issued_at=issued_at,
+                     provisional=provisional, idle_not_measured_reason=idle_not_measured_reason(cluster))
 
 
 def department_statement(*, user: Any, department: Department, month: Month) -> Statement:
@@ -384,11 +465,12 @@ def cluster_statement(*, user: Any, cluster: Cluster, month: Month) -> Statement
         line = by_department.get(key)
         if line is None:
             line = by_department[key] = Line(key=(key,), ids={"department": key},
-                                             labels={"department": fine.labels["department"]})
+                                             labels={"department": fine.labels["department"]},
+                                             idle_hours=None, idle_cost=None)
         for f in AMOUNTS:
             line.exact[f] += fine.exact[f]
         for name in Line.SHOWN:
-            setattr(line, name, getattr(line, name) + getattr(fine, name))
+            setattr(line, name, add_shown(getattr(line, name), getattr(fine, name)))
     for line in by_department.values():
         e = line.exact
         if e["measured_gpu_seconds"]:
@@ -405,16 +487,26 @@ def _name(names: dict[int, str], pk: int | None) -> str:
 
 
 DEPARTMENT_CSV = ("Project", "Node pool", "GPU model", "GPU-hours", "Over-quota GPU-hours", "Non-preemptible GPU-hours",
-                  "Idle GPU-hours", "Corrections (GPU-hours)", "GPU utilization (%)", "CPU-core-hours",
-                  "Memory-GiB-hours", "Cost", "Idle cost", "Currency", "GPU-hours without a rate")
-CLUSTER_CSV = ("Rank", "Department",) + DEPARTMENT_CSV[3:]
+                  "Idle GPU-hours (empty: not measured)", "Corrections (GPU-hours)",
+                  "GPU utilization (%, average weighted by GPU-hours)", "CPU-core-hours",
+                  "Memory-GiB-hours", "Cost", "Idle cost (empty: not measured)", "Currency", "GPU-hours without a rate")
+# Every row says which statement it is of: its number, whether it is provisional, when it was issued.
+STATEMENT_CSV = ("Statement number", "Status", "Issued (UTC)")
+CLUSTER_CSV = ("Rank", "Department",) + DEPARTMENT_CSV[3:] + STATEMENT_CSV
 # A department's lines are each of one unit: what it is, how many unit-hours, the price per unit-hour.
-DEPARTMENT_CSV = DEPARTMENT_CSV + ("Unit", "Quantity", "Quantity counted in", "Rate (per unit-hour)")
+DEPARTMENT_CSV = DEPARTMENT_CSV + ("Unit", "Quantity", "Quantity counted in", "Rate (per unit-hour)") + STATEMENT_CSV
+
+
+def _utc(moment: datetime.datetime | None) -> str:
+    return "" if moment is None else moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def statement_csv_rows(statement: Statement) -> Iterator[list]:
-    """The lines as on the page, then the totals line (the sum of the lines)."""
+    """The lines as on the page, then the totals line (the sum of the lines; utilization their average
+    weighted by GPU-hours); each row ends with the statement's number, status and issue time."""
     cluster_wide = statement.department is None
+    issue = [statement.number, "provisional" if statement.provisional else f"revision {statement.revision}",
+             _utc(statement.issued_at)]
     figures = ("gpu_hours", "over_quota_hours", "non_preemptible_hours", "idle_hours", "correction_hours",
                "gpu_utilization", "cpu_core_hours", "memory_gib_hours", "cost", "idle_cost")
     for rank, line in enumerate(statement.lines, start=1):
@@ -422,10 +514,11 @@ def statement_csv_rows(statement: Statement) -> Iterator[list]:
             line.labels["project"], line.labels["pool"], line.labels["gpu_model"]]
         unit = [] if cluster_wide else [line.unit_label, line.quantity, line.quantity_label,
                                         "" if line.rate is None else line.rate]
-        yield head + [getattr(line, f) for f in figures] + [statement.currency, line.unpriced_hours] + unit
+        yield head + [getattr(line, f) for f in figures] + [statement.currency, line.unpriced_hours] + unit + issue
     t = statement.totals
     head = ["", "Total"] if cluster_wide else ["Total", "", ""]
-    yield head + [t[f] for f in figures] + [statement.currency, t["unpriced_hours"]] + ([] if cluster_wide else [""] * 4)
+    yield (head + [t[f] for f in figures] + [statement.currency, t["unpriced_hours"]]
+           + ([] if cluster_wide else [""] * 4) + issue)
 
 
 # ---------------------------------------------------------------------------------------------------

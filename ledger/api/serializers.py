@@ -57,14 +57,20 @@ class StatementFiguresSerializer(serializers.Serializer):
     gpu_hours = StrictDecimalField(max_digits=20, decimal_places=2)
     over_quota_hours = StrictDecimalField(max_digits=20, decimal_places=2)
     non_preemptible_hours = StrictDecimalField(max_digits=20, decimal_places=2)
-    idle_hours = StrictDecimalField(max_digits=20, decimal_places=2)
+    idle_hours = StrictDecimalField(max_digits=20, decimal_places=2, allow_null=True,
+                                    help_text="null: not measured (Prometheus said the idle share of none of the "
+                                              "GPU-time; a total: of none of the lines). A total: of the measured lines.")
     correction_hours = StrictDecimalField(max_digits=20, decimal_places=2,
                                                 help_text="Included in gpu_hours: late events that changed closed hours.")
-    gpu_utilization = StrictDecimalField(max_digits=5, decimal_places=1, allow_null=True)
+    gpu_utilization = StrictDecimalField(max_digits=5, decimal_places=1, allow_null=True,
+                                         help_text="An average, not a sum: Σ busy ÷ Σ measured GPU-seconds, the "
+                                                   "utilization weighted by GPU-hours (of the measured GPU-time); "
+                                                   "null: not measured.")
     cpu_core_hours = StrictDecimalField(max_digits=20, decimal_places=2)
     memory_gib_hours = StrictDecimalField(max_digits=20, decimal_places=2)
     cost = StrictDecimalField(max_digits=20, decimal_places=2)
-    idle_cost = StrictDecimalField(max_digits=20, decimal_places=2)
+    idle_cost = StrictDecimalField(max_digits=20, decimal_places=2, allow_null=True,
+                                   help_text="null: idle not measured (as idle_hours).")
     unpriced_hours = StrictDecimalField(max_digits=20, decimal_places=2,
                                               help_text="GPU-hours of GPU models without a rate for their day (not in cost).")
 
@@ -117,9 +123,20 @@ class StatementSerializer(serializers.Serializer):
     department = serializers.CharField(source="department.name", allow_null=True, default=None)
     currency = serializers.CharField(help_text="Of every cost (all rates are in one currency).")
     closed_until = serializers.DateTimeField(allow_null=True, help_text="The ledger's hours are closed until then.")
+    number = serializers.CharField(help_text="The statement's number: GPU-<month>-C<cluster id>[-D<department id>]-R<revision>; "
+                                             "a month not closed yet: …-PROV (provisional).")
+    revision = StrictIntegerField(allow_null=True, help_text="1 when the month closed, one more each time a late "
+                                                            "correction changed its figures; null: provisional.")
+    provisional = serializers.BooleanField(help_text="The month is not closed yet: its figures may still change.")
+    issued_at = serializers.DateTimeField(allow_null=True, help_text="When this revision's figures were fixed (the "
+                                                                     "month's close, or the correction); provisional: "
+                                                                     "the time its figures were read (as of).")
+    idle_not_measured_reason = serializers.CharField(help_text="Why a line's idle figures may be null (not measured).")
     lines = StatementLineSerializer(many=True, help_text="Department: projects × pools × GPU models; cluster: "
                                                         "departments ranked by GPU-hours.")
-    totals = StatementFiguresSerializer(help_text="Each total is the sum of the lines' figures.")
+    totals = StatementFiguresSerializer(help_text="Each total is the sum of the lines' figures, but gpu_utilization "
+                                                  "(their average weighted by GPU-hours) and idle_hours / idle_cost "
+                                                  "(the sum of the measured lines; null when none is).")
     days = DayFigureSerializer(many=True)
 
 

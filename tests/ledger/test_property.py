@@ -211,7 +211,7 @@ def _check(org, users, pods, quotas):
             statement = selectors.department_statement(user=users["sysadmin"], department=department, month=month)
             mine = [e for e in month_entries if e.department_id == department.pk]
             for field in ("gpu_seconds", "over_quota_gpu_seconds", "non_preemptible_gpu_seconds", "idle_gpu_seconds",
-                          "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds"):
+                          "idle_measured_gpu_seconds", "measured_gpu_seconds", "busy_gpu_seconds", "cpu_core_seconds", "memory_byte_seconds"):
                 assert statement.exact[field] == sum((getattr(e, field) for e in mine), Decimal(0)), field
             for line in statement.lines:
                 hours = [e for e in mine if (e.project_id, e.pool_id, e.gpu_model) == (line.ids["project"],
@@ -224,5 +224,13 @@ def _check(org, users, pods, quotas):
                 assert line.cost == cost.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
                 assert line.gpu_hours == (sum((e.gpu_seconds for e in hours), Decimal(0)) / 3600).quantize(
                     Decimal("0.01"), rounding=ROUND_HALF_UP)
-            for name in ("gpu_hours", "over_quota_hours", "idle_hours", "cost", "idle_cost"):
+            for name in ("gpu_hours", "over_quota_hours", "cost"):
                 assert statement.totals[name] == sum((getattr(line, name) for line in statement.lines), Decimal(0))
+            # Idle: "not measured" (None) on a line none of whose GPU-time Prometheus said the idle share of;
+            # a total is the sum of the measured lines, None when none is.
+            for name in ("idle_hours", "idle_cost"):
+                measured = [getattr(line, name) for line in statement.lines if getattr(line, name) is not None]
+                assert statement.totals[name] == (sum(measured, Decimal(0)) if measured else None)
+            for line in statement.lines:
+                assert (line.idle_hours is None) == (line.exact["idle_measured_gpu_seconds"] == 0)
+                assert 0 <= line.exact["idle_gpu_seconds"] <= line.exact["idle_measured_gpu_seconds"] <= line.exact["gpu_seconds"]
