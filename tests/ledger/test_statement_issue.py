@@ -193,7 +193,8 @@ def test_the_utilization_of_the_totals_is_called_the_gpu_hour_weighted_average_i
     assert "except GPU utilization: an average, the lines' utilization weighted by their GPU-hours" in html
     footer = html.split("<tfoot>")[1].split("</tfoot>")[0]
     assert '56.7 <span class="hint">average, weighted by GPU-hours</span>' in footer
-    assert 'data-total="gpu_utilization">56.7 % (average, weighted by GPU-hours)<' in html
+    assert '<dt title="The lines\' utilization weighted by their GPU-hours">Average GPU utilization</dt>' \
+        '<dd data-total="gpu_utilization">56.7 %</dd>' in html
     column = rows[0].index("GPU utilization (%, average weighted by GPU-hours)")
     assert rows[-1][1] == "Total" and rows[-1][column] == "56.7"
     assert api["totals"]["gpu_utilization"] == "56.7"
