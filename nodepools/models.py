@@ -358,6 +358,11 @@ class Node(models.Model):
     # database from `gpu_sharing` and indexed with the pool: the pages find a pool's shared nodes by index.
     gpu_exposure = models.GeneratedField(expression=KeyTextTransform("exposure", "gpu_sharing"),
                                          output_field=models.CharField(max_length=32, null=True), db_persist=True)
+    # The state NVIDIA's MIG manager reports of the layout asked (its `nvidia.com/mig.config.state` label:
+    # pending, rebooting, success, failed), kept by the database from the labels and indexed: the nodes page
+    # finds the nodes still applying a layout without reading every node's labels.
+    mig_config_state = models.GeneratedField(expression=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels"),
+                                             output_field=models.CharField(max_length=63, null=True), db_persist=True)
     gpu_family = models.CharField(max_length=64, blank=True)
     gpu_count_label = models.IntegerField(null=True, blank=True)
     mig_strategy = models.CharField(max_length=32, blank=True)
@@ -389,7 +394,8 @@ class Node(models.Model):
                    # The nodes table's sorts by name and by allocated GPUs: an index walk, not a sort of every row.
                    models.Index(fields=["name"], name="node_name"),
                    models.Index(fields=["usage_gpus"], name="node_usage_gpus"),
-                   models.Index(fields=["pool", "gpu_exposure"], name="node_gpu_exposure")]
+                   models.Index(fields=["pool", "gpu_exposure"], name="node_gpu_exposure"),
+                   models.Index(fields=["mig_config_state"], name="node_mig_config_state")]
 
     def save(self, *args, **kwargs):
         """An update never writes the usage columns (the database keeps them; this instance's may be stale)."""

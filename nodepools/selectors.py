@@ -1012,6 +1012,5 @@ def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> PoolMigNodes:
 def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list[NodeMigState]:
     """The nodes whose MIG manager reports pending, rebooting or failed (the node list's notice)."""
     nodes = nodes if nodes is not None else node_list(user=user)
-    label = kube_gpu.LABEL_MIG_CONFIG_STATE
-    found = nodes.filter(**{f"labels__{label}__in": [*MIG_IN_PROGRESS, MIG_FAILED]}).order_by("name")[:50]
+    found = nodes.filter(mig_config_state__in=[*MIG_IN_PROGRESS, MIG_FAILED]).order_by("name")[:50]
     return [s for s in map(node_mig_state, found) if s is not None]

@@ -35,6 +35,11 @@ class Migration(migrations.Migration):
             field=models.GeneratedField(db_persist=True, expression=django.db.models.fields.json.KeyTextTransform('exposure', 'gpu_sharing'), output_field=models.CharField(max_length=32, null=True)),
         ),
         migrations.AddField(
+            model_name='node',
+            name='mig_config_state',
+            field=models.GeneratedField(db_persist=True, expression=django.db.models.fields.json.KeyTextTransform('nvidia.com/mig.config.state', 'labels'), output_field=models.CharField(max_length=63, null=True)),
+        ),
+        migrations.AddField(
             model_name='pod',
             name='gpu_kind',
             field=models.GeneratedField(db_persist=True, expression=django.db.models.fields.json.KeyTextTransform('kind', 'gpu_request'), output_field=models.CharField(max_length=16, null=True)),
@@ -42,6 +47,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='node',
             index=models.Index(fields=['pool', 'gpu_exposure'], name='node_gpu_exposure'),
+        ),
+        migrations.AddIndex(
+            model_name='node',
+            index=models.Index(fields=['mig_config_state'], name='node_mig_config_state'),
         ),
         migrations.AddIndex(
             model_name='pod',
