@@ -98,6 +98,22 @@ class Month:
     def last(self) -> datetime.date:
         return datetime.date(self.year, self.month, calendar.monthrange(self.year, self.month)[1])
 
+    @classmethod
+    def of(cls, moment: datetime.datetime) -> "Month":
+        """The month (UTC) of a moment."""
+        day = moment.astimezone(datetime.timezone.utc).date()
+        return cls(day.year, day.month)
+
+    @property
+    def start(self) -> datetime.datetime:
+        """Its first moment (UTC)."""
+        return datetime.datetime.combine(self.first, datetime.time(), tzinfo=datetime.timezone.utc)
+
+    @property
+    def end(self) -> datetime.datetime:
+        """The first moment after it (UTC): the month is closed once the ledger is closed until then."""
+        return self.next().start
+
     @property
     def days(self) -> list[datetime.date]:
         return [self.first + datetime.timedelta(days=i) for i in range(self.last.day)]
@@ -350,8 +366,7 @@ def statement_issue(cluster: Cluster, department: Department | None, month: Mont
     before revisions were recorded: revision 1, issued when its last hour closed (or, a month that ended
     before the ledger began, when the ledger began). Not closed: provisional, as of `now`."""
     base = f"GPU-{month}-C{cluster.pk}" + (f"-D{department.pk}" if department is not None else "")
-    end = datetime.datetime.combine(month.next().first, datetime.time(), tzinfo=datetime.timezone.utc)
-    if closed_until is None or closed_until < end:
+    if closed_until is None or closed_until < month.end:
         return f"{base}-PROV", None, now or timezone.now(), True
     revisions = StatementRevision.objects.filter(cluster_id=cluster.pk, month=month.first).order_by("-revision")
     found = revisions.filter(department_id=department.pk if department is not None else None).first()
@@ -359,8 +374,7 @@ def statement_issue(cluster: Cluster, department: Department | None, month: Mont
         found = revisions.filter(department_id=None, revision=1).first()
     if found is not None:
         return f"{base}-R{found.revision}", found.revision, found.issued_at, False
-    start = datetime.datetime.combine(month.first, datetime.time(), tzinfo=datetime.timezone.utc)
-    issued = (ClosedHour.objects.filter(cluster_id=cluster.pk, hour__gte=start, hour__lt=end)
+    issued = (ClosedHour.objects.filter(cluster_id=cluster.pk, hour__gte=month.start, hour__lt=month.end)
               .order_by("-closed_at").values_list("closed_at", flat=True).first()
               or LedgerState.objects.filter(cluster_id=cluster.pk).values_list("started", flat=True).first())
     return f"{base}-R1", 1, issued, False

@@ -35,6 +35,7 @@ from common.exceptions import ConcurrentUpdate
 from ledger import compute
 from ledger.models import (ClosedHour, DeservedHistory, Kind, LedgerDay, LedgerEntry, LedgerState, Rate,
                            StatementRevision)
+from ledger.selectors import Month
 from ledger.utilization import hour_utilization
 from nodepools.kube import is_preemptible
 from nodepools.models import Cluster, Node, PodLifetime
@@ -207,7 +208,7 @@ def ledger_hour_close(*, cluster: Cluster, hour: datetime.datetime, now: datetim
         LedgerState.objects.filter(cluster_id=cluster.pk, closed_until__lt=hour + HOUR).update(
             closed_until=hour + HOUR)
         if (hour + HOUR).day == 1 and (hour + HOUR).hour == 0:  # the month's last hour: its statements are issued
-            StatementRevision.objects.get_or_create(cluster_id=cluster.pk, department_id=None, month=_month_of(hour),
+            StatementRevision.objects.get_or_create(cluster_id=cluster.pk, department_id=None, month=Month.of(hour).first,
                                                     revision=1, defaults={"issued_at": now})
     if reason and cluster.prometheus_url:
         logger.warning("cluster %s: hour %s closed without GPU utilization: %s", cluster.name, hour, reason)
@@ -268,29 +269,21 @@ def _correct(cluster, hour, groups, now, rows, departments, reason) -> list[Ledg
 # ---------------------------------------------------------------------------------------------------
 # Statements' revisions (selectors.statement_issue reads them)
 
-def _month_of(moment: datetime.datetime) -> datetime.date:
-    return moment.astimezone(UTC).date().replace(day=1)
-
-
-def _month_end(month: datetime.date) -> datetime.datetime:
-    return datetime.datetime(month.year + month.month // 12, month.month % 12 + 1, 1, tzinfo=UTC)
-
-
 def _statements_revise(cluster_id: int, hour: datetime.datetime, departments: set[int | None],
                        now: datetime.datetime) -> None:
     """Corrections of `hour` were written at `now`: if its month is closed (its statements issued), the
     cluster's statement and those of the departments corrected get a revision more (one per correction
     round: the hours a round corrects make one revision)."""
-    month = _month_of(hour)
+    month = Month.of(hour)
     closed_until = LedgerState.objects.filter(cluster_id=cluster_id).values_list("closed_until", flat=True).first()
-    if closed_until is None or closed_until < _month_end(month):
+    if closed_until is None or closed_until < month.end:
         return  # the month is open: its statements are provisional, their figures as of when they are read
     for department in {None} | departments:
-        latest = (StatementRevision.objects.filter(cluster_id=cluster_id, department_id=department, month=month)
+        latest = (StatementRevision.objects.filter(cluster_id=cluster_id, department_id=department, month=month.first)
                   .order_by("-revision").values_list("revision", "issued_at").first())
         if latest is not None and latest[1] == now:
             continue
-        StatementRevision.objects.create(cluster_id=cluster_id, department_id=department, month=month,
+        StatementRevision.objects.create(cluster_id=cluster_id, department_id=department, month=month.first,
                                          revision=(latest[0] if latest else 1) + 1, issued_at=now)
 
 

@@ -358,9 +358,12 @@ class Node(models.Model):
     # database from `gpu_sharing` and indexed with the pool: the pages find a pool's shared nodes by index.
     gpu_exposure = models.GeneratedField(expression=KeyTextTransform("exposure", "gpu_sharing"),
                                          output_field=models.CharField(max_length=32, null=True), db_persist=True)
-    # The state NVIDIA's MIG manager reports of the layout asked (its `nvidia.com/mig.config.state` label:
-    # pending, rebooting, success, failed), kept by the database from the labels and indexed: the nodes page
-    # finds the nodes still applying a layout without reading every node's labels.
+    # The layout NVIDIA's MIG manager was asked (its `nvidia.com/mig.config` label) and the state it reports of
+    # it (`nvidia.com/mig.config.state`: pending, rebooting, success, failed), kept by the database from the
+    # labels, the state indexed: the pages read a node's MIG state without reading its labels, and find the
+    # nodes still applying a layout by index.
+    mig_config = models.GeneratedField(expression=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG, "labels"),
+                                       output_field=models.CharField(max_length=63, null=True), db_persist=True)
     mig_config_state = models.GeneratedField(expression=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels"),
                                              output_field=models.CharField(max_length=63, null=True), db_persist=True)
     gpu_family = models.CharField(max_length=64, blank=True)

@@ -227,7 +227,7 @@ def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
 
 NODE_TABLE_FIELDS = (
     "name", "cluster_id", "pool_id", "status", "status_reasons", "gpu_product", "gpu_capacity", "gpu_allocatable",
-    "gpu_memory_mib", "gpu_sharing", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
+    "gpu_memory_mib", "gpu_sharing", "mig_config", "mig_config_state", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type", "capacity_type",
     "cluster__name", "pool__name",
 )
 
@@ -245,20 +245,11 @@ def nodes_annotate_usage(nodes: NodeQuerySet) -> NodeQuerySet:
                           memory_allocated_bytes=F("usage_memory_bytes"), pod_count=F("usage_pods"))
 
 
-def nodes_annotate_mig_labels(nodes: NodeQuerySet) -> NodeQuerySet:
-    """Annotate the two MIG manager labels `node_mig_state` reads (the layout asked, its state) as text, so
-    that a table of nodes never loads each node's whole labels."""
-    if "mig_config_label" in nodes.query.annotations:
-        return nodes
-    return nodes.annotate(mig_config_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG, "labels"),
-                          mig_config_state_label=KeyTextTransform(kube_gpu.LABEL_MIG_CONFIG_STATE, "labels"))
-
-
 def node_table_list(*, user: Any, sort: str = "") -> NodeQuerySet:
     """Nodes the user may see, with the fields the nodes table shows. Usage columns are filled per page
     by `nodes_attach_usage` (one grouped query); only when the table is sorted by one of them does the
     database compute usage for every row, by `nodes_annotate_usage` (one grouped pass, joined)."""
-    nodes = nodes_annotate_mig_labels(node_list(user=user).only(*NODE_TABLE_FIELDS))
+    nodes = node_list(user=user).only(*NODE_TABLE_FIELDS)
     key = sort.lstrip("-")
     if key not in USAGE_SORTS:
         return nodes
@@ -968,12 +959,7 @@ class PoolMigNodes:
 
 def node_mig_state(node: Node) -> NodeMigState | None:
     """The node's MIG layout as asked and as applied (None for a node that no layout was asked of)."""
-    if hasattr(node, "mig_config_label"):  # annotated by nodes_annotate_mig_labels (a table's rows)
-        asked, state = node.mig_config_label or "", node.mig_config_state_label or ""
-    else:
-        labels = node.labels or {}
-        asked = str(labels.get(kube_gpu.LABEL_MIG_CONFIG, ""))
-        state = str(labels.get(kube_gpu.LABEL_MIG_CONFIG_STATE, ""))
+    asked, state = node.mig_config or "", node.mig_config_state or ""
     if not asked:
         return None
     sharing = node.gpu_sharing or {}
@@ -993,10 +979,8 @@ def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> PoolMigNodes:
     """The MIG state of the GPU nodes of the pool asked a layout (by name): each of them in a pool of at most
     MIG_NODES_LISTED such nodes; in a larger one, the nodes by state (failed first, then those applying, then
     the most nodes) and one by one the first MIG_NODES_LISTED not done."""
-    nodes = nodes_annotate_mig_labels(
-        Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True,
-                                                    **{f"labels__{kube_gpu.LABEL_MIG_CONFIG}__isnull": False})
-        .only("pk", "name", "gpu_sharing", "gpu_capacity").order_by("name"))
+    nodes = (Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True, mig_config__isnull=False)
+             .only("pk", "name", "gpu_sharing", "gpu_capacity", "mig_config", "mig_config_state").order_by("name"))
     states = [s for s in map(node_mig_state, nodes) if s is not None]
     if len(states) <= MIG_NODES_LISTED:
         return PoolMigNodes(listed=states, groups=[], total=len(states))

@@ -20,7 +20,6 @@ from nodepools.selectors import (
     NODE_USAGE_FIELDS,
     STORED_GPU_FIGURES,
     node_mig_state,
-    nodes_annotate_mig_labels,
     nodes_annotate_stored_gpu_figures,
     nodes_annotate_usage,
     nodes_attach_gpu_metrics,
@@ -293,7 +292,7 @@ class NodeTable(ConsoleTable):
     gpu_memory_used = GpuMetricColumn("Used/total GPU memory (GiB)")
     # The layout NVIDIA's MIG manager was asked (nvidia.com/mig.config) and where it is with it
     # (nvidia.com/mig.config.state): pending, rebooting, success, failed.
-    mig_layout = tables.Column("MIG layout", accessor="mig_config_label", orderable=False, empty_values=())
+    mig_layout = tables.Column("MIG layout", accessor="mig_config", orderable=False, empty_values=())
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-node": lambda record: record.name}
@@ -370,7 +369,7 @@ class NodeTable(ConsoleTable):
     export_fields = (
         "name", "status", "pool__name", "cluster__name", "gpu_product", "gpu_capacity", "gpu_allocatable",
         "gpu_memory_mib", "cpu_allocatable_millis", "memory_allocatable_bytes", "zone", "instance_type",
-        "capacity_type",
+        "capacity_type", "mig_config", "mig_config_state",
     )
 
     # The cells that depend only on these fields of the row (their getters read no other): written once per
@@ -384,7 +383,7 @@ class NodeTable(ConsoleTable):
         "pods": ("pod_count",),
         "gpu_utilization": ("stored_gpu_utilization",), "gpu_memory_used_gib": ("stored_gpu_memory_used_mib",),
         "gpu_memory_total_gib": ("stored_gpu_memory_total_mib",),
-        "mig_config": ("mig_config_label",), "mig_config_state": ("mig_config_state_label",),
+        "mig_config": ("mig_config",), "mig_config_state": ("mig_config_state",),
     }
 
     def export_values(self, queryset):
@@ -393,13 +392,11 @@ class NodeTable(ConsoleTable):
         # fleet was a third of the export's time).
         # The allocated GPUs as a float (at most 3 decimals, written the same as the Decimal), not a Decimal
         # made per row.
-        nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_mig_labels(nodes_annotate_usage(queryset)),
-                                                  self.gpu_figures_clusters)
+        nodes = nodes_annotate_stored_gpu_figures(nodes_annotate_usage(queryset), self.gpu_figures_clusters)
         return nodes.annotate(
             status_reasons_text=Cast("status_reasons", TextField()),
             gpu_allocated_float=Cast("usage_gpus", FloatField())).values(
-            *self.export_fields, "status_reasons_text", "gpu_allocated_float", "mig_config_label",
-            "mig_config_state_label",
+            *self.export_fields, "status_reasons_text", "gpu_allocated_float",
             *(name for name in NODE_USAGE_FIELDS if name != "gpu_allocated"),
             *(f"stored_gpu_{name}" for name in STORED_GPU_FIGURES))
 
@@ -417,10 +414,10 @@ class NodeTable(ConsoleTable):
                                      ("gpu_memory_total_gib", "Total GPU memory reported (GiB)"))}
 
     def export_mig_config(self, row):
-        return row["mig_config_label"] or None
+        return row["mig_config"] or None
 
     def export_mig_config_state(self, row):
-        return row["mig_config_state_label"] or None
+        return row["mig_config_state"] or None
 
     def export_gpu_ready(self, row):
         return capacity.node_figures(row["status"], row["gpu_allocatable"], 0)["gpu_ready"]

@@ -6,19 +6,6 @@ from django.db import migrations, models
 from nodepools.migrations import _usage_triggers
 
 
-def triggers_away(apps, schema_editor):
-    """As 0015: SQLite may rebuild the pods table; the node usage triggers go first and are made again after."""
-    if schema_editor.connection.vendor == "sqlite":
-        for sql in _usage_triggers.SQLITE_BACKWARD:
-            schema_editor.execute(sql)
-
-
-def triggers_again(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        for sql in _usage_triggers.SQLITE_BACKWARD + _usage_triggers.SQLITE_FORWARD:
-            schema_editor.execute(sql)
-
-
 def whole_gpus(apps, schema_editor):
     """What pods and lifetimes held before: whole GPUs, as many as their GPU-equivalents."""
     for name in ("Pod", "PodLifetime"):
@@ -32,7 +19,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(triggers_away, triggers_again),
+        migrations.RunPython(_usage_triggers.sqlite_triggers_away, _usage_triggers.sqlite_triggers_again),
         migrations.AddField(
             model_name='pod',
             name='gpu_unit',
@@ -54,5 +41,5 @@ class Migration(migrations.Migration):
             field=models.DecimalField(decimal_places=3, default=Decimal('0'), max_digits=10),
         ),
         migrations.RunPython(whole_gpus, migrations.RunPython.noop),
-        migrations.RunPython(triggers_again, triggers_away),
+        migrations.RunPython(_usage_triggers.sqlite_triggers_again, _usage_triggers.sqlite_triggers_away),
     ]

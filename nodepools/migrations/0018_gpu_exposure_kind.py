@@ -6,20 +6,6 @@ from django.db import migrations, models
 from nodepools.migrations import _usage_triggers
 
 
-def triggers_away(apps, schema_editor):
-    """As 0016: SQLite adds a stored generated column by rebuilding the table (the pods' and the nodes',
-    which the pods' triggers name); the node usage triggers go first and are made again after."""
-    if schema_editor.connection.vendor == "sqlite":
-        for sql in _usage_triggers.SQLITE_BACKWARD:
-            schema_editor.execute(sql)
-
-
-def triggers_again(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        for sql in _usage_triggers.SQLITE_BACKWARD + _usage_triggers.SQLITE_FORWARD:
-            schema_editor.execute(sql)
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -28,11 +14,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(triggers_away, triggers_again),
+        migrations.RunPython(_usage_triggers.sqlite_triggers_away, _usage_triggers.sqlite_triggers_again),
         migrations.AddField(
             model_name='node',
             name='gpu_exposure',
             field=models.GeneratedField(db_persist=True, expression=django.db.models.fields.json.KeyTextTransform('exposure', 'gpu_sharing'), output_field=models.CharField(max_length=32, null=True)),
+        ),
+        migrations.AddField(
+            model_name='node',
+            name='mig_config',
+            field=models.GeneratedField(db_persist=True, expression=django.db.models.fields.json.KeyTextTransform('nvidia.com/mig.config', 'labels'), output_field=models.CharField(max_length=63, null=True)),
         ),
         migrations.AddField(
             model_name='node',
@@ -56,5 +47,5 @@ class Migration(migrations.Migration):
             model_name='pod',
             index=models.Index(fields=['gpu_kind', 'node'], name='pod_gpu_kind'),
         ),
-        migrations.RunPython(triggers_again, triggers_away),
+        migrations.RunPython(_usage_triggers.sqlite_triggers_again, _usage_triggers.sqlite_triggers_away),
     ]

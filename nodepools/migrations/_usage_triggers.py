@@ -72,3 +72,19 @@ UPDATE nodepools_node SET usage_gpus = COALESCE((SELECT SUM(p.gpus) FROM nodepoo
                                    AND p.phase NOT IN """ + COUNTED + """), 0),
     usage_pods = (SELECT COUNT(*) FROM nodepools_pod p WHERE p.node_id = nodepools_node.id
                   AND p.phase NOT IN """ + COUNTED + """)"""
+
+
+# The steps a migration that rebuilds the pods' or the nodes' table on SQLite runs around it (a stored generated
+# column is added that way, and the rebuild drops the pods' triggers): the triggers go first and are made again
+# after. PostgreSQL alters its tables in place and keeps them.
+
+def sqlite_triggers_away(apps, schema_editor):
+    if schema_editor.connection.vendor == "sqlite":
+        for sql in SQLITE_BACKWARD:
+            schema_editor.execute(sql)
+
+
+def sqlite_triggers_again(apps, schema_editor):
+    if schema_editor.connection.vendor == "sqlite":
+        for sql in SQLITE_BACKWARD + SQLITE_FORWARD:
+            schema_editor.execute(sql)
