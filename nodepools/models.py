@@ -533,7 +533,10 @@ class Pod(models.Model):
         ordering = ["cluster__name", "namespace", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="pod_unique_name")]
         indexes = [
-            models.Index(fields=["node", "phase"]),
+            # A node's pods by phase, covering what they hold of its GPUs (the unit billed and how many of it): the
+            # MIG slices held per node are summed from the index (`pool_node_gpu_room`). No generated column in it:
+            # SQLite never reads an index that holds one as covering.
+            models.Index(fields=["node", "phase", "gpu_unit", "gpu_units"], name="pod_node_gpu_units"),
             # Named: `project` is declared from above (projects/models.py), after this class is made.
             models.Index(fields=["project", "phase"], name="nodepools_p_project_6ae51b_idx"),
             # Covers the pages' usage sums (GPUs, CPU, memory of running pods per node, pool and project):

@@ -136,23 +136,47 @@ def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
 def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
     rooms: dict[int, tuple[str, NodeGpuRoom]] = {}
     resources: dict[int, dict[str, str]] = {}  # node id -> {resource: profile}
-    # The nodes of MIG slices (a time-sliced node's exposure is read with the pool's nodes, `pools_node_room`).
-    for pk, name, sharing, status in (Node.objects.filter(pool=pool,
-                                                          gpu_exposure__in=(kube_gpu.MIG_MIXED, kube_gpu.MIG_SINGLE))
-                                      .order_by().values_list("pk", "name", "gpu_sharing", "status")):
-        sharing = sharing or {}
-        room = NodeGpuRoom(capacity.is_ready(status), str(sharing.get("exposure") or kube_gpu.WHOLE))
-        for item in sharing.get("slices") or ():
-            room.slices[item["profile"]] = [int(item.get("allocatable") or 0), 0, str(item.get("share") or "0")]
-            resources.setdefault(pk, {})[item["resource"]] = item["profile"]
+    # The nodes of MIG slices (a time-sliced node's exposure is read with the pool's nodes, `pools_node_room`),
+    # their sharing read as text and each distinct one decoded once (a pool's nodes share a handful of layouts).
+    mig_nodes = Node.objects.filter(pool=pool, gpu_exposure__in=(kube_gpu.MIG_MIXED, kube_gpu.MIG_SINGLE))
+    layouts: dict[str, tuple[str, bool, tuple[tuple[str, int, str, str], ...]]] = {}
+    replicated: set[int] = set()  # MIG slices time-sliced too: their pods are counted by what they ask
+    for pk, name, text, status in (mig_nodes.order_by()
+                                   .values_list("pk", "name", Cast("gpu_sharing", models.TextField()), "status")):
+        layout = layouts.get(text)
+        if layout is None:
+            sharing = (orjson.loads(text) if text else None) or {}
+            layout = layouts[text] = (str(sharing.get("exposure") or kube_gpu.WHOLE),
+                                      int(sharing.get("replicas") or 1) > 1, tuple(
+                (item["profile"], int(item.get("allocatable") or 0), str(item.get("share") or "0"), item["resource"])
+                for item in sharing.get("slices") or ()))
+        if layout[1]:
+            replicated.add(pk)
+        room = NodeGpuRoom(capacity.is_ready(status), layout[0])
+        for profile, allocatable, share, resource in layout[2]:
+            room.slices[profile] = [allocatable, 0, share]
+            resources.setdefault(pk, {})[resource] = profile
         rooms[pk] = (name, room)
-    active = Pod.objects.active().filter(gpu_kind__isnull=False).order_by()
+    active = Pod.objects.active().order_by()
     fractional = kube_gpu.FRACTIONAL_KINDS
-    # The slices the active pods of the nodes of MIG slices hold: the pods grouped by node and by what they
-    # ask (a handful of distinct requests per node), each request decoded once.
+    # The slices the active pods of those nodes hold: the units their GPU-time is billed in (kube.gpu.billing_unit:
+    # a pod of one MIG profile is billed in slices of it; KAI fractions and mixes in GPU-equivalents), summed per
+    # node and profile from the index that covers them (`pod_node_gpu_units`), no pod row read.
+    for node_id, unit, units in (active.filter(node__in=mig_nodes)
+                                 .exclude(gpu_unit__in=(kube_gpu.UNIT_WHOLE, kube_gpu.UNIT_FRACTION))
+                                 .values("node_id", "gpu_unit").annotate(units=Sum("gpu_units"))
+                                 .values_list("node_id", "gpu_unit", "units")):
+        held_slice = rooms[node_id][1].slices.get(unit)
+        if held_slice is not None and node_id not in replicated:
+            held_slice[1] += int(units or 0)
+    # A pod asking slices of several profiles (or whole GPUs beside slices) is billed in GPU-equivalents, and a
+    # replica of a time-sliced slice in its share: their requests, grouped by node and by what they ask, each
+    # distinct request decoded once. The few such pods are found in the index first (a KAI fraction asks no
+    # resource: it adds nothing here).
     requests: dict[str, dict[str, Any]] = {}
-    for node_id, text, count in (active.filter(node_id__in=list(resources))
-                                 .exclude(gpu_kind__in=fractional)
+    counted_by_request = (active.filter(node__in=mig_nodes)
+                          .filter(Q(gpu_unit=kube_gpu.UNIT_FRACTION) | Q(node_id__in=sorted(replicated))).values("pk"))
+    for node_id, text, count in (Pod.objects.filter(pk__in=counted_by_request).order_by()
                                  .values("node_id", text=Cast("gpu_request", models.TextField()))
                                  .annotate(count=Count("pk")).values_list("node_id", "text", "count")):
         record = requests.get(text)
@@ -193,14 +217,18 @@ def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
     slices: dict[str, dict[str, Any]] = {}
     replicas: set[int] = set()
     layouts: set[str] = set()
-    for sharing, physical in Node.objects.filter(pool=pool).values_list("gpu_sharing", "gpu_capacity"):
-        sharing = sharing or {}
+    # The pool's nodes grouped by how they share their GPUs (as stored, text) and their physical GPUs: a handful of
+    # groups, each decoded once.
+    for text, physical, nodes in (Node.objects.filter(pool=pool).order_by()
+                                  .values(text=Cast("gpu_sharing", models.TextField()), physical=F("gpu_capacity"))
+                                  .annotate(nodes=Count("pk")).values_list("text", "physical", "nodes")):
+        sharing = (orjson.loads(text) if text else None) or {}
         if not physical and not sharing:
             continue
         exposure = sharing.get("exposure") or "whole"
         entry = exposures.setdefault(exposure, {"nodes": 0, "gpus": 0})
-        entry["nodes"] += 1
-        entry["gpus"] += physical or 0
+        entry["nodes"] += nodes
+        entry["gpus"] += (physical or 0) * nodes
         if int(sharing.get("replicas") or 1) > 1:
             replicas.add(int(sharing["replicas"]))
         if sharing.get("mig_config"):
@@ -209,8 +237,8 @@ def pool_gpu_shapes(pool: NodePool) -> dict[str, Any]:
             row = slices.setdefault(item["profile"], {"profile": item["profile"], "count": 0, "allocatable": 0,
                                                       "allocated": 0, "free": 0, "most_free_on_a_node": 0,
                                                       "memory_mib": item.get("memory_mib"), "share": item.get("share")})
-            row["count"] += int(item.get("capacity") or 0)
-            row["allocatable"] += int(item.get("allocatable") or 0)
+            row["count"] += int(item.get("capacity") or 0) * nodes
+            row["allocatable"] += int(item.get("allocatable") or 0) * nodes
     for room in pool_node_gpu_room(pool).values():
         for profile, (_, allocated, _) in room.slices.items():
             row = slices[profile]
@@ -957,40 +985,50 @@ class PoolMigNodes:
         return sum(g.count for g in self.groups if not g.done) - len(self.listed) if self.groups else 0
 
 
+def _mig_applied(sharing: dict[str, Any] | None, gpu_capacity: int | None) -> str:
+    """The slices a node publishes now, in a few words."""
+    sharing = sharing or {}
+    slices = [f"{s.get('capacity', 0)} × {s.get('profile')}" for s in sharing.get("slices") or ()
+              if int(s.get("capacity") or 0)]
+    if slices:
+        return ", ".join(slices)
+    if sharing.get("exposure") in (kube_gpu.MIG_SINGLE, kube_gpu.MIG_MIXED):
+        return "no MIG slices published"
+    return f"{gpu_capacity} whole GPU{'s' if gpu_capacity != 1 else ''}" if gpu_capacity else "no GPUs published"
+
+
 def node_mig_state(node: Node) -> NodeMigState | None:
     """The node's MIG layout as asked and as applied (None for a node that no layout was asked of)."""
     asked, state = node.mig_config or "", node.mig_config_state or ""
     if not asked:
         return None
-    sharing = node.gpu_sharing or {}
-    slices = [f"{s.get('capacity', 0)} × {s.get('profile')}" for s in sharing.get("slices") or ()
-              if int(s.get("capacity") or 0)]
-    if slices:
-        applied = ", ".join(slices)
-    elif sharing.get("exposure") in (kube_gpu.MIG_SINGLE, kube_gpu.MIG_MIXED):
-        applied = "no MIG slices published"
-    else:
-        applied = f"{node.gpu_capacity} whole GPU{'s' if node.gpu_capacity != 1 else ''}" if node.gpu_capacity \
-            else "no GPUs published"
-    return NodeMigState(node=node, asked=asked, state=state, applied=applied)
+    return NodeMigState(node=node, asked=asked, state=state, applied=_mig_applied(node.gpu_sharing, node.gpu_capacity))
 
 
 def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> PoolMigNodes:
     """The MIG state of the GPU nodes of the pool asked a layout (by name): each of them in a pool of at most
     MIG_NODES_LISTED such nodes; in a larger one, the nodes by state (failed first, then those applying, then
-    the most nodes) and one by one the first MIG_NODES_LISTED not done."""
+    the most nodes; counted by the database, each distinct sharing decoded once) and one by one the first
+    MIG_NODES_LISTED not done."""
     nodes = (Node.objects.restrict(user, "view").filter(pool=pool, is_gpu_node=True, mig_config__isnull=False)
-             .only("pk", "name", "gpu_sharing", "gpu_capacity", "mig_config", "mig_config_state").order_by("name"))
-    states = [s for s in map(node_mig_state, nodes) if s is not None]
-    if len(states) <= MIG_NODES_LISTED:
-        return PoolMigNodes(listed=states, groups=[], total=len(states))
+             .exclude(mig_config="").order_by("name"))
+    fields = ("pk", "name", "gpu_sharing", "gpu_capacity", "mig_config", "mig_config_state")
     counts: dict[tuple[str, str, str], int] = {}
-    for m in states:
-        counts[(m.asked, m.state, m.applied)] = counts.get((m.asked, m.state, m.applied), 0) + 1
+    for asked, state, text, physical, count in (
+            nodes.order_by().values("mig_config", "mig_config_state", "gpu_capacity",
+                                    text=Cast("gpu_sharing", models.TextField()))
+            .annotate(count=Count("pk")).values_list("mig_config", "mig_config_state", "text", "gpu_capacity", "count")):
+        key = (asked, state or "", _mig_applied(orjson.loads(text) if text else None, physical))
+        counts[key] = counts.get(key, 0) + count
+    total = sum(counts.values())
+    if total <= MIG_NODES_LISTED:
+        states = [s for s in map(node_mig_state, nodes.only(*fields)) if s is not None]
+        return PoolMigNodes(listed=states, groups=[], total=len(states))
     groups = sorted((MigStateGroup(asked, state, applied, count) for (asked, state, applied), count in counts.items()),
                     key=lambda g: (not g.failed, not g.in_progress, -g.count, g.asked, g.state, g.applied))
-    return PoolMigNodes(listed=[m for m in states if not m.done][:MIG_NODES_LISTED], groups=groups,
-                        total=len(states))
+    not_done = nodes.filter(Q(mig_config_state__isnull=True) | ~Q(mig_config_state="success")).only(*fields)
+    listed = [s for s in map(node_mig_state, not_done[:MIG_NODES_LISTED]) if s is not None]
+    return PoolMigNodes(listed=listed, groups=groups, total=total)
 
 
 def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list[NodeMigState]:
