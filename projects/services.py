@@ -292,16 +292,16 @@ def quota_update(*, actor: Any, quota: Quota, expected_version: int | None, **va
 def _check_usage_floor(quota: Quota, errors: dict[str, list[str]], warnings: list[str]) -> None:
     """A quota cannot go below what non-preemptible workloads already use in that pool; below what all
     its workloads use is allowed, with a warning: the difference runs over quota and may be preempted."""
-    usage = Quota.objects.with_allocation().get(pk=quota.pk)
+    usage = quota.allocation()
     for name, label, unit, used_attr in _RESOURCES:
         value = getattr(quota, name)
-        used = getattr(usage, used_attr)
+        used = usage[used_attr]
         if value is not None and used and Decimal(value) < Decimal(used):
             errors.setdefault(name, []).append(
                 f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_fmt(used)} {unit} "
                 f"in pool '{quota.pool}'; its {label} quota cannot be set below that."
             )
-    allocated = Decimal(usage.gpu_allocated or 0)
+    allocated = Decimal(usage["gpu_allocated"] or 0)
     deserved = Decimal(quota.gpu_deserved)
     if allocated > deserved and "gpu_deserved" not in errors:
         over = allocated - deserved
