@@ -188,7 +188,7 @@ def quotas_attach_allocation(quotas: list[Quota], allocation: dict | None = None
 class OverQuotaMove:
     """A running workload that a pool change moves into a pool where its project's quota does not cover it:
     `quota` is the project's row there (an unsaved row of 0 deserved GPUs when it has none), with the
-    allocation and over-quota the move leaves it (`quotas_attach_allocation`)."""
+    allocation and over-quota the move leaves it (`quotas_attach_allocation`); `has_quota`: it deserves GPUs there."""
 
     workload: str
     project: Project
@@ -239,7 +239,7 @@ def preview_over_quota(*, user: Any, preview: Any) -> list[OverQuotaMove]:
         quota = rows[(project_id, pool_id)]
         if quota.gpu_over_quota > 0:
             out.append(OverQuotaMove(workload, projects[project_id], gpus, targets[pool_id].name, quota,
-                                     has_quota=quota.pk is not None))
+                                     has_quota=quota.gpu_deserved > 0))
     return out
 
 
