@@ -343,8 +343,8 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     Fair share needs every department's and project's numbers, so this reads the whole cluster; callers
     show only what the user may see. A fixed number of queries, whatever the size of the cluster.
     `overrides` ({quota id: {field: value}}) computes it as if those rows held other values (what-if).
-    `with_demand` (project ids): their lines' `fair_share_with_demand` too, each as if that project alone
-    asked for at least its deserved GPUs (the same computation again, no query more).
+    `with_demand` ((project id, pool id) pairs): those lines' `fair_share_with_demand` too, each as if that
+    project alone asked for at least its deserved GPUs there (the same computation again, no query more).
     """
     pools = list(NodePool.objects.filter(cluster=cluster))
     usage = pod_usage([p.pk for p in pools])
@@ -371,7 +371,7 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
             if q.project_id:
                 line = lines[("project", q.project_id, pool.pk)]
                 line.requested = project_request(q, pool_pending)
-                if q.project_id in with_demand:
+                if (q.project_id, pool.pk) in with_demand:
                     line.fair_share_with_demand = pool_fair_shares(
                         pool, pool_rows, pool_pending, demand={q.project_id: q.gpu_deserved}
                     ).get(("project", q.project_id), Decimal(0))
@@ -581,7 +581,7 @@ def quota_what_if(*, user: Any, quota: Quota, values: dict[str, Any]) -> list[Wh
     else:
         visible = visible.filter(department__isnull=False)
     visible = list(visible.select_related("project", "department").order_by("department__name", "project__name"))
-    projects = [q.project_id for q in visible if q.project_id]
+    projects = [(q.project_id, q.pool_id) for q in visible if q.project_id]
     _, before = cluster_fair_shares(cluster=cluster, with_demand=projects)
     _, after = cluster_fair_shares(cluster=cluster, overrides={quota.pk: changes}, with_demand=projects)
     out = []
