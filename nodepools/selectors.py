@@ -398,6 +398,7 @@ class PoolFlow:
     source: NodePool
     target: NodePool
     nodes: list[str] = field(default_factory=list)
+    node_ids: list[int] = field(default_factory=list)
     gpus: int = 0
     gpus_ready: int = 0
     gpus_allocated: Decimal = Decimal(0)
@@ -436,6 +437,9 @@ class CapacityPreview:
     balances: list[PoolBalance]
     subject: NodePool | None = None  # the pool created or relabelled
     subject_nodes: int = 0
+    # node pk -> the labels it would carry (a node move); the others keep theirs. For the apps above that
+    # say what else the change does (the places "capacity-preview.consequences" of the template).
+    labels_after: dict[int, dict[str, str]] = field(default_factory=dict)
 
     @property
     def nodes_moved(self) -> int:
@@ -508,6 +512,7 @@ def capacity_preview(
         flow = PoolFlow(source=after[a], target=after[b])
         for pk, name, gpus, ready in sorted(group, key=lambda n: n[1]):
             flow.nodes.append(name)
+            flow.node_ids.append(pk)
             flow.gpus += gpus
             flow.gpus_ready += ready
             flow.gpus_allocated += (usage.get(pk) or {}).get("g") or Decimal(0)
@@ -527,7 +532,7 @@ def capacity_preview(
         for i in sorted(concerned, key=lambda i: (not after[i].is_default, after[i].name))
     ]
     return CapacityPreview(flows=flows, balances=balances, subject=subject,
-                           subject_nodes=count_after[slot] if slot is not None else 0)
+                           subject_nodes=count_after[slot] if slot is not None else 0, labels_after=labels)
 
 
 def node_live_object(*, node: Node) -> dict[str, Any]:

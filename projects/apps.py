@@ -22,3 +22,4 @@ class ProjectsConfig(AppConfig):
 
         # Its part of the pages of nodepools, which never names this app (ui/slots.py).
         slots.register("pool-delete.consequences", library="projects_pool", tag="pool_delete_consequences")
+        slots.register("capacity-preview.consequences", library="projects_pool", tag="preview_over_quota")

@@ -182,6 +182,68 @@ def quotas_attach_allocation(quotas: list[Quota], allocation: dict | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
+# What a pool change does to the projects' quota (the pool create/edit and node move previews)
+
+@dataclass
+class OverQuotaMove:
+    """A running workload that a pool change moves into a pool where its project's quota does not cover it:
+    `quota` is the project's row there (an unsaved row of 0 deserved GPUs when it has none), with the
+    allocation and over-quota the move leaves it (`quotas_attach_allocation`); `has_quota`: it deserves GPUs there."""
+
+    workload: str
+    project: Project
+    gpus: Decimal
+    pool_name: str
+    quota: Quota
+    has_quota: bool
+
+
+def preview_over_quota(*, user: Any, preview: Any) -> list[OverQuotaMove]:
+    """The workloads (of the projects the user may see) on the nodes `preview` moves
+    (`nodepools.selectors.capacity_preview`) whose project is over quota in the pool they land in once the
+    nodes have moved: its GPUs running there now (`pod_usage`), minus those leaving on nodes that go, plus
+    those arriving, against its deserved GPUs there (no row: 0). A fixed number of queries."""
+    moving = {pk: (f.source, f.target) for f in preview.flows for pk in f.node_ids}
+    if not moving:
+        return []
+    pods = list(Pod.objects.active().filter(node_id__in=list(moving), gpus__gt=0,
+                                            project__in=Project.objects.restrict(user, "view").values("pk"))
+                .order_by().values_list("node_id", "project_id", "job_name", "namespace", "name", "gpus"))
+    if not pods:
+        return []
+    targets = {f.target.pk: f.target for f in preview.flows}  # a pool not saved yet: None
+    saved = [pk for pk in targets if pk]
+    allocation = {key: dict(r) for key, r in allocation_by_project_pool(saved, pod_usage(saved) if saved else []).items()}
+    arriving: dict[tuple[int, int | None, str], Decimal] = {}
+    for node_id, project_id, job_name, namespace, name, gpus in pods:
+        source, target = moving[node_id]
+        for pool_id, sign in ((source.pk, -1), (target.pk, 1)):
+            if pool_id in targets:
+                row = allocation.setdefault((project_id, pool_id), {"gpu": Decimal(0), "cpu": 0, "mem": 0,
+                                                                   "project__department_id": None})
+                row["gpu"] = Decimal(row.get("gpu") or 0) + sign * gpus
+        key = (project_id, target.pk, job_name or f"{namespace}/{name}")
+        arriving[key] = arriving.get(key, Decimal(0)) + gpus
+    projects = {p.pk: p for p in Project.objects.filter(pk__in={k[0] for k in arriving})}
+    quotas = {(q.project_id, q.pool_id): q for q in Quota.objects.filter(
+        project_id__in=list(projects), pool_id__in=saved).select_related("pool")}
+    rows = {}
+    for project_id, pool_id, _ in arriving:
+        if (project_id, pool_id) not in rows:
+            rows[(project_id, pool_id)] = quotas.get((project_id, pool_id)) or Quota(
+                project=projects[project_id], pool_id=pool_id, gpu_deserved=Decimal(0))
+    quotas_attach_allocation(list(rows.values()), allocation=allocation)
+    out = []
+    for (project_id, pool_id, workload), gpus in sorted(
+            arriving.items(), key=lambda i: (targets[i[0][1]].name, projects[i[0][0]].name, i[0][2])):
+        quota = rows[(project_id, pool_id)]
+        if quota.gpu_over_quota > 0:
+            out.append(OverQuotaMove(workload, projects[project_id], gpus, targets[pool_id].name, quota,
+                                     has_quota=quota.gpu_deserved > 0))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
 # Quota, allocation and fair share per pool
 
 @dataclass
@@ -190,6 +252,10 @@ class QuotaLine:
 
     quota: Quota
     fair_share: Decimal = Decimal(0)
+    # A project's GPUs asked in the pool: what it holds plus what it waits for (`project_request`).
+    requested: Decimal = Decimal(0)
+    # With `cluster_fair_shares(with_demand=...)`: its fair share if it asked for at least its deserved GPUs.
+    fair_share_with_demand: Decimal | None = None
 
     @property
     def deserved(self) -> Decimal:
@@ -270,13 +336,15 @@ def project_departments(cluster_id: int) -> dict[int, int]:
         Project.objects.filter(cluster_id=cluster_id).order_by().values_list("pk", "department_id")))
 
 
-def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]] | None = None
-                        ) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
+def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]] | None = None,
+                        with_demand: Any = ()) -> tuple[list[NodePool], dict[tuple[str, int, int], QuotaLine]]:
     """Every quota row of the cluster with its allocation and fair share, keyed (kind, owner id, pool id).
 
     Fair share needs every department's and project's numbers, so this reads the whole cluster; callers
     show only what the user may see. A fixed number of queries, whatever the size of the cluster.
     `overrides` ({quota id: {field: value}}) computes it as if those rows held other values (what-if).
+    `with_demand` ((project id, pool id) pairs): those lines' `fair_share_with_demand` too, each as if that
+    project alone asked for at least its deserved GPUs there (the same computation again, no query more).
     """
     pools = list(NodePool.objects.filter(cluster=cluster))
     usage = pod_usage([p.pk for p in pools])
@@ -291,28 +359,47 @@ def cluster_fair_shares(*, cluster: Cluster, overrides: dict[int, dict[str, Any]
     for q in rows:
         kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)
         lines[(kind, owner, q.pool_id)] = QuotaLine(q)
+    with_demand = set(with_demand)
     for pool in pools:
-        shares = pool_fair_shares(pool, [q for q in rows if q.pool_id == pool.pk], {
-            project: gpus for (project, pool_id), gpus in pending.items() if pool_id == pool.pk})
+        pool_rows = [q for q in rows if q.pool_id == pool.pk]
+        pool_pending = {project: gpus for (project, pool_id), gpus in pending.items() if pool_id == pool.pk}
+        shares = pool_fair_shares(pool, pool_rows, pool_pending)
         for (kind, owner), share in shares.items():
             if (kind, owner, pool.pk) in lines:
                 lines[(kind, owner, pool.pk)].fair_share = share
+        for q in pool_rows:
+            if q.project_id:
+                line = lines[("project", q.project_id, pool.pk)]
+                line.requested = project_request(q, pool_pending)
+                if (q.project_id, pool.pk) in with_demand:
+                    line.fair_share_with_demand = pool_fair_shares(
+                        pool, pool_rows, pool_pending, demand={q.project_id: q.gpu_deserved}
+                    ).get(("project", q.project_id), Decimal(0))
     return pools, lines
 
 
-def pool_fair_shares(pool: NodePool, rows: list[Quota], pending: dict[int, Decimal]
-                     ) -> dict[tuple[str, int], Decimal]:
+def project_request(q: Quota, pending: dict[int, Decimal]) -> Decimal:
+    """What a project's quota row asks of the fair share in its pool: the GPUs it holds (`gpu_allocated`)
+    plus those its pending workloads wait for (`pending`, per project id)."""
+    return Decimal(q.gpu_allocated) + pending.get(q.project_id, Decimal(0))
+
+
+def pool_fair_shares(pool: NodePool, rows: list[Quota], pending: dict[int, Decimal],
+                     demand: dict[int, Decimal] | None = None) -> dict[tuple[str, int], Decimal]:
     """Fair shares in one pool, keyed ("department"|"project", id): `rows` are the pool's quota rows with
     their allocation (`quotas_attach_allocation`; `q.project` and `q.department` loaded), `pending` the GPUs
     pending workloads ask per project id. A project's request is what it holds plus what it waits for (its
-    deserved quota at most with over-quota off); capacity is the pool's Ready GPUs, at most its limit."""
+    deserved quota at most with over-quota off); capacity is the pool's Ready GPUs, at most its limit.
+    `demand` (project id -> GPUs): those projects ask for at least that much (what-if: "with demand")."""
     capacity = Decimal(pool.gpu_ready)
     if pool.gpu_limit is not None:
         capacity = min(capacity, Decimal(pool.gpu_limit))
     children: dict[int, list[Claim]] = {}
     for q in rows:
         if q.project_id:
-            requested = Decimal(q.gpu_allocated) + pending.get(q.project_id, Decimal(0))
+            requested = project_request(q, pending)
+            if demand and q.project_id in demand:
+                requested = max(requested, Decimal(demand[q.project_id]))
             if not q.project.allow_over_quota:
                 requested = min(requested, q.gpu_deserved)
             children.setdefault(q.project.department_id, []).append(
@@ -461,10 +548,22 @@ class WhatIf:
     before: Decimal
     after: Decimal
     edited: bool = False
+    # A project's change held back by its demand: the GPUs it asks for in the pool now, and the fair share
+    # it would have after the change if it asked for its deserved GPUs (None: not limited by demand).
+    requested: Decimal = Decimal(0)
+    with_demand: Decimal | None = None
 
     @property
     def change(self) -> Decimal:
         return self.after - self.before
+
+    @property
+    def change_size(self) -> Decimal:
+        return abs(self.change)
+
+    @property
+    def limited_by_demand(self) -> bool:
+        return self.with_demand is not None
 
 
 WHAT_IF_FIELDS = ("gpu_deserved", "gpu_limit", "over_quota_weight", "rank")
@@ -476,20 +575,29 @@ def quota_what_if(*, user: Any, quota: Quota, values: dict[str, Any]) -> list[Wh
     row. Only siblings the user may see are listed."""
     changes = {k: v for k, v in values.items() if k in WHAT_IF_FIELDS}
     cluster = quota.pool.cluster
-    _, before = cluster_fair_shares(cluster=cluster)
-    _, after = cluster_fair_shares(cluster=cluster, overrides={quota.pk: changes})
     visible = Quota.objects.restrict(user, "view").filter(pool_id=quota.pool_id)
     if quota.project_id:
         visible = visible.filter(project__department_id=quota.project.department_id)
     else:
         visible = visible.filter(department__isnull=False)
+    visible = list(visible.select_related("project", "department").order_by("department__name", "project__name"))
+    projects = [(q.project_id, q.pool_id) for q in visible if q.project_id]
+    _, before = cluster_fair_shares(cluster=cluster, with_demand=projects)
+    _, after = cluster_fair_shares(cluster=cluster, overrides={quota.pk: changes}, with_demand=projects)
     out = []
-    for q in visible.select_related("project", "department").order_by("department__name", "project__name"):
+    for q in visible:
         kind, owner = ("project", q.project_id) if q.project_id else ("department", q.department_id)
         key = (kind, owner, q.pool_id)
         if key in before and key in after:
-            out.append(WhatIf(kind, (q.project or q.department).name, before[key].fair_share, after[key].fair_share,
-                              q.pk == quota.pk))
+            row = WhatIf(kind, (q.project or q.department).name, before[key].fair_share, after[key].fair_share,
+                         q.pk == quota.pk, requested=after[key].requested)
+            if q.project_id:
+                # Held back by its demand: with demand it would have more after the change, and the change
+                # with demand differs from the change without (or it is the row edited).
+                now, then = before[key].fair_share_with_demand, after[key].fair_share_with_demand
+                if then > row.after and (row.edited or then - now != row.change):
+                    row.with_demand = then
+            out.append(row)
     return out
 
 

@@ -18,6 +18,7 @@ class WorkloadsConfig(AppConfig):
         # Its sections on the pool page of nodepools, which never names this app (ui/slots.py).
         slots.register("pool-detail.workloads", library="workloads_ui", tag="pool_platforms_section")
         slots.register("pool-detail.workloads", library="workloads_submit", tag="pool_submit_line")
+        slots.register("capacity-preview.consequences", library="workloads_ui", tag="preview_platforms_left_empty")
         slots.register("project-detail.start-estimates", library="workloads_forecast", tag="project_start_estimates")
         register_scheduler_resources()
         from workloads import forecast  # noqa: F401  (the start estimates join what workloads_enrich attaches)

@@ -197,6 +197,49 @@ def pool_platforms(*, user: Any, pool: NodePool, with_rows: bool = True) -> Pool
     )
 
 
+@dataclass
+class PlatformLeftEmpty:
+    """A platform whose pool's nodes a pool change (`nodepools.selectors.capacity_preview`) takes away."""
+
+    platform: Platform
+    pool_name: str
+    nodes_before: int
+    nodes_after: int
+
+
+def platforms_left_without_nodes(*, user: Any, preview: Any) -> list[PlatformLeftEmpty]:
+    """The platforms (those the user may see) of the pools nodes leave in `preview` that have nodes now and
+    none after the change: workloads submitted to them would wait. A platform's nodes are its pool's nodes
+    matching its selector whose taints it tolerates (`engine.platform_nodes`, as the pool page counts them).
+    Two queries, whatever the number of nodes or platforms."""
+    sources = {f.source.pk: f.source for f in preview.flows if f.source.pk}
+    if not sources:
+        return []
+    platforms = list(platform_list(user=user).filter(pool_id__in=list(sources)).order_by("pool__name", "name"))
+    if not platforms:
+        return []
+    leaving = {pk for f in preview.flows for pk in f.node_ids}
+    arriving = {pk: f.target.pk for f in preview.flows for pk in f.node_ids if f.target.pk in sources}
+    rows = Node.objects.filter(Q(pool_id__in=list(sources)) | Q(pk__in=list(arriving))).values_list(
+        "pk", "name", "pool_id", "labels", "taints")
+    before: dict[int, list[engine.NodeView]] = {}
+    after: dict[int, list[engine.NodeView]] = {}
+    for pk, name, pool_id, labels, taints in rows:
+        if pool_id in sources:
+            before.setdefault(pool_id, []).append(engine.NodeView(name=name, labels=labels or {}, taints=taints or []))
+        will = arriving.get(pk, None if pk in leaving else pool_id)
+        if will in sources:
+            labels = preview.labels_after.get(pk, labels)
+            after.setdefault(will, []).append(engine.NodeView(name=name, labels=labels or {}, taints=taints or []))
+    out = []
+    for platform in platforms:
+        count = [len(engine.platform_nodes(node_selector=platform.node_selector, tolerations=platform.tolerations,
+                                           nodes=nodes.get(platform.pool_id, []))) for nodes in (before, after)]
+        if count[0] and not count[1]:
+            out.append(PlatformLeftEmpty(platform, sources[platform.pool_id].name, count[0], count[1]))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # Everything the submission steps need for one platform
 

@@ -216,3 +216,19 @@ def test_the_service_refuses_a_stale_resource_version(lab, users):
         services.node_move_to_pool(actor=users["sysadmin"], node=lab.node(), pool=lab.org.a100,
                                    resource_version=stale)
     assert lab.labels()["gpu-type"] == "v100"
+
+
+def test_the_move_preview_names_the_platform_left_without_nodes_and_the_workload_landing_over_quota(
+        client, lab, users):
+    from workloads import services as workload_services
+
+    org = lab.org
+    workload_services.platform_create(actor=None, pool=org.default, name="vision", node_selector={"team": "vision"})
+    lab.run("train-1", "v100-20", gpus=2)
+    login(client, users, "sysadmin")
+    page = page_text(preview(client, lab, org.a100))
+    assert ("Platform vision of pool default is left with 0 nodes (it has 1 now): workloads submitted to it "
+            "will wait.") in page
+    assert ("Workload runai-rnd-a/train-1 of project rnd-a (2 GPUs) moves to pool a100, where its project has no "
+            "quota (0 GPUs): project rnd-a is then over quota by 2 GPUs there (2 allocated).") in page
+    assert lab.labels() == lab.original

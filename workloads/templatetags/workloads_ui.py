@@ -38,3 +38,11 @@ def pool_platforms_section(context, pool) -> dict:
     data = selectors.pool_platforms(user=user, pool=pool, with_rows=False)
     return {"pool": pool, "data": data,
             "can_change": services.may_configure(user, pool.cluster_id, "platform", "add")}
+
+
+@register.inclusion_tag("workloads/_preview_platforms.html", takes_context=True)
+def preview_platforms_left_empty(context, preview) -> dict:
+    """The pool create/edit and node move previews (nodepools' place "capacity-preview.consequences"):
+    the platforms the change leaves without nodes."""
+    request = context.get("request")
+    return {"left_empty": selectors.platforms_left_without_nodes(user=getattr(request, "user", None), preview=preview)}
