@@ -289,7 +289,12 @@ def pool_gpu_shape_apply(*, actor: Any, pool: NodePool, mig_config: str, device_
                                              "GPU pod more or less): review it again before confirming."})
     labelled, failed = [], {}
     if preview.written:
-        with api_client_for(pool.cluster) as api_client:
+        try:
+            connected = api_client_for(pool.cluster)
+        except ValueError as exc:  # no kubeconfig and not in the cluster: nothing can be written
+            raise ValidationError({"mig_config": f"The console cannot write to cluster '{pool.cluster}': {exc}. "
+                                                 "Nothing was written."}) from exc
+        with connected as api_client:
             core = client.CoreV1Api(api_client)
             for row in preview.written:
                 labels = {label: asked for label, (_now, asked) in row.changes.items()}

@@ -181,6 +181,8 @@ MATRIX: dict[str, list[Case]] = {
     "api:node-list": [Case(EVERYONE)],
     "api:node-detail": [Case(IN_CLUSTER, pk("node"))],
     "api:node-gpu-devices": [Case(IN_CLUSTER, pk("node"))],
+    "api:nodepool-gpu-shape": [Case(SYSADMIN, pk("a100"), method="post", data=lambda w: {"mig_config": "all-1g.10gb"},
+                                    label="dry run")],
     "api:node-move": [Case(SYSADMIN, pk("node"), method="post", data=lambda w: {"pool": w.a100.pk})],
     "api:cluster-enforcement": [Case(IN_CLUSTER, pk("cluster")),
                                 Case(SYSADMIN, pk("cluster"), method="put", data=lambda w: {"enforcer": "none"},

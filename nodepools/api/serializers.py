@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerField
@@ -269,3 +270,61 @@ class NodeGpuDevicesSerializer(serializers.Serializer):
 
 class NodeMoveSerializer(serializers.Serializer):
     pool = RestrictedPrimaryKeyRelatedField(model=NodePool, help_text="Id of the pool to move the node to.")
+
+
+class GpuShapeRequestSerializer(serializers.Serializer):
+    mig_config = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63,
+        help_text="nvidia.com/mig.config to set on the pool's MIG-capable GPU nodes (e.g. all-1g.10gb, all-balanced, "
+                  "or a custom layout of your MIG manager's configuration); empty: not set by the console.")
+    device_plugin_config = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63,
+        help_text="nvidia.com/device-plugin.config: a configuration of NVIDIA's device plugin ConfigMap (e.g. one "
+                  "with time-slicing replicas); empty: not set by the console.")
+    confirm = serializers.BooleanField(
+        required=False, default=False,
+        help_text="false (the default): a dry run, nothing written; true: write the labels to the nodes.")
+    previewed = serializers.CharField(
+        required=False, allow_blank=True, default=None, allow_null=True,
+        help_text="With confirm: the `key` of the dry run you reviewed. When what the change does has changed since "
+                  "(a GPU pod or a node more), nothing is written and the answer is 400 naming `mig_config`.")
+
+
+class ShapeEvictedPodSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    node = serializers.CharField()
+    project = serializers.CharField(help_text="Empty for a pod of no project.")
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, help_text="GPU-equivalents it holds.")
+
+
+class ShapeLabelChangeSerializer(serializers.Serializer):
+    now = serializers.CharField(help_text="The label's value on the node now (empty: not set).")
+    asked = serializers.CharField()
+
+
+class ShapeNodeSerializer(serializers.Serializer):
+    node = serializers.CharField(source="node.name")
+    changes = serializers.SerializerMethodField(help_text="Per label the shape changes on the node: now and asked.")
+    skipped = serializers.CharField(help_text="Why the node is left as it is (e.g. GPUs not MIG-capable), else empty.")
+    evicted = ShapeEvictedPodSerializer(many=True, help_text="The GPU pods NVIDIA's MIG manager drains from it.")
+
+    @extend_schema_field(serializers.DictField(child=ShapeLabelChangeSerializer()))
+    def get_changes(self, row) -> dict:
+        return {label: {"now": now, "asked": asked} for label, (now, asked) in row.changes.items()}
+
+
+class GpuShapePreviewSerializer(serializers.Serializer):
+    pool = serializers.IntegerField(source="pool.pk")
+    mig_config = serializers.CharField()
+    device_plugin_config = serializers.CharField()
+    key = serializers.CharField(help_text="What a confirmation counts for: send it back as `previewed`.")
+    nodes = ShapeNodeSerializer(many=True, help_text="Every GPU node of the pool the user may see.")
+    evicted = ShapeEvictedPodSerializer(many=True, help_text="Every GPU pod the change evicts.")
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class GpuShapeAppliedSerializer(serializers.Serializer):
+    labelled = serializers.ListField(child=serializers.CharField(), help_text="The nodes labelled in the cluster.")
+    failed = serializers.DictField(child=serializers.CharField(), help_text="Node -> the cluster's message.")
+    preview = GpuShapePreviewSerializer(help_text="The preview the write acted on.")

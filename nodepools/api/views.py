@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from common.api import RestrictedQuerysetMixin
-from nodepools import selectors, services
+from nodepools import hints, selectors, services
 from nodepools.api import serializers as s
 from nodepools.filtersets import ClusterFilterSet, NodeFilterSet, NodePoolFilterSet
 from nodepools.models import Cluster, Node, NodePool
@@ -91,6 +91,40 @@ class NodePoolViewSet(RestrictedQuerysetMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance):
         services.pool_delete(actor=self.request.user, pool=instance)
+
+    @extend_schema(
+        request=s.GpuShapeRequestSerializer,
+        responses={
+            200: OpenApiResponse(s.GpuShapePreviewSerializer, description="The dry run (`confirm` false): the nodes "
+                                 "whose labels change, the GPU pods NVIDIA's MIG manager drains, the warnings; "
+                                 "nothing written."),
+            202: OpenApiResponse(s.GpuShapeAppliedSerializer, description="`confirm` true: the pool keeps the shape "
+                                 "and the cluster took the labels of the nodes in `labelled` (NVIDIA's GPU operator "
+                                 "applies them; the nodes' slices and `mig_config_state` follow as the sync brings "
+                                 "them back); `failed` names the nodes the cluster refused."),
+            400: OpenApiResponse(description="`errors.mig_config` or `errors.device_plugin_config` says which rule "
+                                 "refused the shape, or that the change differs from the dry run `previewed`."),
+            403: OpenApiResponse(description="Only system administrators set a pool's GPU shape."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="gpu-shape")
+    def gpu_shape(self, request, pk=None):
+        """Set the pool's GPU shape (its MIG layout and device plugin configuration), as the pool's page does: a dry
+        run first (`confirm` false), then the write with `confirm` true and the dry run's `key` as `previewed`."""
+        pool = self.get_object()
+        form = s.GpuShapeRequestSerializer(data=request.data, context=self.get_serializer_context())
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        shape = {"mig_config": data["mig_config"].strip(), "device_plugin_config": data["device_plugin_config"].strip()}
+        if not data["confirm"]:
+            preview = services.pool_gpu_shape_preview(actor=request.user, pool=pool, **shape)
+            return Response(s.GpuShapePreviewSerializer(preview).data)
+        done = services.pool_gpu_shape_apply(actor=request.user, pool=pool, **shape, previewed=data.get("previewed"))
+        try:  # live pages refetch (a hint lost must not fail the write that happened)
+            hints.publish(pool.cluster_id, ["pools", "nodes"])
+        except Exception:
+            pass
+        return Response(s.GpuShapeAppliedSerializer(done).data, status=status.HTTP_202_ACCEPTED)
 
 
 class NodeViewSet(RestrictedQuerysetMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

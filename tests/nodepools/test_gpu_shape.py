@@ -370,7 +370,7 @@ def test_the_pools_api_reads_its_gpu_shape_and_does_not_set_it(lab, users, api):
     response = client.patch(f"/api/v1/node-pools/{org.a100.pk}/", {"mig_config": "all-7g.40gb"}, format="json")
     assert NodePool.objects.get(pk=org.a100.pk).mig_config == "all-1g.10gb"
     assert lab.labels("a100-1")[MIG_CONFIG] == "all-1g.10gb"
-    # Read-only there (the page previews the evictions first): the answer keeps the shape as it was.
+    # Read-only there (POST …/gpu-shape/ sets it, after its dry run): the answer keeps the shape as it was.
     assert response.status_code == 200 and response.json()["mig_config"] == "all-1g.10gb"
 
 
@@ -430,3 +430,68 @@ def test_a_large_pools_page_shows_its_nodes_by_mig_state_and_lists_only_those_no
     listed = re.findall(r'<tr data-node="([^"]+)" data-mig-state', html)
     assert listed == ["mig-000", "mig-001", "mig-002", "mig-003"]  # the nodes not done, by name
     assert f'href="{reverse("node-list")}?pool={pool.pk}"' in html
+
+
+# --- The same over the API -------------------------------------------------------------------------
+
+def shape_api(client, pool, **body):
+    return client.post(f"/api/v1/node-pools/{pool.pk}/gpu-shape/", body, format="json")
+
+
+def test_the_api_dry_run_names_the_pods_evicted_and_writes_nothing(lab, users, api):
+    org = lab.org
+    lab.run("train-a", org.rnd_a, "a100-1", gpus=2)
+    response = shape_api(api(users["sysadmin"]), org.a100, mig_config="all-1g.10gb")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["pool"] == org.a100.pk and body["mig_config"] == "all-1g.10gb" and body["key"]
+    assert [(p["namespace"], p["name"], p["node"], p["project"], p["gpus"]) for p in body["evicted"]] == [
+        ("runai-rnd-a", "train-a", "a100-1", "rnd-a", "2.000")]
+    nodes = {n["node"]: n for n in body["nodes"]}
+    assert nodes["a100-2"]["changes"] == {MIG_CONFIG: {"now": "", "asked": "all-1g.10gb"}}
+    assert MIG_CONFIG not in lab.labels("a100-1")
+    assert NodePool.objects.get(pk=org.a100.pk).mig_config == ""
+
+
+def test_the_api_writes_the_shape_it_previewed_and_refuses_a_stale_preview(lab, users, api):
+    org = lab.org
+    client = api(users["sysadmin"])
+    key = shape_api(client, org.a100, mig_config="all-1g.10gb").json()["key"]
+    lab.run("late", org.rnd_b, "a100-2", gpus=1)  # a GPU pod started since the dry run
+    stale = shape_api(client, org.a100, mig_config="all-1g.10gb", confirm=True, previewed=key)
+    assert stale.status_code == 400
+    assert "has changed since it was shown" in stale.json()["errors"]["mig_config"][0]
+    assert MIG_CONFIG not in lab.labels("a100-2")
+    key = shape_api(client, org.a100, mig_config="all-1g.10gb").json()["key"]
+    done = shape_api(client, org.a100, mig_config="all-1g.10gb", confirm=True, previewed=key)
+    assert done.status_code == 202, done.content
+    assert sorted(done.json()["labelled"]) == ["a100-1", "a100-2"] and done.json()["failed"] == {}
+    assert [p["name"] for p in done.json()["preview"]["evicted"]] == ["late"]
+    assert lab.labels("a100-2")[MIG_CONFIG] == "all-1g.10gb"
+    assert NodePool.objects.get(pk=org.a100.pk).mig_config == "all-1g.10gb"
+    # The MIG manager applies it; the pool's API then reads the new slices.
+    lab.tick()
+    lab.tick()
+    shapes = client.get(f"/api/v1/node-pools/{org.a100.pk}/").json()["gpu_shapes"]
+    assert {row["profile"] for row in shapes["slices"]} == {"1g.10gb"}
+
+
+def test_the_api_refuses_a_bad_layout_naming_the_field_and_anyone_but_a_system_administrator(lab, users, api):
+    org = lab.org
+    bad = shape_api(api(users["sysadmin"]), org.a100, mig_config="all 1g")
+    assert bad.status_code == 400 and "mig_config" in bad.json()["errors"]
+    assert shape_api(api(users["rnd_admin"]), org.a100, mig_config="all-1g.10gb").status_code == 403
+    assert shape_api(api(users["nobody"]), org.a100, mig_config="all-1g.10gb").status_code == 404
+    assert shape_api(api(None), org.a100, mig_config="all-1g.10gb").status_code in (401, 403)
+    assert MIG_CONFIG not in lab.labels("a100-1")
+
+
+def test_a_cluster_the_console_cannot_reach_writes_nothing_and_says_why(org, users, api):
+    """The org's cluster has no kubeconfig: the write is refused naming the field, the pool keeps its shape."""
+    node = Node.objects.get(name="a100-1")
+    node.labels = {**node.labels, kube_gpu.LABEL_MIG_CAPABLE: "true"}
+    node.save(update_fields=["labels"])
+    response = shape_api(api(users["sysadmin"]), org.a100, mig_config="all-1g.10gb", confirm=True)
+    assert response.status_code == 400, response.content
+    assert "cannot write to cluster 'lab'" in response.json()["errors"]["mig_config"][0]
+    assert NodePool.objects.get(pk=org.a100.pk).mig_config == ""
