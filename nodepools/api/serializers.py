@@ -291,23 +291,23 @@ class GpuShapeRequestSerializer(serializers.Serializer):
 
 
 class ShapeEvictedPodSerializer(serializers.Serializer):
-    namespace = serializers.CharField()
-    name = serializers.CharField()
-    node = serializers.CharField()
-    project = serializers.CharField(help_text="Empty for a pod of no project.")
-    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, help_text="GPU-equivalents it holds.")
+    namespace = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    node = serializers.CharField(read_only=True)
+    project = serializers.CharField(help_text="Empty for a pod of no project.", read_only=True)
+    gpus = serializers.DecimalField(max_digits=10, decimal_places=3, help_text="GPU-equivalents it holds.", read_only=True)
 
 
 class ShapeLabelChangeSerializer(serializers.Serializer):
-    now = serializers.CharField(help_text="The label's value on the node now (empty: not set).")
-    asked = serializers.CharField()
+    now = serializers.CharField(help_text="The label's value on the node now (empty: not set).", read_only=True)
+    asked = serializers.CharField(read_only=True)
 
 
 class ShapeNodeSerializer(serializers.Serializer):
-    node = serializers.CharField(source="node.name")
+    node = serializers.CharField(source="node.name", read_only=True)
     changes = serializers.SerializerMethodField(help_text="Per label the shape changes on the node: now and asked.")
-    skipped = serializers.CharField(help_text="Why the node is left as it is (e.g. GPUs not MIG-capable), else empty.")
-    evicted = ShapeEvictedPodSerializer(many=True, help_text="The GPU pods NVIDIA's MIG manager drains from it.")
+    skipped = serializers.CharField(help_text="Why the node is left as it is (e.g. GPUs not MIG-capable), else empty.", read_only=True)
+    evicted = ShapeEvictedPodSerializer(many=True, help_text="The GPU pods NVIDIA's MIG manager drains from it.", read_only=True)
 
     @extend_schema_field(serializers.DictField(child=ShapeLabelChangeSerializer()))
     def get_changes(self, row) -> dict:
@@ -315,16 +315,16 @@ class ShapeNodeSerializer(serializers.Serializer):
 
 
 class GpuShapePreviewSerializer(serializers.Serializer):
-    pool = serializers.IntegerField(source="pool.pk")
-    mig_config = serializers.CharField()
-    device_plugin_config = serializers.CharField()
-    key = serializers.CharField(help_text="What a confirmation counts for: send it back as `previewed`.")
-    nodes = ShapeNodeSerializer(many=True, help_text="Every GPU node of the pool the user may see.")
-    evicted = ShapeEvictedPodSerializer(many=True, help_text="Every GPU pod the change evicts.")
-    warnings = serializers.ListField(child=serializers.CharField())
+    pool = serializers.IntegerField(source="pool.pk", read_only=True)
+    mig_config = serializers.CharField(read_only=True)
+    device_plugin_config = serializers.CharField(read_only=True)
+    key = serializers.CharField(help_text="What a confirmation counts for: send it back as `previewed`.", read_only=True)
+    nodes = ShapeNodeSerializer(many=True, help_text="Every GPU node of the pool the user may see.", read_only=True)
+    evicted = ShapeEvictedPodSerializer(many=True, help_text="Every GPU pod the change evicts.", read_only=True)
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
 
 
 class GpuShapeAppliedSerializer(serializers.Serializer):
-    labelled = serializers.ListField(child=serializers.CharField(), help_text="The nodes labelled in the cluster.")
-    failed = serializers.DictField(child=serializers.CharField(), help_text="Node -> the cluster's message.")
-    preview = GpuShapePreviewSerializer(help_text="The preview the write acted on.")
+    labelled = serializers.ListField(child=serializers.CharField(), help_text="The nodes labelled in the cluster.", read_only=True)
+    failed = serializers.DictField(child=serializers.CharField(), help_text="Node -> the cluster's message.", read_only=True)
+    preview = GpuShapePreviewSerializer(help_text="The preview the write acted on.", read_only=True)

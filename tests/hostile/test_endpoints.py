@@ -52,6 +52,8 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
         "cluster": w.cluster.pk, "name": "h100", "label_key": "gpu-type", "label_value": "H100"}),
     ("PATCH", "/api/v1/node-pools/{id}/"): Endpoint(lambda w: f"/api/v1/node-pools/{w.org.a100.pk}/",
                                                     lambda w: {"description": "A100 nodes"}),
+    ("POST", "/api/v1/node-pools/{id}/gpu-shape/"): Endpoint(
+        lambda w: f"/api/v1/node-pools/{w.org.a100.pk}/gpu-shape/", lambda w: {"mig_config": "all-1g.10gb"}),
     ("POST", "/api/v1/nodes/{id}/move/"): Endpoint(
         lambda w: f"/api/v1/nodes/{w.cluster.nodes.get(name='v100-1').pk}/move/", lambda w: {"pool": w.org.a100.pk}),
     ("POST", "/api/v1/platforms/"): Endpoint(lambda w: "/api/v1/platforms/", lambda w: {
