@@ -28,12 +28,13 @@ run: migrate
 
 # The whole suite in TEST_WORKERS processes (pytest-xdist; each has its own test database, Redis database,
 # emulators, Prometheus and browser), each worker given more tests as it finishes (the longest are handed out
-# first, tests/conftest.py); the slowest tests printed.
+# first; a module whose fixtures are made once per module goes whole to one worker: tests/conftest.py); the
+# slowest tests printed.
 # Bytecode is kept (in .venv/pycache, even where PYTHONDONTWRITEBYTECODE is set): each worker, and every process a
 # test starts, would else compile the console and rewrite the tests' asserts again (about 7 s of CPU each).
 TEST_WORKERS ?= 3
 test: install
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # The documentation (docs/, mkdocs.yml) on http://127.0.0.1:8002, rebuilt as you edit; CI builds it strictly.
 docs: install

@@ -69,20 +69,39 @@ def pytest_report_header(config):
 
 
 
-# The longest tests (their files), started first: pytest-xdist hands the first tests out one per worker in
-# turn, so these run side by side from the start instead of one worker finishing them alone at the end.
-# Measured with `make test` (its 25 slowest tests); the order of everything else is the collection's.
+# How `make test` hands tests to its workers (pytest-xdist `--dist loadgroup --no-loadscope-reorder`): one test at a
+# time to whichever worker has at most two waiting, in the order below; but the tests of a module whose fixtures are
+# made once per module (a server, a browser, the demo, `kept_db`'s data) go together to one worker, so that the
+# module's fixtures are made once, not once on every worker that would get one of its tests.
+#
+# The longest files first (a grouped module counts as one long test), so that they run side by side from the start
+# instead of one worker finishing them alone at the end: measured with `make test --durations=0`, the sum of each
+# file's setup, call and teardown, longest first. The order of everything else is the collection's.
 LONGEST_FIRST = (
-    "tests/workloads/test_loop_agreement.py", "tests/workloads/test_fit_agreement.py",
-    "tests/test_browser_navigation.py", "tests/nodepools/test_migrations.py", "tests/test_browser_layout.py",
-    "tests/test_run_demo.py", "tests/test_browser.py", "tests/test_fuzz_filters.py",
-    "tests/nodepools/test_sync_commands.py", "tests/workloads/test_demo_story.py",
+    "tests/test_permission_matrix.py", "tests/test_browser_navigation.py", "tests/workloads/test_loop_agreement.py",
+    "tests/workloads/test_fit_agreement.py", "tests/workloads/test_demo_story.py", "tests/test_browser.py",
+    "tests/test_schemathesis.py", "tests/test_browser_layout.py", "tests/hostile/test_endpoints.py",
+    "tests/accounts/test_oidc_provider.py", "tests/test_run_demo.py", "tests/nodepools/test_sync_commands.py",
+    "tests/nodepools/test_migrations.py", "tests/hostile/test_daphne.py", "tests/nodepools/test_gpu_metrics.py",
+    "tests/test_fuzz_filters.py", "tests/test_browser_charts.py", "tests/nodepools/test_demo_sharing.py",
+    "tests/test_security.py", "tests/workloads/test_views.py", "tests/ui/test_tables.py", "tests/kubesim/test_emulator.py",
+    "tests/workloads/test_browser_submit.py", "tests/test_browser_tables_live.py", "tests/usage/test_usage.py",
+    "tests/usage/test_idle_slices.py",
 )
 
 
 def _longest_first(items) -> None:
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest in order
+
+
+def _grouped_by_module(items) -> None:
+    """Mark the tests of a module that uses a fixture made once per module `xdist_group(<its file>)`: under
+    `--dist loadgroup` they run on one worker (a session fixture is made once per worker anyway: no group)."""
+    for item in items:
+        definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs and defs[-1].scope in ("module", "package") for defs in definitions.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 # The tests of kube/ and kubesim/ run without Django (`pytest tests/kube tests/kubesim -p no:django`): no
@@ -103,10 +122,12 @@ def _deselect_django_free(config, items) -> None:
         items[:] = chosen
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     if DJANGO_FREE_RAN:
         _deselect_django_free(config, items)
     _longest_first(items)
+    _grouped_by_module(items)
     # PostgreSQL-only tests skip on SQLite with the reason; CI's PostgreSQL pass sets
     # CONSOLE_REQUIRE_POSTGRES=1 so that they can never skip silently there.
     from django.conf import settings
@@ -187,10 +208,7 @@ def prometheus():
     cache_clear()
 
 
-@pytest.fixture
-def emulators() -> Iterator[Callable[..., object]]:
-    """`emulators(**options)`: a Kubernetes API emulator (kubesim.KubeEmulator with these options) on a free
-    port, started; every one started is stopped after the test. The one place an emulator is made for a test."""
+def _emulator_factory() -> Iterator[Callable[..., object]]:
     from kubesim import KubeEmulator
 
     started = []
@@ -204,6 +222,20 @@ def emulators() -> Iterator[Callable[..., object]]:
     yield start
     for emulator in reversed(started):
         emulator.stop()
+
+
+@pytest.fixture
+def emulators() -> Iterator[Callable[..., object]]:
+    """`emulators(**options)`: a Kubernetes API emulator (kubesim.KubeEmulator with these options) on a free
+    port, started; every one started is stopped after the test. The one place an emulator is made for a test."""
+    yield from _emulator_factory()
+
+
+@pytest.fixture(scope="module")
+def module_emulators() -> Iterator[Callable[..., object]]:
+    """`emulators`, for a fixture made once per module (`kept_db`): stopped when the module's tests end. What a
+    test writes in such an emulator stays for the module's next tests."""
+    yield from _emulator_factory()
 
 
 @pytest.fixture
@@ -264,10 +296,28 @@ def slow_prometheus(http_server) -> str:
     return http_server(answer)
 
 
-@pytest.fixture
-def cluster(db):
+# A module whose tests only read the org and the logins, or write rows that are rolled back (they change none of
+# `Org`'s lists: no `org.run`, no `org.load`), builds them once: `pytestmark = pytest.mark.usefixtures("kept_org")`
+# (with `django_db`). Its tests' `cluster`, `org` and `users` are then the module's (`kept_db`).
+KEPT_ORG = "kept_org"
+
+
+@pytest.fixture(scope="module")
+def kept_org(kept_db):
+    """The org and its logins, built once for the module (`kept_db`); `cluster`, `org` and `users` answer them."""
     from nodepools import services as pool_services
 
+    with kept_db.unblock():
+        org = Org(pool_services.cluster_create(actor=None, name="lab"))
+        return org, role_users(org)
+
+
+@pytest.fixture
+def cluster(request, db):
+    from nodepools import services as pool_services
+
+    if KEPT_ORG in request.fixturenames:
+        return request.getfixturevalue(KEPT_ORG)[0].cluster
     return pool_services.cluster_create(actor=None, name="lab")
 
 
@@ -326,7 +376,9 @@ class Org:
 
 
 @pytest.fixture
-def org(cluster):
+def org(request, cluster):
+    if KEPT_ORG in request.fixturenames:
+        return request.getfixturevalue(KEPT_ORG)[0]
     return Org(cluster)
 
 
@@ -337,8 +389,10 @@ def make_user(username, **extra):
 
 
 @pytest.fixture
-def users(org):
+def users(request, org):
     """One login per role, scoped into the org: department roles on rnd, project roles on rnd-a."""
+    if KEPT_ORG in request.fixturenames:
+        return request.getfixturevalue(KEPT_ORG)[1]
     return role_users(org)
 
 

@@ -61,6 +61,21 @@ def world(lab, users, sim):  # noqa: F811
     return World(lab, users, sim)
 
 
+@pytest.fixture(scope="module")
+def kept_world(kept_db, module_emulators, tmp_path_factory):
+    """`world`, built once for a module whose tests each send requests that are refused or whose rows are rolled
+    back (`kept_db`); what they write in the emulator stays for the module's next tests."""
+    from nodepools import services as pool_services
+    from tests.conftest import Org, role_users
+    from tests.workloads.conftest import on_emulator
+
+    with kept_db.unblock():
+        org = Org(pool_services.cluster_create(actor=None, name="lab"))
+        sim = module_emulators()
+        on_emulator(org, sim, tmp_path_factory.mktemp("hostile") / "kubeconfig")
+        return World(org, role_users(org), sim)
+
+
 def snapshot(world):
     """Returns `check()`: no row stored or removed and nothing written to the cluster since the snapshot,
     and the server still answers the next request."""

@@ -21,6 +21,13 @@ from tests.hostile.conftest import BOMB, DEEP_YAML, nested_json, snapshot
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def world(kept_world):
+    """The hostile world, built once for this module (its 160-odd cases only send requests): each case's rows are
+    rolled back; what a valid body wrote in the emulator stays."""
+    return kept_world
+
+
 @dataclass(frozen=True)
 class Endpoint:
     url: Callable[[Any], str]

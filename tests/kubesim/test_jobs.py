@@ -722,10 +722,10 @@ def test_the_table_shows_status_completions_and_duration_on_the_emulators_clock(
 
 
 @pytest.fixture
-def sim() -> Iterator[KubeEmulator]:
+def sim(emulators) -> KubeEmulator:
     """For kubectl (the conftest's fixture uses this one): controllers ticking in their thread on the real
     clock, and the tiny scheduler registered in their loop, binding every pod to the one node."""
-    emulator = KubeEmulator(bookmark_interval=0.2, controllers=True, controller_interval=0.05)
+    emulator = emulators(bookmark_interval=0.2, controllers=True, controller_interval=0.05)
 
     def bind_all(emu: KubeEmulator) -> list[str]:
         bound = []
@@ -735,11 +735,9 @@ def sim() -> Iterator[KubeEmulator]:
                 bound.append(pod["metadata"]["name"])
         return bound
 
-    emulator.register_scheduler(bind_all)
     emulator.add_node(make_node("gpu-1", gpus=8))
-    emulator.start()
-    yield emulator
-    emulator.stop()
+    emulator.register_scheduler(bind_all)
+    return emulator
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:

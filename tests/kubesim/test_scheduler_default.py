@@ -12,11 +12,6 @@ POOL = "console.gpu-capacity.io/node-pool"
 
 
 @pytest.fixture
-def emu(manual_sim: KubeEmulator) -> KubeEmulator:
-    return manual_sim
-
-
-@pytest.fixture
 def core(manual_api) -> client.CoreV1Api:
     return client.CoreV1Api(manual_api)
 
@@ -51,12 +46,12 @@ def events(core: client.CoreV1Api, name: str, reason: str, namespace: str = "wor
     return listed.items
 
 
-def test_pods_land_on_nodes_that_fit_and_are_bound_as_the_binding_subresource_does(emu, core):
-    emu.add_node(make_node("cpu-1", cpu="8", memory="32Gi"))
-    emu.add_node(make_node("gpu-1", gpus=4, cpu="32", memory="256Gi"))
+def test_pods_land_on_nodes_that_fit_and_are_bound_as_the_binding_subresource_does(manual_sim, core):
+    manual_sim.add_node(make_node("cpu-1", cpu="8", memory="32Gi"))
+    manual_sim.add_node(make_node("gpu-1", gpus=4, cpu="32", memory="256Gi"))
     core.create_namespaced_pod("work", pod("trainer", gpus=2))
     core.create_namespaced_pod("work", pod("web"))
-    emu.tick()
+    manual_sim.tick()
     trainer = core.read_namespaced_pod("trainer", "work")
     assert trainer.spec.node_name == "gpu-1"
     # The kubelet of the same tick starts it.
@@ -68,19 +63,19 @@ def test_pods_land_on_nodes_that_fit_and_are_bound_as_the_binding_subresource_do
     assert event.source.component == "default-scheduler" and event.reporting_component == "default-scheduler"
 
 
-def test_a_pod_no_node_fits_gets_kube_schedulers_message_on_its_condition_and_one_counted_event(emu, core):
+def test_a_pod_no_node_fits_gets_kube_schedulers_message_on_its_condition_and_one_counted_event(manual_sim, core):
     # 30 nodes: 20 of another pool, 10 of the pool whose GPUs are all taken.
     for i in range(20):
-        emu.add_node(make_node(f"cpu-{i:02d}", labels={POOL: "cpu"}))
+        manual_sim.add_node(make_node(f"cpu-{i:02d}", labels={POOL: "cpu"}))
     for i in range(10):
-        emu.add_node(make_node(f"a100-{i:02d}", gpus=8, labels={POOL: "a100"}))
+        manual_sim.add_node(make_node(f"a100-{i:02d}", gpus=8, labels={POOL: "a100"}))
         core.create_namespaced_pod("work", pod(f"hog-{i:02d}", gpus=8, selector={POOL: "a100"}))
-    emu.tick()
+    manual_sim.tick()
     assert all(p.spec.node_name for p in core.list_namespaced_pod("work").items)
     affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["a100"]}]}]}}
     core.create_namespaced_pod("work", pod("waits", gpus=1, affinity=affinity))
-    emu.tick()
+    manual_sim.tick()
     message = ("0/30 nodes are available: 10 Insufficient nvidia.com/gpu, 20 node(s) didn't match Pod's node "
                "affinity/selector. preemption: 0/30 nodes are available: 10 No preemption victims found for "
                "incoming pod, 20 Preemption is not helpful for scheduling.")
@@ -92,30 +87,30 @@ def test_a_pod_no_node_fits_gets_kube_schedulers_message_on_its_condition_and_on
     assert event.source.component == "default-scheduler"
     assert (event.reporting_component, event.action) == ("default-scheduler", "Scheduling")
     # Nothing changed in the cluster: kube-scheduler leaves the pod in its unschedulable queue.
-    emu.clock.advance(10)
-    emu.tick()
+    manual_sim.clock.advance(10)
+    manual_sim.tick()
     assert events(core, "waits", "FailedScheduling")[0].count == 1
     # A node changes: the pod is tried again, fails the same way, and the one event is counted.
-    emu.set_node_labels("cpu-00", {"spare": "yes"})
-    emu.clock.advance(10)
-    emu.tick()
+    manual_sim.set_node_labels("cpu-00", {"spare": "yes"})
+    manual_sim.clock.advance(10)
+    manual_sim.tick()
     [event] = events(core, "waits", "FailedScheduling")
     assert event.count == 2 and event.series.count == 2
     # A GPU is freed: the pod lands there.
     core.delete_namespaced_pod("hog-03", "work")
-    emu.tick()
-    emu.tick()
+    manual_sim.tick()
+    manual_sim.tick()
     assert core.read_namespaced_pod("waits", "work").spec.node_name == "a100-03"
 
 
-def test_taints_cordons_and_not_ready_nodes_keep_pods_off_in_their_own_words(emu, core):
-    emu.add_node(make_node("tainted", gpus=8, taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]))
-    emu.add_node(make_node("cordoned", gpus=8, unschedulable=True))
-    emu.add_node(make_node("down", gpus=8, ready=False))
-    emu.add_node(make_node("soft", gpus=8, taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]))
-    emu.cordon("soft")
+def test_taints_cordons_and_not_ready_nodes_keep_pods_off_in_their_own_words(manual_sim, core):
+    manual_sim.add_node(make_node("tainted", gpus=8, taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]))
+    manual_sim.add_node(make_node("cordoned", gpus=8, unschedulable=True))
+    manual_sim.add_node(make_node("down", gpus=8, ready=False))
+    manual_sim.add_node(make_node("soft", gpus=8, taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]))
+    manual_sim.cordon("soft")
     core.create_namespaced_pod("work", pod("plain", gpus=1))
-    emu.tick()
+    manual_sim.tick()
     message = scheduled(core, "plain").message
     assert message.startswith(
         "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 1 node(s) had untolerated "
@@ -123,38 +118,38 @@ def test_taints_cordons_and_not_ready_nodes_keep_pods_off_in_their_own_words(emu
     # Tolerating the dedicated taint lets it in; PreferNoSchedule never keeps a pod out.
     core.create_namespaced_pod("work", pod("tolerant", gpus=1, tolerations=[
         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]))
-    emu.cordon("soft", False)
-    emu.tick()
+    manual_sim.cordon("soft", False)
+    manual_sim.tick()
     assert core.read_namespaced_pod("tolerant", "work").spec.node_name == "tainted"
     assert core.read_namespaced_pod("plain", "work").spec.node_name == "soft"
 
 
-def test_resources_count_the_active_pods_bound_to_a_node_and_not_the_finished_ones(emu, core):
-    emu.add_node(make_node("small", cpu="4", memory="8Gi", allocatable={"pods": "3"}))
+def test_resources_count_the_active_pods_bound_to_a_node_and_not_the_finished_ones(manual_sim, core):
+    manual_sim.add_node(make_node("small", cpu="4", memory="8Gi", allocatable={"pods": "3"}))
     core.create_namespaced_pod("work", pod("one", cpu="3", memory="2Gi"))
-    emu.tick()
+    manual_sim.tick()
     core.create_namespaced_pod("work", pod("two", cpu="2", memory="7Gi"))
     core.create_namespaced_pod("work", pod("tiny", cpu="100m", memory="10Mi"))
-    emu.tick()
+    manual_sim.tick()
     assert scheduled(core, "two").message.startswith(
         "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption:")
     assert core.read_namespaced_pod("tiny", "work").spec.node_name == "small"
     core.create_namespaced_pod("work", pod("third", cpu="100m", memory="10Mi"))
-    emu.clock.advance(1)  # queued later: tried after "third"
+    manual_sim.clock.advance(1)  # queued later: tried after "third"
     core.create_namespaced_pod("work", pod("fourth", cpu="100m", memory="10Mi"))
-    emu.tick()
+    manual_sim.tick()
     assert core.read_namespaced_pod("third", "work").spec.node_name == "small"
     assert scheduled(core, "fourth").message.startswith("0/1 nodes are available: 1 Too many pods. preemption:")
     # "one" finishes: its requests and its slot are free again, for "two", the pod waiting longest.
-    emu.set_pod_phase("work", "one", "Succeeded")
-    emu.tick()
+    manual_sim.set_pod_phase("work", "one", "Succeeded")
+    manual_sim.tick()
     assert core.read_namespaced_pod("two", "work").spec.node_name == "small"
     assert core.read_namespaced_pod("fourth", "work").spec.node_name is None
 
 
-def test_preferred_node_affinity_weights_choose_among_nodes_that_fit(emu, core):
-    emu.add_node(make_node("a100-1", gpus=8, labels={POOL: "a100"}))
-    emu.add_node(make_node("l4-1", gpus=8, labels={POOL: "l4"}))
+def test_preferred_node_affinity_weights_choose_among_nodes_that_fit(manual_sim, core):
+    manual_sim.add_node(make_node("a100-1", gpus=8, labels={POOL: "a100"}))
+    manual_sim.add_node(make_node("l4-1", gpus=8, labels={POOL: "l4"}))
     term = {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["a100", "l4"]}]}
     preferred = [{"weight": 100, "preference": {"matchExpressions": [{"key": POOL, "operator": "In",
                                                                       "values": ["l4"]}]}},
@@ -164,21 +159,21 @@ def test_preferred_node_affinity_weights_choose_among_nodes_that_fit(emu, core):
         core.create_namespaced_pod("work", pod(f"p{i}", gpus=2, affinity={
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]},
             "preferredDuringSchedulingIgnoredDuringExecution": preferred}))
-    emu.tick()
+    manual_sim.tick()
     assert {core.read_namespaced_pod(f"p{i}", "work").spec.node_name for i in range(3)} == {"l4-1"}
 
 
-def test_higher_priority_pods_are_placed_first(emu, core):
-    emu.add_node(make_node("gpu-1", gpus=2))
+def test_higher_priority_pods_are_placed_first(manual_sim, core):
+    manual_sim.add_node(make_node("gpu-1", gpus=2))
     core.create_namespaced_pod("work", pod("low", gpus=2, priority=50))
     core.create_namespaced_pod("work", pod("high", gpus=2, priority=125))
-    emu.tick()
+    manual_sim.tick()
     assert core.read_namespaced_pod("high", "work").spec.node_name == "gpu-1"
     assert scheduled(core, "low").reason == "Unschedulable"
 
 
-def test_the_binding_subresource_binds_once(emu, core):
-    emu.add_node(make_node("gpu-1", gpus=2))
+def test_the_binding_subresource_binds_once(manual_sim, core):
+    manual_sim.add_node(make_node("gpu-1", gpus=2))
     core.create_namespaced_pod("work", pod("manual", gpus=1) | {"spec": {
         **pod("manual", gpus=1)["spec"], "schedulerName": "my-scheduler"}})
     body = client.V1Binding(metadata=client.V1ObjectMeta(name="manual"),
@@ -192,24 +187,24 @@ def test_the_binding_subresource_binds_once(emu, core):
     # Another scheduler's pod is none of the default scheduler's business.
     core.create_namespaced_pod("work", pod("other", gpus=1) | {"spec": {
         **pod("other", gpus=1)["spec"], "schedulerName": "my-scheduler"}})
-    emu.tick()
+    manual_sim.tick()
     assert core.read_namespaced_pod("other", "work").spec.node_name is None
 
 
-def test_a_job_without_enforcer_runs_through_the_job_controller_and_the_scheduler(emu, core, tmp_path):
+def test_a_job_without_enforcer_runs_through_the_job_controller_and_the_scheduler(manual_sim, core, tmp_path):
     """The Job the console submits when no enforcer is set: its pods are created, placed by the default
     scheduler on the pool its affinity requires, and run."""
     from workloads import render
 
-    emu.add_node(make_node("a100-1", gpus=8, labels={"gpu-type": "A100"}))
-    emu.add_node(make_node("l4-1", gpus=8, labels={"gpu-type": "L4"}))
+    manual_sim.add_node(make_node("a100-1", gpus=8, labels={"gpu-type": "A100"}))
+    manual_sim.add_node(make_node("l4-1", gpus=8, labels={"gpu-type": "L4"}))
     job = render.job(render.JobSpec(
         name="train-1", namespace="work", project="rnd", image="busybox", pods=2, gpus=2,
         pools=(render.PoolTarget(name="a100", label_key="gpu-type", label_value="A100"),)))
     batch = client.BatchV1Api(core.api_client)
     batch.create_namespaced_job("work", job)
-    emu.tick()
-    emu.tick()
+    manual_sim.tick()
+    manual_sim.tick()
     pods = core.list_namespaced_pod("work", label_selector="batch.kubernetes.io/job-name=train-1").items
     assert len(pods) == 2
     assert {p.spec.node_name for p in pods} == {"a100-1"}

@@ -20,9 +20,15 @@ from projects.models import Department, Quota
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(scope="module")
+def demo_data(kept_db):
+    """The demo, loaded once for the module (its tests only read: `kept_db`)."""
+    with kept_db.unblock():
+        call_command("demo", stdout=StringIO())
+
+
 @pytest.fixture
-def demo(client):
-    call_command("demo", stdout=StringIO())
+def demo(demo_data, client):
     client.force_login(get_user_model().objects.get(username="admin"))
     return client
 

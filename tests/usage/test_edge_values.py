@@ -11,7 +11,8 @@ from django.utils import timezone
 from tests.pages import csv_of
 from usage.services import usage_snapshot_take
 
-pytestmark = pytest.mark.django_db
+# The org and logins built once for the module (tests/conftest.py, `kept_org`): each test's rows are rolled back.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("kept_org")]
 
 
 @pytest.fixture

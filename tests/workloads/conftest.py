@@ -56,9 +56,15 @@ def hetero(org):
 def lab(org, sim, tmp_path):
     """`org` whose cluster is the emulator (kubeconfig on disk), holding the org's nodes and the
     projects' namespaces."""
+    return on_emulator(org, sim, tmp_path / "kubeconfig")
+
+
+def on_emulator(org, sim, kubeconfig):
+    """`org`'s cluster made the emulator `sim` (its kubeconfig written at `kubeconfig`), which is given the org's
+    nodes, pods and the projects' namespaces; returns `org`."""
     from nodepools import services as pool_services
 
-    path = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    path = sim.write_kubeconfig(kubeconfig)
     pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path), kube_context="emulator")
     org.cluster.refresh_from_db()
     sim.load(org.nodes, org.pods)

@@ -19,7 +19,8 @@ import pytest
 from workloads import podsecurity, services as config, submission
 from workloads.models import Platform
 
-pytestmark = pytest.mark.django_db
+# The org and logins built once for the module (tests/conftest.py, `kept_org`): each test's rows are rolled back.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("kept_org")]
 
 T = "spec.template.spec"
 RESTRICTED_POD = {

@@ -13,6 +13,29 @@ from workloads.models import Platform, PodTemplate, PoolWorkloadSettings, Resour
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(scope="module")
+def kept(kept_db):
+    """The heterogeneous pool and the logins, built once for the module (`kept_db`: each test's writes are
+    rolled back)."""
+    from nodepools import services as pool_services
+    from tests.conftest import Org, role_users
+    from tests.workloads.conftest import Hetero
+
+    with kept_db.unblock():
+        org = Org(pool_services.cluster_create(actor=None, name="lab"))
+        return Hetero(org), role_users(org)
+
+
+@pytest.fixture
+def hetero(kept):
+    return kept[0]
+
+
+@pytest.fixture
+def users(kept):
+    return kept[1]
+
 # Everybody with a role somewhere in the cluster reads its pools, and so their platforms.
 SEERS = {"sysadmin", "rnd_admin", "rnd_viewer", "proj_admin", "researcher", "cluster_viewer"}
 
