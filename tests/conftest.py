@@ -159,17 +159,29 @@ STANDALONE_PACKAGES = ("kube", "kubesim")
 KEPT = {"kube.crd.custom_resource"}
 
 
+_STANDALONE_CACHES: dict[str, list] = {}  # module name -> its functools caches' cache_clear, found once per module
+
+
+def _standalone_cache_clears() -> Iterator[Callable[[], None]]:
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in STANDALONE_PACKAGES:
+            continue
+        found = _STANDALONE_CACHES.get(name)
+        if found is None:
+            found = _STANDALONE_CACHES[name] = [
+                value.cache_clear for value in list(vars(module).values())
+                if (hasattr(value, "cache_clear") and getattr(value, "__module__", None) == name
+                    and f"{name}.{getattr(value, '__name__', '')}" not in KEPT)]
+        yield from found
+
+
 @pytest.fixture(autouse=True)
 def _process_caches_emptied():
     """Every process-wide cache starts each test empty (common/caches.py): nothing one test cached
     answers the next."""
     caches.clear_all()
-    for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] in STANDALONE_PACKAGES:
-            for value in list(vars(module).values()):
-                if (hasattr(value, "cache_clear") and getattr(value, "__module__", None) == name
-                        and f"{name}.{getattr(value, '__name__', '')}" not in KEPT):
-                    value.cache_clear()
+    for clear in _standalone_cache_clears():
+        clear()
     yield
 
 

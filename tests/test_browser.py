@@ -13,7 +13,6 @@ import io
 import os
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -317,12 +316,10 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
         emu.set_node_condition("g-1", "DiskPressure", True)
         emu.cordon("g-1")
         assert sync.run_until(lambda: len(Node.objects.get(cluster=cluster, name="g-1").status_reasons) == 2)
-        written = time.monotonic()
-        # The row is refetched through the normal view: filters and sort still apply.
+        # The row is refetched through the normal view (filters and sort still apply), without a reload; how
+        # fast is bench/live.py's to measure (median <= 300 ms), not a timed test's on a shared machine.
         # The main reason and "+1"; every reason in a disclosure the keyboard opens.
         expect(status.locator("summary")).to_have_text("Not ready (Disk pressure) +1", timeout=3000)
-        elapsed = time.monotonic() - written
-        assert elapsed < 1.0, f"the table followed the database after {elapsed:.2f}s"
         assert status.locator("span.status").get_attribute("title") == "Disk pressure\nScheduling disabled"
         expect(status.locator("ul.reasons")).to_be_hidden()
         status.locator("summary").focus()

@@ -118,7 +118,9 @@ def test_the_demo_prints_its_kubeconfig_serves_the_consoles_pages_and_snapshots_
     status, _, body = fetch(demo["url"] + "/no-such-page/")
     assert status == 404
     assert b"<h1>Not found</h1>" in body and b"DEBUG = True" not in body and b"URLconf" not in body
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # the access log line is written after the answer went out
+    while "/no-such-page/" not in demo["out"].read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
     logged = [line for line in demo["out"].read_text().splitlines() if "/no-such-page/" in line]
     # One line, with the request id the answer carried (X-Request-ID) at its end.
     assert len(logged) == 1 and re.search(r"GET /no-such-page/ 404 user=anonymous \(Not Found\) request_id=[0-9a-f]{32}$",

@@ -317,7 +317,10 @@ def test_watch_delivers_live_events_and_pods_by_namespace(sim: KubeEmulator, api
 
     thread = threading.Thread(target=consume)
     thread.start()
-    time.sleep(0.2)  # the watch is open and waiting: these arrive live
+    deadline = time.monotonic() + 10
+    while not any(w.started for w in list(sim._watches)):  # the watch is open and waiting: these arrive live
+        assert time.monotonic() < deadline, "the watch did not open"
+        time.sleep(0.01)
     sim.add_pod(gpu_pod("other", "elsewhere", "n1"))
     sim.add_pod(gpu_pod("job", "team", "n1"))
     sim.set_pod_phase("team", "job", "Succeeded")
