@@ -102,6 +102,13 @@ class Rank(models.IntegerChoices):
     HIGHEST = 7, "Highest"
 
 
+# What a person may enter as a quota, in words a person uses (forms and API; common/words.py says them).
+QUOTA_MAX_GPUS = 1_000_000
+QUOTA_MAX_CORES = 1_000_000
+QUOTA_MAX_GIB = 1_000_000_000  # about 1 EiB of CPU memory
+QUOTA_MAX_WEIGHT = 1_000_000
+
+
 def _not_negative(label: str):
     return MinValueValidator(0, message=f"{label} cannot be negative.")
 

@@ -20,6 +20,7 @@ from access.rules import ScopeType, forget_grants, require_system_admin, user_ca
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common.exceptions import ConcurrentUpdate
+from kube.quantity import gib_from_mib
 from nodepools.models import Cluster, NodePool
 from nodepools.services import pods_link
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
@@ -231,7 +232,7 @@ QUOTA_FIELDS = (
 _RESOURCES = (  # (deserved field, label, unit, allocation annotation in the same unit)
     ("gpu_deserved", "GPU", "GPUs", "gpu_non_preemptible"),
     ("cpu_deserved", "CPU", "cores", "cpu_non_preemptible"),
-    ("memory_deserved_mib", "CPU memory", "MiB", "memory_non_preemptible_mib"),
+    ("memory_deserved_mib", "CPU memory", "GiB", "memory_non_preemptible_mib"),  # stored in MiB, said in GiB
 )
 
 
@@ -298,7 +299,7 @@ def _check_usage_floor(quota: Quota, errors: dict[str, list[str]], warnings: lis
         used = usage[used_attr]
         if value is not None and used and Decimal(value) < Decimal(used):
             errors.setdefault(name, []).append(
-                f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_fmt(used)} {unit} "
+                f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_in_unit(name, used)} {unit} "
                 f"in pool '{quota.pool}'; its {label} quota cannot be set below that."
             )
     allocated = Decimal(usage["gpu_allocated"] or 0)
@@ -333,14 +334,14 @@ def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: 
         department = department_row.department
         if strict:
             errors.setdefault(name, []).append(
-                f"Projects of department '{department}' would have {_fmt(total)} {unit} of deserved {label} quota "
-                f"in pool '{quota.pool}', more than the department's {_fmt(allowed)}. "
+                f"Projects of department '{department}' would have {_in_unit(name, total)} {unit} of deserved {label} quota "
+                f"in pool '{quota.pool}', more than the department's {_in_unit(name, allowed)}. "
                 "This cluster limits projects to their department's quota."
             )
         else:
             warnings.append(
                 f"Projects of {department} now have {_amount(name, total)} deserved in {quota.pool}, "
-                f"above the department's {_fmt(allowed)}."
+                f"above the department's {_in_unit(name, allowed)}."
             )
 
 
@@ -386,7 +387,14 @@ def _amount(name: str, value: Any) -> str:
         return _gpus(value)
     if name == "cpu_deserved":
         return f"{_fmt(value)} CPU cores"
-    return f"{_fmt(value)} MiB of CPU memory"
+    return f"{_in_unit(name, value)} GiB of CPU memory"
+
+
+def _in_unit(name: str, value: Any) -> str:
+    """A quota value as its messages say it: memory (stored in MiB) in GiB, as every page shows it."""
+    if name.startswith("memory_"):
+        return _fmt(gib_from_mib(round(Decimal(value))))
+    return _fmt(value)
 
 
 def _fmt(value: Any) -> str:

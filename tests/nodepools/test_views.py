@@ -249,7 +249,8 @@ def test_create_pool_errors_name_the_field_and_the_rule(client, org, users):
     })
     page = text(response.content.decode())
     assert response.status_code == 200
-    assert "Name: a lowercase RFC 1123 label must consist of" in page
+    assert ("Name: Use lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters "
+            "(“Bad_Name” holds capital letters and '_').") in page
     assert "Label value: Pool 'a100' already selects nodes by gpu-type=A100." in page
     assert not NodePool.objects.filter(name="Bad_Name").exists()
 
