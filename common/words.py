@@ -68,3 +68,14 @@ def places(decimal_places: int) -> str:
 def below(max_digits: int, decimal_places: int, unit: str | tuple[str, str] = "") -> str:
     """What a (max_digits, decimal_places) number column holds, said as its bound."""
     return f"Enter less than {amount(10 ** (max_digits - decimal_places), unit)}."
+
+
+# ---------------------------------------------------------------------------------------------------
+# Labels: what people call a thing, with its Kubernetes name beside where an operator needs it.
+
+def labelled(display_name: str, name: str) -> str:
+    """labelled("R&D", "rnd") -> "R&D (rnd)"; labelled("", "rnd") and labelled("rnd", "rnd") -> "rnd"."""
+    display_name = (display_name or "").strip()
+    if not display_name or display_name == name:
+        return name
+    return f"{display_name} ({name})"

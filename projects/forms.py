@@ -8,17 +8,26 @@ from django.contrib.auth import get_user_model
 from common.fields import StrictDecimalFormField, StrictIntegerFormField
 from access.rules import Role
 from kube.quantity import GIB_PLACES, gib_from_mib, mib_from_gib
-from projects.models import GPU_PLACES, QUOTA_MAX_CORES, QUOTA_MAX_GIB, QUOTA_MAX_GPUS, QUOTA_MAX_WEIGHT, Rank
+from kube.labels import DNS1123_LABEL_RULE
+from projects.models import DISPLAY_NAME_HELP, GPU_PLACES, QUOTA_MAX_CORES, QUOTA_MAX_GIB, QUOTA_MAX_GPUS, QUOTA_MAX_WEIGHT, Rank
+
+
+NAME_HELP = f"Its Kubernetes name: {DNS1123_LABEL_RULE}."
+
+
+def _display_name() -> forms.CharField:
+    return forms.CharField(max_length=100, required=False, label="Display name", help_text=DISPLAY_NAME_HELP)
 
 
 class DepartmentForm(forms.Form):
-    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    display_name = _display_name()
+    name = forms.CharField(max_length=63, label="Kubernetes name", help_text=NAME_HELP + " E.g. rnd for R&D.")
     description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), required=False)
 
 
 class DepartmentCreateForm(DepartmentForm):
     cluster = forms.ModelChoiceField(queryset=None)
-    field_order = ["cluster", "name", "description"]
+    field_order = ["cluster", "display_name", "name", "description"]
 
     def __init__(self, *args, clusters=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -26,7 +35,8 @@ class DepartmentCreateForm(DepartmentForm):
 
 
 class ProjectForm(forms.Form):
-    name = forms.CharField(max_length=63, help_text="Lowercase letters, digits and '-' (a DNS-1123 label).")
+    display_name = _display_name()
+    name = forms.CharField(max_length=63, label="Kubernetes name", help_text=NAME_HELP)
     description = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), required=False)
     allow_over_quota = forms.BooleanField(required=False, initial=True, label="Allow over-quota",
                                           help_text="Let workloads use idle GPUs beyond the deserved quota.")
@@ -39,7 +49,7 @@ class ProjectForm(forms.Form):
 
 class ProjectCreateForm(ProjectForm):
     department = forms.ModelChoiceField(queryset=None)
-    field_order = ["department", "name"]
+    field_order = ["department", "display_name", "name"]
 
     def __init__(self, *args, departments=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -52,9 +52,10 @@ def _quota_rows_create_for_owner(*, cluster: Cluster, department: Department | N
 # Departments
 
 @transaction.atomic
-def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "") -> Department:
+def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "",
+                      display_name: str = "") -> Department:
     require_system_admin(actor, "add departments")
-    department = Department(cluster=cluster, name=name, description=description)
+    department = Department(cluster=cluster, name=name, description=description, display_name=display_name.strip())
     department.full_clean()
     department.save()
     _quota_rows_create_for_owner(cluster=cluster, department=department)
@@ -64,11 +65,13 @@ def department_create(*, actor: Any, cluster: Cluster, name: str, description: s
 
 @transaction.atomic
 def department_update(*, actor: Any, department: Department, name: str | None = None,
-                      description: str | None = None) -> Department:
+                      description: str | None = None, display_name: str | None = None) -> Department:
     require_system_admin(actor, "change departments")
     before = snapshot(department)
     if name is not None:
         department.name = name
+    if display_name is not None:
+        department.display_name = display_name.strip()
     if description is not None:
         department.description = description
     department.full_clean()
@@ -102,13 +105,14 @@ def project_create(
     namespaces: Iterable[str] | None = None,
     allow_over_quota: bool = True,
     description: str = "",
+    display_name: str = "",
 ) -> Project:
     """Create a project with its namespaces (default `runai-<name>`), zero quota rows in every pool,
     and a priority list seeded from its department's."""
     _require(actor, department, "add_project", f"You may not add projects to department '{department}'.")
     project = Project(
         department=department, cluster_id=department.cluster_id, name=name, description=description,
-        allow_over_quota=allow_over_quota,
+        allow_over_quota=allow_over_quota, display_name=display_name.strip(),
     )
     project.full_clean()
     project.save()
@@ -129,7 +133,7 @@ def _project_snapshot(project: Project) -> dict[str, Any]:
     return values
 
 
-PROJECT_EDITABLE = {"name", "description", "allow_over_quota"}
+PROJECT_EDITABLE = {"name", "display_name", "description", "allow_over_quota"}
 
 
 @transaction.atomic

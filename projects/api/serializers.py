@@ -20,13 +20,16 @@ class DepartmentSerializer(ModelSerializer):
 
     class Meta:
         model = Department
-        fields = ["id", "cluster", "name", "description", "created", "updated"]
-        read_only_fields = ["created", "updated"]
+        fields = ["id", "cluster", "name", "display_name", "label", "description", "created", "updated"]
+        read_only_fields = ["label", "created", "updated"]
         extra_kwargs = {"description": {"max_length": 2000}}
+
+    label = serializers.CharField(read_only=True, help_text="The display name, else the name: what pages show.")
 
 
 class DepartmentUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
+    display_name = serializers.CharField(max_length=100, required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
@@ -44,12 +47,13 @@ class ProjectSerializer(ModelSerializer):
         help_text="Kubernetes namespaces the project owns (default: runai-<name>).",
     )
     priority = serializers.SerializerMethodField(help_text="Ids of the node pools in the project's priority order.")
+    label = serializers.CharField(read_only=True, help_text="The display name, else the name: what pages show.")
 
     class Meta:
         model = Project
-        fields = ["id", "cluster", "department", "name", "description", "allow_over_quota", "namespaces", "priority",
-                  "created", "updated"]
-        read_only_fields = ["cluster", "created", "updated"]
+        fields = ["id", "cluster", "department", "name", "display_name", "label", "description", "allow_over_quota",
+                  "namespaces", "priority", "created", "updated"]
+        read_only_fields = ["cluster", "label", "created", "updated"]
         extra_kwargs = {"description": {"max_length": 2000}}
 
     def get_priority(self, project) -> list[int]:
@@ -58,6 +62,7 @@ class ProjectSerializer(ModelSerializer):
 
 class ProjectUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
+    display_name = serializers.CharField(max_length=100, required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     allow_over_quota = serializers.BooleanField(required=False)
     namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1,
