@@ -178,6 +178,11 @@ def rate_list(*, user: Any):
     return Rate.objects.restrict(user, "view").select_related("pool", "pool__cluster")
 
 
+def currency_in_use() -> str:
+    """The currency of the rates (one for all, Rate.clean), "" before the first rate."""
+    return Rate.objects.order_by("-valid_from", "-pk").values_list("currency", flat=True).first() or ""
+
+
 def gpu_models(*, user: Any) -> list[str]:
     """GPU models the user's visible pools have nodes of, and those rates name (for the rate form)."""
     models = set(Node.objects.restrict(user, "view").exclude(gpu_product="").values_list("gpu_product", flat=True))

@@ -20,6 +20,7 @@ from access.rules import ScopeType, forget_grants, require_system_admin, user_ca
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common.exceptions import ConcurrentUpdate
+from common.words import noun, verb
 from kube.quantity import gib_from_mib
 from nodepools.models import Cluster, NodePool
 from nodepools.services import pods_link
@@ -86,7 +87,8 @@ def department_delete(*, actor: Any, department: Department) -> None:
     count = department.projects.count()
     if count:
         raise ValidationError(
-            {"department": f"Department '{department}' still has {count} project(s): move or delete them first."}
+            {"department": f"Department '{department}' still has {count} {noun(count, 'project')}: move or delete "
+                           f"{verb(count, 'it', 'them')} first."}
         )
     before, pk = snapshot(department), department.pk
     department.delete()
