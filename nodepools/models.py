@@ -15,7 +15,7 @@ from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet
 from gpumetrics import config_from, parse_matchers
 from kube import gpu as kube_gpu
-from kube.labels import dns1123_label_words, label_key_words, label_value_errors, label_value_words
+from kube.labels import dns1123_label_words, label_key_words, label_value_words
 from nodepools import kube
 
 
@@ -60,7 +60,7 @@ def validate_mig_config(value: str) -> None:
 
 def validate_device_plugin_config(value: str) -> None:
     """The name of a configuration in the device plugin's ConfigMap: a label value."""
-    errors = label_value_errors(value)
+    errors = label_value_words(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
