@@ -381,5 +381,5 @@ def test_screenshots_of_the_main_pages(page, db):
     # The department manager's landing page.
     page.context.clear_cookies()
     log_in(page, "rnd-manager", "gpu-demo")
-    expect(page.locator("h1")).to_have_text("Department rnd")
+    expect(page.locator("h1")).to_have_text("Department R&D rnd")
     shoot(page, "department-manager")
