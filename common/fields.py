@@ -14,7 +14,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.validators import DecimalValidator, MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django_filters.fields import IsoDateTimeField, RangeField
 from django_filters.widgets import DateRangeWidget
@@ -54,8 +54,8 @@ def limit_messages(*, unit=None, max_value=None, min_value=None, max_digits=None
     return messages
 
 
-_DJANGO_LIMIT_MESSAGES = {str(MaxValueValidator.message), str(MinValueValidator.message),
-                          *(str(m) for m in DecimalValidator.messages.values())}
+_DJANGO_LIMIT_MESSAGES = {str(MaxValueValidator.message), str(MinValueValidator.message)}
+_DIGIT_CODES = ("max_digits", "max_decimal_places", "max_whole_digits")  # DecimalValidator's, in digits
 
 
 def plain_errors(exc: "DjangoValidationError") -> "DjangoValidationError":
@@ -63,7 +63,7 @@ def plain_errors(exc: "DjangoValidationError") -> "DjangoValidationError":
     database's integer range, a DecimalField's digits — speak in digits)."""
     def plain(error):
         params = error.params or {}
-        if str(error.message) not in _DJANGO_LIMIT_MESSAGES:
+        if error.code not in _DIGIT_CODES and str(error.message) not in _DJANGO_LIMIT_MESSAGES:
             return error  # a model's own words ("GPU quota cannot be negative.") stay
         if error.code == "max_value" and "limit_value" in params:
             return DjangoValidationError(at_most(params["limit_value"]), code=error.code)
@@ -185,6 +185,19 @@ def _form_limits(kwargs: dict, args: tuple = ()) -> dict:
 class StrictDecimalFormField(forms.DecimalField):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **_form_limits(kwargs))
+
+    def run_validators(self, value):
+        # Too many digits and over the largest amount are one refusal, said once.
+        try:
+            super().run_validators(value)
+        except forms.ValidationError as exc:
+            seen, errors = set(), []
+            for error in exc.error_list:
+                text = error.message % error.params if error.params else error.message
+                if text not in seen:
+                    seen.add(text)
+                    errors.append(error)
+            raise forms.ValidationError(errors) from None
 
     def to_python(self, value):
         if value in self.empty_values or (isinstance(value, str) and not value.strip()):
