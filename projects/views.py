@@ -91,8 +91,9 @@ def department_detail(request, pk: int):
 def department_create(request):
     if not is_system_admin(request.user):
         raise PermissionDenied("Only system administrators may add departments.")
-    form = DepartmentCreateForm(request.POST or None, clusters=cluster_list(user=request.user),
-                                initial={"cluster": request.GET.get("cluster")})
+    clusters = cluster_list(user=request.user)
+    chosen = request.GET.get("cluster") or getattr(current_cluster(request, clusters), "pk", None)
+    form = DepartmentCreateForm(request.POST or None, clusters=clusters, initial={"cluster": chosen})
     if request.method == "POST" and form.is_valid():
         try:
             department = services.department_create(actor=request.user, **form.cleaned_data)
