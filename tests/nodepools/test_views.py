@@ -571,3 +571,12 @@ def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
     assert headers(response) == csv_rows[0]
     # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.
     assert [[cell if cell != "—" else "" for cell in row] for row in table_rows(response)] == csv_rows[1:]
+
+
+def test_deleting_a_pool_of_one_node_says_it_in_the_singular(client, org, users):
+    pool = NodePool.objects.get(pk=org.a100.pk)
+    Node.objects.filter(pool=pool).exclude(pk=Node.objects.filter(pool=pool).order_by("name").first().pk).update(
+        pool=org.default)  # a pool of one node
+    login(client, users, "sysadmin")
+    response = client.post(reverse("pool-delete", args=[pool.pk]), {"confirm": "on"}, follow=True)
+    assert "Node pool 'a100' deleted; its 1 node is now in the default pool." in page_text(response)

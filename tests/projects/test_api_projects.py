@@ -153,3 +153,13 @@ def test_researcher_sees_own_project_role_assignments_only(api, org, users):
     assert rows == []  # researchers hold no roleassignment.view
     rows = api(users["proj_admin"]).get("/api/v1/role-assignments/").json()["results"]
     assert {row["project"] for row in rows} == {org.rnd_a.pk}
+
+
+def test_a_department_with_one_project_says_it_in_the_singular(api, org, users):
+    admin = api(users["sysadmin"])
+    department = admin.post("/api/v1/departments/", {"cluster": org.cluster.pk, "name": "solo"}, format="json").json()
+    assert admin.post("/api/v1/projects/", {"department": department["id"], "name": "solo-a"},
+                      format="json").status_code == 201
+    response = admin.delete(f"/api/v1/departments/{department['id']}/")
+    assert response.status_code == 400
+    assert "Department 'solo' still has 1 project: move or delete it first." in response.json()["detail"]
