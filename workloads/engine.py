@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping
 
+from common.words import noun, verb
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors, node_selector_matches
 from kube.quantity import QuantityError, parse_quantity
 from kube.taints import TAINT_EFFECTS, taint_text, untolerated_taints
@@ -642,8 +643,10 @@ def _capacity_words(rule: Rule, values: Mapping[str, str], per_node: list) -> st
     """The refusal of a "request ≤ what a node has free" rule in words, or "" for any other rule."""
     left, right = _parse_operand(rule.left, "left_operand"), _parse_operand(rule.right, "right_operand")
     user, node_var = (left, right) if right.variable in NODE_VARIABLES else (right, left)
+    # Only "request ≤ (or <) what a node has free", however it is written round.
+    at_most = ("LE", "LT") if user is left else ("GE", "GT")
     if (node_var.variable not in NODE_VARIABLES or user.variable != _USER_OF_NODE[node_var.variable]
-            or user.factor is not None or node_var.factor is not None or rule.operator not in ("LE", "LT", "GE", "GT")):
+            or user.factor is not None or node_var.factor is not None or rule.operator not in at_most):
         return ""
     name = node_var.variable
     try:
@@ -655,6 +658,13 @@ def _capacity_words(rule: Rule, values: Mapping[str, str], per_node: list) -> st
         return ""
     pools = {node.pool for node, _ in known if node.pool}
     where = f"pool {pools.pop()}" if len(pools) == 1 else "the pool"
+    holding = [node.name for node, nv in per_node if nv[name] is not None and _evaluate(rule, values, nv) is None]
+    if holding:
+        # Nodes with enough of this free lack something else asked: that rule's refusal says what.
+        shown = ", ".join(holding[:_NODES_NAMED]) + (f" and {len(holding) - _NODES_NAMED} more"
+                                                      if len(holding) > _NODES_NAMED else "")
+        return (f"{_amount_words(name, requested)} requested: {noun(len(holding), 'node')} {shown} of {where} "
+                f"{verb(len(holding), 'has', 'have')} that many free but not the rest of what is asked")
     best_node, best = max(known, key=lambda item: item[1])
     of = _allocatable(name, best_node, best)
     most = _amount_words(name, best) + (f", of its {_node_display(name, of)}" if of is not None else "")

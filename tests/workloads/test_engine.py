@@ -296,6 +296,18 @@ def test_a_refusal_of_one_gpu_and_of_memory_agree_in_number():
                                   "one node is 16Gi of memory, of its 64Gi; free per node now: n1 16Gi of 64Gi.")
 
 
+def test_a_node_with_enough_gpus_but_not_the_memory_is_said_so():
+    # gpu-node-1 has the GPUs, gpu-node-2 the memory: no single node has both.
+    nodes = [node("gpu-node-1", gpus=8, gpu_allocatable=8, memory_bytes=64 * GI, pool="p"),
+             node("gpu-node-2", gpus=1, gpu_allocatable=8, memory_bytes=512 * GI, pool="p")]
+    rules = engine.parse_rules(engine.DEFAULT_RULE_SETS["default_gpu"] + engine.DEFAULT_RULE_SETS["default_memory"])
+    gpu, memory = engine.check_rules(rules, values={"USER_GPU": "8", "USER_MEMORY": "256Gi"}, nodes=nodes)
+    assert str(gpu).startswith("8 GPUs requested: node gpu-node-1 of pool p has that many free but not the rest of "
+                               "what is asked. The pool's rule: GPU 8 exceeds node capacity 8")
+    assert str(memory).startswith("256Gi of memory requested: node gpu-node-2 of pool p has that many free but not "
+                                  "the rest of what is asked.")
+
+
 def test_a_rule_other_than_request_against_free_keeps_its_own_message():
     rules = engine.parse_rules([{"operator": "LT", "left_operand": "{{USER_MEMORY}}", "right_operand": "{{K8_MEMORY}} * 0.8",
                                  "assert_message": "Memory {{USER_MEMORY}} exceeds 80% of node capacity"}])
