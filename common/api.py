@@ -22,7 +22,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from common import requestid
 from common.exceptions import ConcurrentUpdate
-from common.fields import SERIALIZER_FIELD_MAPPING
+from common.fields import SERIALIZER_FIELD_MAPPING, plain_errors
 from common.parsing import is_digits
 
 
@@ -45,6 +45,7 @@ class Conflict(exceptions.APIException):
 
 
 def _django_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
+    exc = plain_errors(exc)
     if hasattr(exc, "error_dict"):
         return {("non_field_errors" if f == "__all__" else f): msgs for f, msgs in exc.message_dict.items()}
     return {"non_field_errors": list(exc.messages)}

@@ -13,18 +13,71 @@ from typing import Any
 
 import django_filters
 from django import forms
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django_filters.fields import IsoDateTimeField, RangeField
 from django_filters.widgets import DateRangeWidget
 from rest_framework import serializers
 
 from common.parsing import InputError, other_digits, parse_date, parse_decimal, parse_integer
+from common.words import at_least, at_most, below, places
 
 DATE_WIDGET_ATTRS = {"type": "date"}
 
 
 def _form_error(exc: InputError) -> forms.ValidationError:
     return forms.ValidationError(exc.message, code="invalid")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Limits in words (common/words.py): a bound is said as the largest amount, never as a count of digits
+# or a database's range. `unit` (optional keyword of every strict number field): "GPU", ("GiB", "GiB").
+
+def limit_messages(*, unit=None, max_value=None, min_value=None, max_digits=None, decimal_places=None,
+                   percent: bool = False) -> dict[str, str]:
+    """The refusals of a number field's limits, by Django's and DRF's error codes (`percent`: Django's
+    messages are %-formatted, so a literal % is doubled)."""
+    unit = unit or ""
+    messages: dict[str, str] = {}
+    if max_value is not None:
+        messages["max_value"] = at_most(max_value, unit)
+    if min_value is not None:
+        messages["min_value"] = at_least(min_value, unit)
+    if max_digits is not None and decimal_places is not None:
+        messages["max_digits"] = messages["max_whole_digits"] = (
+            messages.get("max_value") or below(max_digits, decimal_places, unit))
+    if decimal_places is not None:
+        messages["max_decimal_places"] = places(decimal_places)
+    if percent:
+        messages = {code: text.replace("%", "%%") for code, text in messages.items()}
+    return messages
+
+
+_DJANGO_LIMIT_MESSAGES = {str(MaxValueValidator.message), str(MinValueValidator.message)}
+_DIGIT_CODES = ("max_digits", "max_decimal_places", "max_whole_digits")  # DecimalValidator's, in digits
+
+
+def plain_errors(exc: "DjangoValidationError") -> "DjangoValidationError":
+    """A model's ValidationError with its limits said in words (the model's own numeric validators — the
+    database's integer range, a DecimalField's digits — speak in digits)."""
+    def plain(error):
+        params = error.params or {}
+        if error.code not in _DIGIT_CODES and str(error.message) not in _DJANGO_LIMIT_MESSAGES:
+            return error  # a model's own words ("GPU quota cannot be negative.") stay
+        if error.code == "max_value" and "limit_value" in params:
+            return DjangoValidationError(at_most(params["limit_value"]), code=error.code)
+        if error.code == "min_value" and "limit_value" in params:
+            return DjangoValidationError(at_least(params["limit_value"]), code=error.code)
+        if error.code == "max_decimal_places" and "max" in params:
+            return DjangoValidationError(places(params["max"]), code=error.code)
+        if error.code in ("max_digits", "max_whole_digits"):
+            return DjangoValidationError("Enter a smaller number.", code=error.code)
+        return error
+
+    if hasattr(exc, "error_dict"):
+        return DjangoValidationError({name: [plain(e) for e in errors] for name, errors in exc.error_dict.items()})
+    return DjangoValidationError([plain(e) for e in exc.error_list])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -50,19 +103,38 @@ class StrictDateField(serializers.DateField):
             raise serializers.ValidationError(exc.message, code="invalid") from None
 
 
+def _drf_limits(kwargs: dict, args: tuple = ()) -> dict:
+    unit = kwargs.pop("unit", None)
+    max_digits = kwargs.get("max_digits", args[0] if len(args) > 0 else None)
+    decimal_places = kwargs.get("decimal_places", args[1] if len(args) > 1 else None)
+    words = limit_messages(unit=unit, max_value=kwargs.get("max_value"), min_value=kwargs.get("min_value"),
+                           max_digits=max_digits, decimal_places=decimal_places)
+    kwargs["error_messages"] = {**words, **kwargs.get("error_messages", {})}
+    return kwargs
+
+
 class StrictDecimalField(serializers.DecimalField):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **_drf_limits(kwargs, args))
+
     def to_internal_value(self, data):
         number = _strict(parse_decimal, data, self)
         return super().to_internal_value(str(number))
 
 
 class StrictIntegerField(serializers.IntegerField):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **_drf_limits(kwargs))
+
     def to_internal_value(self, data):
         number = _strict(parse_integer, data, self)
         return super().to_internal_value(number)
 
 
 class StrictFloatField(serializers.FloatField):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **_drf_limits(kwargs))
+
     def to_internal_value(self, data):
         number = _strict(parse_decimal, data, self)
         return super().to_internal_value(float(number))
@@ -101,7 +173,32 @@ class StrictDateFormField(forms.DateField):
             raise _form_error(exc) from None
 
 
+def _form_limits(kwargs: dict, args: tuple = ()) -> dict:
+    unit = kwargs.pop("unit", None)
+    words = limit_messages(unit=unit, max_value=kwargs.get("max_value"), min_value=kwargs.get("min_value"),
+                           max_digits=kwargs.get("max_digits"), decimal_places=kwargs.get("decimal_places"),
+                           percent=True)
+    kwargs["error_messages"] = {**words, **(kwargs.get("error_messages") or {})}
+    return kwargs
+
+
 class StrictDecimalFormField(forms.DecimalField):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **_form_limits(kwargs))
+
+    def run_validators(self, value):
+        # Too many digits and over the largest amount are one refusal, said once.
+        try:
+            super().run_validators(value)
+        except forms.ValidationError as exc:
+            seen, errors = set(), []
+            for error in exc.error_list:
+                text = error.message % error.params if error.params else error.message
+                if text not in seen:
+                    seen.add(text)
+                    errors.append(error)
+            raise forms.ValidationError(errors) from None
+
     def to_python(self, value):
         if value in self.empty_values or (isinstance(value, str) and not value.strip()):
             return None
@@ -113,6 +210,9 @@ class StrictDecimalFormField(forms.DecimalField):
 
 
 class StrictIntegerFormField(forms.IntegerField):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **_form_limits(kwargs))
+
     def to_python(self, value):
         if value in self.empty_values or (isinstance(value, str) and not value.strip()):
             return None
@@ -159,6 +259,10 @@ class ModelForm(forms.ModelForm):
     class Meta:
         formfield_callback = staticmethod(strict_formfield)
 
+    def _update_errors(self, errors):
+        # The model's full_clean: its numeric limits in words (plain_errors).
+        super()._update_errors(plain_errors(errors))
+
 
 # ---------------------------------------------------------------------------------------------------
 # django-filter
@@ -187,4 +291,4 @@ class IsoDateTimeFromToRangeFilter(django_filters.IsoDateTimeFromToRangeFilter):
 __all__ = ["DateFilter", "IsoDateTimeFromToRangeFilter", "ModelForm", "NumberFilter",
            "SERIALIZER_FIELD_MAPPING", "StrictDateField", "StrictDateFormField", "StrictDecimalField",
            "StrictDecimalFormField", "StrictFloatField", "StrictIntegerField", "StrictIntegerFormField",
-           "StrictIsoDateTimeField", "strict_formfield"]
+           "StrictIsoDateTimeField", "limit_messages", "plain_errors", "strict_formfield"]

@@ -22,6 +22,8 @@ from typing import Any
 
 __all__ = [
     "DNS1123_LABEL_MSG", "DNS1123_SUBDOMAIN_MSG", "LABEL_VALUE_MSG", "QUALIFIED_NAME_MSG", "SelectorError",
+    "DNS1123_LABEL_RULE", "LABEL_KEY_RULE", "LABEL_VALUE_RULE", "dns1123_label_words", "label_key_words",
+    "label_value_words",
     "compile_selector", "dns1123_label_errors", "dns1123_subdomain_errors", "label_key_errors", "label_selector_matches", "label_value_errors",
     "node_selector_matches", "node_selector_terms_match", "parse_selector", "pod_matches_node",
     "preferred_node_affinity_score", "requirement_errors", "requirement_matches", "selector_matches",
@@ -56,6 +58,61 @@ DNS1123_LABEL_MSG = (
     "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
+
+
+# The same rules in words, for people (the console's forms and API answers); the API server's words above
+# stay for what must read as Kubernetes' own (the emulator, a cluster's objects).
+DNS1123_LABEL_RULE = "lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters"
+LABEL_VALUE_RULE = ("letters, digits, '-', '_' and '.'; start and end with a letter or digit; at most 63 characters; "
+                    "or empty")
+LABEL_KEY_RULE = ("a name of letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 "
+                  "characters, optionally after a prefix of lowercase letters, digits, '-' and '.' (at most 253 "
+                  "characters) and '/', e.g. example.com/gpu-type")
+
+
+def _problem(text: str, allowed: str, limit: int) -> str:
+    """What is wrong with `text`, in words: the first of too long, characters not allowed, a bad end."""
+    if not text:
+        return "it is empty"
+    if len(text) > limit:
+        return f"it has {len(text)} characters"
+    bad = sorted({c for c in text if c not in allowed}, key=text.index)
+    if bad:
+        words = (["capital letters"] if any(c.isupper() for c in bad) else []) + [
+            "a space" if c == " " else f"'{c}'" for c in bad if not c.isupper()][:5]
+        return f"“{text}” holds " + (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
+    return f"“{text}” starts or ends with '{text[0] if not text[0].isalnum() else text[-1]}'"
+
+
+_LOWER = "abcdefghijklmnopqrstuvwxyz0123456789"
+_LABEL_CHARS = _LOWER + "ABCDEFGHIJKLMNOPQRSTUVWXYZ-_."
+
+
+def dns1123_label_words(name: str) -> list[str]:
+    """A DNS-1123 label's refusal in words (empty list: valid): "Use lowercase letters, ... (“R&D” holds '&')."."""
+    if not dns1123_label_errors(name):
+        return []
+    return [f"Use {DNS1123_LABEL_RULE} ({_problem(name, _LOWER + '-', 63)})."]
+
+
+def label_value_words(value: str) -> list[str]:
+    if not label_value_errors(value):
+        return []
+    return [f"Use {LABEL_VALUE_RULE} ({_problem(value, _LABEL_CHARS, 63)})."]
+
+
+def label_key_words(key: str) -> list[str]:
+    if not label_key_errors(key):
+        return []
+    parts = key.split("/")
+    if len(parts) > 2:
+        problem = f"“{key}” has more than one '/'"
+    elif len(parts) == 2 and label_key_errors(parts[0] + "/x"):
+        problem = ("the prefix before '/' is empty" if not parts[0]
+                   else "the prefix " + _problem(parts[0], _LOWER + "-.", 253).replace("it has", "has"))
+    else:
+        problem = _problem(parts[-1], _LABEL_CHARS, 63)
+    return [f"Use {LABEL_KEY_RULE} ({problem})."]
 
 
 def label_key_errors(key: str) -> list[str]:

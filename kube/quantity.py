@@ -16,13 +16,13 @@ turn into integers. Anything else that is not a quantity raises `QuantityError` 
 from __future__ import annotations
 
 import re
-from decimal import ROUND_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, ROUND_UP, Context, Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
 
 __all__ = [
     "BINARY_SI", "DECIMAL_EXPONENT", "DECIMAL_SI", "FORMAT_MESSAGE", "QuantityError", "canonical_quantity",
-    "format_quantity", "parse_quantity", "parse_quantity_format", "plain_quantity",
+    "GIB_PLACES", "MIB_PER_GIB", "format_quantity", "gib_from_mib", "mib_from_gib", "parse_quantity", "parse_quantity_format", "plain_quantity",
 ]
 
 FORMAT_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -216,3 +216,27 @@ def plain_quantity(value: Decimal | int | str) -> str:
 def canonical_quantity(value: Any) -> str:
     """The API server's text of a quantity (`1024Mi` -> `1Gi`, `1000M` -> `1G`, `.001Ki` -> `1024m`)."""
     return format_quantity(*parse_quantity_format(value))
+
+
+# ---------------------------------------------------------------------------------------------------
+# MiB and GiB (Mi, Gi): the console stores memory quotas in MiB and shows them, and asks them, in GiB.
+
+MIB_PER_GIB = 1024
+# A GiB amount to this many places names every whole MiB exactly (1 MiB = 0.0009765625 GiB; rounding to
+# 4 places moves it by at most 0.05 MiB, so GiB -> MiB -> GiB gives back what was shown).
+GIB_PLACES = 4
+
+
+def gib_from_mib(mib: int | None) -> Decimal | None:
+    """2048 -> Decimal("2"), 1536 -> Decimal("1.5"), 1 -> Decimal("0.001"); None (unlimited) stays None."""
+    if mib is None:
+        return None
+    gib = (Decimal(mib) / MIB_PER_GIB).quantize(Decimal(1).scaleb(-GIB_PLACES), rounding=ROUND_HALF_UP)
+    return Decimal(f"{gib.normalize():f}")
+
+
+def mib_from_gib(gib: Decimal | int | None) -> int | None:
+    """Decimal("1.5") -> 1536: the nearest whole MiB (half up); None (unlimited) stays None."""
+    if gib is None:
+        return None
+    return int((Decimal(gib) * MIB_PER_GIB).to_integral_value(rounding=ROUND_HALF_UP))

@@ -17,14 +17,24 @@ class RateForm(ModelForm):
         fields = ["gpu_model", "mig_profile", "pool", "currency", "valid_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour",
                   "description"]
 
-    def __init__(self, *args, gpu_models: list[str] | None = None, **kwargs):
+    def __init__(self, *args, gpu_models: list[str] | None = None, currency: str = "", **kwargs):
+        """`gpu_models`: the models the cluster's nodes report (and rates name), offered as the choices;
+        `currency`: the one the rates are in, the default of a new rate (Rate.clean: one currency for all)."""
         super().__init__(*args, **kwargs)
         self.fields["pool"].queryset = NodePool.objects.select_related("cluster").order_by("cluster__name", "name")
         self.fields["pool"].label_from_instance = lambda pool: f"{pool.cluster.name} / {pool.name}"
         self.fields["pool"].empty_label = "Every pool"
-        if gpu_models:
-            self.fields["gpu_model"].widget.attrs["list"] = "gpu-models"
-        self.gpu_models = gpu_models or []
+        models = sorted(set(gpu_models or []) | ({self.instance.gpu_model} if self.instance.gpu_model else set()))
+        if models:
+            # A choice of what the nodes report, not free text to misspell (none known yet: free text).
+            old = self.fields["gpu_model"]
+            self.fields["gpu_model"] = forms.ChoiceField(
+                label=old.label, help_text="As the cluster's nodes report it (nvidia.com/gpu.product).",
+                choices=[("", "Choose a GPU model")] + [(m, m) for m in models])
+        self.gpu_models = models
+        if currency and not self.instance.pk:
+            self.fields["currency"].initial = currency
+            self.fields["currency"].help_text = f"The rates are in {currency}: every rate has the same currency."
         if self.instance.pk:
             self.fields["version"].initial = self.instance.version
 

@@ -42,7 +42,7 @@ from ledger import compute
 from ledger.models import ClosedHour, Kind, LedgerDay, LedgerEntry, LedgerState, Rate, StatementRevision
 from projects import prometheus as prom
 from nodepools.models import Cluster, Node, NodePool
-from projects.models import Department, Project
+from projects.models import Department, Project, owner_labels
 
 HUNDREDTH = Decimal("0.01")
 TEN_THOUSANDTH = Decimal("0.0001")
@@ -176,6 +176,11 @@ def rate_book() -> RateBook:
 
 def rate_list(*, user: Any):
     return Rate.objects.restrict(user, "view").select_related("pool", "pool__cluster")
+
+
+def currency_in_use() -> str:
+    """The currency of the rates (one for all, Rate.clean), "" before the first rate."""
+    return Rate.objects.order_by("-valid_from", "-pk").values_list("currency", flat=True).first() or ""
 
 
 def gpu_models(*, user: Any) -> list[str]:
@@ -429,9 +434,9 @@ def _sort_key(line: Line):
 def _fine_lines(rows: list[dict[str, Any]], book: RateBook) -> list[Line]:
     """Lines per (department, project, pool, GPU model, unit), priced day by day and rounded once: the grain of
     every statement (a cluster's department line is the sum of these, so it equals the department's total)."""
-    projects = dict(Project.objects.filter(pk__in={r["project_id"] for r in rows}).values_list("pk", "name"))
+    projects = owner_labels(Project.objects.filter(pk__in={r["project_id"] for r in rows}))
     pools = dict(NodePool.objects.filter(pk__in={r["pool_id"] for r in rows}).values_list("pk", "name"))
-    departments = dict(Department.objects.filter(pk__in={r["department_id"] for r in rows}).values_list("pk", "name"))
+    departments = owner_labels(Department.objects.filter(pk__in={r["department_id"] for r in rows}))
     lines: dict[tuple, Line] = {}
     for row in rows:
         key = (row["department_id"], row["project_id"], row["pool_id"], row["gpu_model"], row["gpu_unit"])
@@ -463,7 +468,7 @@ def department_statement(*, user: Any, department: Department, month: Month) -> 
                      ("department_id", "project_id"))
     book = rate_book()
     lines = sorted(_fine_lines(rows, book), key=_sort_key)
-    return _statement(f"Department {department.name}, {month.title}", month, department.cluster, department, lines,
+    return _statement(f"Department {department.label_with_name}, {month.title}", month, department.cluster, department, lines,
                       rows, book)
 
 
@@ -639,8 +644,8 @@ def _ledger_csv_formatter():
     names = {
         "cluster": dict(Cluster.objects.values_list("pk", "name")),
         "pool": dict(NodePool.objects.values_list("pk", "name")),
-        "department": dict(Department.objects.values_list("pk", "name")),
-        "project": dict(Project.objects.values_list("pk", "name")),
+        "department": owner_labels(Department.objects.all()),
+        "project": owner_labels(Project.objects.all()),
     }
     cells: dict[tuple, str] = {}  # (kind of name, id) -> its cell, escaped and quoted once
     kinds = {k.value: k.label for k in Kind}

@@ -22,7 +22,9 @@ def owner_name(record, field: str) -> str:
     if pk is None:
         return ""
     obj = getattr(record, field)
-    return obj.name if obj is not None else f"#{pk} (deleted)"
+    if obj is None:
+        return f"#{pk} (deleted)"
+    return getattr(obj, "label_with_name", obj.name)  # a department or project: "R&D (rnd)"
 
 
 def _attach_cluster_names(rows) -> None:

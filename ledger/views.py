@@ -158,7 +158,8 @@ def _save(request, form, action, success: str):
 def rate_create(request):
     if not _can_change_rates(request.user):
         raise PermissionDenied(services.NOT_ALLOWED)
-    form = RateForm(request.POST or None, gpu_models=selectors.gpu_models(user=request.user))
+    form = RateForm(request.POST or None, gpu_models=selectors.gpu_models(user=request.user),
+                    currency=selectors.currency_in_use())
     if request.method == "POST" and form.is_valid():
         saved = _save(request, form, lambda: services.rate_create(actor=request.user, **_rate_values(form)),
                       "Rate saved.")

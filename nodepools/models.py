@@ -15,18 +15,21 @@ from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet
 from gpumetrics import config_from, parse_matchers
 from kube import gpu as kube_gpu
-from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors
+from kube.labels import dns1123_label_words, label_key_words, label_value_words
 from nodepools import kube
 
 
+# The console's validators say the rules in words (kube.labels.*_words), not in the API server's regular
+# expressions.
+
 def validate_dns1123_label(value: str) -> None:
-    errors = dns1123_label_errors(value)
+    errors = dns1123_label_words(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
 
 def validate_label_key(value: str) -> None:
-    errors = label_key_errors(value)
+    errors = label_key_words(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
@@ -44,7 +47,7 @@ def validate_label_matchers(value: str) -> None:
 
 
 def validate_label_value(value: str) -> None:
-    errors = label_value_errors(value)
+    errors = label_value_words(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 
@@ -57,7 +60,7 @@ def validate_mig_config(value: str) -> None:
 
 def validate_device_plugin_config(value: str) -> None:
     """The name of a configuration in the device plugin's ConfigMap: a label value."""
-    errors = label_value_errors(value)
+    errors = label_value_words(value)
     if errors:
         raise ValidationError(errors, code="invalid")
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from access.rules import is_system_admin
 from common.parsing import is_digits
+from common.words import noun, verb
 from nodepools import hints, kube, selectors, services
 from nodepools.filtersets import NodeFilterSet, NodePoolFilterSet
 from nodepools.forms import GpuShapeForm, NodeMoveForm, PoolCreateForm, PoolDeleteForm, PoolForm
@@ -158,7 +159,8 @@ def pool_delete(request, pk: int):
         except ValidationError as exc:
             form_errors_from(form, exc)
         else:
-            messages.success(request, f"Node pool '{name}' deleted; its {pool.node_count} node(s) are now in the "
+            messages.success(request, f"Node pool '{name}' deleted; its {pool.node_count} "
+                                      f"{noun(pool.node_count, 'node')} {verb(pool.node_count, 'is', 'are')} now in the "
                                       "default pool.")
             _hint(cluster_id, ["pools", "nodes"])
             return redirect(reverse("pool-list"))

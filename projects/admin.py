@@ -11,16 +11,16 @@ class NamespaceInline(admin.TabularInline):
 
 @admin.register(Department)
 class DepartmentAdmin(admin.ModelAdmin):
-    list_display = ["name", "cluster"]
+    list_display = ["name", "display_name", "cluster"]
     list_filter = ["cluster"]
-    search_fields = ["name"]
+    search_fields = ["name", "display_name"]
 
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "department", "cluster", "allow_over_quota"]
+    list_display = ["name", "display_name", "department", "cluster", "allow_over_quota"]
     list_filter = ["cluster", "department"]
-    search_fields = ["name"]
+    search_fields = ["name", "display_name"]
     inlines = [NamespaceInline]
 
 

@@ -19,7 +19,7 @@ def visible_projects(request):
 
 
 class DepartmentFilterSet(SearchMixin, django_filters.FilterSet):
-    search_fields = ("name", "description")
+    search_fields = ("name", "display_name", "description")
     q = django_filters.CharFilter(method="search", label="Search")
     cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
 
@@ -29,7 +29,7 @@ class DepartmentFilterSet(SearchMixin, django_filters.FilterSet):
 
 
 class ProjectFilterSet(SearchMixin, django_filters.FilterSet):
-    search_fields = ("name", "description", "namespaces__name")
+    search_fields = ("name", "display_name", "description", "namespaces__name")
     q = django_filters.CharFilter(method="search", label="Search")
     cluster = ModelMultipleChoiceFilter(queryset=visible_clusters)
     department = ModelMultipleChoiceFilter(queryset=visible_departments)

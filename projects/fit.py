@@ -220,7 +220,7 @@ class Fragmentation:
         if not self.nodes:
             return "no Ready GPU node"
         parts = " · ".join(f"{self.slots.get(k, 0)}×{k}" for k in sorted(self.slots, reverse=True))
-        return f"{n(self.free)} GPUs free: {parts}"
+        return f"{n(self.free)} {noun(self.free, 'GPU')} free: {parts}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -958,7 +958,8 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         elif shape.room > biggest:
             never = _too_big(shape, pool, biggest, sliced)
         else:
-            never = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} cores, "
+            never = (f"no node of {pool} has the CPU and memory one pod asks ({n(Decimal(shape.cpu) / 1000)} "
+                     f"{noun(Decimal(shape.cpu) / 1000, 'core')}, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
     else:
         whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)

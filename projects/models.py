@@ -11,6 +11,7 @@ from django.db.models.functions import Cast, Coalesce, Greatest
 
 from access.models import RoleAssignment
 from access.rules import RestrictedQuerySet, access_q
+from common.words import labelled
 from kube.gpu import PLACES as GPU_PLACES  # GPU quotas and limits: GPU-equivalents to the thousandth (1g.10gb = 0.143)
 from nodepools.kube import PREEMPTIBLE_BELOW
 from nodepools.models import Pod, validate_dns1123_label
@@ -21,9 +22,33 @@ class DepartmentQuerySet(RestrictedQuerySet):
     access_paths = {"cluster": ["cluster_id"], "department": ["pk"]}
 
 
-class Department(models.Model):
+DISPLAY_NAME_HELP = "How people read it, e.g. R&D (empty: the name)."
+
+
+class Labelled:
+    """A department's or project's label: its display name ("R&D"), else its Kubernetes name ("rnd").
+    Pages render it with the `owner_label` filter (ui), exports and messages with `label` / `label_with_name`."""
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+    @property
+    def label_with_name(self) -> str:
+        """"R&D (rnd)": the Kubernetes name beside, where an operator needs it; "rnd" when they are one."""
+        return labelled(self.display_name, self.name)
+
+
+def owner_labels(queryset) -> dict[int, str]:
+    """{pk: "R&D (rnd)"} of departments or projects: the text of their label in statements and exports."""
+    return {pk: labelled(display, name) for pk, name, display in queryset.values_list("pk", "name", "display_name")}
+
+
+class Department(Labelled, models.Model):
     cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="departments")
-    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label],
+                            help_text="Its Kubernetes name (a DNS label), e.g. rnd.")
+    display_name = models.CharField(max_length=100, blank=True, help_text=DISPLAY_NAME_HELP)
     description = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -38,7 +63,7 @@ class Department(models.Model):
         return self.cluster_id, pk  # self.pk is None once deleted
 
     def __str__(self) -> str:
-        return self.name
+        return self.label
 
 
 class ProjectQuerySet(RestrictedQuerySet):
@@ -46,11 +71,13 @@ class ProjectQuerySet(RestrictedQuerySet):
     access_paths = {"cluster": ["department__cluster_id"], "department": ["department_id"], "project": ["pk"]}
 
 
-class Project(models.Model):
+class Project(Labelled, models.Model):
     department = models.ForeignKey(Department, on_delete=models.PROTECT, related_name="projects")
     # Denormalised from the department so that names are unique per cluster (they name namespaces).
     cluster = models.ForeignKey("nodepools.Cluster", on_delete=models.CASCADE, related_name="projects")
-    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label],
+                            help_text="Its Kubernetes name (a DNS label), e.g. rnd-vision.")
+    display_name = models.CharField(max_length=100, blank=True, help_text=DISPLAY_NAME_HELP)
     description = models.TextField(blank=True)
     allow_over_quota = models.BooleanField(
         default=True, help_text="Let workloads use idle GPUs beyond the deserved quota (preemptible only)."
@@ -68,7 +95,7 @@ class Project(models.Model):
         return self.cluster_id, self.department_id
 
     def __str__(self) -> str:
-        return self.name
+        return self.label
 
     def clean(self) -> None:
         if self.department_id and self.cluster_id and self.department.cluster_id != self.cluster_id:
@@ -100,6 +127,13 @@ class Rank(models.IntegerChoices):
     MEDIUM_HIGH = 5, "Medium high"
     HIGH = 6, "High"
     HIGHEST = 7, "Highest"
+
+
+# What a person may enter as a quota, in words a person uses (forms and API; common/words.py says them).
+QUOTA_MAX_GPUS = 1_000_000
+QUOTA_MAX_CORES = 1_000_000
+QUOTA_MAX_GIB = 1_000_000_000  # about 1 EiB of CPU memory
+QUOTA_MAX_WEIGHT = 1_000_000
 
 
 def _not_negative(label: str):

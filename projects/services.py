@@ -20,6 +20,8 @@ from access.rules import ScopeType, forget_grants, require_system_admin, user_ca
 from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from common.exceptions import ConcurrentUpdate
+from common.words import noun, verb
+from kube.quantity import gib_from_mib
 from nodepools.models import Cluster, NodePool
 from nodepools.services import pods_link
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
@@ -51,9 +53,10 @@ def _quota_rows_create_for_owner(*, cluster: Cluster, department: Department | N
 # Departments
 
 @transaction.atomic
-def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "") -> Department:
+def department_create(*, actor: Any, cluster: Cluster, name: str, description: str = "",
+                      display_name: str = "") -> Department:
     require_system_admin(actor, "add departments")
-    department = Department(cluster=cluster, name=name, description=description)
+    department = Department(cluster=cluster, name=name, description=description, display_name=display_name.strip())
     department.full_clean()
     department.save()
     _quota_rows_create_for_owner(cluster=cluster, department=department)
@@ -63,11 +66,13 @@ def department_create(*, actor: Any, cluster: Cluster, name: str, description: s
 
 @transaction.atomic
 def department_update(*, actor: Any, department: Department, name: str | None = None,
-                      description: str | None = None) -> Department:
+                      description: str | None = None, display_name: str | None = None) -> Department:
     require_system_admin(actor, "change departments")
     before = snapshot(department)
     if name is not None:
         department.name = name
+    if display_name is not None:
+        department.display_name = display_name.strip()
     if description is not None:
         department.description = description
     department.full_clean()
@@ -82,7 +87,8 @@ def department_delete(*, actor: Any, department: Department) -> None:
     count = department.projects.count()
     if count:
         raise ValidationError(
-            {"department": f"Department '{department}' still has {count} project(s): move or delete them first."}
+            {"department": f"Department '{department}' still has {count} {noun(count, 'project')}: move or delete "
+                           f"{verb(count, 'it', 'them')} first."}
         )
     before, pk = snapshot(department), department.pk
     department.delete()
@@ -101,13 +107,14 @@ def project_create(
     namespaces: Iterable[str] | None = None,
     allow_over_quota: bool = True,
     description: str = "",
+    display_name: str = "",
 ) -> Project:
     """Create a project with its namespaces (default `runai-<name>`), zero quota rows in every pool,
     and a priority list seeded from its department's."""
     _require(actor, department, "add_project", f"You may not add projects to department '{department}'.")
     project = Project(
         department=department, cluster_id=department.cluster_id, name=name, description=description,
-        allow_over_quota=allow_over_quota,
+        allow_over_quota=allow_over_quota, display_name=display_name.strip(),
     )
     project.full_clean()
     project.save()
@@ -128,7 +135,7 @@ def _project_snapshot(project: Project) -> dict[str, Any]:
     return values
 
 
-PROJECT_EDITABLE = {"name", "description", "allow_over_quota"}
+PROJECT_EDITABLE = {"name", "display_name", "description", "allow_over_quota"}
 
 
 @transaction.atomic
@@ -231,7 +238,7 @@ QUOTA_FIELDS = (
 _RESOURCES = (  # (deserved field, label, unit, allocation annotation in the same unit)
     ("gpu_deserved", "GPU", "GPUs", "gpu_non_preemptible"),
     ("cpu_deserved", "CPU", "cores", "cpu_non_preemptible"),
-    ("memory_deserved_mib", "CPU memory", "MiB", "memory_non_preemptible_mib"),
+    ("memory_deserved_mib", "CPU memory", "GiB", "memory_non_preemptible_mib"),  # stored in MiB, said in GiB
 )
 
 
@@ -298,7 +305,7 @@ def _check_usage_floor(quota: Quota, errors: dict[str, list[str]], warnings: lis
         used = usage[used_attr]
         if value is not None and used and Decimal(value) < Decimal(used):
             errors.setdefault(name, []).append(
-                f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_fmt(used)} {unit} "
+                f"Non-preemptible workloads of {quota.owner_kind} '{quota.owner}' already use {_in_unit(name, used)} {unit} "
                 f"in pool '{quota.pool}'; its {label} quota cannot be set below that."
             )
     allocated = Decimal(usage["gpu_allocated"] or 0)
@@ -333,14 +340,14 @@ def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: 
         department = department_row.department
         if strict:
             errors.setdefault(name, []).append(
-                f"Projects of department '{department}' would have {_fmt(total)} {unit} of deserved {label} quota "
-                f"in pool '{quota.pool}', more than the department's {_fmt(allowed)}. "
+                f"Projects of department '{department}' would have {_in_unit(name, total)} {unit} of deserved {label} quota "
+                f"in pool '{quota.pool}', more than the department's {_in_unit(name, allowed)}. "
                 "This cluster limits projects to their department's quota."
             )
         else:
             warnings.append(
                 f"Projects of {department} now have {_amount(name, total)} deserved in {quota.pool}, "
-                f"above the department's {_fmt(allowed)}."
+                f"above the department's {_in_unit(name, allowed)}."
             )
 
 
@@ -386,7 +393,14 @@ def _amount(name: str, value: Any) -> str:
         return _gpus(value)
     if name == "cpu_deserved":
         return f"{_fmt(value)} CPU cores"
-    return f"{_fmt(value)} MiB of CPU memory"
+    return f"{_in_unit(name, value)} GiB of CPU memory"
+
+
+def _in_unit(name: str, value: Any) -> str:
+    """A quota value as its messages say it: memory (stored in MiB) in GiB, as every page shows it."""
+    if name.startswith("memory_"):
+        return _fmt(gib_from_mib(round(Decimal(value))))
+    return _fmt(value)
 
 
 def _fmt(value: Any) -> str:

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from nodepools.tables import NumberColumn, cluster_link
 from ui.tables import ConsoleTable
+from ui.templatetags.console_ui import owner_label
 from ui.views import register
 
 from projects.selectors import owners_attach_pool_gpus  # noqa: I001 (kept apart from the lines above)
@@ -49,6 +50,12 @@ class DepartmentTable(ConsoleTable):
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-department": lambda record: record.name}
 
+    def render_name(self, record):
+        return owner_label(record)
+
+    def export_name(self, record):
+        return record.label_with_name
+
     def export_gpu_deserved(self, record):
         return per_pool(record, "deserved")
 
@@ -77,6 +84,18 @@ class ProjectTable(ConsoleTable):
 
     class Meta(ConsoleTable.Meta):
         row_attrs = {"data-project": lambda record: record.name}
+
+    def render_name(self, record):
+        return owner_label(record)
+
+    def export_name(self, record):
+        return record.label_with_name
+
+    def render_department(self, record):
+        return owner_label(record.department)
+
+    def export_department(self, record):
+        return record.department.label_with_name
 
     def render_namespaces(self, record):
         return ", ".join(ns.name for ns in record.namespaces.all())

@@ -91,8 +91,9 @@ def department_detail(request, pk: int):
 def department_create(request):
     if not is_system_admin(request.user):
         raise PermissionDenied("Only system administrators may add departments.")
-    form = DepartmentCreateForm(request.POST or None, clusters=cluster_list(user=request.user),
-                                initial={"cluster": request.GET.get("cluster")})
+    clusters = cluster_list(user=request.user)
+    chosen = request.GET.get("cluster") or getattr(current_cluster(request, clusters), "pk", None)
+    form = DepartmentCreateForm(request.POST or None, clusters=clusters, initial={"cluster": chosen})
     if request.method == "POST" and form.is_valid():
         try:
             department = services.department_create(actor=request.user, **form.cleaned_data)
@@ -110,7 +111,8 @@ def department_edit(request, pk: int):
     if not is_system_admin(request.user):
         raise PermissionDenied("Only system administrators may change departments.")
     department = get_object_or_404(Department.objects.restrict(request.user, "view"), pk=pk)
-    form = DepartmentForm(request.POST or None, initial={"name": department.name, "description": department.description})
+    form = DepartmentForm(request.POST or None, initial={"name": department.name, "display_name": department.display_name,
+                                                          "description": department.description})
     if request.method == "POST" and form.is_valid():
         try:
             services.department_update(actor=request.user, department=department, **form.cleaned_data)
@@ -190,7 +192,8 @@ def project_create(request):
 def project_edit(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "change"), pk=pk)
     form = ProjectForm(request.POST or None, initial={
-        "name": project.name, "description": project.description, "allow_over_quota": project.allow_over_quota,
+        "name": project.name, "display_name": project.display_name, "description": project.description,
+        "allow_over_quota": project.allow_over_quota,
         "namespaces": ", ".join(project.namespaces.values_list("name", flat=True)),
     })
     if request.method == "POST" and form.is_valid():

@@ -198,12 +198,13 @@ def test_log_in_and_create_a_pool(page, org, users):
     expect(page.locator(".msg-success")).to_contain_text("Node pool 'h100' created")
     page.goto("/pools/?sort=name")
     expect(page.locator("#pools-table tbody tr td:first-child")).to_have_text(["a100", "default", "h100"])
-    # A bad label is refused with Kubernetes' own words, on the field.
+    # A bad label is refused with Kubernetes' rule in words, on the field.
     page.goto("/pools/add/")
     page.fill("#id_name", "bad")
     page.fill("#id_label_key", "gpu type")
     page.click("text=Create node pool")
-    expect(page.locator(".has-error .error")).to_contain_text("Label key: name part must consist of alphanumeric")
+    expect(page.locator(".has-error .error")).to_contain_text("Label key: Use a name of letters, digits, '-', '_' and '.'")
+    expect(page.locator(".has-error .error")).to_contain_text("(“gpu type” holds a space).")
 
 
 def test_a_quota_that_breaks_a_rule_shows_the_message_in_place(page, org, users):
@@ -377,5 +378,5 @@ def test_screenshots_of_the_main_pages(page, db):
     # The department manager's landing page.
     page.context.clear_cookies()
     log_in(page, "rnd-manager", "gpu-demo")
-    expect(page.locator("h1")).to_have_text("Department rnd")
+    expect(page.locator("h1")).to_have_text("Department R&D rnd")
     shoot(page, "department-manager")

@@ -87,15 +87,15 @@ def test_no_page_is_wider_than_the_window_at_1280_px_and_the_top_bar_is_one_line
     for url, heading in [
         (f"/pools/{NodePool.objects.get(name='a100-80gb').pk}/", "Node pool a100-80gb"),
         (f"/nodes/{Node.objects.order_by('name').first().pk}/", "Node "),
-        ("/projects/", "Project team-vision"), ("/departments/", "Department rnd"),
+        ("/projects/", "Project Vision team-vision"), ("/departments/", "Department R&D rnd"),
         ("/platforms/", "Platform "), ("/workloads/", "Submit a workload"),
     ]:
         page.goto(url)
         settle(page)
         if url == "/projects/":
-            page.locator("#projects-table").get_by_role("link", name="team-vision", exact=True).click()
+            page.locator("#projects-table").get_by_role("link", name="Vision team-vision", exact=True).click()
         elif url == "/departments/":
-            page.locator("#departments-table").get_by_role("link", name="rnd", exact=True).click()
+            page.locator("#departments-table").get_by_role("link", name="R&D rnd", exact=True).click()
         elif url == "/platforms/":
             page.locator("#platforms-table tbody td:first-child a").first.click()
         elif url == "/workloads/":

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from common.words import noun
 from ui.models import TablePreference
 
 
@@ -15,7 +16,7 @@ def table_preference_set(*, user: Any, table: str, columns: Sequence[str], allow
     chosen = list(dict.fromkeys(columns))
     unknown = [name for name in chosen if name not in allowed]
     if unknown:
-        raise ValidationError({"columns": f"Unknown column(s): {', '.join(unknown)}. Known: {', '.join(allowed)}."})
+        raise ValidationError({"columns": f"Unknown {noun(len(unknown), 'column')}: {', '.join(unknown)}. Known: {', '.join(allowed)}."})
     if not chosen:
         raise ValidationError({"columns": "Choose at least one column."})
     preference, _ = TablePreference.objects.update_or_create(user=user, table=table, defaults={"columns": chosen})

@@ -9,6 +9,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from common.fields import plain_errors
 from ui import services
 
 REGISTRY: dict[str, type] = {}
@@ -59,9 +60,12 @@ def table_columns(request, table: str):
 
 
 def form_errors_from(form, exc: ValidationError) -> None:
-    """Put a service's ValidationError on the form: on the field it names, else on the whole form."""
+    """Put a service's ValidationError on the form: on the field it names, else on the whole form (the
+    model's numeric limits in words: common.fields.plain_errors)."""
+    exc = plain_errors(exc)
     if hasattr(exc, "error_dict"):
         for name, errors in exc.message_dict.items():
+            name = getattr(form, "SERVICE_FIELDS", {}).get(name, name)  # the form's name of a service's field
             target = name if name in form.fields else None
             for message in errors:
                 form.add_error(target, message if target else (f"{name}: {message}" if name != "__all__" else message))

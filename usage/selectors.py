@@ -110,6 +110,15 @@ class IdleGpuRow:
     def department_name(self) -> str:
         return self.department.name if self.department else ""
 
+    @property
+    def department_label(self) -> str:
+        """"R&D (rnd)", as pages and exports show a department (the API keeps `department`: the name)."""
+        return self.department.label_with_name if self.department else ""
+
+    @property
+    def project_label(self) -> str:
+        return self.project.label_with_name if self.project else ""
+
 
 def idle_gpu_pods(*, user: Any):
     """The pods whose GPUs may be listed: those the user may see that hold GPUs."""
@@ -142,7 +151,7 @@ def idle_summary(rows: list[IdleGpuRow]) -> list[dict[str, Any]]:
     """Per project (department, project): idle GPUs and GPU-hours wasted, most wasted first."""
     groups: dict[tuple, dict[str, Any]] = {}
     for row in rows:
-        key = (row.cluster.name, row.department_name, row.project_name)
+        key = (row.cluster.name, row.department_label, row.project_label)
         group = groups.setdefault(key, {"cluster": key[0], "department": key[1], "project": row.project,
                                         "project_name": key[2], "gpus": 0, "gpu_hours": 0})
         group["gpus"] += 1

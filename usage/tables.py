@@ -25,7 +25,9 @@ def _owner(obj, pk) -> str | None:
     """A pool's, department's or project's name; '#id (deleted)' once it is gone; None if the row has none."""
     if pk is None:
         return None
-    return obj.name if obj is not None else f"#{pk} (deleted)"
+    if obj is None:
+        return f"#{pk} (deleted)"
+    return getattr(obj, "label_with_name", obj.name)  # a department or project: "R&D (rnd)"
 
 
 class OwnerColumn(tables.Column):
@@ -156,8 +158,8 @@ class IdleGpuTable(ConsoleTable):
                        "idle_hours", "gpu_hours_wasted")
 
     cluster = tables.Column("Cluster", accessor="cluster__name")
-    department = tables.Column("Department", accessor="department_name", default="—")
-    project = tables.Column("Project", accessor="project_name", default="—")
+    department = tables.Column("Department", accessor="department_label", default="—")
+    project = tables.Column("Project", accessor="project_label", default="—")
     namespace = tables.Column("Namespace")
     pod = tables.Column("Pod", accessor="pod_name")
     node = tables.Column("Node")

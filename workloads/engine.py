@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping
 
+from common.words import noun, verb
 from kube.labels import dns1123_label_errors, label_key_errors, label_value_errors, node_selector_matches
 from kube.quantity import QuantityError, parse_quantity
 from kube.taints import TAINT_EFFECTS, taint_text, untolerated_taints
@@ -408,16 +409,22 @@ class Rule:
 
 @dataclass(frozen=True)
 class RuleFailure:
-    """A rule not satisfied: its message (variables filled in) and, per node, why that node fails it."""
+    """A rule not satisfied: its message (variables filled in) and, per node, why that node fails it.
+
+    `words`: the refusal for people, when the rule compares a request with what a node has free ("8 GPUs
+    requested: no node of pool default has that many free. The most free on one node is 4 GPUs, of its 8; …");
+    the rule's own message and its variables then follow, for the administrator who wrote it."""
 
     rule: Rule
     message: str
     reasons: tuple[str, ...] = ()
+    words: str = ""
 
     def __str__(self) -> str:
-        if not self.reasons:
-            return self.message
-        return self.message + " (" + "; ".join(self.reasons) + ")"
+        rule = self.message + (" (" + "; ".join(self.reasons) + ")" if self.reasons else "")
+        if not self.words:
+            return rule
+        return f"{self.words}. The pool's rule: {rule}"
 
 
 @dataclass(frozen=True)
@@ -604,6 +611,72 @@ def _render_message(rule: Rule, values: Mapping[str, str], node_fill: Mapping[st
     return _TOKEN_RE.sub(replace, message)
 
 
+# What each node variable is, in words: (singular, plural) of its unit and the NodeView's allocatable field.
+_RESOURCE_WORDS = {
+    "K8_GPU": ("GPU", "GPUs", "gpu_allocatable"),
+    "K8_CPU": ("CPU core", "CPU cores", "cpu_allocatable_millis"),
+    "K8_MEMORY": ("of memory", "of memory", "memory_allocatable_bytes"),
+    "K8_STORAGE": ("of ephemeral storage", "of ephemeral storage", "storage_allocatable_bytes"),
+}
+_USER_OF_NODE = {"K8_GPU": "USER_GPU", "K8_CPU": "USER_CPU", "K8_MEMORY": "USER_MEMORY", "K8_STORAGE": "USER_STORAGE"}
+_NODES_NAMED = 5
+
+
+def _amount_words(name: str, value: Decimal) -> str:
+    one, many, _ = _RESOURCE_WORDS[name]
+    shown = _node_display(name, value)
+    if name in ("K8_MEMORY", "K8_STORAGE"):
+        return f"{shown} {one}"
+    return f"{shown} {one if value == 1 else many}"
+
+
+def _allocatable(name: str, node: NodeView, free: Decimal) -> Decimal | None:
+    """What the node has in all (None when not known: then only the free amount is said)."""
+    raw = getattr(node, _RESOURCE_WORDS[name][2])
+    if raw is None:
+        return None
+    value = Decimal(raw) / 1000 if name == "K8_CPU" else Decimal(raw)
+    return value if value and value >= free else None
+
+
+def _capacity_words(rule: Rule, values: Mapping[str, str], per_node: list) -> str:
+    """The refusal of a "request ≤ what a node has free" rule in words, or "" for any other rule."""
+    left, right = _parse_operand(rule.left, "left_operand"), _parse_operand(rule.right, "right_operand")
+    user, node_var = (left, right) if right.variable in NODE_VARIABLES else (right, left)
+    # Only "request ≤ (or <) what a node has free", however it is written round.
+    at_most = ("LE", "LT") if user is left else ("GE", "GT")
+    if (node_var.variable not in NODE_VARIABLES or user.variable != _USER_OF_NODE[node_var.variable]
+            or user.factor is not None or node_var.factor is not None or rule.operator not in at_most):
+        return ""
+    name = node_var.variable
+    try:
+        requested = parse_quantity(values.get(user.variable, DEFAULT_VARIABLES.get(user.variable)))
+    except QuantityError:
+        return ""
+    known = [(node, nv[name]) for node, nv in per_node if nv[name] is not None]
+    if not known:
+        return ""
+    pools = {node.pool for node, _ in known if node.pool}
+    where = f"pool {pools.pop()}" if len(pools) == 1 else "the pool"
+    holding = [node.name for node, nv in per_node if nv[name] is not None and _evaluate(rule, values, nv) is None]
+    if holding:
+        # Nodes with enough of this free lack something else asked: that rule's refusal says what.
+        shown = ", ".join(holding[:_NODES_NAMED]) + (f" and {len(holding) - _NODES_NAMED} more"
+                                                      if len(holding) > _NODES_NAMED else "")
+        return (f"{_amount_words(name, requested)} requested: {noun(len(holding), 'node')} {shown} of {where} "
+                f"{verb(len(holding), 'has', 'have')} that many free but not the rest of what is asked")
+    best_node, best = max(known, key=lambda item: item[1])
+    of = _allocatable(name, best_node, best)
+    most = _amount_words(name, best) + (f", of its {_node_display(name, of)}" if of is not None else "")
+    free = [f"{node.name} {_node_display(name, value)}"
+            + (f" of {_node_display(name, _allocatable(name, node, value))}"
+               if _allocatable(name, node, value) is not None else "")
+            for node, value in sorted(known, key=lambda item: (-item[1], item[0].name))[:_NODES_NAMED]]
+    more = f" and {len(known) - _NODES_NAMED} more" if len(known) > _NODES_NAMED else ""
+    return (f"{_amount_words(name, requested)} requested: no node of {where} has that many free. The most free on "
+            f"one node is {most}; free per node now: {', '.join(free)}{more}")
+
+
 def check_rules(rules: list[Rule], *, values: dict[str, str], nodes: list[NodeView]) -> list[RuleFailure]:
     """The rules not satisfied (empty: the request passes).
 
@@ -623,7 +696,8 @@ def check_rules(rules: list[Rule], *, values: dict[str, str], nodes: list[NodeVi
     results = [(node, [_evaluate(rule, values, nv) for rule in node_rules]) for node, nv in per_node]
     if any(all(why is None for why in whys) for _, whys in results):
         return failures
-    # The largest free amount of any node fills K8_* in messages ("exceeds node capacity 2").
+    # The largest free amount of any node fills K8_* in messages ("exceeds node capacity 2"): K8_* are the
+    # amounts a node has FREE (allocatable minus what runs there), as `words` says them.
     best: dict[str, str] = {}
     for name in NODE_VARIABLES:
         known = [nv[name] for _, nv in per_node if nv[name] is not None]
@@ -636,7 +710,9 @@ def check_rules(rules: list[Rule], *, values: dict[str, str], nodes: list[NodeVi
             reasons = tuple(f"{node.name}: {whys[index]}" for node, whys in results if whys[index] is not None)
             if not reasons:
                 continue
-        failures.append(RuleFailure(rule=rule, message=_render_message(rule, values, best), reasons=reasons))
+        words = _capacity_words(rule, values, per_node) if nodes else ""
+        failures.append(RuleFailure(rule=rule, message=_render_message(rule, values, best), reasons=reasons,
+                                    words=words))
     return failures
 
 

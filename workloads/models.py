@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Exists, OuterRef
 
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
-from kube.labels import label_key_errors, label_value_errors
+from kube.labels import label_key_words, label_value_words
 from nodepools.kube import is_preemptible
 from nodepools.models import validate_dns1123_label
 from projects.models import Project, ProjectNamespace
@@ -59,8 +59,8 @@ def validate_node_selector(value) -> None:
         if not isinstance(label_value, str):
             errors.append(f"{key}: a label value must be a string, not {type(label_value).__name__}.")
             continue
-        errors += [f"{key}: {message}" for message in label_key_errors(str(key))]
-        errors += [f"{key}={label_value}: {message}" for message in label_value_errors(label_value)]
+        errors += [f"{key}: {message}" for message in label_key_words(str(key))]
+        errors += [f"{key}={label_value}: {message}" for message in label_value_words(label_value)]
     if errors:
         raise ValidationError(errors)
 

@@ -9,7 +9,9 @@ from common.fields import StrictDecimalField, StrictFloatField, StrictIntegerFie
 from common.api import ModelSerializer, RestrictedPrimaryKeyRelatedField
 from nodepools.models import Cluster
 from access.rules import Role
-from projects.models import GPU_PLACES, Department, Project, Quota, Rank
+from kube.quantity import GIB_PLACES, MIB_PER_GIB, gib_from_mib, mib_from_gib
+from projects.models import (GPU_PLACES, QUOTA_MAX_CORES, QUOTA_MAX_GIB, QUOTA_MAX_GPUS, QUOTA_MAX_WEIGHT, Department,
+                             Project, Quota, Rank)
 from access.models import RoleAssignment
 
 
@@ -18,13 +20,16 @@ class DepartmentSerializer(ModelSerializer):
 
     class Meta:
         model = Department
-        fields = ["id", "cluster", "name", "description", "created", "updated"]
-        read_only_fields = ["created", "updated"]
+        fields = ["id", "cluster", "name", "display_name", "label", "description", "created", "updated"]
+        read_only_fields = ["label", "created", "updated"]
         extra_kwargs = {"description": {"max_length": 2000}}
+
+    label = serializers.CharField(read_only=True, help_text="The display name, else the name: what pages show.")
 
 
 class DepartmentUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
+    display_name = serializers.CharField(max_length=100, required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
@@ -42,12 +47,13 @@ class ProjectSerializer(ModelSerializer):
         help_text="Kubernetes namespaces the project owns (default: runai-<name>).",
     )
     priority = serializers.SerializerMethodField(help_text="Ids of the node pools in the project's priority order.")
+    label = serializers.CharField(read_only=True, help_text="The display name, else the name: what pages show.")
 
     class Meta:
         model = Project
-        fields = ["id", "cluster", "department", "name", "description", "allow_over_quota", "namespaces", "priority",
-                  "created", "updated"]
-        read_only_fields = ["cluster", "created", "updated"]
+        fields = ["id", "cluster", "department", "name", "display_name", "label", "description", "allow_over_quota",
+                  "namespaces", "priority", "created", "updated"]
+        read_only_fields = ["cluster", "label", "created", "updated"]
         extra_kwargs = {"description": {"max_length": 2000}}
 
     def get_priority(self, project) -> list[int]:
@@ -56,6 +62,7 @@ class ProjectSerializer(ModelSerializer):
 
 class ProjectUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=63, required=False)
+    display_name = serializers.CharField(max_length=100, required=False, allow_blank=True)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     allow_over_quota = serializers.BooleanField(required=False)
     namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, min_length=1,
@@ -76,27 +83,62 @@ class QuotaSerializer(ModelSerializer):
     cpu_over_quota = StrictFloatField(read_only=True, help_text="cores")
     memory_allocated_mib = StrictFloatField(read_only=True)
     memory_over_quota_mib = StrictFloatField(read_only=True)
+    memory_deserved_gib = serializers.SerializerMethodField(help_text="memory_deserved_mib in GiB, as the pages show it "
+                                                            "(null: unlimited).")
+    memory_limit_gib = serializers.SerializerMethodField(help_text="memory_limit_mib in GiB (null: unlimited).")
 
     class Meta:
         model = Quota
-        fields = ["id", "pool", "pool_name", "owner_kind", "department", "project", *_QUOTA_VALUES, "rank_label",
+        fields = ["id", "pool", "pool_name", "owner_kind", "department", "project", *_QUOTA_VALUES,
+                  "memory_deserved_gib", "memory_limit_gib", "rank_label",
                   "version", "gpu_allocated", "gpu_over_quota", "cpu_allocated", "cpu_over_quota",
                   "memory_allocated_mib", "memory_over_quota_mib", "updated"]
         read_only_fields = fields
 
+    def get_memory_deserved_gib(self, quota) -> str | None:
+        gib = gib_from_mib(quota.memory_deserved_mib)
+        return None if gib is None else f"{gib:f}"
+
+    def get_memory_limit_gib(self, quota) -> str | None:
+        gib = gib_from_mib(quota.memory_limit_mib)
+        return None if gib is None else f"{gib:f}"
+
+
+_GIB = dict(max_digits=16, decimal_places=GIB_PLACES, required=False, allow_null=True, min_value=0,
+            max_value=QUOTA_MAX_GIB, unit=("GiB", "GiB"))
+
 
 class QuotaEntrySerializer(serializers.Serializer):
-    """New values for the quota of one pool; fields left out keep their value, null means unlimited."""
+    """New values for the quota of one pool; fields left out keep their value, null means unlimited. Memory
+    in GiB (`memory_deserved_gib`, as the pages say it) or in MiB (`memory_deserved_mib`, as it is stored and
+    as earlier clients send it), not both."""
 
     pool = StrictIntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the node pool.")
-    gpu_deserved = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, min_value=0)
-    cpu_deserved = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
-    memory_deserved_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
-    gpu_limit = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, allow_null=True, min_value=0)
-    cpu_limit = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0)
-    memory_limit_mib = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
-    over_quota_weight = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    gpu_deserved = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, min_value=0,
+                                      max_value=QUOTA_MAX_GPUS, unit="GPU")
+    cpu_deserved = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0,
+                                      max_value=QUOTA_MAX_CORES, unit="core")
+    memory_deserved_gib = StrictDecimalField(**_GIB)
+    memory_deserved_mib = StrictIntegerField(required=False, allow_null=True, min_value=0,
+                                             max_value=QUOTA_MAX_GIB * MIB_PER_GIB, unit=("MiB", "MiB"))
+    gpu_limit = StrictDecimalField(max_digits=10, decimal_places=GPU_PLACES, required=False, allow_null=True, min_value=0,
+                                   max_value=QUOTA_MAX_GPUS, unit="GPU")
+    cpu_limit = StrictDecimalField(max_digits=10, decimal_places=3, required=False, allow_null=True, min_value=0,
+                                   max_value=QUOTA_MAX_CORES, unit="core")
+    memory_limit_gib = StrictDecimalField(**_GIB)
+    memory_limit_mib = StrictIntegerField(required=False, allow_null=True, min_value=0,
+                                          max_value=QUOTA_MAX_GIB * MIB_PER_GIB, unit=("MiB", "MiB"))
+    over_quota_weight = StrictIntegerField(required=False, min_value=0, max_value=QUOTA_MAX_WEIGHT)
     rank = serializers.ChoiceField(choices=Rank.choices, required=False)
+
+    def validate(self, attrs):
+        for what in ("deserved", "limit"):
+            gib, mib = f"memory_{what}_gib", f"memory_{what}_mib"
+            if gib in attrs and mib in attrs:
+                raise serializers.ValidationError({gib: [f"Send memory in GiB ({gib}) or in MiB ({mib}), not both."]})
+            if gib in attrs:
+                attrs[mib] = mib_from_gib(attrs.pop(gib))
+        return attrs
 
 
 class OwnerQuotasSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from access.models import RoleAssignment
 from common.api import PreconditionFailed, RestrictedQuerysetMixin, etag_of, if_match_required
 from common.exceptions import ConcurrentUpdate
+from common.fields import plain_errors
 from nodepools.models import NodePool
 from projects import services
 from projects.api import serializers as s
@@ -79,7 +80,8 @@ class OwnerQuotasMixin:
                         result = services.quota_update(actor=request.user, quota=quota, expected_version=quota.version,
                                                        **values)
                     except DjangoValidationError as exc:
-                        # Keyed like the request: errors.quotas[i].<field>.
+                        # Keyed like the request: errors.quotas[i].<field>; limits in words.
+                        exc = plain_errors(exc)
                         errors = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
                         raise serializers.ValidationError(
                             {"quotas": [errors if i == index else {} for i in range(len(entries))]}

@@ -95,3 +95,29 @@ def test_the_api_sets_rates_for_system_administrators_and_refuses_a_stale_change
     assert admin.delete(f"/api/v1/rates/{pk}").status_code == 204
     assert list(AuditEvent.objects.filter(object_type="rate").values_list("action", "via").order_by("pk")) == [
         ("create", "api"), ("update", "api"), ("delete", "api")]
+
+
+@pytest.mark.django_db
+def test_the_rate_form_offers_the_clusters_gpu_models_and_defaults_the_currency_in_use(org, users, client):
+    import re
+
+    from tests.pages import page_text
+    client.force_login(users["sysadmin"])
+    html = client.get("/rates/new/").content.decode()
+    # A choice of the models the nodes report, not free text.
+    select = re.search(r'<select name="gpu_model"[^>]*>(.*?)</select>', html, re.S)
+    assert select, "the GPU model is a choice"
+    offered = re.findall(r'<option value="([^"]*)"', select.group(1))
+    assert offered[0] == "" and A100 in offered
+    assert offered[1:] == sorted(offered[1:])
+    # No rate yet: no currency to default to.
+    assert not re.search(r'name="currency"[^>]*value="', html)
+    services.rate_create(actor=None, gpu_model=A100, currency="CHF", valid_from=dt.date(2026, 1, 1), gpu_hour=Decimal(2))
+    html = client.get("/rates/new/").content.decode()
+    assert re.search(r'<input[^>]*name="currency"[^>]*value="CHF"', html), "the currency in use is the default"
+    assert "The rates are in CHF" in page_text(client.get("/rates/new/"))
+    # A model the cluster does not have is refused, naming the field.
+    page = client.post("/rates/new/", form(gpu_model="NVIDIA-A100-typo", currency="CHF", valid_from="2026-02-01"))
+    assert page.status_code == 200
+    assert "GPU model: Select a valid choice." in page_text(page)
+    assert Rate.objects.count() == 1

@@ -71,7 +71,8 @@ def test_a_64_character_label_value_reaches_the_servers_message(client, org, use
         assert "maxlength" not in tag, tag
     response = client.post(reverse("pool-create"), create_data(org, label_key="gpu-type", label_value="a" * 64))
     page = page_text(response)
-    assert "Label value: must be no more than 63 characters" in page
+    assert ("Label value: Use letters, digits, '-', '_' and '.'; start and end with a letter or digit; at most 63 "
+            "characters; or empty (it has 64 characters).") in page
     assert "Ensure this value has at most" not in page
     # What was typed is kept, all 64 characters.
     assert 'value="%s"' % ("a" * 64) in response.content.decode()

@@ -61,7 +61,7 @@ def test_the_mig_pool_page_shows_slices_free_and_quota_in_gpu_equivalents(demo):
     assert (slices["1g.10gb"][1], slices["1g.10gb"][3]) == ("24", "5")
     assert (slices["3g.40gb"][1], slices["3g.40gb"][3]) == ("12", "2")
     quotas = re.search(r'<table[^>]*id="pool-quotas".*?</table>', page, re.S).group(0)
-    assert re.search(r"team-nlp</a>.*?<td class=\"num\">1\.5</td>", quotas, re.S)
+    assert re.search(r"NLP <span class=\"k8s-name\" title=\"Kubernetes name\">team-nlp</span></a>.*?<td class=\"num\">1\.5</td>", quotas, re.S)
     assert Quota.objects.get(pool=pool, project__name="team-nlp").gpu_deserved == Decimal("1.5")
     assert Quota.objects.get(pool__name="a10g", project__name="serve-vision").gpu_deserved == Decimal("2.5")
     # A project's allocation there is in GPU-equivalents: 3 slices of 7 of an A100.
@@ -95,7 +95,7 @@ def test_the_statements_show_slices_replicas_and_fractions_with_their_units_and_
     rnd = Department.objects.get(name="rnd")
     month = Month.parse(None)
     lines = department_statement(user=manager, department=rnd, month=month).lines
-    notebooks = [l for l in lines if l.labels["project"] == "team-vision" and l.unit == "1g.10gb"]
+    notebooks = [l for l in lines if l.labels["project"] == "Vision (team-vision)" and l.unit == "1g.10gb"]
     assert notebooks and notebooks[0].quantity > 0 and notebooks[0].rate == Decimal("0.40")  # its profile's own rate
     assert notebooks[0].quantity_label == "slice-hours"
     speech = [l for l in lines if l.unit == "2g.20gb"]

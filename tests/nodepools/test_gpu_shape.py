@@ -118,7 +118,7 @@ def test_the_page_offers_the_layouts_of_the_pools_gpus_and_custom(client, lab, u
     ({"mig_config": "custom", "mig_config_custom": ""},
      "Custom MIG layout: Name the custom MIG layout (or choose one of the list)."),
     ({"mig_config": "all-9g.99gb"}, "MIG layout: Select a valid choice."),
-    ({"device_plugin_config": "time sliced!"}, "Device plugin configuration: a valid label must be an empty string"),
+    ({"device_plugin_config": "time sliced!"}, "Device plugin configuration: Use letters, digits, '-', '_' and '.'; start and end with a letter or digit; at most 63 characters; or empty (“time sliced!” holds a space and '!')."),
 ])
 def test_a_bad_shape_names_the_field_and_the_rule_and_changes_nothing(client, lab, users, data, message):
     login(client, users, "sysadmin")

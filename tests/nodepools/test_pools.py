@@ -26,10 +26,14 @@ def test_default_pool_cannot_be_relabelled_or_renamed(cluster):
 @pytest.mark.parametrize(
     "key, value, field, message",
     [
-        ("GPU Type", "A100", "label_key", "name part must consist of alphanumeric characters"),
-        ("gpu-type", "x" * 64, "label_value", "must be no more than 63 characters"),
-        ("Bad_Prefix.io/gpu", "A100", "label_key", "prefix part a lowercase RFC 1123 subdomain"),
-        ("gpu-type", "A100 80GB", "label_value", "a valid label must be an empty string"),
+        ("GPU Type", "A100", "label_key", "starting and ending with a letter or digit, at most 63 characters, "
+                                          "optionally after a prefix of lowercase letters, digits, '-' and '.' (at "
+                                          "most 253 characters) and '/', e.g. example.com/gpu-type (“GPU Type” holds "
+                                          "a space)."),
+        ("gpu-type", "x" * 64, "label_value", "at most 63 characters; or empty (it has 64 characters)."),
+        ("Bad_Prefix.io/gpu", "A100", "label_key", "(the prefix “Bad_Prefix.io” holds capital letters and '_')."),
+        ("gpu-type", "A100 80GB", "label_value", "Use letters, digits, '-', '_' and '.'; start and end with a letter "
+                                                 "or digit; at most 63 characters; or empty (“A100 80GB” holds a space)."),
         ("", "A100", "label_key", "needs a label key"),
     ],
 )

@@ -50,7 +50,8 @@ def test_cluster_add_in_cluster(db):
 @pytest.mark.parametrize("args, message", [
     (["lab", "--kubeconfig", "/nonexistent/kc"], "no file at /nonexistent/kc"),
     (["lab", "--kubeconfig", "{kc}", "--context", "other"], "has no context 'other' (it has: lab-admin)"),
-    (["Lab_1", "--kubeconfig", "{kc}"], "name: a lowercase RFC 1123 label"),
+    (["Lab_1", "--kubeconfig", "{kc}"], "name: Use lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters "
+                                       "(“Lab_1” holds capital letters and '_')."),
     (["lab", "--in-cluster", "--context", "x"], "--context applies to --kubeconfig only"),
 ])
 def test_cluster_add_refuses_bad_input_with_a_clear_message(db, kubeconfig, args, message):

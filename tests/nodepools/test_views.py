@@ -249,7 +249,8 @@ def test_create_pool_errors_name_the_field_and_the_rule(client, org, users):
     })
     page = text(response.content.decode())
     assert response.status_code == 200
-    assert "Name: a lowercase RFC 1123 label must consist of" in page
+    assert ("Name: Use lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters "
+            "(“Bad_Name” holds capital letters and '_').") in page
     assert "Label value: Pool 'a100' already selects nodes by gpu-type=A100." in page
     assert not NodePool.objects.filter(name="Bad_Name").exists()
 
@@ -570,3 +571,12 @@ def test_nodes_page_with_every_column_agrees_with_its_csv(client, org, users):
     assert headers(response) == csv_rows[0]
     # The page shows "—" where the CSV leaves the cell empty; otherwise the same text.
     assert [[cell if cell != "—" else "" for cell in row] for row in table_rows(response)] == csv_rows[1:]
+
+
+def test_deleting_a_pool_of_one_node_says_it_in_the_singular(client, org, users):
+    pool = NodePool.objects.get(pk=org.a100.pk)
+    Node.objects.filter(pool=pool).exclude(pk=Node.objects.filter(pool=pool).order_by("name").first().pk).update(
+        pool=org.default)  # a pool of one node
+    login(client, users, "sysadmin")
+    response = client.post(reverse("pool-delete", args=[pool.pk]), {"confirm": "on"}, follow=True)
+    assert "Node pool 'a100' deleted; its 1 node is now in the default pool." in page_text(response)

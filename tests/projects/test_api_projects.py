@@ -64,7 +64,10 @@ def test_bad_project_name_names_the_field_and_rule(api, org, users):
                                             format="json")
     assert response.status_code == 400
     assert "name" in response.json()["errors"]
-    assert "RFC 1123" in response.json()["errors"]["name"][0]
+    assert response.json()["errors"]["name"] == [
+        "Use lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters "
+        "(“Bad_Name” holds capital letters and '_')."]
+    assert "regex" not in response.json()["detail"] and response.json()["detail"].startswith("Invalid input: name: Use")
 
 
 def test_duplicate_project_name_is_a_400_naming_the_rule(api, org, users):
@@ -95,7 +98,7 @@ def test_departments_are_written_by_system_admins(api, org, users):
                                          format="json").status_code == 403
     # A department with projects is kept: 400 naming why.
     response = admin.delete(f"/api/v1/departments/{org.rnd.pk}/")
-    assert response.status_code == 400 and "still has 2 project(s)" in response.json()["detail"]
+    assert response.status_code == 400 and "still has 2 projects: move or delete them first." in response.json()["detail"]
     assert admin.delete(f"/api/v1/departments/{pk}/").status_code == 204
 
 
@@ -150,3 +153,13 @@ def test_researcher_sees_own_project_role_assignments_only(api, org, users):
     assert rows == []  # researchers hold no roleassignment.view
     rows = api(users["proj_admin"]).get("/api/v1/role-assignments/").json()["results"]
     assert {row["project"] for row in rows} == {org.rnd_a.pk}
+
+
+def test_a_department_with_one_project_says_it_in_the_singular(api, org, users):
+    admin = api(users["sysadmin"])
+    department = admin.post("/api/v1/departments/", {"cluster": org.cluster.pk, "name": "solo"}, format="json").json()
+    assert admin.post("/api/v1/projects/", {"department": department["id"], "name": "solo-a"},
+                      format="json").status_code == 201
+    response = admin.delete(f"/api/v1/departments/{department['id']}/")
+    assert response.status_code == 400
+    assert "Department 'solo' still has 1 project: move or delete it first." in response.json()["detail"]

@@ -142,3 +142,43 @@ def test_two_concurrent_puts_with_the_same_etag_one_wins_one_gets_412(org, users
     assert sorted(codes) == [200, 412]
     quota = org.quota(org.rnd_a, org.default)
     assert quota.version == 2 and quota.gpu_deserved in (1, 2)
+
+
+def test_memory_in_gib_or_mib_over_the_api(api, org, users):
+    client = api(users["sysadmin"])
+    etag = client.get(url(org.rnd_a))["ETag"]
+    response = client.put(url(org.rnd_a), {"quotas": [{"pool": org.a100.pk, "memory_deserved_gib": "1.5",
+                                                       "memory_limit_mib": 4096}]}, format="json", HTTP_IF_MATCH=etag)
+    assert response.status_code == 200, response.content
+    a100 = next(e for e in response.json()["quotas"] if e["pool"] == org.a100.pk)
+    # Stored and returned in MiB as before, and in GiB as the pages say it.
+    assert (a100["memory_deserved_mib"], a100["memory_deserved_gib"]) == (1536, "1.5")
+    assert (a100["memory_limit_mib"], a100["memory_limit_gib"]) == (4096, "4")
+    etag = response["ETag"]
+    response = client.put(url(org.rnd_a), {"quotas": [{"pool": org.a100.pk, "memory_deserved_gib": "2",
+                                                       "memory_deserved_mib": 2048}]}, format="json", HTTP_IF_MATCH=etag)
+    assert response.status_code == 400
+    assert response.json()["errors"]["quotas"][0]["memory_deserved_gib"] == [
+        "Send memory in GiB (memory_deserved_gib) or in MiB (memory_deserved_mib), not both."]
+    assert org.quota(org.rnd_a, org.a100).memory_deserved_mib == 1536
+
+
+@pytest.mark.parametrize("entry, field, said", [
+    ({"gpu_deserved": "99999999999"}, "gpu_deserved", "Enter at most 1,000,000 GPUs."),
+    ({"gpu_deserved": "0.1255"}, "gpu_deserved", "Enter at most 3 decimal places."),
+    ({"gpu_deserved": "-1"}, "gpu_deserved", "Cannot be negative: enter 0 or more."),
+    ({"memory_deserved_mib": 99999999999999999999}, "memory_deserved_mib", "Enter at most 1,024,000,000,000 MiB."),
+    ({"pool": 99999999999999999999}, "pool", "Enter a smaller number: this one is larger than the console can store."),
+    ({"memory_deserved_gib": "2000000000"}, "memory_deserved_gib", "Enter at most 1,000,000,000 GiB."),
+    ({"over_quota_weight": 99999999999}, "over_quota_weight", "Enter at most 1,000,000."),
+])
+def test_api_limits_are_said_as_amounts_naming_the_field(api, org, users, entry, field, said):
+    client = api(users["sysadmin"])
+    etag = client.get(url(org.rnd_a))["ETag"]
+    response = client.put(url(org.rnd_a), {"quotas": [{"pool": org.a100.pk, **entry}]}, format="json",
+                          HTTP_IF_MATCH=etag)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["errors"]["quotas"][0][field] == [said]
+    assert field in body["detail"] and "digits" not in body["detail"]
+    assert org.quota(org.rnd_a, org.a100).version == 1

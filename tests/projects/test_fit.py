@@ -390,3 +390,8 @@ def replace_shape(shape, **values):
     from dataclasses import replace
 
     return replace(shape, **values)
+
+
+def test_one_free_gpu_is_one_gpu_not_gpus():
+    assert fit.fragmentation(nodes(1, 0)).line() == "1 GPU free: 0×8 · 0×4 · 0×2 · 1×1"
+    assert fit.fragmentation(nodes(0, 0)).line() == "0 GPUs free: 0×8 · 0×4 · 0×2 · 0×1"

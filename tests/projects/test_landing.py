@@ -77,4 +77,4 @@ def test_demo_researcher_lands_on_team_vision(client, db):
     response = client.get(reverse("home"))
     assert response.url == reverse("project-detail", args=[Project.objects.get(name="team-vision").pk])
     page = page_text(client.get(response.url))
-    assert "Project team-vision" in page and "Node pool priority" in page
+    assert "Project Vision team-vision" in page and "Node pool priority" in page

@@ -160,7 +160,8 @@ def test_create_and_edit_departments_are_for_system_administrators(client, org, 
     assert response.url == reverse("department-detail", args=[department.pk])
     assert department.quotas.count() == 2  # a zero row in each pool
     response = client.post(reverse("department-edit", args=[department.pk]), {"name": "Vision!", "description": ""})
-    assert "Name: a lowercase RFC 1123 label must consist of" in page_text(response)
+    assert ("Kubernetes name: Use lowercase letters, digits and '-'; start and end with a letter or digit; at most 63 characters "
+            "(“Vision!” holds capital letters and '!').") in page_text(response)
     response = client.post(reverse("department-edit", args=[department.pk]), {"name": "cv", "description": "CV"})
     department.refresh_from_db()
     assert (department.name, department.description) == ("cv", "CV")

@@ -13,8 +13,8 @@ def grid_rows(response):
 
 
 def editor_post(client, quota, **values):
-    data = {"gpu_deserved": quota.gpu_deserved, "cpu_deserved": "", "memory_deserved_mib": "", "gpu_limit": "",
-            "cpu_limit": "", "memory_limit_mib": "", "over_quota_weight": quota.over_quota_weight,
+    data = {"gpu_deserved": quota.gpu_deserved, "cpu_deserved": "", "memory_deserved_gib": "", "gpu_limit": "",
+            "cpu_limit": "", "memory_limit_gib": "", "over_quota_weight": quota.over_quota_weight,
             "rank": quota.rank, "version": quota.version}
     data.update(values)
     return client.post(reverse("quota-edit", args=[quota.pk]), data, HTTP_HX_REQUEST="true",
@@ -62,7 +62,7 @@ def test_editor_opens_inline_as_an_htmx_fragment(client, org, users):
     response = htmx(client, reverse("quota-edit", args=[quota.pk]), target=f"quota-{quota.pk}")
     html = response.content.decode()
     assert "<html" not in html and html.lstrip().startswith('<div class="quota-editor"')
-    for name in ["gpu_deserved", "cpu_deserved", "memory_deserved_mib", "gpu_limit", "cpu_limit", "memory_limit_mib",
+    for name in ["gpu_deserved", "cpu_deserved", "memory_deserved_gib", "gpu_limit", "cpu_limit", "memory_limit_gib",
                  "over_quota_weight", "rank"]:
         assert f'name="{name}"' in html
     assert f'<input type="hidden" name="version" value="{quota.version}"' in html
@@ -115,7 +115,7 @@ def test_bad_numbers_name_the_field(client, org, users):
     assert "Deserved GPUs: GPU quota cannot be negative." in page
     page = text(editor_post(client, quota, gpu_limit="abc", over_quota_weight="-2").content.decode())
     assert "GPU limit: “abc” is not a number: write digits 0-9, with a point for a fraction (e.g. 2.50)." in page
-    assert "Over-quota weight: Ensure this value is greater than or equal to 0." in page
+    assert "Over-quota weight: Cannot be negative: enter 0 or more." in page
     quota.refresh_from_db()
     assert quota.version == 1
 
@@ -293,3 +293,54 @@ def test_warning_when_a_project_quota_is_set_below_what_it_runs(client, org, use
     assert "Saved: 4 deserved GPUs." in page
     assert ("Warning: rnd-a runs 6 GPUs in a100, above its deserved 4: 2 GPUs are over quota and may be "
             "preempted.") in page
+
+
+# --- words for people: memory in GiB, limits said as amounts ------------------------------------------
+
+def test_the_editor_asks_and_shows_memory_in_gib_and_stores_mib(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, memory_deserved_gib="1.5", memory_limit_gib="64").content.decode())
+    assert "Saved:" in page
+    quota.refresh_from_db()
+    assert (quota.memory_deserved_mib, quota.memory_limit_mib) == (1536, 65536)  # stored as before: MiB
+    html = client.get(reverse("quota-edit", args=[quota.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert "Deserved CPU memory (GiB)" in html and "CPU memory limit (GiB)" in html and "MiB" not in html
+    assert re.search(r'name="memory_deserved_gib" value="1\.5"', html)
+    assert re.search(r'name="memory_limit_gib" value="64"', html)
+    # Saving the values as shown changes nothing: GiB -> MiB -> GiB gives back what was stored.
+    quota.memory_deserved_mib = 1500
+    quota.save()
+    quota.refresh_from_db()
+    html = client.get(reverse("quota-edit", args=[quota.pk]), HTTP_HX_REQUEST="true").content.decode()
+    shown = re.search(r'name="memory_deserved_gib" value="([0-9.]+)"', html).group(1)
+    assert shown == "1.4648"
+    editor_post(client, quota, memory_deserved_gib=shown, memory_limit_gib="64")
+    quota.refresh_from_db()
+    assert quota.memory_deserved_mib == 1500
+
+
+def test_memory_refusals_name_the_gib_field(client, org, users):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, memory_deserved_gib="-1").content.decode())
+    assert "Deserved CPU memory (GiB): Memory quota cannot be negative." in page
+    quota.refresh_from_db()
+    assert quota.version == 1
+
+
+@pytest.mark.parametrize("values, said", [
+    ({"gpu_deserved": "99999999999"}, "Deserved GPUs: Enter at most 1,000,000 GPUs."),
+    ({"gpu_deserved": "1.2345"}, "Deserved GPUs: Enter at most 3 decimal places."),
+    ({"cpu_limit": "1.00001"}, "CPU limit (cores): Enter at most 3 decimal places."),
+    ({"memory_deserved_gib": "99999999999999999999"}, "Deserved CPU memory (GiB): Enter at most 1,000,000,000 GiB."),
+    ({"over_quota_weight": "99999999999999999999"}, "Over-quota weight: Enter at most 1,000,000."),
+])
+def test_limits_are_said_as_amounts_not_digits(client, org, users, values, said):
+    quota = org.quota(org.rnd_a, org.a100)
+    login(client, users, "sysadmin")
+    page = text(editor_post(client, quota, **values).content.decode())
+    assert said in page
+    assert "digits in total" not in page and "9223372036854775807" not in page and "Ensure" not in page
+    quota.refresh_from_db()
+    assert quota.version == 1

@@ -57,8 +57,8 @@ def test_the_quota_editor_shows_fair_shares_before_and_after_without_saving(clie
     org.load()
     quota = org.quota(org.rnd_a, org.a100)
     client.force_login(users["rnd_admin"])
-    data = {"gpu_deserved": "6", "cpu_deserved": "", "memory_deserved_mib": "", "gpu_limit": "", "cpu_limit": "",
-            "memory_limit_mib": "", "over_quota_weight": quota.over_quota_weight, "rank": quota.rank,
+    data = {"gpu_deserved": "6", "cpu_deserved": "", "memory_deserved_gib": "", "gpu_limit": "", "cpu_limit": "",
+            "memory_limit_gib": "", "over_quota_weight": quota.over_quota_weight, "rank": quota.rank,
             "version": quota.version, "what_if": "1"}
     page = client.post(reverse("quota-edit", args=[quota.pk]), data, HTTP_HX_REQUEST="true",
                        HTTP_HX_TARGET=f"quota-{quota.pk}").content.decode()
@@ -105,8 +105,8 @@ def test_the_quota_editor_says_a_fair_share_unchanged_for_want_of_demand(client,
     services.quota_update(actor=None, quota=q, expected_version=q.version, gpu_deserved=8)
     quota = org.quota(org.rnd_a, org.a100)
     client.force_login(users["rnd_admin"])
-    data = {"gpu_deserved": "8", "cpu_deserved": "", "memory_deserved_mib": "", "gpu_limit": "", "cpu_limit": "",
-            "memory_limit_mib": "", "over_quota_weight": quota.over_quota_weight, "rank": quota.rank,
+    data = {"gpu_deserved": "8", "cpu_deserved": "", "memory_deserved_gib": "", "gpu_limit": "", "cpu_limit": "",
+            "memory_limit_gib": "", "over_quota_weight": quota.over_quota_weight, "rank": quota.rank,
             "version": quota.version, "what_if": "1"}
     response = client.post(reverse("quota-edit", args=[quota.pk]), data)
     page = page_text(response)

@@ -146,7 +146,11 @@ def test_resource_validation_reports_the_rule_and_why_each_node_fails(hetero, us
     response = post(api, users["researcher"], hetero.rnd_a, gpus=8)
     assert response.status_code == 400
     [message] = response.json()["errors"]["resources"]
-    assert message.startswith("GPU 8 exceeds node capacity 4")
+    # In words first: what was asked, which pool cannot give it and what its nodes have free.
+    assert message.startswith("8 GPUs requested: no node of pool a100 has that many free. The most free on one node "
+                              "is 4 GPUs, of its 4; free per node now: a100-1 4 of 4, a100-2 4 of 4. "), message
+    # Then, for the administrator, the rule's own message and its variables per node.
+    assert "The pool's rule: GPU 8 exceeds node capacity 4 (a100-1: K8_GPU 4 < USER_GPU 8" in message
     assert response.json()["step"] == "resource validation"
     assert "a100-1:" in message and "a100-2:" in message
     nothing_created(sim)

@@ -148,7 +148,7 @@ def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hete
     page.get_by_label("GPUs").fill("4")
     page.get_by_label("Storage").click()
     gpus_error = page.locator("#field-gpus .error")
-    expect(gpus_error).to_contain_text("GPUs: ")
+    expect(gpus_error).to_contain_text("GPUs: 4 GPUs requested: no node of pool ")
     expect(gpus_error).to_contain_text("GPU 4 exceeds node capacity")
     expect(page.locator("#preview-title")).to_have_count(0)  # nothing previewed yet
     shoot(page, "workload-submit-field-error")

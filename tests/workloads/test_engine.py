@@ -265,7 +265,54 @@ def test_a_rule_no_node_satisfies_lists_every_node_and_why():
     failure, = engine.check_rules(rules, values={"USER_GPU": "4"}, nodes=nodes)
     assert failure.message == "GPU 4 exceeds node capacity 2"
     assert failure.reasons == ("gpu-node-3: K8_GPU 2 < USER_GPU 4", "gpu-node-4: K8_GPU 0 < USER_GPU 4")
-    assert str(failure) == "GPU 4 exceeds node capacity 2 (gpu-node-3: K8_GPU 2 < USER_GPU 4; gpu-node-4: K8_GPU 0 < USER_GPU 4)"
+    assert str(failure) == (
+        "4 GPUs requested: no node of the pool has that many free. The most free on one node is 2 GPUs; free per "
+        "node now: gpu-node-3 2, gpu-node-4 0. The pool's rule: GPU 4 exceeds node capacity 2 (gpu-node-3: K8_GPU 2 "
+        "< USER_GPU 4; gpu-node-4: K8_GPU 0 < USER_GPU 4)")
+
+
+def test_a_refusal_says_in_words_what_was_asked_and_what_the_pool_has_free():
+    # The demo's case: 8 GPUs in `default`, one node busy (0 free of 4), one idle (4 free of 4).
+    nodes = [node("v100-01", gpus=0, gpu_allocatable=4, pool="default"),
+             node("v100-02", gpus=4, gpu_allocatable=4, pool="default")]
+    failure, = engine.check_rules(engine.parse_rules(engine.DEFAULT_RULE_SETS["default_gpu"]), values={"USER_GPU": "8"},
+                                  nodes=nodes)
+    said = str(failure)
+    assert said.startswith("8 GPUs requested: no node of pool default has that many free. The most free on one node "
+                           "is 4 GPUs, of its 4; free per node now: v100-02 4 of 4, v100-01 0 of 4. ")
+    # The rule's own message and variables follow, for the administrator; the engine's rule language is kept.
+    assert said.endswith("The pool's rule: GPU 8 exceeds node capacity 4 (v100-01: K8_GPU 0 < USER_GPU 8; "
+                         "v100-02: K8_GPU 4 < USER_GPU 8)")
+    assert failure.message == "GPU 8 exceeds node capacity 4"
+
+
+def test_a_refusal_of_one_gpu_and_of_memory_agree_in_number():
+    nodes = [node("n1", gpus=0, gpu_allocatable=1, memory_bytes=16 * GI, memory_allocatable_bytes=64 * GI, pool="p")]
+    rules = engine.parse_rules(engine.DEFAULT_RULE_SETS["default_gpu"] + engine.DEFAULT_RULE_SETS["default_memory"])
+    gpu, memory = engine.check_rules(rules, values={"USER_GPU": "1", "USER_MEMORY": "32Gi"}, nodes=nodes)
+    assert str(gpu).startswith("1 GPU requested: no node of pool p has that many free. The most free on one node is "
+                               "0 GPUs, of its 1; free per node now: n1 0 of 1.")
+    assert str(memory).startswith("32Gi of memory requested: no node of pool p has that many free. The most free on "
+                                  "one node is 16Gi of memory, of its 64Gi; free per node now: n1 16Gi of 64Gi.")
+
+
+def test_a_node_with_enough_gpus_but_not_the_memory_is_said_so():
+    # gpu-node-1 has the GPUs, gpu-node-2 the memory: no single node has both.
+    nodes = [node("gpu-node-1", gpus=8, gpu_allocatable=8, memory_bytes=64 * GI, pool="p"),
+             node("gpu-node-2", gpus=1, gpu_allocatable=8, memory_bytes=512 * GI, pool="p")]
+    rules = engine.parse_rules(engine.DEFAULT_RULE_SETS["default_gpu"] + engine.DEFAULT_RULE_SETS["default_memory"])
+    gpu, memory = engine.check_rules(rules, values={"USER_GPU": "8", "USER_MEMORY": "256Gi"}, nodes=nodes)
+    assert str(gpu).startswith("8 GPUs requested: node gpu-node-1 of pool p has that many free but not the rest of "
+                               "what is asked. The pool's rule: GPU 8 exceeds node capacity 8")
+    assert str(memory).startswith("256Gi of memory requested: node gpu-node-2 of pool p has that many free but not "
+                                  "the rest of what is asked.")
+
+
+def test_a_rule_other_than_request_against_free_keeps_its_own_message():
+    rules = engine.parse_rules([{"operator": "LT", "left_operand": "{{USER_MEMORY}}", "right_operand": "{{K8_MEMORY}} * 0.8",
+                                 "assert_message": "Memory {{USER_MEMORY}} exceeds 80% of node capacity"}])
+    failure, = engine.check_rules(rules, values={"USER_MEMORY": "81Gi"}, nodes=[node("n", memory_bytes=100 * GI)])
+    assert str(failure) == "Memory 81Gi exceeds 80% of node capacity (n: K8_MEMORY 100Gi × 0.8 < USER_MEMORY 81Gi)"
 
 
 def test_node_rules_fail_on_a_platform_without_nodes():

@@ -105,3 +105,14 @@ def test_a_pending_workload_says_why_it_waits_from_the_quotas_and_nodes(org, use
 
     [waiting] = [w for w in waiting_requests(user=users["researcher"], project=org.rnd_a) if w.name == "big-0"]
     assert row["pending_reason"] == waiting.reason.text and "8" in row["pending_reason"]
+
+
+def test_stopping_a_one_gpu_workload_says_it_in_the_singular(org, users, client):
+    from decimal import Decimal
+
+    from tests.pages import page_text
+    workload = Workload.objects.create(cluster=org.cluster, namespace="runai-rnd-a", name="one-gpu", gpus=Decimal(1),
+                                       pools_tried=["default"], priority_class="train", priority=50, phase="Pending")
+    client.force_login(users["sysadmin"])
+    shown = page_text(client.get(reverse("workload-stop", args=[workload.pk])))
+    assert "The 1 GPU it asks for is no longer waited for, and counts no more against project rnd-a's quota." in shown

@@ -115,7 +115,7 @@ def test_the_first_platform_becomes_the_pools_default(hetero):
     ({"node_selector": "nvidia.com/gpu.product: [x]"}, "node_selector", "a label value must be a string"),
     ({"allowed_mounts": ["data"]}, "allowed_mounts", "a host path must be absolute"),
     ({"default_variables": {"USER_MEMORY": "lots"}}, "default_variables", "USER_MEMORY: quantities must match"),
-    ({"name": "A100_platform"}, "name", "RFC 1123"),
+    ({"name": "A100_platform"}, "name", "start and end with a letter or digit; at most 63 characters (“A100_platform” holds capital letters and '_')."),
 ])
 def test_bad_platform_input_names_the_field_and_creates_nothing(hetero, values, field, words):
     args = {"name": "new-platform"} | values

@@ -76,7 +76,10 @@ def test_a_field_is_checked_with_previews_rules_as_it_is_filled(client, hetero, 
     html = check(client, "gpus", {**form_data, "gpus": "4"}).content.decode()
     assert html.lstrip().startswith('<div class="field has-error" id="field-gpus"')
     assert any(e.startswith("GPUs: ") and "GPU 4 exceeds node capacity" in e for e in errors(html)), errors(html)
-    assert errors(html) == ["GPUs: GPU 4 exceeds node capacity 2 (a100-big: K8_GPU 2 < USER_GPU 4; "
+    # In words first (asked, the pool, what each node has free), then the pool's rule for its administrator.
+    assert errors(html) == ["GPUs: 4 GPUs requested: no node of pool hetero has that many free. The most free on one "
+                            "node is 2 GPUs, of its 8; free per node now: a100-big 2 of 8, a100-small 2 of 2. The "
+                            "pool's rule: GPU 4 exceeds node capacity 2 (a100-big: K8_GPU 2 < USER_GPU 4; "
                             "a100-small: K8_GPU 2 < USER_GPU 4)."]
     assert check(client, "gpus", {**form_data, "gpus": "2"}).content.decode().count('class="error"') == 0
     # The same refusal is not another resource field's: memory checked while GPUs are still 4 is fine.

@@ -85,3 +85,21 @@ def human_millicores(value):
 def human_quantity(value, resource):
     """A parsed quantity of a Kubernetes resource (`{{ amount|human_quantity:"memory" }}`)."""
     return formats.quantity_text(resource, value)
+
+
+@register.filter
+def owner_label(obj, with_name: bool = True):
+    """A department's or project's label, the one way pages show it: its display name with its Kubernetes
+    name beside (`R&D <span class="k8s-name">rnd</span>`), or the name alone when it has no display name
+    (or they are the same). `|owner_label:False`: the display name only (a title, a link in a sentence)."""
+    if obj is None or obj == "":
+        return ""
+    name = getattr(obj, "name", None)
+    if name is None:
+        return str(obj)
+    display = (getattr(obj, "display_name", "") or "").strip()
+    if not display or display == name:
+        return name
+    if not with_name:
+        return display
+    return format_html('{} <span class="k8s-name" title="Kubernetes name">{}</span>', display, name)

@@ -20,6 +20,13 @@ from projects.models import Department, Project, Quota
 from workloads.demo import demo_platforms, demo_submissions
 
 CLUSTER = "demo"
+# How people read the demo's departments and projects (their Kubernetes names are DNS labels: rnd, ml-ops).
+DISPLAY_NAMES = {
+    "rnd": "R&D", "ml-ops": "ML Ops",
+    "team-vision": "Vision", "team-nlp": "NLP", "team-speech": "Speech", "team-robotics": "Robotics",
+    "serve-chat": "Chat serving", "serve-search": "Search serving", "serve-vision": "Vision serving",
+    "batch-scoring": "Batch scoring",
+}
 PASSWORD = "gpu-demo"
 POOLS = {"a100-40gb": "5 nodes of 4 A100 40GB for ML-Ops inference",
          "a100-80gb": "5 nodes of 4 A100 80GB for R&D build and training",
@@ -79,16 +86,23 @@ class Command(BaseCommand):
                 )
         for department_name, (project_names, owned_pool) in DEPARTMENTS.items():
             department = Department.objects.filter(cluster=cluster, name=department_name).first() or (
-                services.department_create(actor=None, cluster=cluster, name=department_name)
+                services.department_create(actor=None, cluster=cluster, name=department_name,
+                                           display_name=DISPLAY_NAMES.get(department_name, ""))
             )
+            if not department.display_name and DISPLAY_NAMES.get(department_name):
+                services.department_update(actor=None, department=department,
+                                           display_name=DISPLAY_NAMES[department_name])
             self._set_gpus(department.quotas.get(pool=pools["default"]), DEPARTMENT_GPUS)
             self._set_gpus(department.quotas.get(pool=pools[owned_pool]), DEPARTMENT_GPUS)
             services.department_priority_set(actor=None, department=department,
                                              pools=[pools[owned_pool], pools["default"]])
             for project_name in project_names:
                 project = Project.objects.filter(cluster=cluster, name=project_name).first() or (
-                    services.project_create(actor=None, department=department, name=project_name)
+                    services.project_create(actor=None, department=department, name=project_name,
+                                            display_name=DISPLAY_NAMES.get(project_name, ""))
                 )
+                if not project.display_name and DISPLAY_NAMES.get(project_name):
+                    services.project_update(actor=None, project=project, display_name=DISPLAY_NAMES[project_name])
                 self._set_gpus(project.quotas.get(pool=pools["default"]), PROJECT_GPUS)
                 self._set_gpus(project.quotas.get(pool=pools[owned_pool]), PROJECT_GPUS)
             for pool_name, quotas in SHARED_QUOTAS.items():
