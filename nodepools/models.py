@@ -519,6 +519,11 @@ class Pod(models.Model):
     finished_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)
+    # Who made it and who places it (kube.owners): its controller's kind and name (ownerReferences with
+    # `controller: true`; both empty for a bare pod) and `spec.schedulerName` (default-scheduler when unset).
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    scheduler_name = models.CharField(max_length=253, blank=True)
     # The Job that owns it (its `batch.kubernetes.io/job-name` label, else the legacy `job-name` label that
     # Kubernetes before 1.27 sets alone), computed by the database from the labels whoever writes the pod,
     # and indexed with its namespace: a workload's pods are an index lookup, whichever label they carry.
