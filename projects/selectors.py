@@ -967,9 +967,9 @@ def _pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | 
             mig = frag.mig_room(profile)
             share = mig.share if mig is not None else kube_gpu.to_decimal(kube_gpu.mig_profile_share(profile))
             room = fit.make_room(rooms, running, owners, pods=pods, gpus=share * gpus, domain=domain,
-                                 profile=profile, slices=gpus)
+                                 profile=profile, slices=gpus, pool=pool.name)
         else:
-            room = fit.make_room(rooms, running, owners, pods=pods, gpus=gpus, domain=domain)
+            room = fit.make_room(rooms, running, owners, pods=pods, gpus=gpus, domain=domain, pool=pool.name)
         victims = running_name_workloads([v.pod for v in room.victims])
         result.room = replace(room, victims=tuple(replace(v, pod=pod) for v, pod in zip(room.victims, victims)))
     return result

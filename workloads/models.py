@@ -15,6 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
 from kube.labels import label_key_errors, label_value_errors
@@ -500,6 +501,20 @@ class PodGroup(_Mirrored):
 
     class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
+
+    @property
+    def condition_in_words(self) -> str:
+        """Its latest scheduling condition as a person reads it: the reason once (KAI's message often starts
+        with it); while the group runs (it waits for nothing), said as what it was, not what is."""
+        said = self.message or ""
+        if self.reason and not said.startswith(self.reason):
+            said = f"{self.reason}: {said}" if said else self.reason
+        if not said:
+            return "—"
+        if self.waiting:
+            return said
+        when = f" at {timezone.localtime(self.condition_time):%Y-%m-%d %H:%M:%S}" if self.condition_time else ""
+        return f"Not current — it was placed since. Before{when}: {said}"
 
 
 class KueueWorkload(_Mirrored):

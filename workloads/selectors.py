@@ -540,14 +540,56 @@ def pending_reason(workload: Workload) -> str:
     "0/30 nodes are available: …"), or that Kueue has not taken it up yet — then the console's answer to
     "Why is it waiting?" for its request (projects.waiting), then, for a pending workload of a cluster with
     Karpenter NodePools, what Karpenter can do for its pending pod. Reads what `workloads_enrich` attached."""
+    return " ".join(text for _, text in pending_reason_story(workload))
+
+
+# How hard a fact is, hardest first: it never fits (no node of the pool is big enough), then a quota or limit
+# refuses it (or its queue is missing), then there is no room now, then anything else.
+NEVER, QUOTA, ROOM, OTHER = range(4)
+_RANK = {waiting.LIMIT: QUOTA, waiting.NON_PREEMPTIBLE: QUOTA, waiting.QUEUE: QUOTA, waiting.CAPACITY: ROOM}
+
+
+def _console_rank(workload: Workload) -> int:
+    why = getattr(workload, "decision_why", None)
+    if why is None:
+        return OTHER
+    if why.code == "no_node_fits":
+        # A pool Karpenter can grow may still get a node that big: then it is no room now, not never.
+        return ROOM if getattr(workload, "karpenter_wait", None) else NEVER
+    return _RANK.get(waiting.console_category(why.code), OTHER)
+
+
+def _scheduler_rank(workload: Workload) -> int:
+    found = getattr(workload, "decision_reason", None)
+    return _RANK.get(found.category, OTHER) if found is not None else OTHER
+
+
+def pending_reason_story(workload: Workload) -> list[tuple[str, str]]:
+    """A waiting workload's reasons as (part, words), the hardest fact first — its one line (the table's
+    cell, the first words of the CSV's and the API's reason): the console's answer when it is harder than the
+    scheduler's words (it never fits, where the scheduler names a quota; a quota, where it names no room),
+    else the scheduler's own words with the console's answer after them; then what Karpenter can do. Parts:
+    "scheduler", "why" (the console's answer), "karpenter". Empty when it does not wait."""
     phase = display_phase(workload)
     if phase not in ("Pending", "Suspended"):
-        return ""
+        return []
     scheduler, console = pending_reason_parts(workload)
-    if scheduler and console:
-        console = f"Why is it waiting? {console}"
     provisioning = karpenter_text(workload) if phase == "Pending" else ""
-    return " ".join(part for part in (scheduler, console, provisioning) if part)
+    if console and (not scheduler or _console_rank(workload) < _scheduler_rank(workload)):
+        found = getattr(workload, "decision_reason", None)
+        said = found.in_words() if found is not None and scheduler == (found.message or found.reason) else scheduler
+        parts = [("why", console), ("scheduler", said)]
+    else:
+        parts = [("scheduler", scheduler), ("why", f"Why is it waiting? {console}" if scheduler and console
+                                             else console)]
+    parts.append(("karpenter", provisioning))
+    return [(part, text) for part, text in parts if text]
+
+
+def reason_line(workload: Workload) -> str:
+    """The one line of a waiting workload's reason: its hardest fact (`pending_reason_story`)."""
+    story = pending_reason_story(workload)
+    return story[0][1] if story else ""
 
 
 def pending_reason_parts(workload: Workload) -> tuple[str, str]:
@@ -877,4 +919,18 @@ def workload_timeline(workload: Workload, *, user: Any) -> list[TimelineEntry]:
         else:
             what = "Its Job left the cluster" + (" (deleted before it finished: Stopped)" if e.detail else "")
         out.append(TimelineEntry(e.at, kind, what, e.detail if kind != WorkloadEventKind.GONE else "", by_id))
+    # KAI evicts a Job's pods and places new ones (the Job itself never restarts): it ran again when the pods
+    # running now started, after its last preemption.
+    preemptions = [e.at for e in events if e.kind == WorkloadEventKind.PREEMPTED]
+    if preemptions:
+        last = max(preemptions)
+        if not any(e.kind == WorkloadEventKind.STARTED and e.at > last for e in events):
+            started = (Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                          job_name=workload.name, phase="Running", node__isnull=False,
+                                          started_in_cluster__gt=last)
+                       .order_by("started_in_cluster").values_list("started_in_cluster", flat=True).first())
+            if started is not None:
+                out.append(TimelineEntry(started, WorkloadEventKind.STARTED, "Ran again",
+                                         "its pods placed again after the preemption"))
+                out.sort(key=lambda entry: entry.at)
     return out

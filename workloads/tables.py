@@ -261,19 +261,15 @@ class WorkloadTable(ConsoleTable):
         row holding the scheduler's words, the console's answer to "Why is it waiting?" and what Karpenter
         can do in the pools it asked for, each on its own line (the same words as the CSV and the API, which
         join them with spaces)."""
-        scheduler, console = selectors.pending_reason_parts(record)
-        provisioning = selectors.karpenter_text(record) if selectors.display_phase(record) == "Pending" else ""
-        parts = [format_html('<span class="scheduler">{}</span>', scheduler)] if scheduler else []
-        if reading is not None:
-            parts.append(reading)
-        elif console:
-            parts.append(format_html('<span class="why">{}{}</span>', "Why is it waiting? " if scheduler else "",
-                                     console))
-        if provisioning:
-            parts.append(format_html('<span class="karpenter">{}</span>', provisioning))
+        story = selectors.pending_reason_story(record)
+        if reading is not None:  # the console's answer comes after the page: the scheduler's words lead until then
+            story = [(part, text) for part, text in story if part != "why"]
+            story.insert(1 if story and story[0][0] == "scheduler" else 0, ("reading", ""))
+        parts = [reading if part == "reading" else format_html('<span class="{}">{}</span>', part, text)
+                 for part, text in story]
         if not parts:
             return ""
-        line = scheduler or console or provisioning or "Why is it waiting?"
+        line = next((text for _, text in story if text), "Why is it waiting?")
         return format_html('<details class="reason-story" id="story-{}" data-keep-open><summary title="{}">'
                            '<span class="line">{}</span></summary><div class="story">{}</div></details>',
                            record.pk, line, line, mark_safe("<br>".join(parts)))
