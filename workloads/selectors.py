@@ -481,11 +481,22 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
 # The workloads table
 
 def _job_pods(cluster_ref: str = "cluster_id"):
-    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label, else the legacy `job-name`):
-    `Pod.job_name`, the label the database keeps in an indexed column, so that each workload's pods are an
-    index lookup."""
+    """The pods of the outer query's workload: a Job's (its `batch.kubernetes.io/job-name` label, else the legacy
+    `job-name`), a controller's, or the bare pod itself — `Pod.workload_name`, which the database keeps in an
+    indexed column, so that each workload's pods are an index lookup."""
     return Pod.objects.filter(cluster_id=OuterRef(cluster_ref), namespace=OuterRef("namespace"),
-                              job_name=OuterRef("name")).annotate(job=F("job_name"))
+                              workload_name=OuterRef("name")).annotate(job=F("workload_name"))
+
+
+def held_gpus():
+    """The GPUs the outer query's workload holds now: its pods' that count toward allocation
+    (`Pod.objects.active()`, the pods every allocated figure sums), so that a project's workloads add up to
+    its allocated GPUs."""
+    gpu = DecimalField(max_digits=14, decimal_places=3)
+    pods = Pod.objects.active().filter(cluster_id=OuterRef("cluster_id"), namespace=OuterRef("namespace"),
+                                       workload_name=OuterRef("name"))
+    return Coalesce(Subquery(pods.order_by().values("workload_name").annotate(v=Sum("gpus")).values("v")[:1]),
+                    Value(0), output_field=gpu)
 
 
 def running_pods_count():
@@ -511,7 +522,7 @@ def workload_list(*, user: Any):
                       project_name=Subquery(namespaces.values("project__name")[:1]),
                       project_id=Subquery(namespaces.values("project_id")[:1]),
                       placed_pool=Subquery(placed), running_pods=Subquery(running),
-                      scheduler_message=Subquery(unscheduled)))
+                      scheduler_message=Subquery(unscheduled), gpus_held=held_gpus()))
 
 
 # Phases after which a workload does no more (its Job finished, failed, or was stopped / left the cluster).
@@ -700,7 +711,7 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=F("job_name"))
+            .annotate(job=F("workload_name"))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -751,8 +762,8 @@ def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[
     # The phase is checked here, not in SQL: with it, the planner may prefer the (project, phase) index and
     # read every running pod of the fleet (its statistics count the pods without a Job as one large Job).
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
-                               namespace__in={w.namespace for w in workloads}, job_name__in=names)
-            .order_by().values_list("cluster_id", "namespace", "job_name", "name", "phase"))
+                               namespace__in={w.namespace for w in workloads}, workload_name__in=names)
+            .order_by().values_list("cluster_id", "namespace", "workload_name", "name", "phase"))
     out: dict[tuple[int, str, str], list[str]] = {}
     for cluster_id, namespace, job, name, phase in rows:
         if phase == "Running":
@@ -842,9 +853,9 @@ class WorkloadDetail:
 
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
-    pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=F("job_name"))
-                .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
+    pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                   workload_name=workload.name)
+                .select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))
     kueue = (KueueWorkload.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,

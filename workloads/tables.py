@@ -139,7 +139,7 @@ class WorkloadTable(ConsoleTable):
     default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "gpu_utilization", "age",
                        "pending_reason", "start_estimate", "stop")
 
-    name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
+    name = tables.Column("Workload", attrs={"td": {"class": "name-cell"}})
     project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     namespace = tables.Column("Namespace")
@@ -162,6 +162,10 @@ class WorkloadTable(ConsoleTable):
                                    attrs={"td": {"class": "wrap estimate-cell"}})
     preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False, attrs=WRAP)
     scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
+    kind = tables.Column("Kind")
+    owner = tables.Column("Owner", default="—")
+    origin = tables.Column("Made by", empty_values=(), orderable=False, attrs=WRAP)
+    gpus_held = tables.Column("GPUs held", order_by=("gpus_held",))
     submitted_by = tables.Column("Submitted by", default="—")
     stop = tables.Column("Actions", empty_values=(), orderable=False)
 
@@ -228,6 +232,20 @@ class WorkloadTable(ConsoleTable):
         """What a LATER cell says until it is filled: a link to the same fragment (read without scripts too)."""
         url = reverse("workload-start-estimates") + f"?ids={record.pk}"
         return format_html('<span class="muted"><a href="{}">{}</a></span>', url, what)
+
+    def render_name(self, record):
+        """Its name, linked to its page; a workload the console did not submit is marked so (its kind)."""
+        link = format_html('<a href="{}">{}</a>', reverse("workload-detail", args=[record.pk]), record.name)
+        mark = record.origin_mark
+        if not mark:
+            return link
+        return format_html('{} <span class="origin muted" title="{}">{}</span>', link, record.origin, mark)
+
+    def render_origin(self, record):
+        return record.origin
+
+    def render_gpus_held(self, value):
+        return selectors.gpus_text(value)
 
     def render_pools_tried(self, value):
         return selectors.pools_of_list(value) or "—"

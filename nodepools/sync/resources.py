@@ -94,6 +94,8 @@ class Resource:
     retire: Callable[[int, list, Any], int] | None = None
     live: dict = field(default_factory=dict, compare=False)
     written: Callable[[int, list, Any], None] | None = None
+    # `deleted(cluster_id, keys, now)` runs after rows of these keys were deleted (their object left the cluster).
+    deleted: Callable[[int, list, Any], None] | None = None
 
     def __post_init__(self) -> None:
         if self.key is None:
