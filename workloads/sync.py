@@ -194,8 +194,15 @@ def _unmanaged_in(cluster_id: int, namespaces: list[str], now: Any) -> None:
                                    gpu_kind__isnull=False).exclude(owner_kind=JOB_KIND)
                 .order_by("created_in_cluster", "name").values(*columns)):
         groups.setdefault((row["namespace"], row["workload_name"]), []).append(row)
+    # Their rows, and the Jobs of the same names (a Job keeps its row): not every Job of the namespaces.
     existing = {(w.namespace, w.name): w for w in Workload.objects.filter(cluster_id=cluster_id,
-                                                                          namespace__in=namespaces)}
+                                                                          namespace__in=namespaces)
+                .exclude(kind=JOB_KIND)}
+    named = {name for _, name in groups}
+    if named:
+        jobs = Workload.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, kind=JOB_KIND,
+                                       name__in=named).only("pk", "namespace", "name", "kind")
+        existing.update({(w.namespace, w.name): w for w in jobs if (w.namespace, w.name) in groups})
     made, changed, noted = [], [], []
     for key, pods in groups.items():
         values = _group_values(pods)

@@ -135,3 +135,37 @@ def test_a_bare_pod_gone_from_the_cluster_keeps_its_row_stopped(foreign, users, 
     row = Workload.objects.get(name="notebook-x")
     assert row.gone_at is not None and row.phase == "Stopped"
     assert _rows(api, users["sysadmin"])["notebook-x"]["phase"] == "Stopped"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sync_reads_owner_and_scheduler_and_keeps_the_rows_of_pods_no_job_owns(lab, sim, users, api):
+    """Over HTTP from the emulator: the mirrored Pod keeps its controller (ownerReferences) and spec.schedulerName;
+    the pods of a StatefulSet become one row, a bare pod KAI placed its own; a pod deleted in the cluster leaves
+    its row Stopped (the watch's delete), the other pod's row counts one pod less."""
+    from nodepools.models import Pod
+    from nodepools.sync import ClusterSync, SyncOptions
+    from tests.workloads.test_submit_emulator import FAST
+
+    kai = _gpu_pod("kai-notebook", "runai-rnd-a", "a100-1", 1)
+    kai["spec"]["schedulerName"] = "kai-scheduler"
+    for pod in (kai, _owned(_gpu_pod("db-0", "runai-rnd-a", "a100-2", 1), "StatefulSet", "db"),
+                _owned(_gpu_pod("db-1", "runai-rnd-a", "a100-2", 1), "StatefulSet", "db")):
+        sim.add_pod(pod)
+    sync = ClusterSync(lab.cluster, SyncOptions(**FAST))
+    sync.start()
+    try:
+        assert sync.run_until(lambda: Workload.objects.filter(name__in=("kai-notebook", "db")).count() == 2, 20)
+        pod = Pod.objects.get(name="db-1")
+        assert (pod.owner_kind, pod.owner_name, pod.scheduler_name, pod.workload_name) == (
+            "StatefulSet", "db", "default-scheduler", "db")
+        assert Pod.objects.get(name="kai-notebook").scheduler_name == "kai-scheduler"
+        rows = _rows(api, users["researcher"])
+        assert (rows["db"]["kind"], rows["db"]["pods"], rows["db"]["owner"]) == ("StatefulSet", 2, "StatefulSet/db")
+        assert (rows["kai-notebook"]["kind"], rows["kai-notebook"]["scheduler_name"]) == ("Pod", "kai-scheduler")
+        sim.delete_pod("runai-rnd-a", "kai-notebook")
+        sim.delete_pod("runai-rnd-a", "db-0")
+        assert sync.run_until(lambda: Workload.objects.filter(name="kai-notebook", phase="Stopped").exists()
+                              and Workload.objects.filter(name="db", pods=1).exists(), 20)
+        assert Workload.objects.get(name="kai-notebook").gone_at is not None
+    finally:
+        sync.stop()
