@@ -126,6 +126,10 @@ def test_a_researcher_sees_only_its_projects_unmanaged_pods_and_cannot_stop_them
     answer = api(users["researcher"]).delete(f"/api/v1/workloads/{notebook.pk}/")
     assert answer.status_code == 403 and "the console stops only Jobs" in answer.content.decode()
     assert client.get(reverse("workload-detail", args=[Workload.objects.get(name="ops-debug").pk])).status_code == 404
+    detail = client.get(reverse("workload-detail", args=[notebook.pk])).content.decode()
+    assert ("Pod · not submitted by the console: a bare pod (no owner), scheduler default-scheduler" in detail
+            and "notebook-x" in detail and ">Stop<" not in detail)
+    assert '<dd id="workload-gpus-held">2 GPUs held now</dd>' in detail
 
 
 @pytest.mark.django_db
