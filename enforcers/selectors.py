@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
 from enforcers.models import Enforcement, Enforcer, RefusedWrite, SchedulerQueue
+from common.words import noun
 from kube import wellknown
 from kube import gpu as kube_gpu
 from kube.taints import common_taints
@@ -202,6 +203,25 @@ class QueueStatus:
     @property
     def differing(self) -> int:
         return sum(1 for r in self.rows if r.differs)
+
+    @property
+    def summary(self) -> str:
+        """The table's line above it, in words."""
+        count = len(self.rows)
+        text = f"{count} {noun(count, 'queue')}"
+        if self.differing:
+            text += (f"; the scheduler's and the console's allocations differ in {self.differing}, each said why "
+                     "below")
+        return text + "."
+
+    @property
+    def toggle(self) -> str:
+        """The link that shows (or hides again) the empty queues, with how many ("" when none)."""
+        count = self.empty_count
+        if not count:
+            return ""
+        what = f"{count} {noun(count, 'queue')} with nothing in {'it' if count == 1 else 'them'}"
+        return f"Hide the {what}" if self.everything else f"Show the {what} (hidden)"
 
 
 def queue_status(*, user: Any, cluster: Cluster, everything: bool = False) -> QueueStatus:
