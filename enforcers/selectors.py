@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -10,10 +10,13 @@ from typing import Any
 from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
-from enforcers.models import RefusedWrite, SchedulerQueue
+from enforcers.models import Enforcement, Enforcer, RefusedWrite, SchedulerQueue
+from common.words import noun
+from kube import wellknown
 from kube import gpu as kube_gpu
 from kube.taints import common_taints
 from nodepools.models import Cluster, Node, NodePool
+from nodepools.selectors import pod_usage_by_scheduler
 from projects.models import Department, PriorityEntry, Project, ProjectNamespace, Quota
 from projects.selectors import quotas_attach_allocation
 
@@ -108,12 +111,27 @@ def org_state(*, cluster: Cluster, pool_label: str | None = None) -> OrgState:
 # ---------------------------------------------------------------------------------------------------
 # What the scheduler reports, beside the console's own figures
 
+def counting_scheduler(cluster_id: int) -> str:
+    """The scheduler whose own pods count against the cluster's quotas: KAI Scheduler where it enforces (its
+    Queues hold the pods of its PodGroups, the pods it schedules); "" otherwise (every pod counts: the console's
+    own record, or Kueue, which admits Jobs and leaves placing their pods to kube-scheduler)."""
+    enforcer = Enforcement.objects.filter(cluster_id=cluster_id).values_list("enforcer", flat=True).first()
+    return wellknown.KAI_SCHEDULER_NAME if enforcer == Enforcer.KAI else ""
+
+
+def _gpus(value: Decimal) -> str:
+    return f"{Decimal(value).normalize():f}"
+
+
 @dataclass
 class QueueStatusRow:
     queue: SchedulerQueue
     owner_kind: str
     owner_name: str
     console_allocated: Decimal | None
+    # GPUs the owner's pods hold in the pool by the scheduler that placed them ({scheduler name: GPUs}).
+    by_scheduler: dict[str, Decimal] = field(default_factory=dict)
+    counting: str = ""  # the scheduler whose pods its queues count ("" every pod)
 
     @property
     def differs(self) -> bool:
@@ -123,10 +141,97 @@ class QueueStatusRow:
             return False
         return abs(Decimal(reported) - Decimal(self.console_allocated)) >= Decimal("0.01")
 
+    @property
+    def empty(self) -> bool:
+        """Nothing in it: no GPU allocated (by either count), requested or borrowed, no workload pending."""
+        q = self.queue
+        figures = (q.gpu_allocated, q.gpu_allocated_non_preemptible, q.gpu_requested, q.gpu_borrowed,
+                   q.pending_workloads, self.console_allocated)
+        return not any(Decimal(v or 0) for v in figures)
+
+    @property
+    def explanation(self) -> str:
+        """Why the two counts differ, in words ("" when they agree): the GPUs of pods the enforcing scheduler
+        did not place (it counts only its own pods against its queues), then what is left unexplained."""
+        if not self.differs:
+            return ""
+        console, reported = Decimal(self.console_allocated), Decimal(self.queue.gpu_allocated)
+        parts, others = [], Decimal(0)
+        if self.counting:
+            scheduler = SCHEDULER_WORDS.get(self.counting, self.counting)
+            for name, gpus in sorted(self.by_scheduler.items(), key=lambda i: (-i[1], i[0])):
+                if name in (self.counting, "") or not gpus:
+                    continue
+                others += gpus
+                parts.append(f"{_gpus(gpus)} GPU{'s' if gpus != 1 else ''} held by pods that {scheduler} did not "
+                             f"schedule (scheduler: {name}): the console counts them, {scheduler} does not")
+        rest = console - others - reported
+        if abs(rest) >= Decimal("0.01"):
+            if rest > 0:
+                parts.append(f"{_gpus(rest)} GPU{'s' if rest != 1 else ''} more in the console's count: pods placed "
+                             f"since the scheduler's last report ({self.queue.updated:%H:%M:%S})")
+            else:
+                parts.append(f"{_gpus(-rest)} GPU{'s' if -rest != 1 else ''} more in the scheduler's count: pods it "
+                             f"has allocated that the console does not see running yet, or that left since its last "
+                             f"report ({self.queue.updated:%H:%M:%S})")
+        return "; ".join(parts) + "."
+
+
+SCHEDULER_WORDS = {wellknown.KAI_SCHEDULER_NAME: "KAI"}
+
+
+@dataclass
+class QueueStatus:
+    """The queue rows the user may see: those with something in them (`shown`), and the empty ones (`hidden`,
+    shown on demand) — all of them with `everything`."""
+
+    rows: list[QueueStatusRow]
+    everything: bool = False
+
+    @property
+    def hidden(self) -> list[QueueStatusRow]:
+        return [] if self.everything else [r for r in self.rows if r.empty]
+
+    @property
+    def empty_count(self) -> int:
+        return sum(1 for r in self.rows if r.empty)
+
+    @property
+    def shown(self) -> list[QueueStatusRow]:
+        return self.rows if self.everything else [r for r in self.rows if not r.empty]
+
+    @property
+    def differing(self) -> int:
+        return sum(1 for r in self.rows if r.differs)
+
+    @property
+    def summary(self) -> str:
+        """The table's line above it, in words."""
+        count = len(self.rows)
+        text = f"{count} {noun(count, 'queue')}"
+        if self.differing:
+            text += (f"; the scheduler's and the console's allocations differ in {self.differing}, each said why "
+                     "below")
+        return text + "."
+
+    @property
+    def toggle(self) -> str:
+        """The link that shows (or hides again) the empty queues, with how many ("" when none)."""
+        count = self.empty_count
+        if not count:
+            return ""
+        what = f"{count} {noun(count, 'queue')} with nothing in {'it' if count == 1 else 'them'}"
+        return f"Hide the {what}" if self.everything else f"Show the {what} (hidden)"
+
+
+def queue_status(*, user: Any, cluster: Cluster, everything: bool = False) -> QueueStatus:
+    return QueueStatus(queue_status_rows(user=user, cluster=cluster), everything)
+
 
 def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
     """Mirrored queue status the user may see (the queues of the departments and projects it may see),
-    each with the console's own allocation of that owner in that pool."""
+    each with the console's own allocation of that owner in that pool and its pods' GPUs by the scheduler
+    that placed them (`pod_usage_by_scheduler`, the pods the console's allocation sums)."""
     queues = list(SchedulerQueue.objects.restrict(user, "view").filter(cluster=cluster).select_related("pool"))
     if not queues:
         return []
@@ -137,13 +242,24 @@ def queue_status_rows(*, user: Any, cluster: Cluster) -> list[QueueStatusRow]:
     for q in visible:
         key = (f"project.{q.project.name}" if q.project_id else f"department.{q.department.name}", q.pool_id)
         by_owner[key] = q
+    projects = dict(Project.objects.filter(cluster=cluster).values_list("pk", "name"))
+    departments = dict(Project.objects.filter(cluster=cluster).values_list("pk", "department__name"))
+    schedulers: dict[tuple[str, int], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    pool_ids = {q.pool_id for q in queues if q.pool_id}
+    for r in pod_usage_by_scheduler(pool_ids):
+        if r["project_id"] not in projects:
+            continue
+        for owner in (f"project.{projects[r['project_id']]}", f"department.{departments[r['project_id']]}"):
+            schedulers[(owner, r["pool_id"])][r["scheduler"]] += Decimal(r["gpu"] or 0)
+    counting = counting_scheduler(cluster.pk)
     rows = []
     for queue in queues:
         quota = by_owner.get((queue.owner, queue.pool_id))
         if quota is None:
             continue  # an owner the user may not see (or not the console's)
         kind, _, name = queue.owner.partition(".")
-        rows.append(QueueStatusRow(queue, kind, name, quota.gpu_allocated))
+        rows.append(QueueStatusRow(queue, kind, name, quota.gpu_allocated,
+                                   dict(schedulers.get((queue.owner, queue.pool_id), {})), counting))
     return rows
 
 

@@ -54,7 +54,7 @@ def enforcement(request, pk: int):
     context = {
         "cluster": cluster, "current": current, "form": form, "can_change": can_change,
         "preview": preview, "preview_error": preview_error,
-        "queues": selectors.queue_status_rows(user=request.user, cluster=cluster),
+        "status": selectors.queue_status(user=request.user, cluster=cluster, everything=request.GET.get("empty") == "shown"),
         "refused": selectors.refused_writes(user=request.user, cluster=cluster),
         "live_clusters": [cluster.pk],
     }

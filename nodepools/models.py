@@ -8,7 +8,7 @@ from django.core.validators import URLValidator
 from django.db import models
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models import F, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
 from access.models import RoleAssignment
@@ -522,6 +522,11 @@ class Pod(models.Model):
     finished_in_cluster = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     updated = models.DateTimeField(auto_now=True)
+    # Who made it and who places it (kube.owners): its controller's kind and name (ownerReferences with
+    # `controller: true`; both empty for a bare pod) and `spec.schedulerName` (default-scheduler when unset).
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    scheduler_name = models.CharField(max_length=253, blank=True)
     # The Job that owns it (its `batch.kubernetes.io/job-name` label, else the legacy `job-name` label that
     # Kubernetes before 1.27 sets alone), computed by the database from the labels whoever writes the pod,
     # and indexed with its namespace: a workload's pods are an index lookup, whichever label they carry.
@@ -529,6 +534,14 @@ class Pod(models.Model):
         expression=Coalesce(KeyTextTransform(kube.JOB_NAME_LABEL, "labels"),
                             KeyTextTransform(kube.LEGACY_JOB_NAME_LABEL, "labels")),
         output_field=models.CharField(max_length=253, null=True), db_persist=True)
+
+    # The workload it belongs to, as the workloads table names it (kept by the database): its Job's name, else
+    # its controller's (a ReplicaSet, a StatefulSet, ...), else its own (a bare pod is its own workload).
+    workload_name = models.GeneratedField(
+        expression=Coalesce(KeyTextTransform(kube.JOB_NAME_LABEL, "labels"),
+                            KeyTextTransform(kube.LEGACY_JOB_NAME_LABEL, "labels"),
+                            NullIf(F("owner_name"), Value("")), F("name")),
+        output_field=models.CharField(max_length=253), db_persist=True)
 
     objects = PodQuerySet.as_manager()
 
@@ -554,6 +567,8 @@ class Pod(models.Model):
             # The pods of a kind of GPU request (the few of KAI fractions, found without reading the others). Not
             # partial: SQLite plans a partial index only for a query whose condition is written in its text.
             models.Index(fields=["gpu_kind", "node"], name="pod_gpu_kind"),
+            # A workload's pods, whatever made them (workloads' rows of Jobs, controllers and bare pods).
+            models.Index(fields=["cluster", "namespace", "workload_name"], name="pod_workload"),
         ]
 
     def __str__(self) -> str:

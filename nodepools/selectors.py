@@ -306,6 +306,23 @@ def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
     return [{**r, "pool_id": r.pop("node__pool_id")} for r in rows]
 
 
+def pod_usage_by_scheduler(pool_ids) -> list[dict[str, Any]]:
+    """`pod_usage` split by the scheduler that placed the pods (`Pod.scheduler_name`; "" read as
+    default-scheduler): what a scheduler counts against its queues is its own pods' use. Keys: pool_id,
+    project_id, scheduler, gpu, np. The same pods as `pod_usage` (`Pod.objects.active()`): summed over the
+    schedulers, the same figures."""
+    pool_ids = tuple(sorted(set(pool_ids)))
+    return memoised(("pod_usage_by_scheduler", pool_ids), lambda: _pod_usage_by_scheduler(pool_ids))
+
+
+def _pod_usage_by_scheduler(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
+    rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
+            .values("node__pool_id", "project_id", "scheduler_name")
+            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW))))
+    return [{"pool_id": r["node__pool_id"], "project_id": r["project_id"],
+             "scheduler": r["scheduler_name"], "gpu": r["gpu"], "np": r["np"]} for r in rows]
+
+
 POOL_USAGE_FIELDS = (
     "node_count", "ready_node_count", *capacity.POOL_FIGURES, "cpu_total_millis",
     "memory_total_bytes", "cpu_allocated_millis", "memory_allocated_bytes", "workload_count",

@@ -508,6 +508,11 @@ class Room:
     unit: str = ""  # what one pod asks, in words ("2 GPUs", "1 3g.40gb slice"); empty: `gpus` GPUs
     profile: str = ""
     slices: int = 0
+    # Nothing can make room: no Ready node of the pool could hold one pod of the shape even empty (`largest`:
+    # the most one node holds, in the shape's units). Said first, with no victim.
+    never: bool = False
+    largest: Decimal = ZERO
+    pool: str = ""
 
     @property
     def gpus_taken(self) -> Decimal:
@@ -525,6 +530,12 @@ class Room:
     def words(self) -> str:
         shape = f"{pods_text(self.pods)} of {self.unit or gpus_text(self.gpus)}"
         where = f" in {self.domain}" if self.domain else ""
+        if self.never:
+            place = f"{self.domain} of {self.pool}" if self.domain and self.pool else (
+                self.domain or self.pool or "the pool")
+            largest = n(self.largest) if not self.profile else slices_text(int(self.largest))
+            return (f"Nothing can make room: no node of {place} has {self.unit or gpus_text(self.gpus)} "
+                    f"(the largest has {largest}).")
         if not self.fits:
             return f"Nothing the scheduler may take makes room for {shape}{where}: {self.reason}"
         if not self.victims:
@@ -539,7 +550,7 @@ class Room:
         return {"pods": self.pods, "gpus_per_pod": None if self.profile else self.gpus,
                 "gpu_equivalents_per_pod": Decimal(self.gpus), "mig_profile": self.profile or None,
                 "slices_per_pod": self.slices if self.profile else None, "fits": self.fits, "domain": self.domain or None,
-                "gpus_taken": self.gpus_taken, "victims": [v.as_dict() for v in self.victims],
+                "never": self.never, "gpus_taken": self.gpus_taken, "victims": [v.as_dict() for v in self.victims],
                 "by_owner": [{"project": p, "department": d, "gpus": g, "pods": c} for p, d, g, c in self.by_owner()],
                 "explanation": self.words()}
 
@@ -623,7 +634,7 @@ def _level_owner(pod: Running, owners: Mapping[tuple[str, str], Standing],
 
 def make_room(nodes: Sequence[NodeRoom], running: Iterable[Running], owners: Mapping[tuple[str, str], Standing], *,
               pods: int, gpus: int | Decimal, cpu: int = 0, memory: int = 0, domain: str = "", profile: str = "",
-              slices: int = 0) -> Room:
+              slices: int = 0, pool: str = "") -> Room:
     """The preemptible pods whose GPUs the scheduler's rules would take to fit `pods` × `gpus` (inside
     `domain` when given) for a queue entitled to them: the over-quota use of the queues holding more than
     their deserved quota, most saturated first, lowest priority and newest first. Only what is needed is
@@ -636,8 +647,14 @@ def make_room(nodes: Sequence[NodeRoom], running: Iterable[Running], owners: Map
     running = [p for p in running if p.node in names]
     shape = Shape(pods, gpus, cpu, memory, profile=profile, slices=slices)
     nodes, running = in_units(shape, nodes, running)
+    ready = [node for node in nodes if node.ready]
+    if not any(Decimal(node.gpus) >= Decimal(shape.room) for node in ready):
+        # No node could hold one pod even empty: taking pods would not help; said so, with no victim.
+        largest = max((Decimal(node.gpus) for node in ready), default=ZERO)
+        return Room(shape.pods, shape.gpus, False, (), domain=domain, unit=shape.unit, profile=shape.profile,
+                    slices=shape.slices, never=True, largest=largest, pool=pool)
     candidates = [Victim(p, "reclaim") for p in reclaim_candidates(running, owners)]
-    return replace(_take_victims(shape, nodes, candidates, owners), domain=domain)
+    return replace(_take_victims(shape, nodes, candidates, owners), domain=domain, pool=pool)
 
 
 def _take_victims(shape: Shape, nodes: Sequence[NodeRoom], candidates: Sequence[Victim],

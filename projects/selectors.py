@@ -14,6 +14,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
 from common.parsing import is_digits
+from common.words import noun
 from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
@@ -431,6 +432,13 @@ def department_summary(*, user: Any, department: Department) -> list[PoolSummary
 def project_summary(*, user: Any, project: Project) -> list[tuple[NodePool, QuotaLine]]:
     pools, lines = cluster_fair_shares(cluster=project.cluster)
     return [(pool, lines[("project", project.pk, pool.pk)]) for pool in pools if ("project", project.pk, pool.pk) in lines]
+
+
+def allocated_in_words(summary: list[tuple[NodePool, QuotaLine]]) -> str:
+    """A project's allocated GPUs in all its pools (its summary's lines: the pods every allocated figure sums),
+    in words: what its running workloads hold together (the workloads list's "GPUs held")."""
+    total = sum((Decimal(line.allocated or 0) for _, line in summary), Decimal(0))
+    return f"{total.normalize():f} {noun(total, 'GPU')} allocated, held by its running workloads"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -967,9 +975,9 @@ def _pool_fit(*, user: Any, pool: NodePool, shape: tuple[int, int] | FitShape | 
             mig = frag.mig_room(profile)
             share = mig.share if mig is not None else kube_gpu.to_decimal(kube_gpu.mig_profile_share(profile))
             room = fit.make_room(rooms, running, owners, pods=pods, gpus=share * gpus, domain=domain,
-                                 profile=profile, slices=gpus)
+                                 profile=profile, slices=gpus, pool=pool.name)
         else:
-            room = fit.make_room(rooms, running, owners, pods=pods, gpus=gpus, domain=domain)
+            room = fit.make_room(rooms, running, owners, pods=pods, gpus=gpus, domain=domain, pool=pool.name)
         victims = running_name_workloads([v.pod for v in room.victims])
         result.room = replace(room, victims=tuple(replace(v, pod=pod) for v, pod in zip(room.victims, victims)))
     return result

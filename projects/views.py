@@ -151,9 +151,10 @@ def project_detail(request, pk: int):
     project = get_object_or_404(Project.objects.restrict(request.user, "view").select_related("department", "cluster"),
                                 pk=pk)
     priority = list(NodePool.objects.filter(priority_entries__project=project).order_by("priority_entries__position"))
+    summary = selectors.project_summary(user=request.user, project=project)
     return render(request, "projects/project_detail.html", {
         "project": project,
-        "summary": selectors.project_summary(user=request.user, project=project),
+        "summary": summary, "allocated": selectors.allocated_in_words(summary),
         "utilization_url": reverse("project-utilization", args=[project.pk]),
         **_waiting(waiting_requests(user=request.user, project=project),
                    reverse("api:project-waiting", args=[project.pk])),

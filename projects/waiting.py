@@ -1,15 +1,22 @@
 """Why is it waiting? For each pending GPU request of a project in a pool, the first reason that holds.
 
-The reasons, in the order a scheduler with Run:ai's semantics (KAI) applies them:
+The reasons, the hardest fact first (what can never change before what may: the one line a person reads):
+0. no node able to fit it: no Ready, schedulable node of the pool has that many GPUs at all — it never fits,
+   whatever quota or priority it has (a scheduler may name its quota first: both are shown, this leads);
+then in the order a scheduler with Run:ai's semantics (KAI) applies them:
 1. over its limit: the project (or its department) would use more than its GPU limit in the pool;
    or the project has over-quota off and the request is beyond its deserved quota (any priority: the
    scheduler's limit is then the deserved quota);
 2. non-preemptible work over the deserved quota: a workload of priority ≥ 100 only runs in-quota, and
    the project's (or department's) non-preemptible use plus the request exceeds its deserved GPUs;
-3. no node able to fit it: no Ready, schedulable node of the pool has that many GPUs at all;
 4. the pool is full: no node has that many GPUs free; named with who borrows over their deserved
    share (departments and projects, how much), which a preemptible-aware scheduler would reclaim;
 5. otherwise the request fits now and waits for the scheduler's next round.
+
+The quota figures are the enforcing scheduler's: a scheduler counts against its queues only the pods it
+scheduled (KAI Scheduler's queues hold the pods of its PodGroups: a pod of `default-scheduler` uses a node's
+GPUs but no queue's quota). `COUNTING_SCHEDULER` (registered by the enforcers app) names that scheduler for a
+cluster; the pods of other schedulers are then named apart (`Owner.others`), never added to the quota.
 
 `explain()` is pure (numbers in, reasons out); `waiting_requests()` reads them for the pages and API.
 """
@@ -24,7 +31,7 @@ from typing import Any
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from common.words import noun
 from nodepools.models import Node, NodePool, NodeStatus, Pod
-from nodepools.selectors import pod_usage
+from nodepools.selectors import pod_usage_by_scheduler
 from projects.models import Project, Quota
 
 
@@ -37,6 +44,9 @@ class Owner:
     allocated: Decimal = Decimal(0)
     non_preemptible: Decimal = Decimal(0)
     limit: Decimal | None = None
+    # GPUs its pods hold that the enforcing scheduler does not count against its queue (pods other
+    # schedulers placed): (scheduler name, GPUs, of them non-preemptible), most first.
+    others: tuple[tuple[str, Decimal, Decimal], ...] = ()
 
     @property
     def over_quota(self) -> Decimal:
@@ -75,6 +85,10 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
         if owner.limit is not None and owner.allocated + total > owner.limit:
             return Reason("over_limit", f"Over its limit: {kind} {owner.name} uses {_n(owner.allocated)} of its "
                                         f"{_n(owner.limit)} GPU limit in {pool.name}; this asks {asks}.")
+    if not any(node_total >= gpus for node_total, _ in pool.nodes):
+        biggest = max((node_total for node_total, _ in pool.nodes), default=Decimal(0))
+        return Reason("no_node_fits", f"Never fits: no node of {pool.name} has {_n(gpus)} {noun(gpus, 'GPU')} "
+                                      f"(the largest Ready node has {_n(biggest)}); this asks {_n(gpus)} on one node.")
     non_preemptible = priority >= PREEMPTIBLE_BELOW
     # Over-quota off caps every workload of the project at its deserved quota (the scheduler's limit is the
     # quota then), whatever its priority: said before the non-preemptible rule, which it implies.
@@ -89,11 +103,7 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
                               f"Non-preemptible work runs within deserved quota only: {kind} {owner.name} runs "
                               f"{_n(owner.non_preemptible)} non-preemptible {noun(owner.non_preemptible, 'GPU')} of "
                               f"{_n(owner.deserved)} deserved in "
-                              f"{pool.name}; this asks {asks}.")
-    if not any(node_total >= gpus for node_total, _ in pool.nodes):
-        biggest = max((node_total for node_total, _ in pool.nodes), default=Decimal(0))
-        return Reason("no_node_fits", f"No node can fit it: the largest Ready node of {pool.name} has "
-                                      f"{_n(biggest)} {noun(biggest, 'GPU')}; this asks {_n(gpus)} on one node.")
+                              f"{pool.name}; this asks {asks}.{others_text(owner)}")
     room = sum(int(free // gpus) if gpus > 0 else pods for _, free in pool.nodes)
     if room < pods:
         free = sum((f for _, f in pool.nodes), Decimal(0))
@@ -104,6 +114,23 @@ def explain(*, gpus: Decimal, priority: int, project: Owner, department: Owner, 
         return Reason("pool_full", f"The pool is full: {pool.name} has {_n(free)} {noun(free, 'GPU')} free, {where}. Borrowing "
                                    f"over their deserved quota: {names}.", who)
     return Reason("schedulable", f"It fits in {pool.name} now and waits for the scheduler's next round.")
+
+
+def others_text(owner: Owner) -> str:
+    """What of an owner's pods its scheduler does not count, in words (" " first), or ""."""
+    if not owner.others:
+        return ""
+    held = "; ".join(f"{_n(g)} {noun(g, 'GPU')} on pods of {name}" for name, g, _ in owner.others)
+    return f" Not counted against its quota by the scheduler (it did not schedule them): {held}."
+
+
+# The scheduler whose pods count against a cluster's quotas, or "" (every pod counts): cluster id -> name.
+# Registered by the app that knows the cluster's enforcer (enforcers' AppConfig.ready()); this floor never names it.
+COUNTING_SCHEDULER: list = []
+
+
+def counting_scheduler(cluster_id: int) -> str:
+    return next((name for name in (f(cluster_id) for f in COUNTING_SCHEDULER) if name), "")
 
 
 @dataclass
@@ -169,21 +196,32 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     nodes = [row[:5] for row in rows]
     used_by_node: dict[int, Decimal] = {row[0]: row[5] for row in rows}
     department_of = project_departments(cluster_id)
-    usage: dict[tuple[str, int, int], dict[str, Decimal]] = {}
-    # The owners' use per pool: the pods' usage per (pool, project), read once per request (`pod_usage`).
-    for project_id, pool_id, gpu, np in ((r["project_id"], r["pool_id"], r["gpu"], r["np"])
-                                         for r in pod_usage([p.pk for p in pools]) if r["project_id"]):
+    usage: dict[tuple[str, int, int], dict[str, Any]] = {}
+    counting = counting_scheduler(cluster_id)
+    # The owners' use per pool: the pods' usage per (pool, project, scheduler) (`pod_usage_by_scheduler`): with
+    # a counting scheduler, only its pods count against the quota; the others are named apart.
+    for r in pod_usage_by_scheduler([p.pk for p in pools]):
+        if not r["project_id"]:
+            continue
+        project_id, pool_id, gpu, np = r["project_id"], r["pool_id"], r["gpu"] or 0, r["np"] or 0
         for key in (("project", project_id, pool_id), ("department", department_of.get(project_id), pool_id)):
-            total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0)})
-            total["gpu"] += gpu or 0
-            total["np"] += np or 0
+            total = usage.setdefault(key, {"gpu": Decimal(0), "np": Decimal(0), "others": {}})
+            if not counting or r["scheduler"] in (counting, ""):
+                total["gpu"] += gpu
+                total["np"] += np
+            else:
+                other = total["others"].setdefault(r["scheduler"], [Decimal(0), Decimal(0)])
+                other[0] += gpu
+                other[1] += np
     owners: dict[tuple[str, int, int], Owner] = {}
     for q in Quota.objects.filter(pool__cluster_id=cluster_id).select_related("project", "department"):
         kind, owner_id = ("project", q.project_id) if q.project_id else ("department", q.department_id)
         name = q.project.name if q.project_id else q.department.name
         u = usage.get((kind, owner_id, q.pool_id), {})
+        others = tuple(sorted(((n, g, np) for n, (g, np) in (u.get("others") or {}).items() if g),
+                              key=lambda o: (-o[1], o[0])))
         owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
-                                                    u.get("np", Decimal(0)), q.gpu_limit)
+                                                    u.get("np", Decimal(0)), q.gpu_limit, others)
     pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
     for node_id, pool_id, status, unschedulable, gpus in nodes:
         if status != NodeStatus.READY or unschedulable:

@@ -40,12 +40,12 @@ from django.utils.timesince import timesince
 
 from enforcers.desired import RANK_PRIORITY
 from kube.client import api_error_message
-from nodepools.models import Cluster, ConnectionState
+from nodepools.models import Cluster, ConnectionState, Pod
 from nodepools.sync import api_client_for
 from projects import waiting
 from projects.models import Project, ProjectNamespace
 from projects.selectors import cluster_fair_shares
-from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload
+from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload, WorkloadEvent, WorkloadEventKind
 from workloads.selectors import is_waiting, running_pods_count
 
 KAI, KUEUE, DEFAULT = wellknown.KAI_SCHEDULER_NAME, "kueue", wellknown.DEFAULT_SCHEDULER_NAME
@@ -99,20 +99,36 @@ class Preemption:
     by_project: str = ""
     by_id: int | None = None
     still_waiting: bool = False  # not running again since
+    # When it ran again after it: the earliest start of the pods that run now, once they started after it.
+    again_at: Any = None
 
     def in_words(self) -> str:
+        """"Preempted by X at T (scheduler: how)", then "; running again since T2" once its pods run again
+        (or "; waiting to run again")."""
         who = self.by or (f"a workload of project {self.by_project}" if self.by_project else "another workload")
         how = (KAI_ACTION_WORDS if self.scheduler == KAI else KUEUE_PREEMPTION_WORDS).get(self.action, "")
-        when = ""
-        if self.at is not None:
-            when = f", {timesince(self.at).split(',')[0]} ago"
-        return f"Preempted by {who} ({SCHEDULER_NAMES.get(self.scheduler, self.scheduler)}" \
-               f"{': ' + how if how else ''}{when})"
+        when = f" at {moment(self.at)}" if self.at is not None else ""
+        since = ""
+        if self.again_at is not None:
+            since = f"; running again since {moment(self.again_at)}"
+        elif self.still_waiting:
+            since = "; waiting to run again"
+        return f"Preempted by {who}{when} ({SCHEDULER_NAMES.get(self.scheduler, self.scheduler)}" \
+               f"{': ' + how if how else ''}){since}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"scheduler": self.scheduler, "action": self.action, "by": self.by or None,
                 "by_project": self.by_project or None, "by_id": self.by_id, "message": self.message,
-                "at": self.at.isoformat() if self.at is not None else None, "still_waiting": self.still_waiting}
+                "at": self.at.isoformat() if self.at is not None else None, "still_waiting": self.still_waiting,
+                "running_again_since": self.again_at.isoformat() if self.again_at is not None else None}
+
+
+def moment(at: Any) -> str:
+    """A moment in the console's time zone: its time of day when today, else its date and time."""
+    local = timezone.localtime(at)
+    if local.date() == timezone.localtime().date():
+        return f"{local:%H:%M:%S}"
+    return f"{local:%Y-%m-%d %H:%M:%S}"
 
 
 @dataclass
@@ -293,7 +309,29 @@ def _preemptions(workloads: list[Workload], groups: dict[Key, list[PodGroup]],
     _kai_preemptions(workloads, groups, out, preemptors)
     _kueue_preemptions(kueue, out, preemptors)
     _name_preemptors(out, preemptors, user=user)
+    _ran_again(workloads, out)
     return out
+
+
+def _ran_again(workloads: list[Workload], out: dict[Key, Preemption]) -> None:
+    """For the preempted workloads that run now: since when (the earliest start of their running pods, when
+    it is after the preemption): one read of their pods."""
+    running = [w for w in workloads if key_of(w) in out and not out[key_of(w)].still_waiting]
+    if not running:
+        return
+    starts: dict[Key, Any] = {}
+    rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in running},
+                               namespace__in={w.namespace for w in running}, job_name__in={w.name for w in running},
+                               phase="Running", node__isnull=False, started_in_cluster__isnull=False)
+            .order_by().values_list("cluster_id", "namespace", "job_name", "started_in_cluster"))
+    for cluster_id, namespace, job, started in rows:
+        key = (cluster_id, namespace, job)
+        if key in out and (key not in starts or started < starts[key]):
+            starts[key] = started
+    for key, started in starts.items():
+        preemption = out[key]
+        if preemption.at is None or started >= preemption.at:
+            preemption.again_at = started
 
 
 def _evictor(event: SchedulerEvent) -> tuple[str, str]:
@@ -326,9 +364,20 @@ def _kai_preemptions(workloads: list[Workload], groups: dict[Key, list[PodGroup]
         q |= Q(cluster_id=cluster_id, namespace=namespace, name=name)
     jobs = {(g.cluster_id, g.namespace, g.name): g.job_name or g.name for g in PodGroup.objects.filter(q)} if q else {}
     by_key = {key_of(w): w for w in workloads}
+    # An evicting PodGroup gone with its Job (stopped, finished): the Job the timeline noted while it was there.
+    noted: dict[Key, str] = {}
+    gone = [key for key, e in evictors.items() if e[2] and e not in jobs]
+    if gone:
+        q = Q()
+        for cluster_id, namespace, name in gone:
+            q |= Q(cluster_id=cluster_id, namespace=namespace, name=name)
+        for row in WorkloadEvent.objects.filter(q, kind=WorkloadEventKind.PREEMPTED).exclude(actor="").order_by("at"):
+            noted[(row.cluster_id, row.namespace, row.name)] = row.actor
     for key, event in events.items():
         cluster_id, namespace, name = evictors[key]
         job = jobs.get((cluster_id, namespace, name), name)
+        if (cluster_id, namespace, name) not in jobs and "/" in noted.get(key, ""):
+            namespace, _, job = noted[key].partition("/")
         preemptors[key] = (cluster_id, namespace, job) if job else None
         out[key] = Preemption(KAI, event.annotations.get("evictor-action-type") or "", event.message,
                               at=event.last_seen, still_waiting=is_waiting(by_key[key]))

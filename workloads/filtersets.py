@@ -63,6 +63,9 @@ def visible_projects(request):
     return Project.objects.restrict(getattr(request, "user", None), "view").select_related("cluster")
 
 
+ORIGINS = (("console", "the console"), ("other", "not the console (other Jobs, controllers, bare pods)"))
+
+
 class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
     search_fields = ("name", "namespace", "platform", "submitted_by")
     q = django_filters.CharFilter(method="search", label="Search")
@@ -77,9 +80,22 @@ class WorkloadFilterSet(SearchMixin, django_filters.FilterSet):
     ended = django_filters.ChoiceFilter(choices=ENDED_CHOICES, method="filter_ended", label="Finished and stopped",
                                         empty_label="All")
 
+    # Who made it: the console's submissions, or the Jobs and pods others made (bare pods, other controllers).
+    origin = django_filters.ChoiceFilter(choices=ORIGINS, method="filter_origin", label="Submitted by",
+                                         empty_label="Anyone")
+    kind = django_filters.CharFilter(field_name="kind", label="Kind (Job, Pod, ReplicaSet, ...)")
+
     class Meta:
         model = Workload
-        fields = ["q", "cluster", "project", "pool", "phase", "priority_class", "preemptible", "ended"]
+        fields = ["q", "cluster", "project", "pool", "phase", "priority_class", "preemptible", "ended", "origin",
+                  "kind"]
+
+    def filter_origin(self, queryset, name, value):
+        if value == "console":
+            return queryset.filter(by_console=True)
+        if value == "other":
+            return queryset.filter(by_console=False)
+        return queryset
 
     ended_default = ""  # the API: all of them
 

@@ -15,9 +15,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from access.rules import RestrictedQuerySet, access_q, is_system_admin
+from kube import wellknown
 from kube.labels import label_key_words, label_value_words
+from kube.owners import BARE_POD
 from nodepools.kube import is_preemptible
 from nodepools.models import validate_dns1123_label
 from projects.models import Project, ProjectNamespace
@@ -357,6 +360,9 @@ class PoolAccess(models.Model):
         return self.pool.cluster_id, None
 
 
+JOB_KIND = "Job"
+
+
 class WorkloadQuerySet(RestrictedQuerySet):
     """A workload belongs to the project owning its namespace. Seeing one is `project.view` on that
     project; stopping one is `project.submit` (researchers, project administrators and above)."""
@@ -410,6 +416,13 @@ class Workload(models.Model):
     # When the sync saw its Job leave the cluster (stopped, deleted, or removed after it finished): the row
     # stays, with its page and its timeline; its phase becomes Stopped unless it had finished.
     gone_at = models.DateTimeField(null=True, blank=True)
+    # What it is and who made it: "Job" for a Job (the console's or another's); for pods no Job owns, the kind
+    # of their controller ("ReplicaSet", "StatefulSet", ...) or "Pod" for a bare pod, its pods together in one
+    # row named after that controller (or the pod). `owner`: its own controller as "Kind/name" ("" none).
+    # `by_console`: submitted through the console (its annotations on the Job).
+    kind = models.CharField(max_length=63, default="Job")
+    owner = models.CharField(max_length=320, blank=True)
+    by_console = models.BooleanField(default=False)
     updated = models.DateTimeField(auto_now=True)
 
     objects = WorkloadQuerySet.as_manager()
@@ -429,6 +442,34 @@ class Workload(models.Model):
     @property
     def preemptible(self) -> bool | None:
         return None if self.priority is None else is_preemptible(self.priority)
+
+    @property
+    def is_job(self) -> bool:
+        return self.kind == JOB_KIND
+
+    @property
+    def origin_mark(self) -> str:
+        """The short mark of a workload the console did not submit, beside its name in the list: the pods no Job
+        owns ("bare pod", "ReplicaSet") and a Job of another controller ("Job of CronJob/nightly"), each "· not
+        submitted by the console"; "" for the console's and for a plain Job (its origin says the rest)."""
+        if self.by_console or (self.kind == JOB_KIND and not self.owner):
+            return ""
+        what = "bare pod" if self.kind == BARE_POD else (f"Job of {self.owner}" if self.kind == JOB_KIND else self.kind)
+        return f"{what} · not submitted by the console"
+
+    @property
+    def origin(self) -> str:
+        """Who made it, in words: the console, or what else (its kind, its owner, its scheduler)."""
+        if self.by_console:
+            return "submitted by the console"
+        scheduler = self.scheduler_name or wellknown.DEFAULT_SCHEDULER_NAME
+        if self.kind == BARE_POD:
+            what = "a bare pod (no owner)"
+        elif self.kind == JOB_KIND:
+            what = f"a Job ({'owner ' + self.owner if self.owner else 'no owner'})"
+        else:
+            what = f"pods of {self.kind} {self.name}"
+        return f"not submitted by the console: {what}, scheduler {scheduler}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -500,6 +541,20 @@ class PodGroup(_Mirrored):
 
     class Meta(_Mirrored.Meta):
         indexes = [models.Index(fields=["cluster", "namespace", "job_name"])]
+
+    @property
+    def condition_in_words(self) -> str:
+        """Its latest scheduling condition as a person reads it: the reason once (KAI's message often starts
+        with it); while the group runs (it waits for nothing), said as what it was, not what is."""
+        said = self.message or ""
+        if self.reason and not said.startswith(self.reason):
+            said = f"{self.reason}: {said}" if said else self.reason
+        if not said:
+            return "—"
+        if self.waiting:
+            return said
+        when = f" at {timezone.localtime(self.condition_time):%Y-%m-%d %H:%M:%S}" if self.condition_time else ""
+        return f"Not current — it was placed since. Before{when}: {said}"
 
 
 class KueueWorkload(_Mirrored):

@@ -481,11 +481,22 @@ def platform_plan(*, pool: NodePool, platform: str, pools: list[NodePool]) -> Pl
 # The workloads table
 
 def _job_pods(cluster_ref: str = "cluster_id"):
-    """The pods of the outer query's Job (its `batch.kubernetes.io/job-name` label, else the legacy `job-name`):
-    `Pod.job_name`, the label the database keeps in an indexed column, so that each workload's pods are an
-    index lookup."""
+    """The pods of the outer query's workload: a Job's (its `batch.kubernetes.io/job-name` label, else the legacy
+    `job-name`), a controller's, or the bare pod itself — `Pod.workload_name`, which the database keeps in an
+    indexed column, so that each workload's pods are an index lookup."""
     return Pod.objects.filter(cluster_id=OuterRef(cluster_ref), namespace=OuterRef("namespace"),
-                              job_name=OuterRef("name")).annotate(job=F("job_name"))
+                              workload_name=OuterRef("name")).annotate(job=F("workload_name"))
+
+
+def held_gpus():
+    """The GPUs the outer query's workload holds now: its pods' that count toward allocation
+    (`Pod.objects.active()`, the pods every allocated figure sums), so that a project's workloads add up to
+    its allocated GPUs."""
+    gpu = DecimalField(max_digits=14, decimal_places=3)
+    pods = Pod.objects.active().filter(cluster_id=OuterRef("cluster_id"), namespace=OuterRef("namespace"),
+                                       workload_name=OuterRef("name"))
+    return Coalesce(Subquery(pods.order_by().values("workload_name").annotate(v=Sum("gpus")).values("v")[:1]),
+                    Value(0), output_field=gpu)
 
 
 def running_pods_count():
@@ -511,7 +522,7 @@ def workload_list(*, user: Any):
                       project_name=Subquery(namespaces.values("project__name")[:1]),
                       project_id=Subquery(namespaces.values("project_id")[:1]),
                       placed_pool=Subquery(placed), running_pods=Subquery(running),
-                      scheduler_message=Subquery(unscheduled)))
+                      scheduler_message=Subquery(unscheduled), gpus_held=held_gpus()))
 
 
 # Phases after which a workload does no more (its Job finished, failed, or was stopped / left the cluster).
@@ -540,14 +551,56 @@ def pending_reason(workload: Workload) -> str:
     "0/30 nodes are available: …"), or that Kueue has not taken it up yet — then the console's answer to
     "Why is it waiting?" for its request (projects.waiting), then, for a pending workload of a cluster with
     Karpenter NodePools, what Karpenter can do for its pending pod. Reads what `workloads_enrich` attached."""
+    return " ".join(text for _, text in pending_reason_story(workload))
+
+
+# How hard a fact is, hardest first: it never fits (no node of the pool is big enough), then a quota or limit
+# refuses it (or its queue is missing), then there is no room now, then anything else.
+NEVER, QUOTA, ROOM, OTHER = range(4)
+_RANK = {waiting.LIMIT: QUOTA, waiting.NON_PREEMPTIBLE: QUOTA, waiting.QUEUE: QUOTA, waiting.CAPACITY: ROOM}
+
+
+def _console_rank(workload: Workload) -> int:
+    why = getattr(workload, "decision_why", None)
+    if why is None:
+        return OTHER
+    if why.code == "no_node_fits":
+        # A pool Karpenter can grow may still get a node that big: then it is no room now, not never.
+        return ROOM if getattr(workload, "karpenter_wait", None) else NEVER
+    return _RANK.get(waiting.console_category(why.code), OTHER)
+
+
+def _scheduler_rank(workload: Workload) -> int:
+    found = getattr(workload, "decision_reason", None)
+    return _RANK.get(found.category, OTHER) if found is not None else OTHER
+
+
+def pending_reason_story(workload: Workload) -> list[tuple[str, str]]:
+    """A waiting workload's reasons as (part, words), the hardest fact first — its one line (the table's
+    cell, the first words of the CSV's and the API's reason): the console's answer when it is harder than the
+    scheduler's words (it never fits, where the scheduler names a quota; a quota, where it names no room),
+    else the scheduler's own words with the console's answer after them; then what Karpenter can do. Parts:
+    "scheduler", "why" (the console's answer), "karpenter". Empty when it does not wait."""
     phase = display_phase(workload)
     if phase not in ("Pending", "Suspended"):
-        return ""
+        return []
     scheduler, console = pending_reason_parts(workload)
-    if scheduler and console:
-        console = f"Why is it waiting? {console}"
     provisioning = karpenter_text(workload) if phase == "Pending" else ""
-    return " ".join(part for part in (scheduler, console, provisioning) if part)
+    if console and (not scheduler or _console_rank(workload) < _scheduler_rank(workload)):
+        found = getattr(workload, "decision_reason", None)
+        said = found.in_words() if found is not None and scheduler == (found.message or found.reason) else scheduler
+        parts = [("why", console), ("scheduler", said)]
+    else:
+        parts = [("scheduler", scheduler), ("why", f"Why is it waiting? {console}" if scheduler and console
+                                             else console)]
+    parts.append(("karpenter", provisioning))
+    return [(part, text) for part, text in parts if text]
+
+
+def reason_line(workload: Workload) -> str:
+    """The one line of a waiting workload's reason: its hardest fact (`pending_reason_story`)."""
+    story = pending_reason_story(workload)
+    return story[0][1] if story else ""
 
 
 def pending_reason_parts(workload: Workload) -> tuple[str, str]:
@@ -658,7 +711,7 @@ def karpenter_explanations(*, user: Any, workloads: list[Workload]) -> dict[tupl
         return {}
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in pending},
                                namespace__in={w.namespace for w in pending}, node__isnull=True, phase="Pending")
-            .annotate(job=F("job_name"))
+            .annotate(job=F("workload_name"))
             .filter(job__in={w.name for w in pending}).order_by("name")
             .values_list("cluster_id", "namespace", "job", "name"))
     wanted = {(w.cluster_id, w.namespace, w.name) for w in pending}
@@ -709,8 +762,8 @@ def workload_pods(workloads: list[Workload]) -> dict[tuple[int, str, str], list[
     # The phase is checked here, not in SQL: with it, the planner may prefer the (project, phase) index and
     # read every running pod of the fleet (its statistics count the pods without a Job as one large Job).
     rows = (Pod.objects.filter(cluster_id__in={w.cluster_id for w in workloads},
-                               namespace__in={w.namespace for w in workloads}, job_name__in=names)
-            .order_by().values_list("cluster_id", "namespace", "job_name", "name", "phase"))
+                               namespace__in={w.namespace for w in workloads}, workload_name__in=names)
+            .order_by().values_list("cluster_id", "namespace", "workload_name", "name", "phase"))
     out: dict[tuple[int, str, str], list[str]] = {}
     for cluster_id, namespace, job, name, phase in rows:
         if phase == "Running":
@@ -800,9 +853,9 @@ class WorkloadDetail:
 
 def workload_detail(workload: Workload) -> WorkloadDetail:
     """Its pods (mirrored), KAI's PodGroups of them, its Kueue Workload and KAI's eviction events."""
-    pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace)
-                .annotate(job=F("job_name"))
-                .filter(job=workload.name).select_related("node__pool").order_by("created_in_cluster", "name"))
+    pods = list(Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                   workload_name=workload.name)
+                .select_related("node__pool").order_by("created_in_cluster", "name"))
     groups = list(PodGroup.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
                                           job_name=workload.name).order_by("created_in_cluster", "name"))
     kueue = (KueueWorkload.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
@@ -877,4 +930,18 @@ def workload_timeline(workload: Workload, *, user: Any) -> list[TimelineEntry]:
         else:
             what = "Its Job left the cluster" + (" (deleted before it finished: Stopped)" if e.detail else "")
         out.append(TimelineEntry(e.at, kind, what, e.detail if kind != WorkloadEventKind.GONE else "", by_id))
+    # KAI evicts a Job's pods and places new ones (the Job itself never restarts): it ran again when the pods
+    # running now started, after its last preemption.
+    preemptions = [e.at for e in events if e.kind == WorkloadEventKind.PREEMPTED]
+    if preemptions:
+        last = max(preemptions)
+        if not any(e.kind == WorkloadEventKind.STARTED and e.at > last for e in events):
+            started = (Pod.objects.filter(cluster_id=workload.cluster_id, namespace=workload.namespace,
+                                          job_name=workload.name, phase="Running", node__isnull=False,
+                                          started_in_cluster__gt=last)
+                       .order_by("started_in_cluster").values_list("started_in_cluster", flat=True).first())
+            if started is not None:
+                out.append(TimelineEntry(started, WorkloadEventKind.STARTED, "Ran again",
+                                         "its pods placed again after the preemption"))
+                out.sort(key=lambda entry: entry.at)
     return out

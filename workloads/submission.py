@@ -342,6 +342,9 @@ def require_stop(actor: Any, workload: Workload) -> None:
     if not Workload.objects.restrict(actor, "stop").filter(pk=workload.pk).exists():
         raise PermissionDenied("You may not stop this workload: that needs the researcher or project "
                                "administrator role on its project.")
+    if not workload.is_job:
+        raise PermissionDenied(f"{workload.name} is not a Job ({workload.origin}): the console stops only Jobs; "
+                               f"its owner stops it in the cluster.")
 
 
 def workload_stop(*, actor: Any, workload: Workload, api_client: Any) -> None:

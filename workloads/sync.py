@@ -16,18 +16,21 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from common.parsing import is_digits
+from kube import owners
+from kube.gpu import RESERVATION_NAMESPACE
 from kube.quantity import parse_quantity
 from nodepools import kube
-from nodepools.sync.resources import REGISTRY, Resource, json_list, json_object, register, when
+from nodepools.sync.resources import PODS, REGISTRY, Resource, json_list, json_object, register, when
 from nodepools.sync.writer import TableWriter
 from workloads import render
-from workloads.models import KueueWorkload, PodGroup, SchedulerEvent, Workload, WorkloadEvent, WorkloadEventKind
+from workloads.models import (JOB_KIND, KueueWorkload, PodGroup, SchedulerEvent, Workload, WorkloadEvent,
+                              WorkloadEventKind)
 
 JOBS = "jobs"
 JOB_VALUE_FIELDS = (
     "uid", "pools_tried", "platform", "priority_class", "priority", "pods", "gpus", "phase", "status_message",
     "queue", "submitted_by", "created_in_cluster", "resource_version", "scheduler_name",
-    "started_at", "finished_at", "active_deadline_seconds", "gpu_request", "gone_at",
+    "started_at", "finished_at", "active_deadline_seconds", "gpu_request", "gone_at", "kind", "owner", "by_console",
 )
 # The reference priority classes (docs/concepts.md#workloads), for Jobs whose pod template names a class but no value.
 PRIORITY_VALUES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -105,7 +108,14 @@ def job_values(obj: dict[str, Any]) -> tuple[list, None]:
         str(metadata.get("resourceVersion") or ""), str(template.get("schedulerName") or "")[:253],
         *job_times(obj), gpu_request,
         None,  # gone_at: a Job listed is in the cluster (a Job of the same name again revives its row)
+        JOB_KIND, _owner_text(metadata),
+        bool(annotations.get(render.POOLS_ANNOTATION) or annotations.get(render.SUBMITTED_BY_ANNOTATION)),
     ], None
+
+
+def _owner_text(metadata: dict[str, Any]) -> str:
+    kind, name = owners.controller_of(metadata)
+    return f"{kind}/{name}" if kind else ""
 
 
 def register_jobs() -> Resource:
@@ -113,8 +123,115 @@ def register_jobs() -> Resource:
         name=JOBS, kind="Job", group="batch", version="v1", plural="jobs", namespaced=True, model=Workload,
         fields=JOB_VALUE_FIELDS, values=job_values, json_fields=("pools_tried", "gpu_request"),
         datetime_fields=("created_in_cluster", "started_at", "finished_at", "gone_at"),
-        retire=jobs_retire, live={"gone_at__isnull": True}, written=jobs_noted,
+        # Its rows are the Jobs' (the rows of pods no Job owns are the pods' steps': `unmanaged_noted`).
+        retire=jobs_retire, live={"gone_at__isnull": True, "kind": JOB_KIND}, written=jobs_noted,
     ))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pods no Job owns (bare pods, pods of other controllers): GPU users too, each group a Workload row
+
+UNMANAGED_FIELDS = ("kind", "owner", "by_console", "pods", "gpus", "gpu_request", "phase", "status_message",
+                    "queue", "priority", "priority_class", "scheduler_name", "created_in_cluster", "started_at",
+                    "finished_at", "gone_at", "uid", "submitted_by", "pools_tried", "platform")
+
+
+def register_unmanaged() -> Resource:
+    """After the sync writes or deletes pods: the rows of the pods no Job owns in their namespaces
+    (`unmanaged_noted`). The pods' own registration (nodepools) with these two steps added."""
+    from dataclasses import replace
+
+    return register(replace(REGISTRY[PODS], written=unmanaged_noted, deleted=unmanaged_noted))
+
+
+def _group_values(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """A row's values from its pods (oldest first): what they ask and hold together, how far they got."""
+    first = pods[0]
+    phases = [p["phase"] for p in pods]
+    active = [p for p in pods if p["phase"] not in ("Succeeded", "Failed")]
+    if "Running" in phases:
+        phase = "Running"
+    elif active:
+        phase = "Pending"
+    else:
+        phase = "Failed" if "Failed" in phases else "Succeeded"
+    waiting = next((p["scheduling_message"] for p in pods if p["phase"] == "Pending" and p["scheduling_message"]), "")
+    started = [p["started_in_cluster"] for p in pods if p["started_in_cluster"]]
+    finished = [p["finished_in_cluster"] for p in pods if p["finished_in_cluster"]]
+    kind = first["owner_kind"] or owners.BARE_POD
+    return {
+        "kind": kind, "owner": f"{first['owner_kind']}/{first['owner_name']}" if first["owner_kind"] else "",
+        "by_console": False, "pods": len(active) or len(pods),
+        "gpus": sum((Decimal(p["gpus"] or 0) for p in (active or pods)), Decimal(0)),
+        "gpu_request": first["gpu_request"] or {}, "phase": phase, "status_message": waiting[:2000],
+        "queue": str((first["labels"] or {}).get(wellknown.KAI_QUEUE_LABEL) or "")[:253],
+        "priority": first["priority"], "priority_class": first["priority_class"],
+        "scheduler_name": first["scheduler_name"] or wellknown.DEFAULT_SCHEDULER_NAME,
+        "created_in_cluster": first["created_in_cluster"], "started_at": min(started) if started else None,
+        "finished_at": max(finished) if finished and not active else None, "gone_at": None,
+        "uid": first["uid"] if kind == owners.BARE_POD else "", "submitted_by": "", "pools_tried": [], "platform": "",
+    }
+
+
+def unmanaged_noted(cluster_id: int, keys: list, now: Any) -> None:
+    """The Workload rows of the GPU pods no Job owns in the namespaces of these pods, from the stored pods:
+    one row per controller (or bare pod), written only when it changed; a row whose pods all left is gone
+    (Stopped unless they had finished). A Job of the same name keeps its row. The KAI reservation pods are
+    nobody's workload."""
+    namespaces = sorted({key[0] for key in keys if key and key[0] != RESERVATION_NAMESPACE})
+    for i in range(0, len(namespaces), 500):
+        _unmanaged_in(cluster_id, namespaces[i:i + 500], now)
+
+
+def _unmanaged_in(cluster_id: int, namespaces: list[str], now: Any) -> None:
+    from nodepools.models import Pod  # (the sync's own floor; read where the rows are made)
+
+    columns = ("namespace", "name", "workload_name", "uid", "owner_kind", "owner_name", "phase", "gpus",
+               "gpu_request", "scheduling_message", "labels", "priority", "priority_class", "scheduler_name",
+               "created_in_cluster", "started_in_cluster", "finished_in_cluster")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, job_name__isnull=True,
+                                   gpu_kind__isnull=False).exclude(owner_kind=JOB_KIND)
+                .order_by("created_in_cluster", "name").values(*columns)):
+        groups.setdefault((row["namespace"], row["workload_name"]), []).append(row)
+    # Their rows, and the Jobs of the same names (a Job keeps its row): not every Job of the namespaces.
+    existing = {(w.namespace, w.name): w for w in Workload.objects.filter(cluster_id=cluster_id,
+                                                                          namespace__in=namespaces)
+                .exclude(kind=JOB_KIND)}
+    named = {name for _, name in groups}
+    if named:
+        jobs = Workload.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, kind=JOB_KIND,
+                                       name__in=named).only("pk", "namespace", "name", "kind")
+        existing.update({(w.namespace, w.name): w for w in jobs if (w.namespace, w.name) in groups})
+    made, changed, noted = [], [], []
+    for key, pods in groups.items():
+        values = _group_values(pods)
+        row = existing.get(key)
+        if row is None:
+            made.append(Workload(cluster_id=cluster_id, namespace=key[0], name=key[1], **values))
+        elif row.kind != JOB_KIND and any(getattr(row, f) != v for f, v in values.items()):
+            for f, v in values.items():
+                setattr(row, f, v)
+            changed.append(row)
+        else:
+            continue
+        noted.append(key)
+    gone = [w for key, w in existing.items() if w.kind != JOB_KIND and w.gone_at is None and key not in groups]
+    with transaction.atomic():
+        if made:
+            Workload.objects.bulk_create(made, ignore_conflicts=True)
+        if changed:
+            Workload.objects.bulk_update(changed, list(UNMANAGED_FIELDS))
+        if gone:
+            ids = [w.pk for w in gone]
+            Workload.objects.filter(pk__in=ids).update(
+                gone_at=now, updated=now,
+                phase=Case(When(phase__in=("Succeeded", "Failed"), then=F("phase")), default=Value("Stopped")))
+            _note([WorkloadEvent(cluster_id=cluster_id, namespace=w.namespace, name=w.name, job_uid=w.uid,
+                                 kind=WorkloadEventKind.GONE, at=now,
+                                 detail="" if w.phase in ("Succeeded", "Failed") else w.phase) for w in gone])
+        if noted:
+            jobs_noted(cluster_id, noted, now)
 
 
 # ---------------------------------------------------------------------------------------------------

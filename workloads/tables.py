@@ -139,7 +139,7 @@ class WorkloadTable(ConsoleTable):
     default_columns = ("name", "project", "pools_tried", "placed_pool", "phase", "gpus", "gpu_utilization", "age",
                        "pending_reason", "start_estimate", "stop")
 
-    name = tables.Column("Workload", linkify=lambda record: reverse("workload-detail", args=[record.pk]))
+    name = tables.Column("Workload", attrs={"td": {"class": "name-cell"}})
     project = tables.Column("Project", accessor="project_name", order_by=("project_name",), default="—")
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     namespace = tables.Column("Namespace")
@@ -162,6 +162,10 @@ class WorkloadTable(ConsoleTable):
                                    attrs={"td": {"class": "wrap estimate-cell"}})
     preempted_by = tables.Column("Preempted by", empty_values=(), orderable=False, attrs=WRAP)
     scheduler = tables.Column("Scheduler", accessor="scheduler_name", default="—")
+    kind = tables.Column("Kind")
+    owner = tables.Column("Owner", default="—")
+    origin = tables.Column("Made by", empty_values=(), orderable=False, attrs=WRAP)
+    gpus_held = tables.Column("GPUs held", order_by=("gpus_held",))
     submitted_by = tables.Column("Submitted by", default="—")
     stop = tables.Column("Actions", empty_values=(), orderable=False)
 
@@ -229,6 +233,20 @@ class WorkloadTable(ConsoleTable):
         url = reverse("workload-start-estimates") + f"?ids={record.pk}"
         return format_html('<span class="muted"><a href="{}">{}</a></span>', url, what)
 
+    def render_name(self, record):
+        """Its name, linked to its page; a workload the console did not submit is marked so (its kind)."""
+        link = format_html('<a href="{}">{}</a>', reverse("workload-detail", args=[record.pk]), record.name)
+        mark = record.origin_mark
+        if not mark:
+            return link
+        return format_html('{} <span class="origin muted" title="{}">{}</span>', link, record.origin, mark)
+
+    def render_origin(self, record):
+        return record.origin
+
+    def render_gpus_held(self, value):
+        return selectors.gpus_text(value)
+
     def render_pools_tried(self, value):
         return selectors.pools_of_list(value) or "—"
 
@@ -261,19 +279,15 @@ class WorkloadTable(ConsoleTable):
         row holding the scheduler's words, the console's answer to "Why is it waiting?" and what Karpenter
         can do in the pools it asked for, each on its own line (the same words as the CSV and the API, which
         join them with spaces)."""
-        scheduler, console = selectors.pending_reason_parts(record)
-        provisioning = selectors.karpenter_text(record) if selectors.display_phase(record) == "Pending" else ""
-        parts = [format_html('<span class="scheduler">{}</span>', scheduler)] if scheduler else []
-        if reading is not None:
-            parts.append(reading)
-        elif console:
-            parts.append(format_html('<span class="why">{}{}</span>', "Why is it waiting? " if scheduler else "",
-                                     console))
-        if provisioning:
-            parts.append(format_html('<span class="karpenter">{}</span>', provisioning))
+        story = selectors.pending_reason_story(record)
+        if reading is not None:  # the console's answer comes after the page: the scheduler's words lead until then
+            story = [(part, text) for part, text in story if part != "why"]
+            story.insert(1 if story and story[0][0] == "scheduler" else 0, ("reading", ""))
+        parts = [reading if part == "reading" else format_html('<span class="{}">{}</span>', part, text)
+                 for part, text in story]
         if not parts:
             return ""
-        line = scheduler or console or provisioning or "Why is it waiting?"
+        line = next((text for _, text in story if text), "Why is it waiting?")
         return format_html('<details class="reason-story" id="story-{}" data-keep-open><summary title="{}">'
                            '<span class="line">{}</span></summary><div class="story">{}</div></details>',
                            record.pk, line, line, mark_safe("<br>".join(parts)))

@@ -47,7 +47,7 @@ from workloads.forms import (
     as_yaml,
 )
 from workloads.forms_access import PoolAccessForm
-from workloads.models import Workload
+from workloads.models import JOB_KIND, Workload
 from workloads.templatetags.workloads_forecast import project_start_estimates_context
 from workloads.tables import PlatformTable, PodTemplateTable, RuleSetTable, WorkloadTable
 
@@ -423,7 +423,7 @@ def _api_client(cluster):
 @reads_memo
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
-    stoppable = set(Workload.objects.restrict(request.user, "stop").values_list("pk", flat=True))
+    stoppable = set(Workload.objects.restrict(request.user, "stop").filter(kind=JOB_KIND).values_list("pk", flat=True))
     shown = rows if request.GET else ended_filtered(rows, WorkloadPageFilterSet.ended_default)
     return table_page(
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=shown,
@@ -481,7 +481,7 @@ def workload_detail(request, pk: int):
         "workload": workload, "detail": selectors.workload_detail(workload),
         "phase": selectors.display_phase(workload), "pending_reason": selectors.pending_reason(workload),
         "waits_for": selectors.waiting_category_text(workload),
-        "can_stop": (Workload.objects.restrict(request.user, "stop").filter(pk=workload.pk).exists()
+        "can_stop": (workload.is_job and Workload.objects.restrict(request.user, "stop").filter(pk=workload.pk).exists()
                      and selectors.display_phase(workload) not in selectors.ENDED and not workload.stop_requested),
         "timeline": selectors.workload_timeline(workload, user=request.user),
         "live_clusters": [workload.cluster_id],

@@ -338,8 +338,11 @@ class Mirror:
         # Deletions first: an object deleted and created again in one batch gets a new row.
         for kind in self.resources:
             if self.dels[kind]:
-                written[f"{kind}_deleted"] += self.writers[kind].delete(list(self.dels[kind]), now)
+                keys = list(self.dels[kind])
+                written[f"{kind}_deleted"] += self.writers[kind].delete(keys, now)
                 self.dels[kind].clear()
+                if self.resources[kind].deleted is not None:
+                    self.resources[kind].deleted(self.cid, keys, now)
         if NODES in self.resources:
             written.update(self._flush_nodes(now, in_sql))
         for kind in self.resources:

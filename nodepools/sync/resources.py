@@ -17,7 +17,7 @@ import orjson
 from django.utils.dateparse import parse_datetime
 
 from common import caches
-from kube import gpu as kube_gpu
+from kube import gpu as kube_gpu, owners
 from nodepools import kube
 from nodepools.models import Node, Pod
 
@@ -94,6 +94,8 @@ class Resource:
     retire: Callable[[int, list, Any], int] | None = None
     live: dict = field(default_factory=dict, compare=False)
     written: Callable[[int, list, Any], None] | None = None
+    # `deleted(cluster_id, keys, now)` runs after rows of these keys were deleted (their object left the cluster).
+    deleted: Callable[[int, list, Any], None] | None = None
 
     def __post_init__(self) -> None:
         if self.key is None:
@@ -137,7 +139,8 @@ NODE_VALUE_FIELDS = (
 POD_VALUE_FIELDS = (
     "uid", "node_name", "phase", "priority", "priority_class", "labels", "node_selector", "ready", "cpu_millis",
     "memory_bytes", "gpus", "created_in_cluster", "started_in_cluster", "finished_in_cluster", "resource_version",
-    "storage_bytes", "gpu_request", "scheduling_message", "gpu_unit", "gpu_units",
+    "storage_bytes", "gpu_request", "scheduling_message", "gpu_unit", "gpu_units", "owner_kind", "owner_name",
+    "scheduler_name",
 )
 # Where a pod's values hold its node's name, its GPU-equivalents and its GPU request (the mirror prices the
 # request on the node when it writes the pod: `kube.gpu.demand_on`).
@@ -209,6 +212,7 @@ def pod_values(obj: dict[str, Any]) -> tuple[list, None]:
         kube.pod_is_ready(obj), requests.cpu_millis, requests.memory_bytes, requests.gpus,
         metadata.get("creationTimestamp"), started, finished, str(metadata.get("resourceVersion") or ""),
         requests.storage_bytes, gpu_request, kube.pod_scheduling_message(obj), unit, units,
+        *owners.controller_of(metadata), owners.scheduler_of(spec),
     ], None
 
 

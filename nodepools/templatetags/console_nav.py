@@ -10,8 +10,10 @@ register = template.Library()
 
 # Which entry of the top bar a page belongs to (its URL name's start), to mark it as the current one.
 SECTIONS = (
-    ("overview", ("home", "cluster-overview", "cluster-enforcement")),
-    ("capacity", ("pool-", "node-", "platform-", "podtemplate-", "ruleset-", "quota-", "provisioning-")),
+    ("overview", ("home", "cluster-overview")),
+    # Enforcement turns the pools and quotas into the scheduler's objects: it sits beside Quota, under Capacity.
+    ("capacity", ("pool-", "node-", "platform-", "podtemplate-", "ruleset-", "quota-", "provisioning-",
+                  "cluster-enforcement")),
     ("organisation", ("department-", "project-", "my-projects")),
     ("workloads", ("workload-",)),
     ("usage", ("usage-",)),

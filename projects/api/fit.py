@@ -124,6 +124,8 @@ class RoomSerializer(serializers.Serializer):
     mig_profile = serializers.CharField(allow_null=True)
     slices_per_pod = StrictIntegerField(allow_null=True)
     fits = serializers.BooleanField(help_text="Whether the scheduler's rules can make room for the shape.")
+    never = serializers.BooleanField(help_text="No node of the pool could hold one pod of the shape even empty: "
+                                               "nothing can make room (no victim is listed).")
     domain = serializers.CharField(allow_null=True)
     gpus_taken = StrictDecimalField(**GPUS)
     victims = VictimSerializer(many=True)

@@ -220,6 +220,10 @@ def test_what_the_scheduler_reports_is_mirrored_beside_the_consoles_allocation(l
                    containers=[{"name": "main", "requests": {"nvidia.com/gpu": "4"}}])
     pod["spec"]["schedulerName"] = "kai-scheduler"
     lab.pods.append(pod)
+    # A notebook kube-scheduler placed (no schedulerName): the console counts its GPU, KAI's queue does not.
+    bare = make_pod("notebook", "runai-rnd-a", node="a100-2", priority=50, priority_class="train",
+                    containers=[{"name": "main", "requests": {"nvidia.com/gpu": "1"}}])
+    lab.pods.append(bare)
     mirror(lab, sim)
     sim.add_pod(pod)
     extra = make_pod("extra", "runai-rnd-a", node="a100-2", priority=125, priority_class="inference",
@@ -239,6 +243,15 @@ def test_what_the_scheduler_reports_is_mirrored_beside_the_consoles_allocation(l
     client.force_login(users["sysadmin"])
     page = client.get(f"/clusters/{lab.cluster.pk}/enforcement/").content.decode()
     assert "Queue rnd-a.a100" in page and "differs" in page
+    # Each difference says why: the pod kube-scheduler placed (the console counts it, KAI's queue does not),
+    # and the pod KAI counts that the console has not mirrored yet.
+    from enforcers.selectors import queue_status_rows
+
+    why = next(r for r in queue_status_rows(user=users["sysadmin"], cluster=lab.cluster)
+               if r.queue.name == "rnd-a.a100").explanation
+    assert why.startswith("1 GPU held by pods that KAI did not schedule (scheduler: default-scheduler): the console "
+                          "counts them, KAI does not; 2 GPUs more in the scheduler's count"), why
+    assert f"Why they differ: {why}" in page.replace("&#x27;", "'")
     api = client.get(f"/api/v1/clusters/{lab.cluster.pk}/scheduler-queues").json()
     assert {"name": "rnd-a.a100", "gpu_allocated": "6.000"}.items() <= next(
         q for q in api if q["name"] == "rnd-a.a100").items()

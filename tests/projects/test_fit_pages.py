@@ -119,6 +119,22 @@ def test_no_room_is_asked_of_anyone_when_nobody_is_over_quota(api, users, org):
     assert room["fits"] is False and room["victims"] == []
 
 
+def test_what_would_make_room_says_first_when_nothing_can(client, users, org, api):
+    """1 × 8 GPUs in a pool of 4-GPU nodes: no reclaim helps; it says so first and lists nobody as if they
+    would — even with over-quota preemptible pods running there."""
+    org.run("borrowed", org.rnd_b, "a100-1", gpus=4, priority=50)
+    answer = api(users["sysadmin"]).get(f"/api/v1/node-pools/{org.a100.pk}/fit/", {"pods": 1, "gpus": 8}).json()
+    room = answer["room"]
+    assert (room["fits"], room["never"], room["victims"], room["by_owner"]) == (False, True, [], [])
+    assert room["explanation"] == "Nothing can make room: no node of a100 has 8 GPUs (the largest has 4)."
+    client.force_login(users["sysadmin"])
+    page = client.get(reverse("pool-detail", args=[org.a100.pk]), {"pods": 1, "gpus": 8}).content.decode()
+    box = page[page.index('id="make-room"'):]
+    box = box[:box.index("</div>")]
+    assert "<p>Nothing can make room: no node of a100 has 8 GPUs (the largest has 4).</p>" in box
+    assert 'id="make-room-victims"' not in box and "borrowed" not in box
+
+
 def test_a_bad_shape_is_a_clear_error_naming_the_field(api, users, h100, client):
     answer = api(users["sysadmin"]).get(f"/api/v1/node-pools/{h100.pk}/fit/", {"pods": "x", "gpus": 8})
     assert answer.status_code == 400

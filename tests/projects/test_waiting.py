@@ -48,7 +48,29 @@ def test_no_node_can_fit_it():
     reason = explain(gpus=D(16), priority=50, project=Owner("vision", D(20)), department=Owner("rnd", D(20)),
                      pool=POOL)
     assert reason.code == "no_node_fits"
-    assert "the largest Ready node of a100 has 8 GPUs; this asks 16 on one node" in reason.text
+    assert reason.text.startswith("Never fits: no node of a100 has 16 GPUs (the largest Ready node has 8)")
+
+
+def test_never_fitting_leads_even_when_the_quota_refuses_it_too():
+    """The hardest fact first: a non-preemptible 8-GPU request beyond its deserved quota, in a pool whose nodes
+    have 4 GPUs, never fits — whatever its quota; that is its reason (the quota is the scheduler's to add)."""
+    reason = explain(gpus=D(8), priority=125, project=Owner("serve-search", D(5), D(4), non_preemptible=D(4)),
+                     department=Owner("ml-ops", D(20)),
+                     pool=PoolFacts("a100-40gb", nodes=((D(4), D(0)), (D(4), D(4))), borrowers=()))
+    assert reason.code == "no_node_fits"
+    assert reason.text.startswith("Never fits: no node of a100-40gb has 8 GPUs (the largest Ready node has 4)")
+
+
+def test_the_quota_counts_what_its_scheduler_counts_and_names_the_other_pods():
+    """With KAI enforcing, only KAI's pods count against its queue: the 4 GPUs of a pod kube-scheduler placed
+    are named apart, not added (the figure KAI's own message gives)."""
+    project = Owner("serve-search", D(5), D(0), non_preemptible=D(0),
+                    others=(("default-scheduler", D(4), D(4)),))
+    reason = explain(gpus=D(6), priority=125, project=project, department=Owner("ml-ops", D(20)), pool=ROOMY)
+    assert reason.code == "non_preemptible_over_quota"
+    assert "project serve-search runs 0 non-preemptible GPUs of 5 deserved" in reason.text
+    assert reason.text.endswith("Not counted against its quota by the scheduler (it did not schedule them): "
+                                "4 GPUs on pods of default-scheduler.")
 
 
 def test_the_pool_is_full_and_names_who_borrows():
@@ -111,7 +133,7 @@ def test_the_project_and_department_pages_say_why_work_waits(org, users, client)
     client.force_login(users["researcher"])
     page = client.get(f"/projects/{org.rnd_a.pk}/").content.decode()
     assert "Why is it waiting?" in page and "runai-rnd-a/too-big" in page
-    assert "No node can fit it: the largest Ready node of a100 has 4 GPUs" in page
+    assert "Never fits: no node of a100 has 8 GPUs (the largest Ready node has 4)" in page
     client.force_login(users["rnd_viewer"])
     page = client.get(f"/departments/{org.rnd.pk}/").content.decode()
     assert "runai-rnd-a/too-big" in page
@@ -154,7 +176,7 @@ def test_counts_of_one_read_in_the_singular():
     one_free = PoolFacts("a100", nodes=((D(1), D(1)), (D(1), D(0))), borrowers=())
     reason = explain(gpus=D(2), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)),
                      pool=one_free)
-    assert reason.code == "no_node_fits" and "the largest Ready node of a100 has 1 GPU; this asks 2" in reason.text
+    assert reason.code == "no_node_fits" and "no node of a100 has 2 GPUs (the largest Ready node has 1)" in reason.text
     reason = explain(gpus=D(1), priority=50, project=Owner("vision", D(4)), department=Owner("rnd", D(20)),
                      pool=PoolFacts("a100", nodes=((D(2), D(0)), (D(2), D(0))), borrowers=()))
     assert reason.code == "pool_full" and "a100 has 0 GPUs free" in reason.text

@@ -23,18 +23,22 @@ def test_demo_has_a_heterogeneous_pool_with_two_platforms_and_submitted_workload
     platforms = {p.name: p for p in Platform.objects.filter(pool=pool)}
     assert set(platforms) == {"v100-16gb", "v100-32gb"}
     assert pool.workload_settings.default_platform == platforms["v100-16gb"]
-    rows = {w.name: w for w in Workload.objects.filter(cluster=pool.cluster)}
+    rows = {w.name: w for w in Workload.objects.filter(cluster=pool.cluster, by_console=True)}
     assert set(rows) == {"vision-32gb-train", "vision-finetune", "chat-canary"}
     assert rows["vision-32gb-train"].platform == "v100-32gb" and rows["vision-32gb-train"].gpus == 2
     assert rows["vision-finetune"].pools_tried == ["a100-80gb", "default"]
     assert rows["chat-canary"].priority_class == "inference" and rows["chat-canary"].namespace == "runai-serve-chat"
     # The demo researcher (team-vision) sees its two, not ML-Ops' canary.
     researcher = get_user_model().objects.get(username="researcher")
-    listed = {w["name"] for w in api(researcher).get("/api/v1/workloads/").json()["results"]}
-    assert listed == {"vision-32gb-train", "vision-finetune"}
+    listed = {w["name"]: w for w in api(researcher).get("/api/v1/workloads/", {"page_size": 200}).json()["results"]}
+    assert {n for n, w in listed.items() if w["by_console"]} == {"vision-32gb-train", "vision-finetune"}
+    # and team-vision's own pods the console did not submit (the demo cluster's bare pods), none of ML-Ops'.
+    assert {"vision-train-1", "vision-train-pending"} <= set(listed) and "chat-1" not in listed
     # Loading the demo again adds nothing.
+    before = Workload.objects.filter(cluster=pool.cluster).count()
     call_command("demo", stdout=StringIO())
-    assert Workload.objects.filter(cluster=pool.cluster).count() == 3
+    assert Workload.objects.filter(cluster=pool.cluster).count() == before
+    assert Workload.objects.filter(cluster=pool.cluster, by_console=True).count() == 3
 
 
 @pytest.mark.django_db(transaction=True)
@@ -69,7 +73,7 @@ def test_run_demo_submits_the_demo_workloads_to_the_emulator_once_synced(tmp_pat
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         assert {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["Tesla-V100-SXM2-32GB"]} in \
             terms[0]["matchExpressions"]
-        assert sync.run_until(lambda: Workload.objects.filter(cluster=cluster).count() == 3)
+        assert sync.run_until(lambda: Workload.objects.filter(cluster=cluster, kind="Job").count() == 3)
     finally:
         if sync is not None:
             sync.stop()

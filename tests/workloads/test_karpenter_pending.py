@@ -28,7 +28,8 @@ LIMIT = "h100-prod: Its limit is reached: nvidia.com/gpu 8 of 8 provisioned; the
 # the pod's own explanation, `provisioning`, as on the pool page).
 # The console's own reading comes after the scheduler's words: h100-node-1 runs no NVIDIA operand pod here, so
 # the console counts no Ready node in the pool.
-WHY = "Why is it waiting? No node can fit it: the largest Ready node of h100-prod has 0 GPUs; this asks 8 on one node."
+WHY = ("Why is it waiting? Never fits: no node of h100-prod has 8 GPUs (the largest Ready node has 0); this asks 8 on "
+       "one node.")
 
 
 @pytest.fixture

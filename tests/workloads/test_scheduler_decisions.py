@@ -19,6 +19,7 @@ from workloads.models import PodGroup, SchedulerEvent, Workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+AT = r"(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d"  # a moment: its time of day, with its date unless today
 FAST = dict(backoff_base=0.05, backoff_max=0.3, read_timeout=5, unreachable_after=0.4, batch_delay=0.02,
             tick=0.05, lock_poll=0.3, watch_timeout_min=30, watch_timeout_max=40, hint_interval=0.05)
 
@@ -148,8 +149,9 @@ def test_each_waiting_workload_says_kais_reason_the_consoles_answer_and_who_pree
     assert b4["preempted_by"]["scheduler"] == "kai-scheduler" and b4["preempted_by"]["still_waiting"] is True
     assert b4["preempted_by"]["by_id"] == rows["ops-1"]["id"] and b4["preempted_by"]["by_project"] == "ops-a"
     assert "was preempted by workload runai-ops-a/" in b4["preempted_by"]["message"]
-    assert b4["preempted_by"]["text"].startswith(
-        "Preempted by runai-ops-a/ops-1 (KAI Scheduler: reclaimed by a queue below its fair share")
+    assert re.fullmatch(rf"Preempted by runai-ops-a/ops-1 at {AT} \(KAI Scheduler: reclaimed by a queue "
+                        r"below its fair share\); waiting to run again", b4["preempted_by"]["text"]), b4["preempted_by"]
+    assert b4["preempted_by"]["running_again_since"] is None
     assert b4["scheduler_reason"]["scheduler"] == "kai-scheduler"
     assert b4["scheduler_reason"]["category"] == "capacity" and b4["waiting_category"] == "capacity"
     assert b4["scheduler_reason"]["source"].startswith("PodGroup pg-b-4-")
@@ -176,7 +178,7 @@ def test_each_waiting_workload_says_kais_reason_the_consoles_answer_and_who_pree
     # The department administrator of rnd sees the reclaimed workload, not ops' workload: only its project.
     b4 = lab.rows("rnd_admin")["b-4"]
     assert b4["preempted_by"]["by"] is None and b4["preempted_by"]["by_project"] == "ops-a"
-    assert b4["preempted_by"]["text"].startswith("Preempted by a workload of project ops-a (KAI Scheduler")
+    assert re.match(rf"Preempted by a workload of project ops-a at {AT} \(KAI Scheduler", b4["preempted_by"]["text"])
 
     # The table, its CSV and the workload's page say the same.
     client.force_login(lab.users["sysadmin"])
@@ -268,7 +270,8 @@ def test_with_kueue_a_reclaimed_workload_says_by_whom_and_waiting_ones_their_pos
     victim = evicted[0]
     assert victim["preempted_by"]["scheduler"] == "kueue" and victim["preempted_by"]["by"] == "runai-rnd-a/a-1"
     assert victim["preempted_by"]["action"] == "InCohortReclamation"
-    assert victim["preempted_by"]["text"].startswith("Preempted by runai-rnd-a/a-1 (Kueue: reclaimed by its cohort")
+    assert re.match(rf"Preempted by runai-rnd-a/a-1 at {AT} \(Kueue: reclaimed by its cohort\); waiting to run again",
+                    victim["preempted_by"]["text"]), victim["preempted_by"]
     assert victim["phase"] == "Suspended" and victim["scheduler_reason"]["scheduler"] == "kueue"
     # Over its maximum: Kueue's reason and the console's (rnd-b's limit in a100) agree on the category.
     big = rows["b-big"]
@@ -279,3 +282,49 @@ def test_with_kueue_a_reclaimed_workload_says_by_whom_and_waiting_ones_their_pos
     assert all(p is not None and p["source"] == "kueue" for p in positions.values()), positions
     assert sorted(p["position"] for p in positions.values()) == [1, 2, 3]
     assert positions["b-3"]["text"].endswith("in LocalQueue rnd-b")
+
+
+def test_a_reclaimed_workload_that_runs_again_says_since_when_and_its_old_condition_is_not_current(kai_lab, client):
+    """rnd-b's borrowed jobs are reclaimed by ops-a's; once ops-a's job is stopped, KAI places them again: the
+    row says who preempted it, when, and since when it runs again; its PodGroup's last scheduling condition
+    (from while it waited) reads as past, not as why it waits."""
+    lab, org = kai_lab, kai_lab.org
+    for i in range(1, 5):
+        lab.submit("sysadmin", org.rnd_b, f"b-{i}", gpus=2)
+    lab.settle()
+    lab.submit("sysadmin", org.ops_a, "ops-1", gpus=4)
+    lab.settle()
+    mirrored(lab, lambda: SchedulerEvent.objects.filter(reason="Evict").count() == 2
+             and Workload.objects.filter(name="ops-1").exists())
+    rows = lab.rows("sysadmin")
+    reclaimed = sorted(n for n in ("b-1", "b-2", "b-3", "b-4") if rows[n]["preempted_by"])
+    assert len(reclaimed) == 2 and all(rows[n]["phase"] == "Pending" for n in reclaimed), reclaimed
+    name = reclaimed[-1]
+    # ops-1 stops: its GPUs go back, KAI places the reclaimed jobs again.
+    answer = lab.api(lab.users["sysadmin"]).delete(f"/api/v1/workloads/{rows['ops-1']['id']}/")
+    assert answer.status_code in (200, 202, 204), answer.content
+    lab.settle(20)
+    from nodepools.models import Pod
+
+    mirrored(lab, lambda: Pod.objects.filter(namespace="runai-rnd-b", phase="Running",
+                                             job_name__in=reclaimed).count() == 2)
+    row = lab.rows("sysadmin")[name]
+    assert row["phase"] == "Running" and row["pending_reason"] == ""
+    again = row["preempted_by"]
+    assert again["still_waiting"] is False and again["running_again_since"] is not None
+    assert again["running_again_since"] > again["at"]
+    assert re.fullmatch(rf"Preempted by runai-ops-a/ops-1 at {AT} \(KAI Scheduler: reclaimed by a queue "
+                        rf"below its fair share\); running again since {AT}", again["text"]), again["text"]
+    # Its page: the same sentence, and the PodGroup's condition from while it waited is said to be past.
+    client.force_login(lab.users["sysadmin"])
+    detail = client.get(reverse("workload-detail", args=[row["id"]])).content.decode()
+    assert again["text"] in detail.replace("&#x27;", "'")
+    timeline = [entry["what"] for entry in lab.api(lab.users["sysadmin"]).get(
+        f"/api/v1/workloads/{row['id']}/").json()["timeline"]]
+    assert timeline[-2:] == ["Preempted by runai-ops-a/ops-1", "Ran again"], timeline
+    group = PodGroup.objects.filter(job_name=name).order_by("-created_in_cluster").first()
+    assert group is not None and group.waiting is False
+    cells = detail.split(f'data-podgroup="{group.name}"', 1)[1].split("</tr>", 1)[0]
+    if group.reason or group.message:  # KAI keeps the condition of its last failed attempt
+        assert "Not current — it was placed since. Before" in cells, cells
+    assert f"{group.reason}: {group.reason}:" not in cells

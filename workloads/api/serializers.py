@@ -200,6 +200,14 @@ class WorkloadSerializer(ModelSerializer):
         help_text="For a waiting workload: when it may start (seconds from now, a range) and the basis in words, or "
                   "no estimate and why (earliest_seconds null); null when it does not wait.")
     gpus = StrictDecimalField(max_digits=10, decimal_places=3, read_only=True)
+    gpus_held = StrictDecimalField(
+        max_digits=14, decimal_places=3, read_only=True,
+        help_text="The GPUs its pods hold now (bound, not finished): a project's workloads add up to its allocated GPUs.")
+    kind = serializers.CharField(read_only=True, help_text="Job, or for pods no Job owns their controller's kind "
+                                                           "(ReplicaSet, StatefulSet, ...) or Pod for a bare pod.")
+    owner = serializers.CharField(read_only=True, help_text="Its controller as Kind/name (ownerReferences), or \"\".")
+    by_console = serializers.BooleanField(read_only=True, help_text="Submitted through the console.")
+    origin = serializers.CharField(read_only=True, help_text="Who made it, in words (kind, owner, scheduler).")
     gpu_utilization = serializers.SerializerMethodField(
         help_text="Average utilization (%) of the GPUs the workload's running pods hold now (the DCGM exporter's "
                   "DCGM_FI_DEV_GPU_UTIL, a MIG instance's DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100, through the cluster's "
@@ -214,7 +222,7 @@ class WorkloadSerializer(ModelSerializer):
                   "phase", "pods", "gpus", "gpu_utilization", "gpu_metrics_unavailable", "priority_class", "priority",
                   "preemptible", "queue", "scheduler_name", "submitted_by", "created_in_cluster", "pending_reason",
                   "scheduler_reason", "why_waiting", "waiting_category", "queue_position", "preempted_by",
-                  "provisioning", "start_estimate", "gone_at"]
+                  "provisioning", "start_estimate", "gone_at", "kind", "owner", "by_console", "origin", "gpus_held"]
         read_only_fields = fields
 
     def _enriched(self, obj):
