@@ -395,7 +395,8 @@ class PlatformPlan:
         failures = engine.check_rules(rules, values=variables, nodes=nodes)
         if not failures:
             return ""
-        more = f" (and {len(failures) - 1} more rule(s))" if len(failures) > 1 else ""
+        others = len(failures) - 1
+        more = f" (and {others} more rule{'' if others == 1 else 's'})" if others else ""
         return f"{failures[0]}{more}."
 
     def pod_spec(self, variables: dict[str, str]) -> tuple[dict[str, Any], str]:
@@ -520,6 +521,7 @@ def workload_list(*, user: Any):
     return (Workload.objects.restrict(user, "view").select_related("cluster")
             .annotate(stop_requested=Exists(stop),
                       project_name=Subquery(namespaces.values("project__name")[:1]),
+                      project_display_name=Subquery(namespaces.values("project__display_name")[:1]),
                       project_id=Subquery(namespaces.values("project_id")[:1]),
                       placed_pool=Subquery(placed), running_pods=Subquery(running),
                       scheduler_message=Subquery(unscheduled), gpus_held=held_gpus()))
