@@ -195,10 +195,11 @@ def _unmanaged_in(cluster_id: int, namespaces: list[str], now: Any) -> None:
                 .order_by("created_in_cluster", "name").values(*columns)):
         groups.setdefault((row["namespace"], row["workload_name"]), []).append(row)
     # Their rows, and the Jobs of the same names (a Job keeps its row): not every Job of the namespaces.
+    # (Only the live rows and those of these names: the rows of pods long gone stay history, not read again.)
+    named = {name for _, name in groups}
     existing = {(w.namespace, w.name): w for w in Workload.objects.filter(cluster_id=cluster_id,
                                                                           namespace__in=namespaces)
-                .exclude(kind=JOB_KIND)}
-    named = {name for _, name in groups}
+                .filter(Q(gone_at__isnull=True) | Q(name__in=named)).exclude(kind=JOB_KIND)}
     if named:
         jobs = Workload.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, kind=JOB_KIND,
                                        name__in=named).only("pk", "namespace", "name", "kind")

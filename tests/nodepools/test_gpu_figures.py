@@ -233,7 +233,8 @@ def test_every_surface_shows_the_same_ready_allocated_and_free_gpus(client, flee
             name, words[:400])
         rows = [page_text_of(r) for r in re.findall(rf'<tr[^>]*data-pool="{name}"[^>]*>(.*?)</tr>', overview, re.S)]
         if w["nodes"]:
-            assert any(f"{_num(w['free'])} GPUs free" in r for r in rows), (name, rows)
+            free = f"{_num(w['free'])} GPU{'' if w['free'] == 1 else 's'} free"  # "1 GPU free", "0 GPUs free"
+            assert any(free in r for r in rows), (name, rows)
 
 
 def _num(value: Decimal) -> str:
