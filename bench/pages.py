@@ -18,7 +18,7 @@ five projects):
           they wait), the workloads list (and its start estimates, fetched after it) and a workload's page, the department and cluster statements, a
           pool's page (its fragmentation) and its fit API, the pages of a MIG pool (its slices by profile) and a
           time-sliced pool and the nodes of the MIG pool, the enforcement and platforms pages (a Job per
-          10 nodes, 30 at least, mirrored as the sync writes them), each with its SQL query count; the same query counts
+          10 nodes, 100 at least, mirrored as the sync writes them), each with its SQL query count; the same query counts
           measured first on a fleet 100 times smaller, to show they do not grow with the rows; the nodes
           and pools pages also with every column shown (GPU utilization, GPU memory, idle allocated GPUs),
           each with its number of Prometheus queries at both sizes (must not grow either), and every
@@ -130,6 +130,14 @@ def fleet_objects(nodes: int, pods: int, gpus_per_node: int):
     from kube import gpu as kube_gpu
 
     node_objs, pod_objs = generate_cluster(nodes, pods, seed=1, shared=True)
+    # The generated pods are bare pods (rows of the workloads pages too); a few of them wait, the more the larger
+    # the fleet: one waiting 1-GPU bare pod in every namespace at any size, so that what a page reads per project
+    # and pool for the waiting ones is read at both sizes.
+    from kubesim import make_pod
+
+    for namespace in sorted({p["metadata"]["namespace"] for p in pod_objs}):
+        pod_objs.append(make_pod(f"waiting-{namespace}", namespace, phase="Pending", containers=[
+            {"name": "main", "requests": {"cpu": "1", "memory": "4Gi", kube_gpu.GPU_RESOURCE: 1}}]))
     if gpus_per_node:
         # Whole-GPU nodes only: a shared node's resources follow its MIG layout or its replicas.
         widen([n for n in node_objs if kube_gpu.node_gpus(n["metadata"].get("labels"), n["status"]["capacity"]).exposure
@@ -653,9 +661,11 @@ def main() -> int:
 
         # The same pages on a fleet 100 times smaller: the query counts must be the same.
         small, small_pools = load("small", fleets.pop("small"), prom.url if prom else "")
-        # 30 workloads at least: every (project, first pool, phase) the full fleet's workloads have, so that
-        # what a page reads per pool or per project (not per row) is read at both sizes.
-        load_workloads(small, max(small_size[0] // 10, 30))
+        # 100 workloads at least: every (project, first pool, phase) the full fleet's workloads have, so that
+        # what a page reads per pool or per project (not per row) is read at both sizes; and more than a page of
+        # the workloads list (50 rows), so that its first page holds the console's Jobs at both sizes, as the full
+        # fleet's does (the generated fleet's pods are bare pods: rows too, after them).
+        load_workloads(small, max(small_size[0] // 10, 100))
         if prom:
             refresh_pool_figures(small)
         small_urls, clients = all_urls(small, small_pools)
