@@ -11,7 +11,7 @@ from django.db.models import Sum
 
 from enforcers.desired import DepartmentState, OrgState, PoolState, ProjectState, QuotaState
 from enforcers.models import Enforcement, Enforcer, RefusedWrite, SchedulerQueue
-from common.words import noun
+from common.words import amount, noun
 from kube import wellknown
 from kube import gpu as kube_gpu
 from kube.taints import common_taints
@@ -119,10 +119,6 @@ def counting_scheduler(cluster_id: int) -> str:
     return wellknown.KAI_SCHEDULER_NAME if enforcer == Enforcer.KAI else ""
 
 
-def _gpus(value: Decimal) -> str:
-    return f"{Decimal(value).normalize():f}"
-
-
 @dataclass
 class QueueStatusRow:
     queue: SchedulerQueue
@@ -163,15 +159,15 @@ class QueueStatusRow:
                 if name in (self.counting, "") or not gpus:
                     continue
                 others += gpus
-                parts.append(f"{_gpus(gpus)} GPU{'s' if gpus != 1 else ''} held by pods that {scheduler} did not "
+                parts.append(f"{amount(gpus, 'GPU')} held by pods that {scheduler} did not "
                              f"schedule (scheduler: {name}): the console counts them, {scheduler} does not")
         rest = console - others - reported
         if abs(rest) >= Decimal("0.01"):
             if rest > 0:
-                parts.append(f"{_gpus(rest)} GPU{'s' if rest != 1 else ''} more in the console's count: pods placed "
+                parts.append(f"{amount(rest, 'GPU')} more in the console's count: pods placed "
                              f"since the scheduler's last report ({self.queue.updated:%H:%M:%S})")
             else:
-                parts.append(f"{_gpus(-rest)} GPU{'s' if -rest != 1 else ''} more in the scheduler's count: pods it "
+                parts.append(f"{amount(-rest, 'GPU')} more in the scheduler's count: pods it "
                              f"has allocated that the console does not see running yet, or that left since its last "
                              f"report ({self.queue.updated:%H:%M:%S})")
         return "; ".join(parts) + "."

@@ -14,21 +14,11 @@ import pytest
 
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page  # noqa: F401
-from tests.workloads.test_submit_emulator import FAST, submit
+from tests.workloads.test_submit_emulator import submit, syncing  # noqa: F401  (fixture)
 
 pytestmark = test_browser.pytestmark
 
 NEVER = "Never fits: no node of a100 has 8 GPUs (the largest Ready node has 4)"
-
-
-@pytest.fixture
-def syncing(lab):
-    from nodepools.sync import ClusterSync, SyncOptions
-
-    sync = ClusterSync(lab.cluster, SyncOptions(**FAST))
-    sync.start()
-    yield sync
-    sync.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from tests import test_browser
 from tests.test_browser import _hints_reach_the_in_process_server, chromium, live_asgi, log_in, page  # noqa: F401
 from tests.test_browser_tables_live import _hint
-from tests.workloads.test_submit_emulator import FAST, submit
+from tests.workloads.test_submit_emulator import submit, syncing  # noqa: F401  (fixture)
 
 pytestmark = test_browser.pytestmark
 
@@ -17,16 +17,6 @@ pytestmark = test_browser.pytestmark
 LONG = "0/40 nodes are available: " + ", ".join(
     f"1 node(s) had untolerated taint {{team-{i}: reserved}}" for i in range(1, 40)) + "."
 NAMES = ("search-8gpu", "train-a", "train-b", "train-c")
-
-
-@pytest.fixture
-def syncing(lab):
-    from nodepools.sync import ClusterSync, SyncOptions
-
-    sync = ClusterSync(lab.cluster, SyncOptions(**FAST))
-    sync.start()
-    yield sync
-    sync.stop()
 
 
 @pytest.fixture
