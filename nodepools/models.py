@@ -634,3 +634,19 @@ class PodLifetime(models.Model):
 # here so that access never names a kind of an app above it; the column predates the move).
 RoleAssignment.add_to_class(
     "cluster", models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="+"))
+
+
+class DataVersion(models.Model):
+    """How many times a cluster's mirrored nodes and pods changed: a counter per cluster that the database's own
+    triggers raise, in the writing transaction, at every insert, update or delete of a node or pod row, whoever
+    writes (the sync's upserts, the ORM, a cascade). Read once per page, it tells a figure computed from those
+    rows by an earlier request that it still holds (`nodepools.memo.fleet_memoised`). Never written by the
+    console's code but to lock it: who writes a cluster's nodes or pods on PostgreSQL takes its row first
+    (`nodepools.versions.lock`), so that two writers of one cluster never wait on each other in turn."""
+
+    # A plain column, not a foreign key: the triggers write it while a cluster's rows are deleted in cascade.
+    cluster_id = models.BigIntegerField(primary_key=True)
+    seq = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id}: {self.seq}"

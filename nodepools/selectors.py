@@ -32,7 +32,7 @@ from kube import gpu as kube_gpu
 from kube.client import api_error_message
 from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
-from nodepools.memo import memoised
+from nodepools.memo import fleet_memoised, memoised
 from nodepools.models import (
     Cluster,
     Node,
@@ -129,8 +129,8 @@ def pool_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
     """Per node name of the pool (only nodes of MIG slices, or with fractional pods), its
     `NodeGpuRoom`: the one reading of free MIG slices that the pool page, "Will it fit?", the fit API and the
     dry run share. Two queries (the nodes not of whole GPUs, the pool's active pods holding MIG slices or
-    fractions), once per request (`memoised`)."""
-    return memoised(("pool_node_gpu_room", pool.pk), lambda: _read_node_gpu_room(pool))
+    fractions), kept while the fleet holds still (`fleet_memoised`)."""
+    return fleet_memoised(("pool_node_gpu_room", pool.pk), lambda: _read_node_gpu_room(pool))
 
 
 def _read_node_gpu_room(pool: NodePool) -> dict[str, NodeGpuRoom]:
@@ -293,9 +293,10 @@ def pod_usage(pool_ids) -> list[dict[str, Any]]:
     """What running pods use, grouped by (pool, project): one pass over the pods serves the pool
     totals, the quota rows' allocation, the overview chart, the fair share and "Why is it waiting?".
     Keys: pool_id, project_id, gpu, np (GPUs of non-preemptible pods), cpu (millis), mem (bytes), pods.
-    Read once per request inside a `nodepools.memo` scope (the rows are shared: do not change them)."""
+    Read once per request inside a `nodepools.memo` scope, and kept across requests while the fleet holds still
+    (`fleet_memoised`; the rows are shared: do not change them)."""
     pool_ids = tuple(sorted(set(pool_ids)))
-    return memoised(("pod_usage", pool_ids), lambda: _pod_usage(pool_ids))
+    return fleet_memoised(("pod_usage", pool_ids), lambda: _pod_usage(pool_ids))
 
 
 def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -312,7 +313,7 @@ def pod_usage_by_scheduler(pool_ids) -> list[dict[str, Any]]:
     project_id, scheduler, gpu, np. The same pods as `pod_usage` (`Pod.objects.active()`): summed over the
     schedulers, the same figures."""
     pool_ids = tuple(sorted(set(pool_ids)))
-    return memoised(("pod_usage_by_scheduler", pool_ids), lambda: _pod_usage_by_scheduler(pool_ids))
+    return fleet_memoised(("pod_usage_by_scheduler", pool_ids), lambda: _pod_usage_by_scheduler(pool_ids))
 
 
 def _pod_usage_by_scheduler(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -347,6 +348,14 @@ def pool_node_totals() -> dict[str, Any]:
             "cpu_total_millis": Sum("cpu_allocatable_millis"), "memory_total_bytes": Sum("memory_allocatable_bytes")}
 
 
+def pools_node_totals(pool_ids) -> dict[int, dict[str, Any]]:
+    """Per pool id, its nodes' `pool_node_totals` (one grouped query), kept while the fleet holds still."""
+    ids = tuple(sorted(set(pool_ids)))
+    return fleet_memoised(("pools_node_totals", ids), lambda: {
+        r["pool_id"]: r for r in Node.objects.filter(pool_id__in=list(ids)).order_by().values("pool_id")
+        .annotate(**pool_node_totals())})
+
+
 def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None = None,
                        nodes: dict[int, dict[str, Any]] | None = None) -> list[NodePool]:
     """Set the attributes `NodePool.objects.with_capacity()` annotates, and the registered `POOL_FIGURES`, with
@@ -354,8 +363,7 @@ def pools_attach_usage(pools: list[NodePool], usage: list[dict[str, Any]] | None
     and one per figure, whatever the number of rows."""
     ids = [p.pk for p in pools]
     if nodes is None:
-        nodes = {r["pool_id"]: r for r in Node.objects.filter(pool_id__in=ids).order_by().values("pool_id")
-                 .annotate(**pool_node_totals())}
+        nodes = pools_node_totals(ids)
     pods: dict[int, dict[str, Any]] = {}
     for r in usage if usage is not None else pod_usage(ids):
         # (GPUs allocated come from the nodes: `capacity.pool_gpu_totals`, ready nodes apart from the others.)

@@ -25,7 +25,7 @@ from audit.models import AuditEvent
 from audit.services import audit_record, snapshot
 from gpumetrics import Unavailable, figures_sum, node_gpu_metrics
 from kube.client import api_error_message
-from nodepools import hints, kube, selectors, signals
+from nodepools import hints, kube, selectors, signals, versions
 from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, PlacementStrategy, Pod, PodLifetime
 from nodepools.selectors import capacity_preview, node_live_object, pool_label_selectors, pool_labels_of
 from nodepools.sync import NODES, PODS, Mirror, api_client_for
@@ -105,6 +105,7 @@ def cluster_update(*, actor: Any, cluster: Cluster, **changes: Any) -> Cluster:
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
     require_system_admin(actor, "delete clusters")
+    versions.lock(cluster.pk)  # before its nodes' and pods' rows, which go with it
     # A cluster takes its whole organisation with it (the projects app removes its part).
     signals.cluster_deleting.send(sender=Cluster, cluster=cluster)
     before, pk = snapshot(cluster), cluster.pk
@@ -235,6 +236,7 @@ def pool_delete(*, actor: Any, pool: NodePool) -> None:
         raise ValidationError({"pool": "The default pool cannot be deleted: it holds every unmatched node."})
     cluster = pool.cluster
     before, pk = snapshot(pool), pool.pk
+    versions.lock(cluster.pk)  # before its nodes' rows (their pool set to none by the delete)
     pool.delete()
     nodes_assign_pools(cluster=cluster)
     audit_record(actor=actor, action=AuditEvent.Action.DELETE, obj=pool, before=before, object_id=pk)
@@ -402,6 +404,7 @@ def nodes_assign_pools(*, cluster: Cluster, nodes: Iterable[Node] | None = None)
             node.pool_id, node.pool_conflicts = pool.pk, conflict_names
             changed.append(node)
     if changed and nodes is None:
+        versions.lock(cluster.pk)
         Node.objects.bulk_update(changed, ["pool", "pool_conflicts"], batch_size=500)
     return len(changed)
 

@@ -19,7 +19,7 @@ from access.models import RoleAssignment
 from access.rules import Role, ScopeType, user_grants
 from nodepools import capacity as node_capacity
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
-from nodepools.memo import memoised, reads_scope
+from nodepools.memo import fleet_memoised, memoised, reads_scope
 from nodepools.models import Cluster, Node, NodePool, Pod
 from kube import gpu as kube_gpu
 from nodepools.selectors import pod_usage, pool_node_gpu_room, pool_node_totals, pools_attach_usage
@@ -311,11 +311,7 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quot
         if q.project_id:
             department_of[q.project_id] = q.project.department_id
     pending: dict[tuple[int, int], Decimal] = {}
-    # By the projects of the cluster (few), so that the (node, phase, project, ...) index answers it.
-    rows = Pod.objects.filter(node__isnull=True, phase="Pending", gpus__gt=0,
-                              project__in=Project.objects.filter(cluster=cluster).values("pk"))
-    for project_id, gpus, selector, labels, priority in rows.order_by("created_in_cluster", "name").values_list(
-            "project_id", "gpus", "node_selector", "labels", "priority"):
+    for project_id, gpus, selector, labels, priority in _pending_pods(cluster.pk):
         pool_id = pool_of_pod(selector or {}, labels or {}, by_label, by_name, default)
         if pool_id is None:
             continue
@@ -329,6 +325,18 @@ def _pending_requests(cluster: Cluster, pools: list[NodePool], quotas: list[Quot
             room[theirs] -= gpus
         pending[key] = pending.get(key, Decimal(0)) + gpus
     return pending
+
+
+def _pending_pods(cluster_id: int) -> list[tuple]:
+    """The cluster's pods waiting for a node with GPUs asked, oldest first: (project id, GPUs, node selector,
+    labels, priority). By the projects of the cluster (few), so that the (node, phase, project, ...) index
+    answers it; kept while the fleet holds still (`fleet_memoised`: a pod's project is a link the pods' rows
+    keep, so a project made or removed changes them too)."""
+    rows = Pod.objects.filter(node__isnull=True, phase="Pending", gpus__gt=0,
+                              project__in=Project.objects.filter(cluster_id=cluster_id).values("pk"))
+    return fleet_memoised(("pending_pods", cluster_id), lambda: list(
+        rows.order_by("created_in_cluster", "name").values_list(
+            "project_id", "gpus", "node_selector", "labels", "priority")))
 
 
 def project_departments(cluster_id: int) -> dict[int, int]:
@@ -674,7 +682,13 @@ def takes_pods_q():
 def _pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     """Per pool id, each node's row with what its active pods use (the usage the database keeps on the node,
     `Node.usage_*`, recounted by triggers on the pods table: no pod is read), in one query per topology label:
-    (name, takes pods (1/0), GPUs, CPU, memory, domain, GPUs used, CPU used, memory used, GPU exposure)."""
+    (name, takes pods (1/0), GPUs, CPU, memory, domain, GPUs used, CPU used, memory used, GPU exposure). Kept
+    while the fleet holds still (`fleet_memoised`)."""
+    shape = tuple(sorted((pool.pk, pool.topology_label) for pool in pools))
+    return fleet_memoised(("pool_node_rows", shape), lambda: _read_pool_node_rows(pools))
+
+
+def _read_pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     keys: dict[str, list[int]] = {}
     for pool in pools:
         keys.setdefault(pool.topology_label, []).append(pool.pk)
@@ -741,7 +755,12 @@ def pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]]
     free GPUs) — a few dozen rows whatever the size of the pool; the groups of nodes that take GPU pods make
     the fragmentation. A Ready, schedulable GPU node's free GPUs are
     its allocatable less the usage the database keeps on it (`Node.usage_gpus`: its active pods' GPUs, kept by
-    triggers), so that no pod is read."""
+    triggers), so that no pod is read. Kept while the fleet holds still (`fleet_memoised`)."""
+    shape = tuple(sorted((pool.pk, pool.topology_label) for pool in pools))
+    return fleet_memoised(("pools_node_figures", shape), lambda: _read_pools_node_figures(pools))
+
+
+def _read_pools_node_figures(pools: list[NodePool]) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
     totals = tuple(pool_node_totals())
     keys: dict[str, list[int]] = {}
     for pool in pools:
@@ -789,9 +808,13 @@ def pools_attach_fit(pools: list[NodePool], fragmentation: dict[int, Any] | None
 def pools_sharing_gpus(pools: list[NodePool]) -> set[int]:
     """The ids of those pools with nodes publishing MIG slices or active pods holding KAI fractions (two
     queries): their "Will it fit?" counts whole GPUs apart (`fit.by_share`)."""
-    ids = [pool.pk for pool in pools]
+    ids = tuple(sorted(pool.pk for pool in pools))
     if not ids:
         return set()
+    return fleet_memoised(("pools_sharing_gpus", ids), lambda: _read_pools_sharing_gpus(list(ids)))
+
+
+def _read_pools_sharing_gpus(ids: list[int]) -> set[int]:
     found = set(Node.objects.filter(pool_id__in=ids, gpu_exposure__in=(kube_gpu.MIG_MIXED, kube_gpu.MIG_SINGLE),
                                     gpu_sharing__has_key="slices").order_by()
                 .values_list("pool_id", flat=True).distinct())

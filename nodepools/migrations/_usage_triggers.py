@@ -80,11 +80,18 @@ UPDATE nodepools_node SET usage_gpus = COALESCE((SELECT SUM(p.gpus) FROM nodepoo
 
 def sqlite_triggers_away(apps, schema_editor):
     if schema_editor.connection.vendor == "sqlite":
-        for sql in SQLITE_BACKWARD:
+        from nodepools.migrations import _data_triggers
+        for sql in SQLITE_BACKWARD + _data_triggers.SQLITE_BACKWARD:
             schema_editor.execute(sql)
 
 
 def sqlite_triggers_again(apps, schema_editor):
+    """The pods' usage triggers made again, and (once migration 0021 made its table) the data-version triggers of
+    the pods and the nodes (a rebuild of either table drops its own)."""
     if schema_editor.connection.vendor == "sqlite":
         for sql in SQLITE_BACKWARD + SQLITE_FORWARD:
             schema_editor.execute(sql)
+        if "nodepools_dataversion" in schema_editor.connection.introspection.table_names():
+            from nodepools.migrations import _data_triggers
+            for sql in _data_triggers.SQLITE_BACKWARD + _data_triggers.SQLITE_FORWARD:
+                schema_editor.execute(sql)

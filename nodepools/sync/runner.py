@@ -8,6 +8,7 @@ from django.db import connections, transaction
 
 from audit.context import via
 from common import metrics
+from nodepools import versions
 from nodepools.models import Cluster, ConnectionState, Node, NodeStatus
 from nodepools.sync.informer import Backoff
 from nodepools.sync.leadership import LeadershipLost, PgLeadership, leadership_for
@@ -79,6 +80,7 @@ class ClusterRunner(threading.Thread):
         try:
             with transaction.atomic():
                 leadership.fence()
+                versions.lock(cluster.pk)
                 Cluster.objects.filter(pk=cluster.pk).update(connection_state=ConnectionState.UNREACHABLE,
                                                              last_error=error[:2000])
                 Node.objects.filter(cluster=cluster).exclude(status=NodeStatus.UNKNOWN).update(status=NodeStatus.UNKNOWN)

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone as dj_timezone
 
 from common import metrics
+from nodepools import versions
 from nodepools.models import Cluster, ConnectionState
 from nodepools.sync.hints import Hinter
 from nodepools.sync.informer import Informer, api_client_for
@@ -241,6 +242,7 @@ class ClusterSync:
         try:
             with transaction.atomic():
                 self.leadership.fence()
+                versions.lock(self.cluster.pk)  # before any node or pod row (nodepools.versions)
                 written = self.mirror.flush()
                 if cluster_changes:
                     Cluster.objects.filter(pk=self.cluster.pk).update(**cluster_changes)
