@@ -1,5 +1,5 @@
-"""Reads a page makes several times, computed once per request: a view decorated with `@reads_memo` (or a
-block `with reads_scope():`) opens a scope; inside it `memoised(key, compute)` computes a value the first
+"""Reads a page makes several times, computed once per request: every GET and HEAD request
+(`ReadsMemoMiddleware`), a view decorated with `@reads_memo` or a block `with reads_scope():` opens a scope; inside it `memoised(key, compute)` computes a value the first
 time and hands the same one back afterwards (e.g. the running pods' usage of a cluster, which the fair
 share, "Why is it waiting?" and the summaries all read). Outside a scope it always computes: writes and
 the sync never see a value older than their own transaction. Values are shared: callers must not change them.
@@ -17,6 +17,9 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Hashable, Iterator
+
+from asgiref.sync import iscoroutinefunction
+from django.utils.decorators import sync_and_async_middleware
 
 from common import caches
 
@@ -45,6 +48,25 @@ def reads_memo(view: Callable) -> Callable:
     return wrapper
 
 
+@sync_and_async_middleware
+def ReadsMemoMiddleware(get_response):  # noqa: N802 (a middleware is named like a class in settings)
+    """Every GET and HEAD request (they change nothing) is a scope of memoised reads: the pages, the API's reads
+    and the exports share what the fleet's sums cost (`fleet_memoised`)."""
+    if iscoroutinefunction(get_response):
+        async def middleware(request):
+            if request.method not in ("GET", "HEAD"):
+                return await get_response(request)
+            with reads_scope():
+                return await get_response(request)
+    else:
+        def middleware(request):
+            if request.method not in ("GET", "HEAD"):
+                return get_response(request)
+            with reads_scope():
+                return get_response(request)
+    return middleware
+
+
 def memoised(key: Hashable, compute: Callable[[], Any]) -> Any:
     scope = _scope.get()
     if scope is None:
@@ -69,11 +91,21 @@ def data_versions() -> tuple[tuple[int, int], ...]:
                                                    .values_list("cluster_id", "seq")))
 
 
+def _in_transaction() -> bool:
+    """Whether a transaction of the console's own is open (not a test's outer one): what is read inside it may be
+    rolled back with it, the data versions with it, and must not outlive it."""
+    from django.db import connection
+
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
+
+
 def fleet_memoised(key: Hashable, compute: Callable[[], Any]) -> Any:
     """`memoised`, kept across requests while the fleet's nodes and pods are unchanged (see the module's doc).
-    Outside a scope of reads it always computes."""
+    Outside a scope of reads it always computes; inside a transaction it is kept for the request only."""
     if _scope.get() is None:
         return compute()
+    if _in_transaction():
+        return memoised(("fleet", key), compute)
 
     def kept() -> Any:
         full = (key, data_versions())

@@ -80,9 +80,10 @@ def test_a_page_shows_a_change_at_once_and_reads_no_pod_while_the_fleet_holds_st
     pool = client.get(reverse("pool-detail", args=[org.a100.pk]))
     assert re.search(r"3 allocated, 5 free", page_text(pool)), page_text(pool)[:600]
 
-    # Nothing changed since: the next overview, department and project pages sum no pod, and say the same.
+    # Nothing changed since: the next overview, pools table, quota grid, department and project pages sum no pod, and say the same.
     pods_table = Pod._meta.db_table
     for name, url in [("overview", reverse("cluster-overview", args=[org.cluster.pk])),
+                      ("pools table", reverse("pool-list")), ("quota grid", reverse("quota-grid", args=[org.cluster.pk])),
                       ("department", reverse("department-detail", args=[org.rnd.pk])),
                       ("project", reverse("project-detail", args=[org.rnd_a.pk]))]:
         first = client.get(url).content.decode()
