@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db import models
 
 from common.parsing import JSON_ADMIN_FIELDS
-from nodepools.models import Cluster, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
+from nodepools.models import Cluster, DataVersion, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
 
 
 @admin.register(Cluster)
@@ -76,4 +76,21 @@ class PodLifetimeAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(DataVersion)
+class DataVersionAdmin(admin.ModelAdmin):
+    """How many times each cluster's nodes and pods changed, as the database's triggers count: looked at (is the
+    fleet moving?), never edited."""
+
+    list_display = ["cluster_id", "seq"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
