@@ -108,13 +108,19 @@ def fleet_memoised(key: Hashable, compute: Callable[[], Any]) -> Any:
         return memoised(("fleet", key), compute)
 
     def kept() -> Any:
-        full = (key, data_versions())
+        versions = data_versions()
+        full = (key, versions)
         with _fleet_lock:
             if full in _fleet:
                 _fleet.move_to_end(full)
                 return _fleet[full]
         value = compute()
         with _fleet_lock:
+            # What was kept at other versions is of a fleet gone by (versions only rise): dropped, not left to
+            # age out, so that a busy fleet keeps one version's values in memory, not FLEET_SIZE of them.
+            stale = [k for k in _fleet if k[1] != versions]
+            for k in stale:
+                del _fleet[k]
             _fleet[full] = value
             while len(_fleet) > FLEET_SIZE:
                 _fleet.popitem(last=False)

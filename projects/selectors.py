@@ -711,17 +711,26 @@ def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
     label): one query per distinct topology label, rows read straight from the cursor. The nodes whose GPUs
     are not all whole, or that fractions share, carry their MIG slices free per profile and the share free on
-    each shared GPU (`nodes_attach_gpu_room`: two queries per pool)."""
+    each shared GPU (`nodes_attach_gpu_room`: two queries per pool). Each pool's nodes a tuple, kept while the
+    fleet holds still (`fleet_memoised`): shared, never to be changed."""
     out: dict[int, list[Any]] = {}
-    by_pk = {pool.pk: pool for pool in pools}
-    for pool_id, rows in _pool_node_rows(pools).items():
-        out[pool_id] = nodes_attach_gpu_room(by_pk[pool_id], [
+    for pool in pools:
+        out[pool.pk] = fleet_memoised(("pool_node_room", pool.pk, pool.topology_label),
+                                      lambda pool=pool: _read_pool_node_room(pool))
+    return out
+
+
+def _read_pool_node_room(pool: NodePool) -> tuple[Any, ...]:
+    out: dict[int, Any] = {}
+    by_pk = {pool.pk: pool}
+    for pool_id, rows in _pool_node_rows([pool]).items():
+        out[pool_id] = tuple(nodes_attach_gpu_room(by_pk[pool_id], [
             fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
                          domain or "",
                          bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0),
                          exposure="" if exposure in (None, kube_gpu.WHOLE) else exposure)
-            for name, takes, gpus, cpu, memory, domain, g, c, m, exposure in rows])
-    return out
+            for name, takes, gpus, cpu, memory, domain, g, c, m, exposure in rows]))
+    return out[pool.pk]
 
 
 def nodes_attach_gpu_room(pool: NodePool, rooms: list[Any]) -> list[Any]:
@@ -801,7 +810,10 @@ def pools_attach_fit(pools: list[NodePool], fragmentation: dict[int, Any] | None
     for pool in pools:
         pool.fit = figures.get(pool.pk) or fit.Fragmentation(domain_key=pool.topology_label)
         if pool.pk in shared:  # whole GPUs counted apart from MIG slices and shared GPUs (`fit.by_share`)
-            pool.fit = fit.by_share(pool.fit, pools_node_room([pool])[pool.pk], domain_key=pool.topology_label)
+            pool.fit = fleet_memoised(
+                ("fit_by_share", pool.pk, pool.topology_label),
+                lambda pool=pool, frag=pool.fit: fit.by_share(frag, pools_node_room([pool])[pool.pk],
+                                                              domain_key=pool.topology_label))
     return pools
 
 

@@ -35,7 +35,7 @@ from projects.forms import (
 from projects.models import Department, Project, Quota
 from projects.tables import DepartmentTable, ProjectTable
 from projects.utilization import owner_chart, owner_panel
-from projects.waiting import waiting_requests
+from projects.waiting import waiting_requests_first
 from ui.charts import quota_figure
 from ui.pages import htmx_partial, table_page
 from ui.tables import table_build
@@ -65,8 +65,9 @@ def department_list(request):
 WAITING_SHOWN = 50
 
 
-def _waiting(waiting: list, api_url: str) -> dict:
-    return {"waiting": waiting[:WAITING_SHOWN], "waiting_total": len(waiting), "waiting_api": api_url}
+def _waiting(waiting: tuple[list, int], api_url: str) -> dict:
+    shown, total = waiting
+    return {"waiting": shown, "waiting_total": total, "waiting_api": api_url}
 
 
 @login_required
@@ -77,7 +78,7 @@ def department_detail(request, pk: int):
         "department": department,
         "summaries": selectors.department_summary(user=request.user, department=department),
         "utilization_url": reverse("department-utilization", args=[department.pk]),
-        **_waiting(waiting_requests(user=request.user, department=department),
+        **_waiting(waiting_requests_first(user=request.user, department=department, first=WAITING_SHOWN),
                    reverse("api:department-waiting", args=[department.pk])),
         "members": selectors.members_list(user=request.user, department=department),
         "can_manage_members": user_can(request.user, department, "manage_members"),
@@ -156,7 +157,7 @@ def project_detail(request, pk: int):
         "project": project,
         "summary": summary, "allocated": selectors.allocated_in_words(summary),
         "utilization_url": reverse("project-utilization", args=[project.pk]),
-        **_waiting(waiting_requests(user=request.user, project=project),
+        **_waiting(waiting_requests_first(user=request.user, project=project, first=WAITING_SHOWN),
                    reverse("api:project-waiting", args=[project.pk])),
         "members": selectors.members_list(user=request.user, project=project),
         "namespaces": project.namespaces.all(),

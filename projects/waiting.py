@@ -30,6 +30,7 @@ from typing import Any
 
 from nodepools.kube import CONSOLE_POOL_LABEL, PREEMPTIBLE_BELOW
 from common.words import noun
+from nodepools.memo import fleet_memoised
 from nodepools.models import Node, NodePool, NodeStatus, Pod
 from nodepools.selectors import pod_usage_by_scheduler
 from projects.models import Project, Quota
@@ -188,13 +189,6 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
     from projects.selectors import project_departments
 
     pools = list(NodePool.objects.filter(cluster_id=cluster_id))
-    # Only the nodes a request could go to: Ready, schedulable, with GPUs (and what runs on them).
-    ready = Node.objects.filter(cluster_id=cluster_id, status=NodeStatus.READY, unschedulable=False,
-                                gpu_allocatable__gt=0)
-    # What runs on each: the usage the database keeps on the node (Node.usage_gpus).
-    rows = list(ready.values_list("pk", "pool_id", "status", "unschedulable", "gpu_allocatable", "usage_gpus"))
-    nodes = [row[:5] for row in rows]
-    used_by_node: dict[int, Decimal] = {row[0]: row[5] for row in rows}
     department_of = project_departments(cluster_id)
     usage: dict[tuple[str, int, int], dict[str, Any]] = {}
     counting = counting_scheduler(cluster_id)
@@ -222,13 +216,7 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
                               key=lambda o: (-o[1], o[0])))
         owners[(kind, owner_id, q.pool_id)] = Owner(name, q.gpu_deserved, u.get("gpu", Decimal(0)),
                                                     u.get("np", Decimal(0)), q.gpu_limit, others)
-    pool_nodes: dict[int, list[tuple[Decimal, Decimal]]] = {}
-    for node_id, pool_id, status, unschedulable, gpus in nodes:
-        if status != NodeStatus.READY or unschedulable:
-            continue
-        total = Decimal(gpus or 0)
-        used = used_by_node.get(node_id) or Decimal(0)
-        pool_nodes.setdefault(pool_id, []).append((total, max(total - used, Decimal(0))))
+    pool_nodes = _pool_ready_nodes(cluster_id)
     facts = ClusterFacts(
         owners=owners, pool_names={p.pk: p.name for p in pools},
         by_label={(p.label_key, p.label_value): p.pk for p in pools if not p.is_default},
@@ -240,6 +228,21 @@ def cluster_facts(cluster_id: int) -> ClusterFacts:
         )
         facts.pools[pool.pk] = PoolFacts(pool.name, tuple(pool_nodes.get(pool.pk, [])), borrowers)
     return facts
+
+
+def _pool_ready_nodes(cluster_id: int) -> dict[int, tuple[tuple[Decimal, Decimal], ...]]:
+    """Per pool id, (GPUs, GPUs free) of each node a request could go to: Ready, schedulable, with GPUs, less what
+    runs on it (the usage the database keeps on the node, `Node.usage_gpus`). Kept while the fleet holds still."""
+    def read() -> dict[int, tuple[tuple[Decimal, Decimal], ...]]:
+        ready = Node.objects.filter(cluster_id=cluster_id, status=NodeStatus.READY, unschedulable=False,
+                                    gpu_allocatable__gt=0)
+        out: dict[int, list[tuple[Decimal, Decimal]]] = {}
+        for pool_id, gpus, used in ready.values_list("pool_id", "gpu_allocatable", "usage_gpus"):
+            total = Decimal(gpus or 0)
+            out.setdefault(pool_id, []).append((total, max(total - (used or Decimal(0)), Decimal(0))))
+        return {pool_id: tuple(rows) for pool_id, rows in out.items()}
+
+    return fleet_memoised(("pool_ready_nodes", cluster_id), read)
 
 
 def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: dict,
@@ -258,26 +261,39 @@ def pool_of_pod(pod_selector: dict, pod_labels: dict, by_label: dict, by_name: d
 def waiting_requests(*, user: Any, project=None, department=None) -> list[WaitingRequest]:
     """The pending GPU requests of a project (or of a department's projects) the user may see, each
     with why it waits. A fixed number of queries per call."""
+    return waiting_requests_first(user=user, project=project, department=department)[0]
+
+
+def waiting_requests_first(*, user: Any, project=None, department=None,
+                           first: int | None = None) -> tuple[list[WaitingRequest], int]:
+    """(the `first` longest waiting of `waiting_requests`, each with why it waits, and how many wait in all):
+    only those shown are explained. A fixed number of queries per call."""
     cluster_id = (project or department).cluster_id
     projects = Project.objects.restrict(user, "view").filter(cluster_id=cluster_id).select_related("department")
     projects = projects.filter(pk=project.pk) if project is not None else projects.filter(department=department)
     projects = {p.pk: p for p in projects}
     if not projects:
-        return []
-    pending = list(Pod.objects.filter(cluster_id=cluster_id, project_id__in=list(projects), node__isnull=True,
-                                      phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name"))
+        return [], 0
+    pending = (Pod.objects.filter(cluster_id=cluster_id, project_id__in=list(projects), node__isnull=True,
+                                  phase="Pending", gpus__gt=0).order_by("created_in_cluster", "name")
+               .values_list("namespace", "name", "project_id", "node_selector", "labels", "gpus", "priority",
+                            "created_in_cluster"))
     # The facts are read even when nothing waits: the page makes the same queries whatever the fleet holds.
     facts = cluster_facts(cluster_id)
     out: list[WaitingRequest] = []
-    for pod in pending:
-        p = projects[pod.project_id]
-        pool_id = facts.pool_of(pod.node_selector, pod.labels)
+    total = 0
+    for namespace, name, project_id, selector, labels, gpus, priority, created in pending:
+        pool_id = facts.pool_of(selector, labels)
         if pool_id is None:
             continue
-        reason = facts.explain(project=p, pool_id=pool_id, gpus=pod.gpus, priority=pod.priority)
-        out.append(WaitingRequest(pod.namespace, pod.name, p.name, p.department.name, facts.pool_names[pool_id],
-                                  pod.gpus, pod.priority, reason, pod.created_in_cluster))
-    return out
+        total += 1
+        if first is not None and len(out) >= first:
+            continue
+        p = projects[project_id]
+        reason = facts.explain(project=p, pool_id=pool_id, gpus=gpus, priority=priority)
+        out.append(WaitingRequest(namespace, name, p.name, p.department.name, facts.pool_names[pool_id],
+                                  gpus, priority, reason, created))
+    return out, total
 
 
 # ---------------------------------------------------------------------------------------------------
