@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -979,8 +980,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                      f"{noun(Decimal(shape.cpu) / 1000, 'core')}, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
     else:
-        whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
-                    for node in nodes)
+        whole = _empty_slots(nodes, shape)
         if shape.gang and whole < shape.pods and not launch:
             never = (f"even empty, the nodes of {pool} hold {pods_text(whole)} of {shape.unit}, and its "
                      f"gang needs {shape.pods} at once")
@@ -1027,8 +1027,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         if karpenter.can_launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch (NodePool {karpenter.nodepool}).{partly}",
                            reasons, "karpenter", pods_now=started, borrowers=borrowers, room=room, **base)
-    ready_whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
-                      for node in nodes if node.ready)
+    ready_whole = _empty_slots([node for node in nodes if node.ready], shape)
     if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
         return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
                        f"cordoned) can hold it.{partly}", reasons, "not_ready", pods_now=started, **base)
@@ -1047,6 +1046,14 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                        **base)
     return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity. {reasons[0]}{partly}", reasons, "capacity",
                    pods_now=started, borrowers=borrowers, room=room, **base)
+
+
+def _empty_slots(nodes: Sequence[NodeRoom], shape: Shape) -> int:
+    """How many pods of the shape the nodes hold empty (their allocatable), all together: the nodes of one
+    size (GPUs, CPU, memory) are counted at once — a pool has thousands of nodes of a few sizes."""
+    sizes = Counter((node.gpus, node.cpu, node.memory) for node in nodes)
+    return sum(count * _slots(Decimal(gpus), shape.room, cpu, memory, shape.cpu, shape.memory)
+               for (gpus, cpu, memory), count in sizes.items())
 
 
 def _free_what(shape: Shape) -> str:
@@ -1463,14 +1470,17 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
 def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
              owners: Mapping[tuple[str, str], Standing], verdict_now: Verdict | None = None, enforced: bool = True,
              unknown: Sequence[Ending] = (), non_preemptible_rule: bool = True,
-             reclaim_delay: float = 0.0) -> Estimate:
+             reclaim_delay: float = 0.0, memo: dict | None = None) -> Estimate:
     """When `target` may start: the range between the scenario where every running workload ends soon (its
     usual median, or now for a deadline) and the one where each ends late (its 90th percentile, or its
     deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
     for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once.
     The reclaim rules: a workload that would run over its project's deserved quota borrows, so in-quota work
     of the pool's other owners may take the GPUs first, or back (docs/concepts.md#schedulers): the latest bound then grows by
-    `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads)."""
+    `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads).
+    `memo`: a dict the caller keeps for the estimates of one pool (the same `nodes`, `endings` and `unknown`,
+    unchanged): what depends on them alone — the pool in each target's units, who holds GPUs of no known end —
+    is then worked out once per unit, not once per waiting workload."""
     if verdict_now is not None:
         if verdict_now.code == NEVER_FITS:
             return Estimate(None, None, verdict_now.headline.removeprefix("Never fits: ").rstrip(".") + ": it never fits")
@@ -1481,15 +1491,28 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         if verdict_now.code == WAITS_FOR_NODE:
             return Estimate(60.0, 300.0, f"a node Karpenter launches (NodePool {verdict_now.karpenter.nodepool}) is "
                             "usually ready within 1–5 minutes", len(ahead))
-    nodes, endings, unknown = _in_units_all(target.shape, nodes, endings, unknown)
+    key = ("units", units_key(target.shape))
+    if memo is None or key not in memo:
+        world = _in_units_all(target.shape, nodes, endings, unknown)
+        if memo is None:
+            nodes, endings, unknown = world
+        else:
+            memo[key] = world
+    if memo is not None:
+        nodes, endings, unknown = memo[key]
     soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
                                      scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
                                            scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
     if soon is None or late is None:
-        blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
-        if blockers:
-            names = _owners_words(blockers)
+        if memo is None or "blockers" not in memo:
+            blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
+            names = _owners_words(blockers) if blockers else ""
+            if memo is not None:
+                memo["blockers"] = names
+        else:
+            names = memo["blockers"]
+        if names:
             return Estimate(None, None, f"it needs GPUs that {names} hold, and they have neither "
                             "activeDeadlineSeconds nor finished workloads of their project and priority class to "
                             "measure their usual length", len(ahead))
@@ -1525,11 +1548,22 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
     return Estimate(earliest, latest, "; ".join(parts), first)
 
 
+def units_key(shape: Shape) -> tuple:
+    """What `in_units` reads of a shape: two shapes with the same key see the pool in the same units."""
+    if shape.profile:
+        return ("profile", shape.profile)
+    if shape.fraction is not None:
+        return ("fraction", shape.fraction)
+    return ("whole",)
+
+
 def _in_units_all(shape: Shape, nodes: Sequence[NodeRoom], endings: Sequence[Ending], unknown: Sequence[Ending]):
     """`in_units` of the nodes and of every ending's pods (the estimate's world in the target's units)."""
     groups = [list(endings), list(unknown)]
-    pods = [p for group in groups for e in group for p in e.pods]
-    nodes, pods = in_units(shape, nodes, pods)
+    before = [p for group in groups for e in group for p in e.pods]
+    nodes, pods = in_units(shape, nodes, before)
+    if all(a is b for a, b in zip(pods, before)):  # whole GPUs on whole-GPU nodes: the pods as they are
+        return nodes, groups[0], groups[1]
     out, at = [], 0
     for group in groups:
         done = []
