@@ -1343,11 +1343,16 @@ def expected_end(*, running_for: float, deadline: float | None, usual: tuple[flo
 class _World:
     """The pool in one scenario of the estimate: free room per node, each owner's use, events."""
 
-    def __init__(self, nodes: Sequence[NodeRoom], owners: Mapping[tuple[str, str], Standing]) -> None:
-        self.free = {node.name: [node.free, node.cpu_free, node.memory_free] for node in nodes if node.ready}
-        self.order = [node.name for node in nodes if node.ready]
+    def __init__(self, nodes: Sequence[NodeRoom], owners: Mapping[tuple[str, str], Standing],
+                 start: "_World | None" = None) -> None:
         self.use = {key: [o.allocated, o.non_preemptible] for key, o in owners.items()}
         self.owners = owners
+        if start is not None:  # the same nodes as `start`, as it was built (a copy: scenarios change theirs)
+            self.free = {name: room[:] for name, room in start.free.items()}
+            self.order, self.index, self.by_free = start.order, start.index, start.by_free[:]
+            return
+        self.free = {node.name: [node.free, node.cpu_free, node.memory_free] for node in nodes if node.ready}
+        self.order = [node.name for node in nodes if node.ready]
         # The Ready nodes by (free GPUs, their order): binpack's choice is the first of them, from the first
         # with enough free GPUs, whose CPU and memory also fit (a bisection, not a pass over every node).
         self.index = {name: i for i, name in enumerate(self.order)}
@@ -1419,19 +1424,34 @@ class _World:
         return quota_refusal(waiting.shape, project, department, non_preemptible_rule=non_preemptible_rule) is None
 
 
-def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
-              scenario: str, enforced: bool, non_preemptible_rule: bool = True
-              ) -> tuple[float | None, list[Ending], list[Waiting]]:
-    """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
-    workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
-    for, the workloads ahead that started first). None: not within what is known."""
-    world = _World(nodes, owners)
+def _events(endings: Sequence[Ending], scenario: str) -> list[tuple[float, int, Ending]]:
+    """The endings known in the scenario as a heap of (when, their order, ending)."""
     events: list[tuple[float, int, Ending]] = []
     for index, ending in enumerate(endings):
         at = getattr(ending, scenario)
         if at is not None:
             events.append((at, index, ending))
     heapq.heapify(events)
+    return events
+
+
+def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
+              scenario: str, enforced: bool, non_preemptible_rule: bool = True, memo: dict | None = None
+              ) -> tuple[float | None, list[Ending], list[Waiting]]:
+    """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
+    workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
+    for, the workloads ahead that started first). None: not within what is known. `memo`: one for these
+    nodes and endings (`estimate`'s, per unit): the nodes' starting room and the endings' heap, built once."""
+    if memo is None:
+        world = _World(nodes, owners)
+        events = _events(endings, scenario)
+    else:
+        if "world" not in memo:
+            memo["world"] = _World(nodes, {})
+        if scenario not in memo:
+            memo[scenario] = _events(endings, scenario)
+        world = _World(nodes, owners, start=memo["world"])
+        events = memo[scenario][:]  # a copy of the heap: the same heap, changed by this scenario alone
     serial = len(endings)
     queue = list(ahead)
     waited: list[Ending] = []
@@ -1497,13 +1517,16 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         if memo is None:
             nodes, endings, unknown = world
         else:
-            memo[key] = world
+            memo[key] = (*world, {})
+    unit_memo = None
     if memo is not None:
-        nodes, endings, unknown = memo[key]
+        nodes, endings, unknown, unit_memo = memo[key]
     soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                     scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+                                     scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule,
+                                     memo=unit_memo)
     late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                           scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+                                           scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule,
+                                           memo=unit_memo)
     if soon is None or late is None:
         if memo is None or "blockers" not in memo:
             blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]

@@ -23,7 +23,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from django.db.models import F, Min, Q
+from django.db.models import F, Min, Q, TextField
+from django.db.models.functions import Cast
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -248,10 +249,13 @@ def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, 
 
 
 def _read_first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
-    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
+    # `job_name IS NOT NULL` (not `NOT (… IS NULL)`): the pods of Jobs through their index (cluster, namespace,
+    # job name), not every pod of the namespaces.
+    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, job_name__isnull=False,
+                               started_in_cluster__isnull=False)
             .order_by()
             .annotate(job=F("job_name"))
-            .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
+            .values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}
 
@@ -268,12 +272,12 @@ class OutlookRow(NamedTuple):
     priority: int | None
     pods: int
     gpus: Decimal
-    gpu_request: dict
-    pools_tried: list
     created_in_cluster: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
     active_deadline_seconds: int | None
+    gpu_request: dict
+    pools_tried: list
 
 
 @dataclass
@@ -330,10 +334,53 @@ def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[st
 def _waiting_and_finished(cluster_id: int) -> list[OutlookRow]:
     """The cluster's waiting (pending, suspended) and finished workloads, oldest first: one query, read once
     per request (`nodepools.memo`: every pool's outlook of a page reads them)."""
-    return memoised(("outlook_workloads", cluster_id), lambda: [
-        OutlookRow(*row) for row in Workload.objects.filter(cluster_id=cluster_id).filter(
-            Q(phase__in=("Pending", "Suspended")) | Q(finished_at__isnull=False))
-        .order_by("created_in_cluster", "name").values_list(*OutlookRow._fields)])
+    return memoised(("outlook_workloads", cluster_id), lambda: _read_waiting_and_finished(cluster_id))
+
+
+def _read_waiting_and_finished(cluster_id: int) -> list[OutlookRow]:
+    # The JSON columns as text, each distinct text decoded once (as JSONField decodes it): the rows ask a few.
+    columns = OutlookRow._fields[:-2]  # all but gpu_request and pools_tried, read below as text
+    rows = (Workload.objects.filter(cluster_id=cluster_id)
+            .filter(Q(phase__in=("Pending", "Suspended")) | Q(finished_at__isnull=False))
+            .annotate(request_text=Cast("gpu_request", TextField()), pools_text=Cast("pools_tried", TextField()))
+            .order_by("created_in_cluster", "name").values_list(*columns, "request_text", "pools_text"))
+    decoded: dict[str, Any] = {}
+
+    def json_of(text: str | None) -> Any:
+        if text is None:
+            return None
+        if text not in decoded:
+            try:
+                decoded[text] = json.loads(text)
+            except json.JSONDecodeError:
+                decoded[text] = text
+        return decoded[text]
+
+    return [OutlookRow(*values, json_of(request), json_of(pools)) for *values, request, pools in rows]
+
+
+def _run_lengths(cluster_id: int, workloads: list[OutlookRow], starts: dict[tuple[str, str], datetime],
+                 namespaces: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
+    """How long the cluster's finished workloads ran (from their first pod's start, else the Job's): per
+    (project, priority class) the usual length (`fit.usual_length`), and the runs of each (project, class,
+    lineage). The finished workloads are the same for every pool of the cluster (`_waiting_and_finished`):
+    worked out once per request."""
+    def compute() -> tuple[dict, dict]:
+        runs: dict[tuple[str, str], list[float]] = {}
+        # The same workload submitted again ("nightly-train-3" after "-1" and "-2"): its own runs, when it has
+        # finished at least twice, say more than its project's and class's.
+        again: dict[tuple[str, str, str], list[float]] = {}
+        for w in workloads:
+            if w.finished_at is None or w.phase not in ("Succeeded", "Failed"):
+                continue
+            start = starts.get((w.namespace, w.name)) or w.started_at
+            project = namespaces.get(w.namespace, ("", ""))[0]
+            if start is not None and project and w.finished_at >= start:
+                length = (w.finished_at - start).total_seconds()
+                runs.setdefault((project, w.priority_class), []).append(length)
+                again.setdefault((project, w.priority_class, lineage(w.name)), []).append(length)
+        return {key: fit.usual_length(values) for key, values in runs.items()}, again
+    return memoised(("outlook_run_lengths", cluster_id), compute)
 
 
 def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> PoolOutlook:
@@ -354,29 +401,16 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
             .order_by("created_in_cluster", "name").values_list(*OutlookRow._fields) if row[0] not in seen]
     starts = _first_pod_starts(pool.cluster_id, {w.namespace for w in workloads})
     by_key = {(w.namespace, w.name): w for w in workloads}
-    runs: dict[tuple[str, str], list[float]] = {}
-    for w in workloads:
-        if w.finished_at is None or w.phase not in ("Succeeded", "Failed"):
-            continue
-        start = starts.get((w.namespace, w.name)) or w.started_at
-        project = namespaces.get(w.namespace, ("", ""))[0]
-        if start is not None and project and w.finished_at >= start:
-            runs.setdefault((project, w.priority_class), []).append((w.finished_at - start).total_seconds())
-    usual = {key: fit.usual_length(values) for key, values in runs.items()}
-    # The same workload submitted again ("nightly-train-3" after "-1" and "-2"): its own runs, when it has
-    # finished at least twice, say more than its project's and class's.
-    again: dict[tuple[str, str, str], list[float]] = {}
-    for w in workloads:
-        start = starts.get((w.namespace, w.name)) or w.started_at
-        project = namespaces.get(w.namespace, ("", ""))[0]
-        if w.finished_at is not None and w.phase in ("Succeeded", "Failed") and start is not None and project \
-                and w.finished_at >= start:
-            again.setdefault((project, w.priority_class, lineage(w.name)), []).append(
-                (w.finished_at - start).total_seconds())
+    usual, again = _run_lengths(pool.cluster_id, workloads, starts, namespaces)
+
+    lengths: dict[tuple[str, str, str], tuple[float, float] | None] = {}
 
     def length_of(project: str, klass: str, name: str) -> tuple[float, float] | None:
-        own = again.get((project, klass, lineage(name))) or []
-        return fit.usual_length(own) if len(own) >= 2 else usual.get((project, klass))
+        key = (project, klass, lineage(name))
+        if key not in lengths:  # worked out once per lineage
+            own = again.get(key) or []
+            lengths[key] = fit.usual_length(own) if len(own) >= 2 else usual.get((project, klass))
+        return lengths[key]
 
     groups: dict[tuple[str, str], list[fit.Running]] = {}
     for pod in running:
@@ -407,7 +441,7 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
         each = Decimal(w.gpus or 0) / pods
         if w.gpu_request:
             # The waiting workloads ask a few kinds of GPU request: each kind read once.
-            kind = (str(each), json.dumps(w.gpu_request, sort_keys=True, default=str))
+            kind = (str(each), repr(w.gpu_request))
             if kind not in shapes:
                 shapes[kind] = gpu_shape(each, w.gpu_request)
             gpu = dict(shapes[kind])
