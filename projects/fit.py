@@ -944,7 +944,7 @@ def _may_reclaim(shape: Shape, project: Standing, department: Standing | None, o
 def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequence[Running],
             owners: Mapping[tuple[str, str], Standing], project: Standing, department: Standing | None,
             enforced: bool = True, karpenter: Karpenter | None = None, domain_key: str = ZONE_LABEL,
-            non_preemptible_rule: bool = True) -> Verdict:
+            non_preemptible_rule: bool = True, memo: dict | None = None) -> Verdict:
     """The dry run: what the scheduler would do with this workload in this pool now (see the module's
     docstring for the rules). `owners` holds every project's and department's standing in the pool,
     `project`/`department` the submitter's, their fair share computed with this workload's request added.
@@ -952,20 +952,33 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods: the quota rules
     are checked for each pod as it comes (what the scheduler says of the first waiting pod is its reason).
     Nodes are judged in the shape's units (`in_units`): a MIG profile's free slices, a KAI fraction GPU by
-    GPU; quota in GPU-equivalents."""
+    GPU; quota in GPU-equivalents. `memo`: a dict the caller keeps for the verdicts of one pool (the same
+    `nodes`, `running` and `domain_key`, unchanged): what depends on them alone — the fragmentation, the pool in
+    each shape's units, its node sizes — is worked out once, not once per verdict."""
+    memo = {} if memo is None else memo
     whole_shape = not shape.profile and shape.fraction is None
     sizes = sorted({*SHAPES, int(shape.gpus)} - {0}) if whole_shape and shape.gpus == int(shape.gpus) else SHAPES
-    frag = fragmentation(nodes, sizes=sizes, domain_key=domain_key)
+    key = ("fragmentation", tuple(sizes), domain_key)
+    if key not in memo:
+        memo[key] = fragmentation(nodes, sizes=sizes, domain_key=domain_key)
+    frag = memo[key]
     base = dict(pods=shape.pods, pool=pool, fragmentation=frag, karpenter=karpenter)
     unit = shape if shape.gang else replace(shape, pods=1)
     first = quota_refusal(unit, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
-    sliced = any(node.slices or node.shared for node in nodes)
-    nodes, running = in_units(shape, nodes, running)
+    if "sliced" not in memo:
+        memo["sliced"] = any(node.slices or node.shared for node in nodes)
+    sliced = memo["sliced"]
+    units = units_key(shape)
+    if ("units", units) not in memo:
+        nodes, running = in_units(shape, nodes, running)
+        memo[("units", units)] = (nodes, running, _node_sizes(nodes), _node_sizes([n for n in nodes if n.ready]))
+    nodes, running, node_sizes, ready_sizes = memo[("units", units)]
     room_words = _room_words(shape, frag, nodes, domain_key, sliced)
     # 1. No node shape of the pool can hold one pod (or, for a gang, all of them), and Karpenter launches none.
     launch = karpenter is not None and karpenter.can_launch
     never = ""
-    if not any(holds(node, shape.room, shape.cpu, shape.memory) for node in nodes):
+    if not any(_slots(Decimal(gpus), shape.room, cpu, memory, shape.cpu, shape.memory) >= 1  # `holds`, per size
+               for gpus, cpu, memory in node_sizes):
         biggest = max((node.gpus for node in nodes), default=0)
         if launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch: no node of {pool} holds "
@@ -980,7 +993,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                      f"{noun(Decimal(shape.cpu) / 1000, 'core')}, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
     else:
-        whole = _empty_slots(nodes, shape)
+        whole = _empty_slots(node_sizes, shape)
         if shape.gang and whole < shape.pods and not launch:
             never = (f"even empty, the nodes of {pool} hold {pods_text(whole)} of {shape.unit}, and its "
                      f"gang needs {shape.pods} at once")
@@ -1027,7 +1040,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         if karpenter.can_launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch (NodePool {karpenter.nodepool}).{partly}",
                            reasons, "karpenter", pods_now=started, borrowers=borrowers, room=room, **base)
-    ready_whole = _empty_slots([node for node in nodes if node.ready], shape)
+    ready_whole = _empty_slots(ready_sizes, shape)
     if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
         return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
                        f"cordoned) can hold it.{partly}", reasons, "not_ready", pods_now=started, **base)
@@ -1048,10 +1061,14 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                    pods_now=started, borrowers=borrowers, room=room, **base)
 
 
-def _empty_slots(nodes: Sequence[NodeRoom], shape: Shape) -> int:
-    """How many pods of the shape the nodes hold empty (their allocatable), all together: the nodes of one
-    size (GPUs, CPU, memory) are counted at once — a pool has thousands of nodes of a few sizes."""
-    sizes = Counter((node.gpus, node.cpu, node.memory) for node in nodes)
+def _node_sizes(nodes: Sequence[NodeRoom]) -> Counter:
+    """How many nodes of each size (allocatable GPUs, CPU, memory): a pool has thousands of nodes of a few."""
+    return Counter((node.gpus, node.cpu, node.memory) for node in nodes)
+
+
+def _empty_slots(sizes: Counter, shape: Shape) -> int:
+    """How many pods of the shape nodes of these sizes (`_node_sizes`) hold empty (their allocatable), all
+    together: the nodes of one size are counted at once."""
     return sum(count * _slots(Decimal(gpus), shape.room, cpu, memory, shape.cpu, shape.memory)
                for (gpus, cpu, memory), count in sizes.items())
 

@@ -298,6 +298,7 @@ class PoolOutlook:
     # What the estimates of this pool share (`fit.estimate`'s memo: the pool in each target's units), the
     # place of each waiting workload in the queue (by pk) and the reclaim delay per project, each worked out once.
     memo: dict = field(default_factory=dict)
+    verdict_memo: dict = field(default_factory=dict)  # `fit.verdict`'s: its nodes and preemptible pods
     index: dict[int, int] = field(default_factory=dict)
     delays: dict[str, float] = field(default_factory=dict)
 
@@ -477,7 +478,8 @@ def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enf
             shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=outlook.victims(),
             owners=outlook.owners,
             project=project, department=department, enforced=enforcer in (KAI, KUEUE),
-            non_preemptible_rule=enforcer == KAI, domain_key=outlook.pool.topology_label)
+            non_preemptible_rule=enforcer == KAI, domain_key=outlook.pool.topology_label,
+            memo=outlook.verdict_memo)
     verdict_now = outlook.verdicts[kind]
     if verdict_now.code == fit.STARTS_NOW and ahead:
         verdict_now = None  # it would fit, but those ahead are served first: simulate
