@@ -560,7 +560,10 @@ def kai_job_order(w: Workload) -> tuple:
 def _kai_queue_turns(by_queue: dict[tuple[int, str], list[Workload]]) -> dict[tuple[int, str], tuple[int, int, str]]:
     """Per (cluster, queue `<project>.<pool>`): its turn among the pool's queues with pending work."""
     out: dict[tuple[int, str], tuple[int, int, str]] = {}
-    for cluster in Cluster.objects.filter(pk__in={c for c, _ in by_queue}):
+    # Only a queue named `<project>.<pool>` has a turn among its pool's queues: a cluster with none of them
+    # among these has no turn to tell, and its fair shares (the whole cluster's) are not read for nothing.
+    clusters = {c for c, queue in by_queue if "." in queue}
+    for cluster in Cluster.objects.filter(pk__in=clusters):
         pools, lines = cluster_fair_shares(cluster=cluster)
         pool_ids = {p.name: p.pk for p in pools}
         projects = {p.name: p for p in Project.objects.filter(cluster=cluster).select_related("department")}
