@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -943,7 +944,7 @@ def _may_reclaim(shape: Shape, project: Standing, department: Standing | None, o
 def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequence[Running],
             owners: Mapping[tuple[str, str], Standing], project: Standing, department: Standing | None,
             enforced: bool = True, karpenter: Karpenter | None = None, domain_key: str = ZONE_LABEL,
-            non_preemptible_rule: bool = True) -> Verdict:
+            non_preemptible_rule: bool = True, memo: dict | None = None) -> Verdict:
     """The dry run: what the scheduler would do with this workload in this pool now (see the module's
     docstring for the rules). `owners` holds every project's and department's standing in the pool,
     `project`/`department` the submitter's, their fair share computed with this workload's request added.
@@ -951,20 +952,33 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
     that is not a gang is placed pod by pod, as the scheduler places a batch Job's pods: the quota rules
     are checked for each pod as it comes (what the scheduler says of the first waiting pod is its reason).
     Nodes are judged in the shape's units (`in_units`): a MIG profile's free slices, a KAI fraction GPU by
-    GPU; quota in GPU-equivalents."""
+    GPU; quota in GPU-equivalents. `memo`: a dict the caller keeps for the verdicts of one pool (the same
+    `nodes`, `running` and `domain_key`, unchanged): what depends on them alone — the fragmentation, the pool in
+    each shape's units, its node sizes — is worked out once, not once per verdict."""
+    memo = {} if memo is None else memo
     whole_shape = not shape.profile and shape.fraction is None
     sizes = sorted({*SHAPES, int(shape.gpus)} - {0}) if whole_shape and shape.gpus == int(shape.gpus) else SHAPES
-    frag = fragmentation(nodes, sizes=sizes, domain_key=domain_key)
+    key = ("fragmentation", tuple(sizes), domain_key)
+    if key not in memo:
+        memo[key] = fragmentation(nodes, sizes=sizes, domain_key=domain_key)
+    frag = memo[key]
     base = dict(pods=shape.pods, pool=pool, fragmentation=frag, karpenter=karpenter)
     unit = shape if shape.gang else replace(shape, pods=1)
     first = quota_refusal(unit, project, department, enforced=enforced, non_preemptible_rule=non_preemptible_rule)
-    sliced = any(node.slices or node.shared for node in nodes)
-    nodes, running = in_units(shape, nodes, running)
+    if "sliced" not in memo:
+        memo["sliced"] = any(node.slices or node.shared for node in nodes)
+    sliced = memo["sliced"]
+    units = units_key(shape)
+    if ("units", units) not in memo:
+        nodes, running = in_units(shape, nodes, running)
+        memo[("units", units)] = (nodes, running, _node_sizes(nodes), _node_sizes([n for n in nodes if n.ready]))
+    nodes, running, node_sizes, ready_sizes = memo[("units", units)]
     room_words = _room_words(shape, frag, nodes, domain_key, sliced)
     # 1. No node shape of the pool can hold one pod (or, for a gang, all of them), and Karpenter launches none.
     launch = karpenter is not None and karpenter.can_launch
     never = ""
-    if not any(holds(node, shape.room, shape.cpu, shape.memory) for node in nodes):
+    if not any(_slots(Decimal(gpus), shape.room, cpu, memory, shape.cpu, shape.memory) >= 1  # `holds`, per size
+               for gpus, cpu, memory in node_sizes):
         biggest = max((node.gpus for node in nodes), default=0)
         if launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch: no node of {pool} holds "
@@ -979,8 +993,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                      f"{noun(Decimal(shape.cpu) / 1000, 'core')}, "
                      f"{n(Decimal(shape.memory) / 2**30)} GiB)")
     else:
-        whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
-                    for node in nodes)
+        whole = _empty_slots(node_sizes, shape)
         if shape.gang and whole < shape.pods and not launch:
             never = (f"even empty, the nodes of {pool} hold {pods_text(whole)} of {shape.unit}, and its "
                      f"gang needs {shape.pods} at once")
@@ -1027,8 +1040,7 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
         if karpenter.can_launch:
             return Verdict(WAITS_FOR_NODE, f"Waits for a node Karpenter can launch (NodePool {karpenter.nodepool}).{partly}",
                            reasons, "karpenter", pods_now=started, borrowers=borrowers, room=room, **base)
-    ready_whole = sum(_slots(Decimal(node.gpus), shape.room, node.cpu, node.memory, shape.cpu, shape.memory)
-                      for node in nodes if node.ready)
+    ready_whole = _empty_slots(ready_sizes, shape)
     if ready_whole == 0 or (shape.gang and ready_whole < shape.pods):
         return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity: only nodes of {pool} that are not Ready (or are "
                        f"cordoned) can hold it.{partly}", reasons, "not_ready", pods_now=started, **base)
@@ -1047,6 +1059,18 @@ def verdict(*, shape: Shape, pool: str, nodes: Sequence[NodeRoom], running: Sequ
                        **base)
     return Verdict(WAITS_FOR_CAPACITY, f"Waits for capacity. {reasons[0]}{partly}", reasons, "capacity",
                    pods_now=started, borrowers=borrowers, room=room, **base)
+
+
+def _node_sizes(nodes: Sequence[NodeRoom]) -> Counter:
+    """How many nodes of each size (allocatable GPUs, CPU, memory): a pool has thousands of nodes of a few."""
+    return Counter((node.gpus, node.cpu, node.memory) for node in nodes)
+
+
+def _empty_slots(sizes: Counter, shape: Shape) -> int:
+    """How many pods of the shape nodes of these sizes (`_node_sizes`) hold empty (their allocatable), all
+    together: the nodes of one size are counted at once."""
+    return sum(count * _slots(Decimal(gpus), shape.room, cpu, memory, shape.cpu, shape.memory)
+               for (gpus, cpu, memory), count in sizes.items())
 
 
 def _free_what(shape: Shape) -> str:
@@ -1336,11 +1360,16 @@ def expected_end(*, running_for: float, deadline: float | None, usual: tuple[flo
 class _World:
     """The pool in one scenario of the estimate: free room per node, each owner's use, events."""
 
-    def __init__(self, nodes: Sequence[NodeRoom], owners: Mapping[tuple[str, str], Standing]) -> None:
-        self.free = {node.name: [node.free, node.cpu_free, node.memory_free] for node in nodes if node.ready}
-        self.order = [node.name for node in nodes if node.ready]
+    def __init__(self, nodes: Sequence[NodeRoom], owners: Mapping[tuple[str, str], Standing],
+                 start: "_World | None" = None) -> None:
         self.use = {key: [o.allocated, o.non_preemptible] for key, o in owners.items()}
         self.owners = owners
+        if start is not None:  # the same nodes as `start`, as it was built (a copy: scenarios change theirs)
+            self.free = {name: room[:] for name, room in start.free.items()}
+            self.order, self.index, self.by_free = start.order, start.index, start.by_free[:]
+            return
+        self.free = {node.name: [node.free, node.cpu_free, node.memory_free] for node in nodes if node.ready}
+        self.order = [node.name for node in nodes if node.ready]
         # The Ready nodes by (free GPUs, their order): binpack's choice is the first of them, from the first
         # with enough free GPUs, whose CPU and memory also fit (a bisection, not a pass over every node).
         self.index = {name: i for i, name in enumerate(self.order)}
@@ -1412,19 +1441,34 @@ class _World:
         return quota_refusal(waiting.shape, project, department, non_preemptible_rule=non_preemptible_rule) is None
 
 
-def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
-              scenario: str, enforced: bool, non_preemptible_rule: bool = True
-              ) -> tuple[float | None, list[Ending], list[Waiting]]:
-    """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
-    workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
-    for, the workloads ahead that started first). None: not within what is known."""
-    world = _World(nodes, owners)
+def _events(endings: Sequence[Ending], scenario: str) -> list[tuple[float, int, Ending]]:
+    """The endings known in the scenario as a heap of (when, their order, ending)."""
     events: list[tuple[float, int, Ending]] = []
     for index, ending in enumerate(endings):
         at = getattr(ending, scenario)
         if at is not None:
             events.append((at, index, ending))
     heapq.heapify(events)
+    return events
+
+
+def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Sequence[Waiting], owners,
+              scenario: str, enforced: bool, non_preemptible_rule: bool = True, memo: dict | None = None
+              ) -> tuple[float | None, list[Ending], list[Waiting]]:
+    """When the target starts if every running workload ends at its `scenario` ("soon"/"late") time and the
+    workloads ahead start as soon as they fit (and then run their usual length): (time, the endings it waited
+    for, the workloads ahead that started first). None: not within what is known. `memo`: one for these
+    nodes and endings (`estimate`'s, per unit): the nodes' starting room and the endings' heap, built once."""
+    if memo is None:
+        world = _World(nodes, owners)
+        events = _events(endings, scenario)
+    else:
+        if "world" not in memo:
+            memo["world"] = _World(nodes, {})
+        if scenario not in memo:
+            memo[scenario] = _events(endings, scenario)
+        world = _World(nodes, owners, start=memo["world"])
+        events = memo[scenario][:]  # a copy of the heap: the same heap, changed by this scenario alone
     serial = len(endings)
     queue = list(ahead)
     waited: list[Ending] = []
@@ -1463,14 +1507,17 @@ def _simulate(target: Waiting, *, nodes, endings: Sequence[Ending], ahead: Seque
 def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[Ending], ahead: Sequence[Waiting],
              owners: Mapping[tuple[str, str], Standing], verdict_now: Verdict | None = None, enforced: bool = True,
              unknown: Sequence[Ending] = (), non_preemptible_rule: bool = True,
-             reclaim_delay: float = 0.0) -> Estimate:
+             reclaim_delay: float = 0.0, memo: dict | None = None) -> Estimate:
     """When `target` may start: the range between the scenario where every running workload ends soon (its
     usual median, or now for a deadline) and the one where each ends late (its 90th percentile, or its
     deadline), the workloads `ahead` in the queue starting first as they fit. `verdict_now` (the dry run
     for it now) settles the cases with no waiting: it never fits, or the scheduler makes room at once.
     The reclaim rules: a workload that would run over its project's deserved quota borrows, so in-quota work
     of the pool's other owners may take the GPUs first, or back (docs/concepts.md#schedulers): the latest bound then grows by
-    `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads)."""
+    `reclaim_delay`, how long such work usually runs (the 90th percentile of the owners' finished workloads).
+    `memo`: a dict the caller keeps for the estimates of one pool (the same `nodes`, `endings` and `unknown`,
+    unchanged): what depends on them alone — the pool in each target's units, who holds GPUs of no known end —
+    is then worked out once per unit, not once per waiting workload."""
     if verdict_now is not None:
         if verdict_now.code == NEVER_FITS:
             return Estimate(None, None, verdict_now.headline.removeprefix("Never fits: ").rstrip(".") + ": it never fits")
@@ -1481,15 +1528,31 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
         if verdict_now.code == WAITS_FOR_NODE:
             return Estimate(60.0, 300.0, f"a node Karpenter launches (NodePool {verdict_now.karpenter.nodepool}) is "
                             "usually ready within 1–5 minutes", len(ahead))
-    nodes, endings, unknown = _in_units_all(target.shape, nodes, endings, unknown)
+    key = ("units", units_key(target.shape))
+    if memo is None or key not in memo:
+        world = _in_units_all(target.shape, nodes, endings, unknown)
+        if memo is None:
+            nodes, endings, unknown = world
+        else:
+            memo[key] = (*world, {})
+    unit_memo = None
+    if memo is not None:
+        nodes, endings, unknown, unit_memo = memo[key]
     soon, waited_soon, _ = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                     scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+                                     scenario="soon", enforced=enforced, non_preemptible_rule=non_preemptible_rule,
+                                     memo=unit_memo)
     late, waited_late, started = _simulate(target, nodes=nodes, endings=endings, ahead=ahead, owners=owners,
-                                           scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule)
+                                           scenario="late", enforced=enforced, non_preemptible_rule=non_preemptible_rule,
+                                           memo=unit_memo)
     if soon is None or late is None:
-        blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
-        if blockers:
-            names = _owners_words(blockers)
+        if memo is None or "blockers" not in memo:
+            blockers = [e for e in list(endings) + list(unknown) if getattr(e, "late") is None]
+            names = _owners_words(blockers) if blockers else ""
+            if memo is not None:
+                memo["blockers"] = names
+        else:
+            names = memo["blockers"]
+        if names:
             return Estimate(None, None, f"it needs GPUs that {names} hold, and they have neither "
                             "activeDeadlineSeconds nor finished workloads of their project and priority class to "
                             "measure their usual length", len(ahead))
@@ -1525,11 +1588,22 @@ def estimate(target: Waiting, *, nodes: Sequence[NodeRoom], endings: Sequence[En
     return Estimate(earliest, latest, "; ".join(parts), first)
 
 
+def units_key(shape: Shape) -> tuple:
+    """What `in_units` reads of a shape: two shapes with the same key see the pool in the same units."""
+    if shape.profile:
+        return ("profile", shape.profile)
+    if shape.fraction is not None:
+        return ("fraction", shape.fraction)
+    return ("whole",)
+
+
 def _in_units_all(shape: Shape, nodes: Sequence[NodeRoom], endings: Sequence[Ending], unknown: Sequence[Ending]):
     """`in_units` of the nodes and of every ending's pods (the estimate's world in the target's units)."""
     groups = [list(endings), list(unknown)]
-    pods = [p for group in groups for e in group for p in e.pods]
-    nodes, pods = in_units(shape, nodes, pods)
+    before = [p for group in groups for e in group for p in e.pods]
+    nodes, pods = in_units(shape, nodes, before)
+    if all(a is b for a, b in zip(pods, before)):  # whole GPUs on whole-GPU nodes: the pods as they are
+        return nodes, groups[0], groups[1]
     out, at = [], 0
     for group in groups:
         done = []

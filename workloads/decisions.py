@@ -504,9 +504,14 @@ def _kai_positions(kai: list[Workload], *, user: Any, turns: bool = True) -> dic
     if not kai:
         return {}
     out: dict[Key, QueuePosition] = {}
-    q = Q()
+    # One condition per cluster (its queues together), not one per workload: the database tests each of its
+    # workloads against these.
+    queues: dict[int, set[str]] = {}
     for w in kai:
-        q |= Q(cluster_id=w.cluster_id, queue=w.queue)
+        queues.setdefault(w.cluster_id, set()).add(w.queue)
+    q = Q()
+    for cluster_id, names in sorted(queues.items()):
+        q |= Q(cluster_id=cluster_id, queue__in=sorted(names))
     # The peers' fields the order reads, as plain rows (no model object, nor the table's other columns).
     peers = [Peer(*row) for row in Workload.objects.restrict(user, "view").filter(q, scheduler_name=KAI)
              .annotate(running_pods=Subquery(running_pods_count()))
@@ -518,9 +523,13 @@ def _kai_positions(kai: list[Workload], *, user: Any, turns: bool = True) -> dic
     for rows in by_queue.values():
         rows.sort(key=kai_job_order)
     turns = _kai_queue_turns(by_queue) if turns else {}
+    places: dict[tuple, int] = {}  # each peer's place in its queue (the first, should a key come twice)
+    for rows in by_queue.values():
+        for i, r in enumerate(rows):
+            places.setdefault((r.cluster_id, r.queue, r.namespace, r.name), i)
     for w in kai:
         rows = by_queue.get((w.cluster_id, w.queue), [])
-        index = next((i for i, r in enumerate(rows) if key_of(r) == key_of(w)), None)
+        index = places.get((w.cluster_id, w.queue, w.namespace, w.name))
         if index is None:
             continue
         turn, count, pool = turns.get((w.cluster_id, w.queue), (None, None, ""))
@@ -551,7 +560,10 @@ def kai_job_order(w: Workload) -> tuple:
 def _kai_queue_turns(by_queue: dict[tuple[int, str], list[Workload]]) -> dict[tuple[int, str], tuple[int, int, str]]:
     """Per (cluster, queue `<project>.<pool>`): its turn among the pool's queues with pending work."""
     out: dict[tuple[int, str], tuple[int, int, str]] = {}
-    for cluster in Cluster.objects.filter(pk__in={c for c, _ in by_queue}):
+    # Only a queue named `<project>.<pool>` has a turn among its pool's queues: a cluster with none of them
+    # among these has no turn to tell, and its fair shares (the whole cluster's) are not read for nothing.
+    clusters = {c for c, queue in by_queue if "." in queue}
+    for cluster in Cluster.objects.filter(pk__in=clusters):
         pools, lines = cluster_fair_shares(cluster=cluster)
         pool_ids = {p.name: p.pk for p in pools}
         projects = {p.name: p for p in Project.objects.filter(cluster=cluster).select_related("department")}

@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db.models import F, Min, Q
+from django.db.models import F, Min, Q, TextField
+from django.db.models.functions import Cast
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -248,12 +249,35 @@ def _first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, 
 
 
 def _read_first_pod_starts(cluster_id: int, namespaces: set[str]) -> dict[tuple[str, str], datetime]:
-    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, started_in_cluster__isnull=False)
+    # `job_name IS NOT NULL` (not `NOT (… IS NULL)`): the pods of Jobs through their index (cluster, namespace,
+    # job name), not every pod of the namespaces.
+    rows = (Pod.objects.filter(cluster_id=cluster_id, namespace__in=namespaces, job_name__isnull=False,
+                               started_in_cluster__isnull=False)
             .order_by()
             .annotate(job=F("job_name"))
-            .exclude(job=None).values("namespace", "job").annotate(first=Min("started_in_cluster"))
+            .values("namespace", "job").annotate(first=Min("started_in_cluster"))
             .values_list("namespace", "job", "first"))
     return {(namespace, job): first for namespace, job, first in rows}
+
+
+class OutlookRow(NamedTuple):
+    """The fields of a workload the estimates read (a row, not a model object: a pool's outlook reads every
+    waiting and finished workload of its cluster)."""
+
+    pk: int
+    namespace: str
+    name: str
+    phase: str
+    priority_class: str
+    priority: int | None
+    pods: int
+    gpus: Decimal
+    created_in_cluster: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    active_deadline_seconds: int | None
+    gpu_request: dict
+    pools_tried: list
 
 
 @dataclass
@@ -266,19 +290,38 @@ class PoolOutlook:
     owners: dict[tuple[str, str], fit.Standing]
     running: list[fit.Running]
     endings: list[fit.Ending]
-    waiting: list[tuple[Workload, fit.Waiting]]
+    waiting: list[tuple[OutlookRow, fit.Waiting]]
     usual: dict[tuple[str, str], tuple[float, float] | None]
     # The dry run now of each kind of waiting workload (shape, project, department, enforcer): the same for
     # every workload of that kind, computed once per outlook (`outlook_estimate`).
     verdicts: dict[tuple, fit.Verdict] = field(default_factory=dict)
+    # What the estimates of this pool share (`fit.estimate`'s memo: the pool in each target's units), the
+    # place of each waiting workload in the queue (by pk) and the reclaim delay per project, each worked out once.
+    memo: dict = field(default_factory=dict)
+    verdict_memo: dict = field(default_factory=dict)  # `fit.verdict`'s: its nodes and preemptible pods
+    index: dict[int, int] = field(default_factory=dict)
+    delays: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for i, (w, _) in enumerate(self.waiting):
+            self.index.setdefault(w.pk, i)
 
     def reclaim_delay(self, project: str) -> float:
         """How long in-quota work of the pool's other owners usually runs (the longest 90th percentile of
         their finished workloads' run times): how much later a borrowing workload may start."""
-        owners = {name for (kind, name), o in self.owners.items() if kind == "project" and o.deserved > 0
-                  and name != project}
-        return max((late for (who, _), length in self.usual.items() if who in owners and length is not None
-                    for _, late in (length,)), default=0.0)
+        if project not in self.delays:
+            owners = {name for (kind, name), o in self.owners.items() if kind == "project" and o.deserved > 0
+                      and name != project}
+            self.delays[project] = max((late for (who, _), length in self.usual.items()
+                                        if who in owners and length is not None for _, late in (length,)),
+                                       default=0.0)
+        return self.delays[project]
+
+    def victims(self) -> list[fit.Running]:
+        """The pool's running pods the scheduler may take (the preemptible ones)."""
+        if "victims" not in self.memo:
+            self.memo["victims"] = [p for p in self.running if p.preemptible]
+        return self.memo["victims"]
 
 
 def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
@@ -287,6 +330,58 @@ def _project_names(cluster_id: int) -> tuple[dict[str, tuple[str, str]], dict[st
         "name", "project__name", "project__department__name")}
     projects = {p.name: p for p in Project.objects.filter(cluster_id=cluster_id).select_related("department")}
     return namespaces, projects
+
+
+def _waiting_and_finished(cluster_id: int) -> list[OutlookRow]:
+    """The cluster's waiting (pending, suspended) and finished workloads, oldest first: one query, read once
+    per request (`nodepools.memo`: every pool's outlook of a page reads them)."""
+    return memoised(("outlook_workloads", cluster_id), lambda: _read_waiting_and_finished(cluster_id))
+
+
+def _read_waiting_and_finished(cluster_id: int) -> list[OutlookRow]:
+    # The JSON columns as text, each distinct text decoded once (as JSONField decodes it): the rows ask a few.
+    columns = OutlookRow._fields[:-2]  # all but gpu_request and pools_tried, read below as text
+    rows = (Workload.objects.filter(cluster_id=cluster_id)
+            .filter(Q(phase__in=("Pending", "Suspended")) | Q(finished_at__isnull=False))
+            .annotate(request_text=Cast("gpu_request", TextField()), pools_text=Cast("pools_tried", TextField()))
+            .order_by("created_in_cluster", "name").values_list(*columns, "request_text", "pools_text"))
+    decoded: dict[str, Any] = {}
+
+    def json_of(text: str | None) -> Any:
+        if text is None:
+            return None
+        if text not in decoded:
+            try:
+                decoded[text] = json.loads(text)
+            except json.JSONDecodeError:
+                decoded[text] = text
+        return decoded[text]
+
+    return [OutlookRow(*values, json_of(request), json_of(pools)) for *values, request, pools in rows]
+
+
+def _run_lengths(cluster_id: int, workloads: list[OutlookRow], starts: dict[tuple[str, str], datetime],
+                 namespaces: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
+    """How long the cluster's finished workloads ran (from their first pod's start, else the Job's): per
+    (project, priority class) the usual length (`fit.usual_length`), and the runs of each (project, class,
+    lineage). The finished workloads are the same for every pool of the cluster (`_waiting_and_finished`):
+    worked out once per request."""
+    def compute() -> tuple[dict, dict]:
+        runs: dict[tuple[str, str], list[float]] = {}
+        # The same workload submitted again ("nightly-train-3" after "-1" and "-2"): its own runs, when it has
+        # finished at least twice, say more than its project's and class's.
+        again: dict[tuple[str, str, str], list[float]] = {}
+        for w in workloads:
+            if w.finished_at is None or w.phase not in ("Succeeded", "Failed"):
+                continue
+            start = starts.get((w.namespace, w.name)) or w.started_at
+            project = namespaces.get(w.namespace, ("", ""))[0]
+            if start is not None and project and w.finished_at >= start:
+                length = (w.finished_at - start).total_seconds()
+                runs.setdefault((project, w.priority_class), []).append(length)
+                again.setdefault((project, w.priority_class, lineage(w.name)), []).append(length)
+        return {key: fit.usual_length(values) for key, values in runs.items()}, again
+    return memoised(("outlook_run_lengths", cluster_id), compute)
 
 
 def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> PoolOutlook:
@@ -298,35 +393,25 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
     running = project_selectors.pool_running(pool, user=user, preemptible_only=False)
     # The pool's workloads: running ones (their pods are on its nodes) and waiting ones (it is their first pool).
     jobs = {(r.namespace, r.workload) for r in running if r.workload}
-    workloads = list(Workload.objects.filter(cluster_id=pool.cluster_id).filter(
-        Q(phase__in=("Pending", "Suspended")) | Q(finished_at__isnull=False) |
-        Q(namespace__in={ns for ns, _ in jobs}, name__in={job for _, job in jobs}))
-        .order_by("created_in_cluster", "name"))
+    # The waiting and finished ones are the same for every pool of the cluster: read once per request.
+    workloads = list(_waiting_and_finished(pool.cluster_id))
+    if jobs:
+        seen = {w.pk for w in workloads}
+        workloads += [OutlookRow(*row) for row in Workload.objects.filter(cluster_id=pool.cluster_id).filter(
+            namespace__in={ns for ns, _ in jobs}, name__in={job for _, job in jobs})
+            .order_by("created_in_cluster", "name").values_list(*OutlookRow._fields) if row[0] not in seen]
     starts = _first_pod_starts(pool.cluster_id, {w.namespace for w in workloads})
     by_key = {(w.namespace, w.name): w for w in workloads}
-    runs: dict[tuple[str, str], list[float]] = {}
-    for w in workloads:
-        if w.finished_at is None or w.phase not in ("Succeeded", "Failed"):
-            continue
-        start = starts.get((w.namespace, w.name)) or w.started_at
-        project = namespaces.get(w.namespace, ("", ""))[0]
-        if start is not None and project and w.finished_at >= start:
-            runs.setdefault((project, w.priority_class), []).append((w.finished_at - start).total_seconds())
-    usual = {key: fit.usual_length(values) for key, values in runs.items()}
-    # The same workload submitted again ("nightly-train-3" after "-1" and "-2"): its own runs, when it has
-    # finished at least twice, say more than its project's and class's.
-    again: dict[tuple[str, str, str], list[float]] = {}
-    for w in workloads:
-        start = starts.get((w.namespace, w.name)) or w.started_at
-        project = namespaces.get(w.namespace, ("", ""))[0]
-        if w.finished_at is not None and w.phase in ("Succeeded", "Failed") and start is not None and project \
-                and w.finished_at >= start:
-            again.setdefault((project, w.priority_class, lineage(w.name)), []).append(
-                (w.finished_at - start).total_seconds())
+    usual, again = _run_lengths(pool.cluster_id, workloads, starts, namespaces)
+
+    lengths: dict[tuple[str, str, str], tuple[float, float] | None] = {}
 
     def length_of(project: str, klass: str, name: str) -> tuple[float, float] | None:
-        own = again.get((project, klass, lineage(name))) or []
-        return fit.usual_length(own) if len(own) >= 2 else usual.get((project, klass))
+        key = (project, klass, lineage(name))
+        if key not in lengths:  # worked out once per lineage
+            own = again.get(key) or []
+            lengths[key] = fit.usual_length(own) if len(own) >= 2 else usual.get((project, klass))
+        return lengths[key]
 
     groups: dict[tuple[str, str], list[fit.Running]] = {}
     for pod in running:
@@ -345,6 +430,7 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
                                              usual=length_of(project, klass, job) if w is not None else None)
         endings.append(fit.Ending(f"{namespace}/{job}", project, department, klass, tuple(pods), soon, late, basis))
     waiting = []
+    shapes: dict[tuple[str, str], dict[str, Any]] = {}
     for w in workloads:
         if w.phase not in ("Pending", "Suspended") or (w.pools_tried or [pool.name])[0] != pool.name:
             continue
@@ -354,7 +440,14 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
         pods = max(w.pods or 1, 1)
         # In the units its nodes are judged by: whole GPUs, a MIG profile's slices, a KAI fraction of one GPU.
         each = Decimal(w.gpus or 0) / pods
-        gpu = gpu_shape(each, w.gpu_request) if w.gpu_request else {"gpus": int(each)}
+        if w.gpu_request:
+            # The waiting workloads ask a few kinds of GPU request: each kind read once.
+            kind = (str(each), repr(w.gpu_request))
+            if kind not in shapes:
+                shapes[kind] = gpu_shape(each, w.gpu_request)
+            gpu = dict(shapes[kind])
+        else:
+            gpu = {"gpus": int(each)}
         if "profile" not in gpu and "fraction" not in gpu:
             gpu["gpus"] = int(each)
         shape = fit.Shape(pods, priority=w.priority if w.priority is not None else 50, **gpu)
@@ -372,7 +465,7 @@ def pool_outlook(*, user: Any, pool: NodePool, now: datetime | None = None) -> P
 
 def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enforcer: str) -> fit.Estimate:
     """The estimate of one waiting workload of the pool."""
-    index = next((i for i, (w, _) in enumerate(outlook.waiting) if w.pk == workload.pk), None)
+    index = outlook.index.get(workload.pk)
     if index is None:
         return fit.Estimate(None, None, "it is not waiting for this pool's nodes")
     _, target = outlook.waiting[index]
@@ -381,17 +474,19 @@ def outlook_estimate(outlook: PoolOutlook, workload: Workload, *, user: Any, enf
     department = outlook.owners.get(("department", target.department))
     kind = (target.shape, target.project, target.department, enforcer)
     if kind not in outlook.verdicts:
-        victims = [p for p in outlook.running if p.preemptible]
         outlook.verdicts[kind] = fit.verdict(
-            shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=victims, owners=outlook.owners,
+            shape=target.shape, pool=outlook.pool.name, nodes=outlook.nodes, running=outlook.victims(),
+            owners=outlook.owners,
             project=project, department=department, enforced=enforcer in (KAI, KUEUE),
-            non_preemptible_rule=enforcer == KAI, domain_key=outlook.pool.topology_label)
+            non_preemptible_rule=enforcer == KAI, domain_key=outlook.pool.topology_label,
+            memo=outlook.verdict_memo)
     verdict_now = outlook.verdicts[kind]
     if verdict_now.code == fit.STARTS_NOW and ahead:
         verdict_now = None  # it would fit, but those ahead are served first: simulate
     return fit.estimate(target, nodes=outlook.nodes, endings=outlook.endings, ahead=ahead, owners=outlook.owners,
                         verdict_now=verdict_now, enforced=enforcer in (KAI, KUEUE),
-                        non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(target.project))
+                        non_preemptible_rule=enforcer == KAI, reclaim_delay=outlook.reclaim_delay(target.project),
+                        memo=outlook.memo)
 
 
 def estimate_for_shape(*, user: Any, pool: NodePool, project: Any, shape: fit.Shape, verdict_now: fit.Verdict,
