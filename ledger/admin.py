@@ -2,22 +2,12 @@
 changed on the console's pages or API, which audit every change)."""
 from django.contrib import admin
 
+from common.admin import ReadOnlyAdmin
 from ledger.models import ClosedHour, LedgerDay, LedgerEntry, LedgerState, Rate, StatementRevision
 
 
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnly):
+class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["hour", "kind", "cluster_id", "pool", "gpu_model", "gpu_unit", "project", "gpu_seconds",
                     "unit_seconds", "recorded"]
     list_filter = ["kind", "cluster_id"]
@@ -25,7 +15,7 @@ class LedgerEntryAdmin(ReadOnly):
 
 
 @admin.register(LedgerDay)
-class LedgerDayAdmin(ReadOnly):
+class LedgerDayAdmin(ReadOnlyAdmin):
     list_display = ["day", "kind", "cluster_id", "pool", "gpu_model", "gpu_unit", "project", "gpu_seconds",
                     "unit_seconds"]
     list_filter = ["kind", "cluster_id"]
@@ -33,21 +23,21 @@ class LedgerDayAdmin(ReadOnly):
 
 
 @admin.register(ClosedHour)
-class ClosedHourAdmin(ReadOnly):
+class ClosedHourAdmin(ReadOnlyAdmin):
     list_display = ["hour", "cluster_id", "closed_at", "corrected_at", "pods"]
 
 
 @admin.register(LedgerState)
-class LedgerStateAdmin(ReadOnly):
+class LedgerStateAdmin(ReadOnlyAdmin):
     list_display = ["cluster_id", "started", "closed_until", "scanned_until"]
 
 
 @admin.register(StatementRevision)
-class StatementRevisionAdmin(ReadOnly):
+class StatementRevisionAdmin(ReadOnlyAdmin):
     list_display = ["month", "cluster_id", "department_id", "revision", "issued_at"]
     list_filter = ["cluster_id"]
 
 
 @admin.register(Rate)
-class RateAdmin(ReadOnly):
+class RateAdmin(ReadOnlyAdmin):
     list_display = ["gpu_model", "mig_profile", "pool", "valid_from", "gpu_hour", "currency", "updated"]

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.db import models
 
+from common.admin import ReadOnlyAdmin
 from common.parsing import JSON_ADMIN_FIELDS
 from nodepools.models import Cluster, DataVersion, Node, NodeGpuFigures, NodePool, Pod, PodLifetime
 
@@ -80,17 +81,8 @@ class PodLifetimeAdmin(admin.ModelAdmin):
 
 
 @admin.register(DataVersion)
-class DataVersionAdmin(admin.ModelAdmin):
+class DataVersionAdmin(ReadOnlyAdmin):
     """How many times each cluster's nodes and pods changed, as the database's triggers count: looked at (is the
     fleet moving?), never edited."""
 
     list_display = ["cluster_id", "seq"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -706,31 +706,26 @@ def _read_pool_node_rows(pools: list[NodePool]) -> dict[int, list[tuple]]:
     return out
 
 
-def pools_node_room(pools: list[NodePool]) -> dict[int, list[Any]]:
+def pools_node_room(pools: list[NodePool]) -> dict[int, tuple[Any, ...]]:
     """Per pool id, every node of the pool as a `fit.NodeRoom` (Ready and schedulable or not), with the GPUs,
     CPU and memory its active pods leave free and its topology domain (the value of the pool's topology
-    label): one query per distinct topology label, rows read straight from the cursor. The nodes whose GPUs
-    are not all whole, or that fractions share, carry their MIG slices free per profile and the share free on
-    each shared GPU (`nodes_attach_gpu_room`: two queries per pool). Each pool's nodes a tuple, kept while the
-    fleet holds still (`fleet_memoised`): shared, never to be changed."""
-    out: dict[int, list[Any]] = {}
-    for pool in pools:
-        out[pool.pk] = fleet_memoised(("pool_node_room", pool.pk, pool.topology_label),
-                                      lambda pool=pool: _read_pool_node_room(pool))
-    return out
+    label): one query per pool, rows read straight from the cursor. The nodes whose GPUs are not all whole, or
+    that fractions share, carry their MIG slices free per profile and the share free on each shared GPU
+    (`nodes_attach_gpu_room`: two queries per pool). Each pool's nodes a tuple, kept while the fleet holds still
+    (`fleet_memoised`): shared, never to be changed."""
+    return {pool.pk: fleet_memoised(("pool_node_room", pool.pk, pool.topology_label),
+                                    lambda pool=pool: _read_pool_node_room(pool))
+            for pool in pools}
 
 
 def _read_pool_node_room(pool: NodePool) -> tuple[Any, ...]:
-    out: dict[int, Any] = {}
-    by_pk = {pool.pk: pool}
-    for pool_id, rows in _pool_node_rows([pool]).items():
-        out[pool_id] = tuple(nodes_attach_gpu_room(by_pk[pool_id], [
-            fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
-                         domain or "",
-                         bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0),
-                         exposure="" if exposure in (None, kube_gpu.WHOLE) else exposure)
-            for name, takes, gpus, cpu, memory, domain, g, c, m, exposure in rows]))
-    return out[pool.pk]
+    rows = _pool_node_rows([pool])[pool.pk]
+    return tuple(nodes_attach_gpu_room(pool, [
+        fit.NodeRoom(name, _decimal(gpus), kube_gpu.to_decimal(max(_decimal(gpus) - _decimal(g), Decimal(0))),
+                     domain or "",
+                     bool(takes), cpu, memory, (cpu or 0) - int(c or 0), (memory or 0) - int(m or 0),
+                     exposure="" if exposure in (None, kube_gpu.WHOLE) else exposure)
+        for name, takes, gpus, cpu, memory, domain, g, c, m, exposure in rows]))
 
 
 def nodes_attach_gpu_room(pool: NodePool, rooms: list[Any]) -> list[Any]:

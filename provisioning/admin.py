@@ -1,19 +1,11 @@
 from django.contrib import admin
 
+from common.admin import ReadOnlyAdmin
 from provisioning.models import KarpenterNodePool, NodeClaim
 
 
-class MirrorAdmin(admin.ModelAdmin):
+class MirrorAdmin(ReadOnlyAdmin):
     """Mirrored from the clusters: only the sync writes these rows, so the admin only reads them."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(KarpenterNodePool)
