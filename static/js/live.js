@@ -24,6 +24,19 @@
 
   function regions() { return Array.prototype.slice.call(document.querySelectorAll("[data-live][id]")); }
 
+  // A disclosure someone opened (a workload's reason story: `data-keep-open`, by its id) stays open when a live
+  // refetch replaces its table, and when the cells filled in after the page (out of band) replace it.
+  var keptOpen = {};
+  document.addEventListener("toggle", function (event) {
+    var d = event.target;
+    if (!d.matches || !d.matches("details[data-keep-open]") || !d.id) return;
+    if (d.open) keptOpen[d.id] = true; else delete keptOpen[d.id];
+  }, true);
+  function reopen() {
+    Object.keys(keptOpen).forEach(function (key) { var d = document.getElementById(key); if (d && !d.open) d.open = true; });
+  }
+  document.addEventListener("htmx:oobAfterSwap", reopen);
+
   var pending = {}, inflight = {};
   function refetch(el) {
     var id = el.id;
@@ -40,12 +53,7 @@
     };
     if (!window.htmx) { done(); return; }
     var before = cellTexts(el);
-    // A disclosure someone opened (a workload's reason story: `data-keep-open`, by its id) stays open.
-    var opened = Array.prototype.map.call(el.querySelectorAll("details[data-keep-open][open]"), function (d) { return d.id; });
-    var swapped = function () {
-      opened.forEach(function (key) { var d = key && document.getElementById(key); if (d) d.open = true; });
-      markChanged(document.getElementById(id), before); done();
-    };
+    var swapped = function () { reopen(); markChanged(document.getElementById(id), before); done(); };
     window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" }).then(swapped, done);
   }
 

@@ -91,6 +91,9 @@ def test_the_table_fits_1440_px_and_a_long_reason_opens_in_its_row(page, users, 
                   "document.addEventListener('live:refreshed', () => window.__refetched++); }")
     _hint(workloads["search-8gpu"].cluster_id, ["jobs"])
     page.wait_for_function("() => window.__refetched > 0", timeout=15000)
+    # ... and when the console's answer, fetched after the new table, replaces the reason cell again.
+    expect(row.locator("[id^='pending-reason-']")).not_to_contain_text("reading…", timeout=20000)
+    expect(row.locator(".reason-story .why")).to_contain_text("Why is it waiting?")
     expect(row.locator(".reason-story .story")).to_be_visible()
     expect(row.locator(".reason-story .story")).to_contain_text("team-39: reserved")
 
