@@ -18,7 +18,9 @@ from django.core.cache import cache
 from django.db.models import Q
 from kubernetes import client
 
+from access.rules import access_q
 from kube.client import api_error_message
+from nodepools.memo import fleet_memoised
 from nodepools.models import ConnectionState, Node, Pod
 from nodepools.sync import api_client_for
 from provisioning import advice as advice_rules
@@ -213,14 +215,24 @@ class AdviceReport:
     error: str = ""
 
 
+def _advice_nodes(user, pool) -> tuple[list[tuple], list[advice_rules.NodeInfo]]:
+    """The pool's nodes the user may see, as the advice reads them: only the columns it reads (not every node's
+    conditions and the rest of its row), their labels and taints decoded once while the fleet holds still (the
+    same for every user whose access to nodes reads the same)."""
+    def read() -> tuple[list[tuple], list[advice_rules.NodeInfo]]:
+        rows = list(Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")
+                    .values_list("pk", "name", "labels", "taints", "is_gpu_node", "gpu_product"))
+        return rows, [advice_rules.NodeInfo(name, labels or {}, taints or [], is_gpu, product)
+                      for _, name, labels, taints, is_gpu, product in rows]
+
+    access = access_q(user, type(Node.objects.all()), "node.view")
+    return fleet_memoised(("pool_advice_nodes", pool.pk, access), read)
+
+
 def pool_advice(*, user, pool) -> AdviceReport:
     """The best-practice advice of a pool, from its nodes and pods the user may see, its Karpenter NodePool
     (if it is backed by one) and the cluster's PriorityClasses (read live; unknown when unreadable)."""
-    # Only the columns the advice reads (not every node's conditions and the rest of its row).
-    rows = list(Node.objects.restrict(user, "view").filter(pool=pool).order_by("name")
-                .values_list("pk", "name", "labels", "taints", "is_gpu_node", "gpu_product"))
-    nodes = [advice_rules.NodeInfo(name, labels or {}, taints or [], is_gpu, product)
-             for _, name, labels, taints, is_gpu, product in rows]
+    rows, nodes = _advice_nodes(user, pool)
     row = KarpenterNodePool.for_pool(pool)
     nodepool = {"metadata": {"name": row.name}, "spec": row.spec or {}, "status": row.status or {}} if row else None
     # The pods the advice reads (advice.spot_non_preemptible): the non-preemptible ones on the pool's spot
