@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import django_tables2 as tables
-from django.urls import reverse
 
+from ui.paths import path_to
 from ui.tables import ConsoleTable
 from ui.views import register
 
@@ -26,7 +26,7 @@ class AuditEventTable(ConsoleTable):
     default_columns = ("when", "actor_name", "via", "action", "object_type", "object_repr", "changed")
 
     when = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="When (UTC)",
-                                 linkify=lambda record: reverse("audit-event", args=[record.pk]))
+                                 linkify=lambda record: path_to("audit-event", record.pk))
     actor_name = tables.Column("Actor", default="system")
     via = tables.Column("Through")
     action = tables.Column("Action")

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import django_tables2 as tables
-from django.urls import reverse
-from django.utils.html import format_html
 
 from kube.gpu import unit_label
 from ledger.models import Kind
 from ledger.selectors import TEN_THOUSANDTH, gib_hours, hours
 from nodepools.models import Cluster
+from ui.html import format_html
+from ui.paths import path_to
 from ui.tables import ConsoleTable
 from ui.views import register
 from usage.tables import OwnerColumn
@@ -150,7 +150,7 @@ class RateTable(ConsoleTable):
     def render_gpu_model(self, value, record):
         if not self.can_change:
             return value
-        return format_html('<a href="{}">{}</a>', reverse("rate-edit", args=[record.pk]), value)
+        return format_html('<a href="{}">{}</a>', path_to("rate-edit", record.pk), value)
 
     def export_pool(self, record):
         return record.pool.name if record.pool_id and record.pool else "Every pool"

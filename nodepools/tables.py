@@ -10,8 +10,7 @@ import django_tables2 as tables
 import orjson
 from django.db.models import FloatField, TextField
 from django.db.models.functions import Cast
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 
 from gpumetrics import idle_threshold, idle_window_seconds
 from nodepools import capacity
@@ -27,6 +26,8 @@ from nodepools.selectors import (
     pools_attach_gpu_metrics,
 )
 from ui.formats import number as _num
+from ui.html import format_html
+from ui.paths import path_to
 from ui.tables import ConsoleTable
 from ui.views import register
 
@@ -53,7 +54,7 @@ class NumberColumn(tables.Column):
 
 def cluster_link(record) -> str:
     """A cluster cell links to that cluster's overview."""
-    return reverse("cluster-overview", args=[record.cluster_id])
+    return path_to("cluster-overview", record.cluster_id)
 
 
 class PoolStatusColumn(tables.Column):
@@ -103,7 +104,7 @@ class NodePoolTable(ConsoleTable):
         "gpu_free", "gpu_utilization", "idle_gpus", "workload_count", "gpu_placement",
     )
 
-    name = tables.Column("Node pool", linkify=lambda record: reverse("pool-detail", args=[record.pk]))
+    name = tables.Column("Node pool", linkify=lambda record: path_to("pool-detail", record.pk))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     status = PoolStatusColumn("Status", accessor="status", order_by=("ready_node_count", "node_count"))
     label_key = tables.Column("Label key", default="")
@@ -266,11 +267,11 @@ class NodeTable(ConsoleTable):
         "gpu_memory_used", "cpu", "memory", "pods", "zone",
     )
 
-    name = tables.Column("Node", linkify=lambda record: reverse("node-detail", args=[record.pk]))
+    name = tables.Column("Node", linkify=lambda record: path_to("node-detail", record.pk))
     status = NodeStatusColumn("Status", accessor="status", order_by=("status",),
                               attrs={"td": {"class": "status-cell"}})
     pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",), default="—",
-                         linkify=lambda record: reverse("pool-detail", args=[record.pool_id]) if record.pool_id else None)
+                         linkify=lambda record: path_to("pool-detail", record.pool_id) if record.pool_id else None)
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     gpu_product = tables.Column("GPU type", default="—")
     gpu_devices = tables.Column("Ready/total GPU devices", accessor="gpu_ready", order_by=("gpu_ready", "gpu_capacity"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import django_tables2 as tables
-from django.urls import reverse
 
 from nodepools.tables import NumberColumn, cluster_link
+from ui.paths import path_to
 from ui.tables import ConsoleTable
 from ui.templatetags.console_ui import owner_label
 from ui.views import register
@@ -39,7 +39,7 @@ class DepartmentTable(ConsoleTable):
     enrich = owners_attach_pool_gpus
     default_columns = ("name", "cluster", "project_count", "gpu_deserved", "gpu_allocated", "description")
 
-    name = tables.Column("Department", linkify=lambda record: reverse("department-detail", args=[record.pk]))
+    name = tables.Column("Department", linkify=lambda record: path_to("department-detail", record.pk))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     description = tables.Column("Description", default="")
     project_count = NumberColumn("Projects")
@@ -70,9 +70,9 @@ class ProjectTable(ConsoleTable):
     default_columns = ("name", "department", "cluster", "namespaces", "gpu_deserved", "gpu_allocated",
                        "workload_count", "allow_over_quota")
 
-    name = tables.Column("Project", linkify=lambda record: reverse("project-detail", args=[record.pk]))
+    name = tables.Column("Project", linkify=lambda record: path_to("project-detail", record.pk))
     department = tables.Column("Department", accessor="department__name", order_by=("department__name",),
-                               linkify=lambda record: reverse("department-detail", args=[record.department_id]))
+                               linkify=lambda record: path_to("department-detail", record.department_id))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",), linkify=cluster_link)
     namespaces = tables.Column("Namespaces", accessor="pk", orderable=False)
     description = tables.Column("Description", default="")

@@ -7,12 +7,13 @@ from decimal import Decimal
 
 import django_tables2 as tables
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from nodepools.tables import GpuMetricColumn, NumberColumn
 from ui.formats import number as _num
+from ui.html import format_html
+from ui.paths import path_to
 from ui.tables import ConsoleTable
 from ui.views import register
 from workloads import engine, selectors
@@ -51,9 +52,9 @@ class PlatformTable(ConsoleTable):
                        "gpus_free", "privileged_allowed", "host_network_allowed")
     enrich = staticmethod(_enrich_platforms)
 
-    name = tables.Column("Platform", linkify=lambda record: reverse("platform-detail", args=[record.pk]))
+    name = tables.Column("Platform", linkify=lambda record: path_to("platform-detail", record.pk))
     pool = tables.Column("Node pool", accessor="pool__name", order_by=("pool__name",),
-                         linkify=lambda record: reverse("pool-platforms", args=[record.pool_id]))
+                         linkify=lambda record: path_to("pool-platforms", record.pool_id))
     cluster = tables.Column("Cluster", accessor="pool__cluster__name", order_by=("pool__cluster__name",))
     is_default = tables.BooleanColumn("Pool's default", empty_values=(), orderable=False)
     description = tables.Column("Description", default="", attrs=WRAP)
@@ -103,7 +104,7 @@ class PodTemplateTable(ConsoleTable):
     key = "pod-templates"
     default_columns = ("name", "cluster", "description", "updated")
 
-    name = tables.Column("Pod template", linkify=lambda record: reverse("podtemplate-detail", args=[record.pk]))
+    name = tables.Column("Pod template", linkify=lambda record: path_to("podtemplate-detail", record.pk))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     description = tables.Column("Description", default="")
     created = tables.DateTimeColumn(verbose_name="Created", format="Y-m-d H:i")
@@ -115,7 +116,7 @@ class RuleSetTable(ConsoleTable):
     key = "rule-sets"
     default_columns = ("name", "cluster", "rule_count", "description", "updated")
 
-    name = tables.Column("Rule set", linkify=lambda record: reverse("ruleset-detail", args=[record.pk]))
+    name = tables.Column("Rule set", linkify=lambda record: path_to("ruleset-detail", record.pk))
     cluster = tables.Column("Cluster", accessor="cluster__name", order_by=("cluster__name",))
     rule_count = NumberColumn("Rules", accessor="rules", orderable=False)
     description = tables.Column("Description", default="")
@@ -230,12 +231,12 @@ class WorkloadTable(ConsoleTable):
 
     def _reading(self, record, what: str) -> str:
         """What a LATER cell says until it is filled: a link to the same fragment (read without scripts too)."""
-        url = reverse("workload-start-estimates") + f"?ids={record.pk}"
+        url = path_to("workload-start-estimates") + f"?ids={record.pk}"
         return format_html('<span class="muted"><a href="{}">{}</a></span>', url, what)
 
     def render_name(self, record):
         """Its name, linked to its page; a workload the console did not submit is marked so (its kind)."""
-        link = format_html('<a href="{}">{}</a>', reverse("workload-detail", args=[record.pk]), record.name)
+        link = format_html('<a href="{}">{}</a>', path_to("workload-detail", record.pk), record.name)
         mark = record.origin_mark
         if not mark:
             return link
@@ -325,7 +326,7 @@ class WorkloadTable(ConsoleTable):
         if found is None:
             return "—"
         if found.by_id is not None:
-            return format_html('<a href="{}">{}</a>', reverse("workload-detail", args=[found.by_id]),
+            return format_html('<a href="{}">{}</a>', path_to("workload-detail", found.by_id),
                                found.in_words())
         return found.in_words()
 
@@ -336,7 +337,7 @@ class WorkloadTable(ConsoleTable):
             return ""
         if getattr(record, "stop_requested", False):
             return format_html('<span class="muted">Stopping…</span>')
-        url = reverse("workload-stop", args=[record.pk])
+        url = path_to("workload-stop", record.pk)
         return format_html(
             '<a class="button danger small" href="{}" hx-get="{}" hx-target="#stop-confirm" hx-swap="innerHTML" '
             'hx-push-url="false" aria-label="Stop {}">Stop</a>', url, url, record.name)
