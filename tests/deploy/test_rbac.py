@@ -410,21 +410,17 @@ def describe(rules) -> str:
 
 
 @pytest.fixture
-def lab(org, users, client, tmp_path):
+def lab(org, users, client, tmp_path, emulators):
     from nodepools import services as pool_services
 
-    sim = KubeEmulator(bookmark_interval=0.2)
-    sim.start()
-    try:
-        path = sim.write_kubeconfig(tmp_path / "kubeconfig")
-        pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path))
-        org.cluster.refresh_from_db()
-        sim.load(org.nodes, org.pods)
-        for namespace in ("runai-rnd-a", "runai-rnd-b", "runai-ops-a"):
-            sim.add_namespace(namespace)
-        yield Lab(org, sim, users, client)
-    finally:
-        sim.stop()
+    sim = emulators(bookmark_interval=0.2)
+    path = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    pool_services.cluster_update(actor=None, cluster=org.cluster, kubeconfig_path=str(path))
+    org.cluster.refresh_from_db()
+    sim.load(org.nodes, org.pods)
+    for namespace in ("runai-rnd-a", "runai-rnd-b", "runai-ops-a"):
+        sim.add_namespace(namespace)
+    return Lab(org, sim, users, client)
 
 
 @pytest.mark.django_db

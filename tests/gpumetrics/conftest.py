@@ -2,8 +2,6 @@
 slow Prometheus or an exporter with other labels."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from kubesim import KubeEmulator, make_node, make_pod
@@ -26,9 +24,9 @@ def _generous_budget(settings):
     settings.GPU_IDLE_WINDOW_MINUTES = IDLE_WINDOW_SECONDS / 60
 
 
-def _gpu_sim() -> KubeEmulator:
-    emu = KubeEmulator()
-    emu.start()
+def _gpu_sim(emulators) -> KubeEmulator:
+    # KubeEmulator's own bookmark interval (1 s), which these tests always had: they read the exporter, no watch.
+    emu = emulators(bookmark_interval=1.0)
     emu.add_node(make_node("a100-1", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960))
     emu.add_node(make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960))
     emu.add_node(make_node("v100-1", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384))
@@ -43,13 +41,9 @@ def _gpu_sim() -> KubeEmulator:
 
 
 @pytest.fixture(scope="module")
-def shared_sim() -> Iterator[KubeEmulator]:
+def shared_sim(module_emulators) -> KubeEmulator:
     """`gpu_sim` shared by a module's tests that only read (Prometheus takes ~5 s to scrape a new target)."""
-    emu = _gpu_sim()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+    return _gpu_sim(module_emulators)
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +60,7 @@ def shared_prometheus(shared_sim):
 
 
 @pytest.fixture
-def gpu_sim() -> Iterator[KubeEmulator]:
+def gpu_sim(emulators) -> KubeEmulator:
     """Two A100 nodes (4 GPUs each) and a V100 node; pods: busy (2 GPUs, 80 %), idle (1 GPU, 2 %) on
     a100-1; big (4 GPUs, 60 %) on a100-2; nothing on v100-1."""
-    emu = _gpu_sim()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+    return _gpu_sim(emulators)

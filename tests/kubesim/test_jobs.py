@@ -32,11 +32,10 @@ NS = "ml"
 class Lab:
     """An emulator on a manual clock with controllers on, one node, and typed clients over HTTP."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, emulators, tmp_path: Path) -> None:
         self.clock = ManualClock(START)
         # No scheduler: these tests bind the pods themselves, when they choose.
-        self.emu = KubeEmulator(clock=self.clock, controllers=True, bookmark_interval=0.2, schedulers=False)
-        self.emu.start()
+        self.emu = emulators(clock=self.clock, controllers=True, bookmark_interval=0.2, schedulers=False)
         self.emu.add_node(make_node("gpu-1", gpus=8))
         self.emu.add_namespace(NS)
         self.api = k8s_config.new_client_from_config(config_file=str(self.emu.write_kubeconfig(tmp_path / "kc")))
@@ -45,7 +44,6 @@ class Lab:
 
     def close(self) -> None:
         self.api.close()
-        self.emu.stop()
 
     def tick(self, seconds: float = 0.0) -> list[str]:
         """Move the clock, then run every controller once."""
@@ -87,8 +85,8 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    lab = Lab(tmp_path)
+def lab(emulators, tmp_path: Path) -> Iterator[Lab]:
+    lab = Lab(emulators, tmp_path)
     yield lab
     lab.close()
 

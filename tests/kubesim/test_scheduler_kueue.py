@@ -163,14 +163,14 @@ def kubectl(cluster: Cluster, tmp_path: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def cluster(emulators, tmp_path: Path) -> Iterator[Cluster]:
     """An emulator on a manual clock (steps ten seconds apart: admission times differ) and its client."""
-    with KubeEmulator(clock=ManualClock()) as sim:
-        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-        with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
-            cluster = Cluster(sim, api_client)
-            cluster.kubeconfig = kubeconfig
-            yield cluster
+    sim = emulators(clock=ManualClock(), bookmark_interval=1.0)  # KubeEmulator's own, which it always had
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
+        cluster = Cluster(sim, api_client)
+        cluster.kubeconfig = kubeconfig
+        yield cluster
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -536,41 +536,41 @@ def test_kueue_step_over_the_control_surface_on_the_emulators_clock(cluster: Clu
 
 
 def test_with_the_job_controller_admitted_jobs_get_pods_on_their_flavor_and_preempted_ones_lose_them(
-        tmp_path: Path) -> None:
+        emulators, tmp_path: Path) -> None:
     """Kueue in the controller loop, after the Job controller: admitted Jobs get pods that carry the flavor's
     node selector; a preempted Job's pods are deleted before its quota goes to the preemptor."""
-    with KubeEmulator(clock=ManualClock(), controllers=True) as sim:
-        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-        with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
-            cluster = Cluster(sim, api_client)
-            cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",), allow_over_quota=False)),
-                            preemption={"withinClusterQueue": "LowerPriority"})
+    sim = emulators(clock=ManualClock(), controllers=True, bookmark_interval=1.0)  # KubeEmulator's own bookmarks
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    with config.new_client_from_config(config_file=kubeconfig, context="emulator") as api_client:
+        cluster = Cluster(sim, api_client)
+        cluster.enforce(org(project("vision", {"a100": quota(4)}, order=("a100",), allow_over_quota=False)),
+                        preemption={"withinClusterQueue": "LowerPriority"})
 
-            def pods(job: str) -> list[client.V1Pod]:
-                return cluster.core.list_namespaced_pod(
-                    "runai-vision", label_selector=f"batch.kubernetes.io/job-name={job}").items
+        def pods(job: str) -> list[client.V1Pod]:
+            return cluster.core.list_namespaced_pod(
+                "runai-vision", label_selector=f"batch.kubernetes.io/job-name={job}").items
 
-            cluster.submit("training", "vision", 2, pods=2)
-            sim.tick()  # Kueue: Workload, admission, Job started
-            assert pods("training") == []
-            sim.tick()  # the Job controller: pods
-            assert len(pods("training")) == 2
-            assert {p.spec.node_selector[POOL_LABEL] for p in pods("training")} == {"a100"}
-            assert {p.metadata.labels["kueue.x-k8s.io/podset"] for p in pods("training")} == {"main"}
-            cluster.submit("serving", "vision", 4, priority_class="inference")
-            sim.tick()  # Kueue: the training Workload evicted, its Job suspended
-            assert cluster.conditions("training", "vision")["Evicted"][:2] == ("True", "Preempted")
-            assert cluster.conditions("serving", "vision")["QuotaReserved"][1] == "WaitingForPreemptedWorkloads"
-            sim.tick()  # the Job controller deletes the pods; Kueue releases the quota and admits serving
-            assert pods("training") == []
-            assert cluster.conditions("serving", "vision")["Admitted"][0] == "True"
-            sim.tick()
-            assert len(pods("serving")) == 1 and pods("serving")[0].spec.node_selector == {POOL_LABEL: "a100"}
-            # Kueue stops a Job by suspending it: its pods go uncounted, the Job is not failed (no DisruptionTarget
-            # needed), and it waits to be admitted again.
-            training = cluster.job("training", "vision")
-            assert training.status.active is None and training.status.failed is None
-            assert {(c.type, c.status) for c in training.status.conditions} == {("Suspended", "True")}
+        cluster.submit("training", "vision", 2, pods=2)
+        sim.tick()  # Kueue: Workload, admission, Job started
+        assert pods("training") == []
+        sim.tick()  # the Job controller: pods
+        assert len(pods("training")) == 2
+        assert {p.spec.node_selector[POOL_LABEL] for p in pods("training")} == {"a100"}
+        assert {p.metadata.labels["kueue.x-k8s.io/podset"] for p in pods("training")} == {"main"}
+        cluster.submit("serving", "vision", 4, priority_class="inference")
+        sim.tick()  # Kueue: the training Workload evicted, its Job suspended
+        assert cluster.conditions("training", "vision")["Evicted"][:2] == ("True", "Preempted")
+        assert cluster.conditions("serving", "vision")["QuotaReserved"][1] == "WaitingForPreemptedWorkloads"
+        sim.tick()  # the Job controller deletes the pods; Kueue releases the quota and admits serving
+        assert pods("training") == []
+        assert cluster.conditions("serving", "vision")["Admitted"][0] == "True"
+        sim.tick()
+        assert len(pods("serving")) == 1 and pods("serving")[0].spec.node_selector == {POOL_LABEL: "a100"}
+        # Kueue stops a Job by suspending it: its pods go uncounted, the Job is not failed (no DisruptionTarget
+        # needed), and it waits to be admitted again.
+        training = cluster.job("training", "vision")
+        assert training.status.active is None and training.status.failed is None
+        assert {(c.type, c.status) for c in training.status.conditions} == {("Suspended", "True")}
 
 
 # ---------------------------------------------------------------------------------------------------

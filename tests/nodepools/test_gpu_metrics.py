@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 
 import gpumetrics
-from kubesim import KubeEmulator, make_node, make_pod
+from kubesim import make_node, make_pod
 from kubesim.dcgm import MEMORY_USED_ANNOTATION, UTILIZATION_ANNOTATION
 from nodepools import services as pool_services
 from nodepools.demo_cluster import operand_pods
@@ -51,25 +51,21 @@ def cluster_objects():
 
 
 @pytest.fixture(scope="module")
-def exporter():
+def exporter(module_emulators):
     """The emulator serving the cluster's DCGM exporter, and a real Prometheus scraping it every second."""
     from gpumetrics.localprom import LocalPrometheus
     from tests.conftest import require_prometheus
 
     require_prometheus()
     nodes, pods = cluster_objects()
-    emu = KubeEmulator()
-    emu.start()
+    emu = module_emulators(bookmark_interval=1.0)  # KubeEmulator's own, which this module always had
     emu.load(nodes=nodes, pods=pods)
-    try:
-        with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
-            prom.wait_for_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", count=16 + 8 * len(EXTRA))
-            # A window of samples before the tests: idle means "under the threshold for the whole window".
-            prom.wait_for_series(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE offset {IDLE_WINDOW_SECONDS}s",
-                                 count=16 + 8 * len(EXTRA))
-            yield emu, prom
-    finally:
-        emu.stop()
+    with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
+        prom.wait_for_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", count=16 + 8 * len(EXTRA))
+        # A window of samples before the tests: idle means "under the threshold for the whole window".
+        prom.wait_for_series(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE offset {IDLE_WINDOW_SECONDS}s",
+                             count=16 + 8 * len(EXTRA))
+        yield emu, prom
 
 
 @pytest.fixture
@@ -474,7 +470,7 @@ def test_nodes_without_series_and_clusters_without_prometheus(client, gpu_org, u
     assert Node.objects.filter(name="a100-3").exists() and "a100-3" in rows
 
 
-def test_cluster_add_names_the_prometheus(db, tmp_path, api):
+def test_cluster_add_names_the_prometheus(db, tmp_path, api, emulators):
     from django.core.management import CommandError, call_command
 
     from nodepools.models import Cluster
@@ -483,8 +479,7 @@ def test_cluster_add_names_the_prometheus(db, tmp_path, api):
     from projects import services
 
     kubeconfig = tmp_path / "kc"
-    with KubeEmulator() as emu:
-        emu.write_kubeconfig(kubeconfig)
+    emulators(bookmark_interval=1.0).write_kubeconfig(kubeconfig)  # cluster_add only reads the file
     call_command("cluster_add", "prod-east", "--kubeconfig", str(kubeconfig))
     call_command("cluster_add", "prod-east", "--kubeconfig", str(kubeconfig), "--update",
                  "--prometheus-url", "http://prometheus.monitoring:9090",

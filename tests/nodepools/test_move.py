@@ -58,15 +58,8 @@ class EmuOrg:
 
 
 @pytest.fixture
-def lab(org, tmp_path):
-    from kubesim import KubeEmulator
-
-    emu = KubeEmulator()
-    emu.start()
-    try:
-        yield EmuOrg(org, emu, tmp_path)
-    finally:
-        emu.stop()
+def lab(org, tmp_path, emulators):
+    return EmuOrg(org, emulators(bookmark_interval=1.0), tmp_path)  # KubeEmulator's own, which it always had
 
 
 def preview(client, lab, pool, name="v100-20"):

@@ -480,33 +480,29 @@ def test_pages_are_readable_without_javascript(client, org, users):
     assert 'action="/tables/nodes/columns/"' in page
 
 
-def test_node_move_sets_the_pools_label_in_the_cluster(client, users, tmp_path):
+def test_node_move_sets_the_pools_label_in_the_cluster(client, users, tmp_path, emulators):
     # The form calls nodepools.services.node_move_to_pool, which patches the Node over HTTP (emulator).
     from nodepools import services
-    from kubesim import KubeEmulator, make_node
+    from kubesim import make_node
 
-    emu = KubeEmulator()
-    emu.start()
-    try:
-        emu.load(nodes=[make_node("n-1", gpus=4, labels={"gpu-type": "V100"})], pods=[])
-        cluster = services.cluster_create(actor=None, name="emu", kube_context="emulator",
-                                          kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
-        pool = services.pool_create(actor=None, cluster=cluster, name="fast", label_key="speed", label_value="fast")
-        services.cluster_objects_replace(cluster=cluster, nodes=[emu.get_node("n-1")], pods=[])
-        node = Node.objects.get(cluster=cluster, name="n-1")
-        login(client, users, "sysadmin")
-        page = client.get(reverse("node-detail", args=[node.pk])).content.decode()
-        assert f'<option value="{pool.pk}">fast</option>' in page
-        preview = client.post(reverse("node-move", args=[node.pk]), {"pool": pool.pk})
-        assert "Move node n-1 to pool fast?" in page_text(preview)
-        assert "speed" not in emu.get_node("n-1")["metadata"]["labels"]
-        response = client.post(reverse("node-move", args=[node.pk]), {
-            "pool": pool.pk, "confirm": "1", "resource_version": emu.get_node("n-1")["metadata"]["resourceVersion"],
-        }, follow=True)
-        assert "Node 'n-1' is being moved to pool 'fast'" in page_text(response)
-        assert emu.get_node("n-1")["metadata"]["labels"]["speed"] == "fast"
-    finally:
-        emu.stop()
+    emu = emulators(bookmark_interval=1.0)  # KubeEmulator's own, which this test always had
+    emu.load(nodes=[make_node("n-1", gpus=4, labels={"gpu-type": "V100"})], pods=[])
+    cluster = services.cluster_create(actor=None, name="emu", kube_context="emulator",
+                                      kubeconfig_path=str(emu.write_kubeconfig(tmp_path / "kubeconfig")))
+    pool = services.pool_create(actor=None, cluster=cluster, name="fast", label_key="speed", label_value="fast")
+    services.cluster_objects_replace(cluster=cluster, nodes=[emu.get_node("n-1")], pods=[])
+    node = Node.objects.get(cluster=cluster, name="n-1")
+    login(client, users, "sysadmin")
+    page = client.get(reverse("node-detail", args=[node.pk])).content.decode()
+    assert f'<option value="{pool.pk}">fast</option>' in page
+    preview = client.post(reverse("node-move", args=[node.pk]), {"pool": pool.pk})
+    assert "Move node n-1 to pool fast?" in page_text(preview)
+    assert "speed" not in emu.get_node("n-1")["metadata"]["labels"]
+    response = client.post(reverse("node-move", args=[node.pk]), {
+        "pool": pool.pk, "confirm": "1", "resource_version": emu.get_node("n-1")["metadata"]["resourceVersion"],
+    }, follow=True)
+    assert "Node 'n-1' is being moved to pool 'fast'" in page_text(response)
+    assert emu.get_node("n-1")["metadata"]["labels"]["speed"] == "fast"
 
 
 @pytest.mark.parametrize("query", ["sort=password", "sort=-", "page=abc", "per_page=-5", "pool=abc", "cluster=999999",

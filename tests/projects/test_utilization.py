@@ -24,32 +24,26 @@ def served_utilization(emu) -> dict[tuple[str, str], list[float]]:
 
 
 @pytest.fixture
-def served(org, prometheus, settings):
+def served(org, prometheus, settings, emulators):
     """The org's nodes and pods in the emulator, whose exporter a real Prometheus scrapes every second:
     rnd-a trains on 2 A100s at 80 %, rnd-b serves on 1 at 30 %, ops-a holds a V100 at 2 %."""
-    from kubesim import KubeEmulator
-
     settings.GPUMETRICS_TIMEOUT = 5  # a loaded test machine must not turn a figure into "timed out"
     org.run("train", org.rnd_a, "a100-1", gpus=2)
     org.run("serve", org.rnd_b, "a100-2", gpus=1)
     org.run("hold", org.ops_a, "v100-1", gpus=1)
-    emu = KubeEmulator()
-    emu.start()
-    try:
-        for node in org.nodes:
-            emu.add_node(node)
-        for pod in org.pods:
-            emu.add_pod(pod)
-        emu.set_pod_gpu_utilization("runai-rnd-a", "train", 80, 20000)
-        emu.set_pod_gpu_utilization("runai-rnd-b", "serve", 30, 10000)
-        emu.set_pod_gpu_utilization("runai-ops-a", "hold", 2, 1000)
-        prom = prometheus(emu.url + "/dcgm/metrics")
-        prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{pod!=""}', count=4)
-        org.cluster.prometheus_url = prom.url
-        org.cluster.save()
-        yield org, emu
-    finally:
-        emu.stop()
+    emu = emulators(bookmark_interval=1.0)  # KubeEmulator's own, which this test always had
+    for node in org.nodes:
+        emu.add_node(node)
+    for pod in org.pods:
+        emu.add_pod(pod)
+    emu.set_pod_gpu_utilization("runai-rnd-a", "train", 80, 20000)
+    emu.set_pod_gpu_utilization("runai-rnd-b", "serve", 30, 10000)
+    emu.set_pod_gpu_utilization("runai-ops-a", "hold", 2, 1000)
+    prom = prometheus(emu.url + "/dcgm/metrics")
+    prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{pod!=""}', count=4)
+    org.cluster.prometheus_url = prom.url
+    org.cluster.save()
+    return org, emu
 
 
 def shown(page: str) -> str:

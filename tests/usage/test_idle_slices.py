@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from kubesim import KubeEmulator, make_node, make_pod
+from kubesim import make_node, make_pod
 from kubesim.dcgm import UTILIZATION_ANNOTATION
 from ledger import services
 from ledger.models import LedgerEntry
@@ -50,27 +50,23 @@ def objects():
 
 
 @pytest.fixture(scope="module")
-def exporter():
+def exporter(module_emulators):
     from gpumetrics.localprom import LocalPrometheus
     from tests.conftest import require_prometheus
 
     require_prometheus()
     nodes, pods = objects()
-    emu = KubeEmulator()
-    emu.start()
+    emu = module_emulators(bookmark_interval=1.0)  # KubeEmulator's own, which this module always had
     emu.load(nodes=nodes, pods=pods)
-    try:
-        with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
-            prom.wait_for_series('DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_PROFILE!=""}', count=4)
-            # A window of samples first (and a step of the since-when reading, 5 s, more): idle means "under
-            # the threshold for the whole window", since it began to report.
-            prom.wait_for_series(f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_PROFILE!=""}} offset {IDLE_WINDOW_SECONDS + 10}s',
-                                 count=4, timeout=60)
-            prom.wait_for_series(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="whole-1"}} offset {IDLE_WINDOW_SECONDS + 10}s',
-                                 count=2, timeout=60)
-            yield emu, prom
-    finally:
-        emu.stop()
+    with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
+        prom.wait_for_series('DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_PROFILE!=""}', count=4)
+        # A window of samples first (and a step of the since-when reading, 5 s, more): idle means "under
+        # the threshold for the whole window", since it began to report.
+        prom.wait_for_series(f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{GPU_I_PROFILE!=""}} offset {IDLE_WINDOW_SECONDS + 10}s',
+                             count=4, timeout=60)
+        prom.wait_for_series(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="whole-1"}} offset {IDLE_WINDOW_SECONDS + 10}s',
+                             count=2, timeout=60)
+        yield emu, prom
 
 
 @pytest.fixture

@@ -42,16 +42,14 @@ def test_demo_has_a_heterogeneous_pool_with_two_platforms_and_submitted_workload
 
 
 @pytest.mark.django_db(transaction=True)
-def test_run_demo_submits_the_demo_workloads_to_the_emulator_once_synced(tmp_path):
+def test_run_demo_submits_the_demo_workloads_to_the_emulator_once_synced(tmp_path, emulators):
     """What `make run` does after the sync's first full list: the three Jobs are created in the cluster."""
-    from kubesim import KubeEmulator
     from nodepools.demo_cluster import demo_objects
     from nodepools.models import Cluster
     from nodepools.sync import ClusterSync, SyncOptions, api_client_for
     from workloads.demo import demo_submissions
 
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         nodes, pods = demo_objects()
@@ -77,4 +75,3 @@ def test_run_demo_submits_the_demo_workloads_to_the_emulator_once_synced(tmp_pat
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()

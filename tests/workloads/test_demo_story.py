@@ -62,27 +62,22 @@ class Demo:
 
 
 @pytest.fixture
-def demo(tmp_path):
-    emu = KubeEmulator(clock=ManualClock(), controllers=True, bookmark_interval=0.2)
+def demo(tmp_path, emulators):
+    from workloads.demo import demo_submissions
+
+    emu = emulators(clock=ManualClock(), controllers=True, bookmark_interval=0.2)
     nodes, pods = demo_objects()
     emu.load(nodes, pods, objects={"nodepools.karpenter.sh": demo_karpenter_nodepools()})
-    emu.start()
-    try:
-        kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
-        call_command("demo", kubeconfig=str(kubeconfig), stdout=open("/dev/null", "w"))
-        cluster = Cluster.objects.get(name="demo")
-        for namespace in {p["metadata"]["namespace"] for p in pods} | {f"runai-{p.name}" for p in
-                                                                       cluster.projects.all()}:
-            emu.add_namespace(namespace)
-        lab = Demo(emu, cluster)
-        lab.enforce()
-        from workloads.demo import demo_submissions
-
-        with api_client_for(cluster) as api_client:  # what run_demo submits first (three long-running workloads)
-            demo_submissions(cluster=cluster, api_client=api_client)
-        yield lab
-    finally:
-        emu.stop()
+    kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
+    call_command("demo", kubeconfig=str(kubeconfig), stdout=open("/dev/null", "w"))
+    cluster = Cluster.objects.get(name="demo")
+    for namespace in {p["metadata"]["namespace"] for p in pods} | {f"runai-{p.name}" for p in cluster.projects.all()}:
+        emu.add_namespace(namespace)
+    lab = Demo(emu, cluster)
+    lab.enforce()
+    with api_client_for(cluster) as api_client:  # what run_demo submits first (three long-running workloads)
+        demo_submissions(cluster=cluster, api_client=api_client)
+    return lab
 
 
 def test_within_minutes_the_demo_shows_running_pending_succeeded_and_a_reclaimed_workload(demo):

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 import gpumetrics
-from kubesim import KubeEmulator, make_pod
+from kubesim import make_pod
 from kubesim.dcgm import MEMORY_USED_ANNOTATION, UTILIZATION_ANNOTATION
 from nodepools import services as pool_services
 from nodepools.demo_cluster import operand_pods
@@ -49,7 +49,7 @@ def cluster_pods(nodes):
 
 
 @pytest.fixture(scope="module")
-def exporter():
+def exporter(module_emulators):
     """The emulator serving the DCGM exporter of the org's nodes and the jobs' pods, and a real
     Prometheus scraping it every second."""
     from gpumetrics.localprom import LocalPrometheus
@@ -65,15 +65,11 @@ def exporter():
         make_node("a100-2", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB", gpu_memory_mib=40960,
                   labels={"gpu-type": "A100"}),
     ]
-    emu = KubeEmulator()
-    emu.start()
+    emu = module_emulators(bookmark_interval=1.0)  # KubeEmulator's own, which this module always had
     emu.load(nodes=nodes, pods=cluster_pods(nodes))
-    try:
-        with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
-            prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{pod!=""}', count=4)
-            yield emu, prom
-    finally:
-        emu.stop()
+    with LocalPrometheus([emu.url + "/dcgm/metrics"]) as prom:
+        prom.wait_for_series('DCGM_FI_DEV_GPU_UTIL{pod!=""}', count=4)
+        yield emu, prom
 
 
 @pytest.fixture

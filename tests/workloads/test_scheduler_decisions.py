@@ -70,12 +70,11 @@ class KaiLab:
         return {row["name"]: row for row in answer.json()["results"]}
 
 
-def _lab(org, users, api, tmp_path, enforcer: str):
+def _lab(org, users, api, tmp_path, emulators, enforcer: str):
     from enforcers.services import enforcement_set
     from nodepools import services as pool_services
 
-    sim = KubeEmulator(bookmark_interval=0.1, clock=ManualClock(), controllers=True)
-    sim.start()
+    sim = emulators(clock=ManualClock(), controllers=True)
     lab = KaiLab(org, users, sim, api)
     try:
         path = sim.write_kubeconfig(tmp_path / "kubeconfig")
@@ -99,17 +98,16 @@ def _lab(org, users, api, tmp_path, enforcer: str):
     finally:
         if lab.sync is not None:
             lab.sync.stop()
-        sim.stop()
 
 
 @pytest.fixture
-def kai_lab(org, users, api, tmp_path):
-    yield from _lab(org, users, api, tmp_path, "kai")
+def kai_lab(org, users, api, tmp_path, emulators):
+    yield from _lab(org, users, api, tmp_path, emulators, "kai")
 
 
 @pytest.fixture
-def kueue_lab(org, users, api, tmp_path):
-    yield from _lab(org, users, api, tmp_path, "kueue")
+def kueue_lab(org, users, api, tmp_path, emulators):
+    yield from _lab(org, users, api, tmp_path, emulators, "kueue")
 
 
 def mirrored(lab: KaiLab, condition) -> None:
