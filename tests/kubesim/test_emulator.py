@@ -923,8 +923,10 @@ def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
             api = client.CoreV1Api(api_client)
             assert api.read_node("gpu-1").status.capacity["nvidia.com/gpu"] == "8"
             rv = int(api.list_pod_for_all_namespaces().metadata.resource_version)
-            time.sleep(0.4)
-            assert int(api.list_pod_for_all_namespaces().metadata.resource_version) > rv  # chaos at work
+            deadline = time.monotonic() + 10
+            while int(api.list_pod_for_all_namespaces().metadata.resource_version) <= rv:  # until chaos changes things
+                assert time.monotonic() < deadline, "chaos changed nothing"
+                time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
