@@ -19,6 +19,8 @@ pytestmark = pytest.mark.postgres
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Starting a Django process (imports) can take half a minute on a loaded machine; not what is tested here.
 STARTUP = 120.0
+# How often a standby process tries the leader lock (`--lock-poll`).
+LOCK_POLL = 0.5
 
 
 class SyncProcess:
@@ -29,7 +31,7 @@ class SyncProcess:
         self.log = open(self.log_path, "wb")
         env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "sync_clusters", "--lock-poll", "0.5", "--backoff-base", "0.1",
+            [sys.executable, "manage.py", "sync_clusters", "--lock-poll", str(LOCK_POLL), "--backoff-base", "0.1",
              "--backoff-max", "1", "--tick", "0.1", "--rescan", "0.5", "--batch-delay", "0.02", *args],
             cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
@@ -92,7 +94,8 @@ def test_one_leader_and_the_standby_takes_over_after_kill_9(pg_lab):
     wait_for(lambda: Pod.objects.count() == 8, timeout=STARTUP, what="the first process's initial sync")
     second = pg_lab.spawn("second")
     wait_for(lambda: "standby" in second.text(), timeout=STARTUP, what="the second process to stand by")
-    time.sleep(1.5)  # several lock polls: the standby must not start syncing
+    # Must not happen, so there is no event to wait for: in two more tries of the lock the standby does not lead.
+    time.sleep(2 * LOCK_POLL)
     assert "leader; syncing" in first.text() and "leader; syncing" not in second.text()
     assert len(leader_lock_pids(pg_lab.cluster.pk)) == 1
 
@@ -127,7 +130,7 @@ def test_a_leader_that_lost_its_lock_writes_nothing(pg_lab):
     mark = old.size()
     old.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: "lost" in old.text(mark), what="the old leader to notice", timeout=15)
-    time.sleep(1.0)
+    time.sleep(2 * LOCK_POLL)  # must not happen: standing by for two tries of the lock, it writes nothing
     after = old.text(mark)
     assert " wrote " not in after, after
     assert Pod.objects.filter(name="during-handover").count() == 1
@@ -148,7 +151,8 @@ def test_the_write_fence_refuses_once_the_lock_connection_is_gone(db):
             leadership.fence()  # ours: passes
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [leadership.backend_pid])
-        time.sleep(0.2)
+        # pg_terminate_backend only signals the backend: its lock is gone once it has exited.
+        wait_for(lambda: not leader_lock_pids(424242), timeout=10, what="the lock connection to end")
         with pytest.raises(LeadershipLost), transaction.atomic():
             leadership.fence()
         assert not leadership.check()

@@ -13,7 +13,9 @@ import pytest
 
 from nodepools.models import Cluster, Node, Pod
 from tests.nodepools.test_sync import workload
-from tests.nodepools.test_sync_leader import STARTUP, leader_lock_pids, pg_lab, wait_for  # noqa: F401 (fixture)
+from tests.nodepools.test_sync_leader import (  # noqa: F401 (fixture)
+    LOCK_POLL, STARTUP, leader_lock_pids, pg_lab, wait_for,
+)
 
 HEARTBEAT, TAKEOVER = 0.5, 5.0
 FAST = ("--heartbeat-interval", str(HEARTBEAT), "--takeover-after", str(TAKEOVER))
@@ -47,7 +49,7 @@ def test_a_stopped_leader_is_replaced_and_writes_nothing_when_it_resumes(pg_lab,
              what="a heartbeat")
     new = pg_lab.spawn("new", *FAST)
     wait_for(lambda: "standby" in new.text(), timeout=STARTUP, what="the second process to stand by")
-    time.sleep(2 * HEARTBEAT)
+    time.sleep(2 * HEARTBEAT)  # must not happen: two heartbeats on, the figures are not stale
     assert Cluster.objects.get(pk=pg_lab.cluster.pk).stale_since() is None  # the leader beats
     [old_lock] = leader_lock_pids(pg_lab.cluster.pk)
 
@@ -76,7 +78,7 @@ def test_a_stopped_leader_is_replaced_and_writes_nothing_when_it_resumes(pg_lab,
     old.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: "lost leadership" in old.text(mark), timeout=15, what="the old leader to notice")
     wait_for(lambda: "standby" in old.text(mark), timeout=15, what="the old leader to stand by")
-    time.sleep(2.0)
+    time.sleep(2 * LOCK_POLL)  # must not happen: standing by for two tries of the lock, it neither writes nor leads
     after_text = old.text(mark)
     assert " wrote " not in after_text and "leader; syncing" not in after_text, after_text
     assert rows_written() == before
