@@ -279,20 +279,19 @@ def test_choose_columns_then_download_the_csv_of_that_view(page, org, users):
     expect(page.locator("#nodes-table thead th")).to_have_text(expected)
 
 
-def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp_path):
+def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp_path, emulators):
     """End to end: the emulator changes a Node, the sync writes the row and sends a hint, the page
     refetches its table over the websocket's hint, without reload."""
     from playwright.sync_api import expect
 
     from nodepools import services
-    from kubesim import KubeEmulator, make_node, make_pod
+    from kubesim import make_node, make_pod
     from nodepools.models import Node, NodeStatus
     from nodepools.sync import ClusterSync, SyncOptions
     from projects import services as org_services
     from access.rules import Role
 
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         nodes = [make_node(f"g-{i}", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB") for i in (1, 2)]
@@ -341,7 +340,6 @@ def test_node_status_changes_on_screen_when_the_cluster_changes(page, users, tmp
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()
 
 
 def test_screenshots_of_the_main_pages(page, db):

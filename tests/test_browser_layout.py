@@ -155,10 +155,10 @@ def test_the_top_bar_at_800_px_wraps_and_every_entry_stays_reachable(page, demo)
 
 
 @pytest.fixture
-def karpenter_lab(org, tmp_path):
+def karpenter_lab(org, tmp_path, emulators):
     """The org's cluster in the emulator with Karpenter NodePools that cannot help rnd-a's pending 8-GPU pod
     (long reasons), mirrored by the real sync; h100-prod's limits and status as the cluster writes them."""
-    with karpenter_emulator(org, tmp_path, nodepools=[
+    with karpenter_emulator(emulators, org, tmp_path, nodepools=[
         nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100"),
                                             req("karpenter.sh/capacity-type", "In", "on-demand", "reserved"),
                                             req("topology.kubernetes.io/zone", "In", "us-east-1a", "us-east-1b")],

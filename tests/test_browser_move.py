@@ -11,18 +11,17 @@ from tests.test_browser import (  # noqa: F401  (fixtures shared with the other 
 
 
 @pytest.fixture
-def emulated(org, tmp_path):
+def emulated(org, tmp_path, emulators):
     """conftest's `org` served by a KubeEmulator (plus v100-20, labelled gpu-type=v100) and synced."""
     from nodepools import services
     from nodepools.demo_cluster import operand_pods
-    from kubesim import KubeEmulator, make_node
+    from kubesim import make_node
     from nodepools.models import Node, NodeStatus
     from nodepools.sync import ClusterSync, SyncOptions
 
     node = make_node("v100-20", gpus=4, gpu_product="Tesla-V100-SXM2-16GB", gpu_memory_mib=16384,
                      labels={"gpu-type": "v100"})
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         emu.load(nodes=org.nodes + [node], pods=org.pods + operand_pods([node]))
@@ -38,7 +37,6 @@ def emulated(org, tmp_path):
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()
 
 
 def test_an_admin_moves_a_node_after_the_warnings_and_the_preview(page, org, users, emulated):

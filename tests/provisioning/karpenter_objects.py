@@ -55,17 +55,15 @@ def gpu_pod(name="train", namespace="ml", *, gpus=1, selector=None, affinity=Non
 
 
 @contextlib.contextmanager
-def karpenter_emulator(org, tmp_path, *, nodepools, pods, backed="h100-prod"):
-    """`org`'s cluster in the emulator with Karpenter `nodepools` and `pods` (in rnd-a's namespace), a pool
-    backed by NodePool `backed`, mirrored by the real sync until every NodePool and pod is there.
-    Yields (emulator, sync, pool)."""
-    from kubesim import KubeEmulator
+def karpenter_emulator(emulators, org, tmp_path, *, nodepools, pods, backed="h100-prod"):
+    """`org`'s cluster in an emulator of `emulators` (conftest's fixture: stopped after the test) with Karpenter
+    `nodepools` and `pods` (in rnd-a's namespace), a pool backed by NodePool `backed`, mirrored by the real sync
+    until every NodePool and pod is there. Yields (emulator, sync, pool)."""
     from nodepools import services
     from nodepools.sync import ClusterSync, SyncOptions
     from provisioning.models import KarpenterNodePool
 
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         emu.load(nodes=org.nodes, pods=org.pods, objects={"nodepools.karpenter.sh": list(nodepools)})
@@ -86,4 +84,3 @@ def karpenter_emulator(org, tmp_path, *, nodepools, pods, backed="h100-prod"):
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()

@@ -13,8 +13,8 @@ from tests.test_browser import (  # noqa: F401  (fixtures shared with the other 
 
 
 @pytest.fixture
-def karpenter_cluster(org, tmp_path):
-    with karpenter_emulator(org, tmp_path, nodepools=[
+def karpenter_cluster(org, tmp_path, emulators):
+    with karpenter_emulator(emulators, org, tmp_path, nodepools=[
         nodepool("h100-prod", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "h100")],
                  taints=[GPU_TAINT], limits={"nvidia.com/gpu": "0"}, weight=100),
         nodepool("a100-standard", requirements=[req("karpenter.k8s.aws/instance-gpu-name", "In", "a100")],

@@ -12,16 +12,14 @@ from tests.test_browser import _hints_reach_the_in_process_server, chromium, liv
 pytestmark = test_browser.pytestmark
 
 
-def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, org, users, tmp_path):
+def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, org, users, tmp_path, emulators):
     from playwright.sync_api import expect
 
-    from kubesim import KubeEmulator
     from nodepools import services as pool_services
     from nodepools.sync import ClusterSync, SyncOptions
     from workloads.models import Workload
 
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         path = emu.write_kubeconfig(tmp_path / "kubeconfig")
@@ -88,7 +86,6 @@ def test_a_researcher_previews_then_submits_a_workload_and_sees_it_listed(page, 
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()
 
 
 def test_choosing_pools_and_platform_and_a_field_error_before_preview(page, hetero, users):
@@ -225,19 +222,17 @@ def test_a_researcher_previews_a_workload_that_will_wait_and_reads_why_and_until
     shoot(page, "workload-submit-verdict-waits")
 
 
-def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page, org, users, tmp_path):
+def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page, org, users, tmp_path, emulators):
     """The loop closed in the browser: the emulator's controllers run in their own thread (Job controller,
     KAI Scheduler on the console's own queues, kubelets), the sync mirrors, the live table follows."""
     from playwright.sync_api import expect
 
     from enforcers.services import enforcement_round, enforcement_set
-    from kubesim import KubeEmulator
     from nodepools import services as pool_services
     from nodepools.sync import ClusterSync, SyncOptions, api_client_for
     from workloads.models import Workload
 
-    emu = KubeEmulator(bookmark_interval=0.1, controllers=True, controller_interval=0.2)
-    emu.start()
+    emu = emulators(controllers=True, controller_interval=0.2)
     sync = background = None
     stop = threading.Event()
     try:
@@ -310,4 +305,3 @@ def test_a_researcher_submits_watches_it_run_without_a_reload_and_stops_it(page,
             background.join(10)
         if sync is not None:
             sync.stop()
-        emu.stop()
