@@ -105,17 +105,16 @@ class Syncing:
 
 
 @pytest.fixture
-def live_cluster(users, tmp_path):
+def live_cluster(users, tmp_path, emulators):
     """An emulated cluster with two GPU nodes, synced (fast retries, unreachable after 2 s), that the
     user `cluster-viewer` may view."""
     from nodepools import services
-    from kubesim import KubeEmulator, make_node, make_pod
+    from kubesim import make_node, make_pod
     from nodepools.models import Cluster, Node, NodeStatus
     from projects import services as org_services
     from access.rules import Role
 
-    emu = KubeEmulator(bookmark_interval=0.1)
-    emu.start()
+    emu = emulators()
     sync = None
     try:
         nodes = [make_node(f"g-{i}", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB") for i in (1, 2)]
@@ -133,7 +132,6 @@ def live_cluster(users, tmp_path):
     finally:
         if sync is not None:
             sync.stop()
-        emu.stop()
 
 
 def test_an_unreachable_cluster_shows_on_the_open_page_and_clears_when_it_recovers(page, live_cluster):
@@ -226,9 +224,13 @@ def test_a_node_added_while_the_page_was_connecting_shows_without_a_reload(page,
     import re
 
     from playwright.sync_api import expect
+    from prometheus_client import REGISTRY
 
     from kubesim import make_node
     from nodepools.models import Node
+
+    def node_hints_sent() -> float:  # counted once the hint is published (nodepools.hints.publish_async)
+        return REGISTRY.get_sample_value("console_hints_sent_total", {"kind": "nodes"}) or 0.0
 
     cluster, emu, sync = live_cluster
     held = []
@@ -238,9 +240,13 @@ def test_a_node_added_while_the_page_was_connecting_shows_without_a_reload(page,
     expect(page.locator("#nodes-table tr[data-node]")).to_have_count(2)
     page.evaluate("window.pageMark = 'not reloaded'")
 
+    sent = node_hints_sent()
     emu.add_node(make_node("g-3", gpus=4, gpu_product="NVIDIA-A100-SXM4-40GB"))
     assert sync.run_until(lambda: Node.objects.filter(cluster=cluster, name="g-3").exists())
-    time.sleep(0.5)  # the hint went out to nobody
+    deadline = time.monotonic() + 10
+    while node_hints_sent() == sent:  # until the hint has gone out, to nobody: the page's websocket is held
+        assert time.monotonic() < deadline, "the sync sent no hint of g-3"
+        time.sleep(0.02)
     expect(page.locator("#nodes-table tr[data-node='g-3']")).to_have_count(0)
 
     assert held, "the page opened no websocket"
