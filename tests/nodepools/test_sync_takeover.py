@@ -70,8 +70,7 @@ def test_a_stopped_leader_is_replaced_and_writes_nothing_when_it_resumes(pg_lab,
     wait_for(lambda: Pod.objects.filter(name="after-takeover").exists()
              and not Pod.objects.filter(name="train-1").exists(), what="the new leader's writes")
     wait_for(lambda: Cluster.objects.get(pk=pg_lab.cluster.pk).stale_since() is None, what="fresh heartbeats")
-    time.sleep(1.0)
-    before = rows_written()
+    before = rows_written()  # all the new leader writes of those changes (a batch writes its nodes' state with it)
 
     # The old leader resumes with those events queued on its watches: it writes none of them.
     mark = old.size()
