@@ -225,9 +225,9 @@ def _emulator_factory() -> Iterator[Callable[..., object]]:
 
     started = []
 
-    def start(**options):
+    def start(*, tls: bool = False, **options):
         emulator = KubeEmulator(**{"bookmark_interval": 0.1, **options})
-        emulator.start()
+        emulator.start(tls=tls)
         started.append(emulator)
         return emulator
 
@@ -239,7 +239,8 @@ def _emulator_factory() -> Iterator[Callable[..., object]]:
 @pytest.fixture
 def emulators() -> Iterator[Callable[..., object]]:
     """`emulators(**options)`: a Kubernetes API emulator (kubesim.KubeEmulator with these options) on a free
-    port, started; every one started is stopped after the test. The one place an emulator is made for a test."""
+    port, started (`tls=True`: over HTTPS, its own CA); every one started is stopped after the test. The one place
+    an emulator is made for a test."""
     yield from _emulator_factory()
 
 

@@ -174,33 +174,29 @@ def test_the_sync_reaches_a_cluster_through_its_kubeconfig_file(sim, tmp_path):
 
 
 @pytest.mark.django_db
-def test_the_sync_reaches_its_own_cluster_in_cluster_with_the_pods_service_account(tmp_path, monkeypatch):
+def test_the_sync_reaches_its_own_cluster_in_cluster_with_the_pods_service_account(tmp_path, monkeypatch, emulators):
     """`cluster_add local --in-cluster`: the official client's in-cluster loader, given what Kubernetes
     gives a pod (token and CA certificate files, KUBERNETES_SERVICE_HOST/PORT), speaks HTTPS to the API
     and verifies its certificate; the sync mirrors through it."""
     from kubernetes.config import incluster_config
 
-    emu = KubeEmulator(bookmark_interval=0.2)
-    emu.start(tls=True)
-    try:
-        lab_cluster(emu)
-        # The pod's /var/run/secrets/kubernetes.io/serviceaccount, here in a temporary folder.
-        account = tmp_path / "serviceaccount"
-        for name, value in emu.write_service_account(account).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(account / "token"))
-        monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(account / "ca.crt"))
-        args = manage_py_step("--in-cluster")
-        assert args == ["cluster_add", "local", "--in-cluster"]
-        call_command(*args, stdout=StringIO())
-        sync_until_mirrored("local")
-        assert ("watch", "", "nodes") in emu.access_rules()
-    finally:
-        emu.stop()
+    emu = emulators(bookmark_interval=0.2, tls=True)
+    lab_cluster(emu)
+    # The pod's /var/run/secrets/kubernetes.io/serviceaccount, here in a temporary folder.
+    account = tmp_path / "serviceaccount"
+    for name, value in emu.write_service_account(account).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(account / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(account / "ca.crt"))
+    args = manage_py_step("--in-cluster")
+    assert args == ["cluster_add", "local", "--in-cluster"]
+    call_command(*args, stdout=StringIO())
+    sync_until_mirrored("local")
+    assert ("watch", "", "nodes") in emu.access_rules()
 
 
 @pytest.mark.django_db
-def test_in_cluster_access_refuses_a_server_whose_certificate_it_cannot_verify(tmp_path, monkeypatch):
+def test_in_cluster_access_refuses_a_server_whose_certificate_it_cannot_verify(tmp_path, monkeypatch, emulators):
     """The CA certificate is checked: another server's certificate makes the sync fail, naming TLS."""
     from kubernetes.config import incluster_config
 
@@ -208,25 +204,19 @@ def test_in_cluster_access_refuses_a_server_whose_certificate_it_cannot_verify(t
     from kube.client import api_error_message
     from nodepools.sync import api_client_for
 
-    emu, other = KubeEmulator(), KubeEmulator()
-    emu.start(tls=True)
-    other.start(tls=True)
-    try:
-        account = tmp_path / "serviceaccount"
-        for name, value in emu.write_service_account(account).items():
-            monkeypatch.setenv(name, value)
-        (account / "ca.crt").write_text(Path(other.ca_cert_path).read_text())
-        monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(account / "token"))
-        monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(account / "ca.crt"))
-        call_command("cluster_add", "local", "--in-cluster", stdout=StringIO())
-        from kubernetes import client
+    emu, other = emulators(bookmark_interval=1.0, tls=True), emulators(bookmark_interval=1.0, tls=True)
+    account = tmp_path / "serviceaccount"
+    for name, value in emu.write_service_account(account).items():
+        monkeypatch.setenv(name, value)
+    (account / "ca.crt").write_text(Path(other.ca_cert_path).read_text())
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(account / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(account / "ca.crt"))
+    call_command("cluster_add", "local", "--in-cluster", stdout=StringIO())
+    from kubernetes import client
 
-        with api_client_for(Cluster.objects.get(name="local")) as api, pytest.raises(Exception) as refused:
-            client.CoreV1Api(api).list_node(_request_timeout=5)
-        assert "CERTIFICATE_VERIFY_FAILED" in api_error_message(refused.value)
-    finally:
-        emu.stop()
-        other.stop()
+    with api_client_for(Cluster.objects.get(name="local")) as api, pytest.raises(Exception) as refused:
+        client.CoreV1Api(api).list_node(_request_timeout=5)
+    assert "CERTIFICATE_VERIFY_FAILED" in api_error_message(refused.value)
 
 
 def test_sso_is_configured_by_the_environment(tmp_path):

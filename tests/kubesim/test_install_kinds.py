@@ -83,29 +83,26 @@ def test_create_secret_generic_stores_base64_data(sim: KubeEmulator, kubectl, tm
     assert kubectl("-n", "shop", "get", "secrets").stdout.split()[4:7] == ["s", "Opaque", "2"]
 
 
-def test_in_cluster_access_over_https_with_the_pods_service_account_files(tmp_path, monkeypatch) -> None:
-    emu = KubeEmulator()
-    url = emu.start(tls=True)
-    try:
-        assert url.startswith("https://")
-        emu.add_node(make_node("gpu-1", gpus=4))
-        for name, value in emu.write_service_account(tmp_path, namespace="gpu-console").items():
-            monkeypatch.setenv(name, value)
-        assert (tmp_path / "namespace").read_text() == "gpu-console"
-        monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
-        monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
-        assert configuration.host == url and configuration.verify_ssl
-        with client.ApiClient(configuration) as api:
-            assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["gpu-1"]
-        # Without the CA certificate the emulator's certificate is not trusted.
-        unverified = client.Configuration()
-        unverified.host = url
-        with client.ApiClient(unverified) as api, pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
-            client.CoreV1Api(api).list_node(_request_timeout=5)
-    finally:
-        emu.stop()
+def test_in_cluster_access_over_https_with_the_pods_service_account_files(tmp_path, monkeypatch, emulators) -> None:
+    emu = emulators(bookmark_interval=1.0, tls=True)
+    url = emu.url
+    assert url.startswith("https://")
+    emu.add_node(make_node("gpu-1", gpus=4))
+    for name, value in emu.write_service_account(tmp_path, namespace="gpu-console").items():
+        monkeypatch.setenv(name, value)
+    assert (tmp_path / "namespace").read_text() == "gpu-console"
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    assert configuration.host == url and configuration.verify_ssl
+    with client.ApiClient(configuration) as api:
+        assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["gpu-1"]
+    # Without the CA certificate the emulator's certificate is not trusted.
+    unverified = client.Configuration()
+    unverified.host = url
+    with client.ApiClient(unverified) as api, pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+        client.CoreV1Api(api).list_node(_request_timeout=5)
 
 
 def test_in_cluster_files_need_an_https_emulator(sim: KubeEmulator, tmp_path) -> None:
