@@ -43,8 +43,9 @@ five projects):
 
 Every run (but --check) measures the machine reference (bench/reference.py) at its start and end and prints each
 page's p95 also as a multiple of it and, when the reference machine is recorded, scaled to it (--no-reference:
-without). --profile DIR profiles each timed page (its times are then cProfile's, slower): the page's time split
-into the SQL driver, Django's ORM, the templates, the console's code and the rest, and its dearest functions.
+without). --profile DIR profiles each timed page and each page after a change (its times are then cProfile's,
+slower): the page's time split into the SQL driver, Django's ORM, the templates, the console's code and the rest,
+and its dearest functions.
 
 What a page sums of every node and pod is kept while the fleet holds still (nodepools/memo.py `fleet_memoised`:
 the database's triggers raise a cluster's data version at each write of a node or pod): the pages are timed as a
@@ -381,20 +382,37 @@ def fleet_changed() -> None:
 AFTER_CHANGE = re.compile(r"^(overview|department page|project page|pools table|quota grid|workloads)$")
 
 
-def measure_after_change(clients, urls, repeat: int, quiet: float = 0) -> dict[str, tuple[float, float, float]]:
-    """(median ms, p95 ms, load average) of the pages `AFTER_CHANGE` names, the fleet changed before each request."""
+def measure_after_change(clients, urls, repeat: int, quiet: float = 0, profile: str = ""
+                         ) -> dict[str, tuple[float, float, float]]:
+    """(median ms, p95 ms, load average) of the pages `AFTER_CHANGE` names, the fleet changed before each request;
+    with `profile`, each page's requests (not the change before each) profiled as "<page>: after a change"."""
     results = {}
     for name, url in urls.items():
         if not AFTER_CHANGE.match(name):
             continue
         settle(quiet)
         times = []
+        profiler = None
+        if profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
         for _ in range(repeat):
             fleet_changed()
+            if profiler is not None:
+                profiler.enable()
             started = time.perf_counter()
             response = clients[name].get(url)
             times.append((time.perf_counter() - started) * 1000)
+            if profiler is not None:
+                profiler.disable()
             assert response.status_code == 200
+        if profiler is not None:
+            label = f"{name}: after a change"
+            Path(profile).mkdir(parents=True, exist_ok=True)
+            path = Path(profile) / (re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-") + ".prof")
+            profiler.dump_stats(str(path))
+            print_profile(label, path, repeat)
         times.sort()
         results[name] = (statistics.median(times), times[max(0, int(round(0.95 * len(times))) - 1)],
                          os.getloadavg()[0])
@@ -731,8 +749,8 @@ def main() -> int:
         csv_q = csv_queries(client, csv_url)
         timings = {} if args.check or args.csv_only else measure_pages(clients, urls, args.repeat, rounds,
                                                                         args.quiet, args.profile)
-        changed = {} if args.check or args.csv_only or args.profile else measure_after_change(
-            clients, urls, args.repeat, args.quiet)
+        changed = {} if args.check or args.csv_only else measure_after_change(
+            clients, urls, args.repeat, args.quiet, args.profile)
         if prom:
             refresh_pool_figures(cluster)  # the leader's round of the last 30 s, which the CSV carries
         csv = None if args.check or args.only else measure_csv(cookie, args.nodes, figures=prom is not None)
