@@ -29,6 +29,7 @@ from gpumetrics import (
     node_gpu_metrics,
 )
 from kube import gpu as kube_gpu
+from access.rules import access_q
 from kube.client import api_error_message
 from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
@@ -294,34 +295,56 @@ def pod_usage(pool_ids) -> list[dict[str, Any]]:
     totals, the quota rows' allocation, the overview chart, the fair share and "Why is it waiting?".
     Keys: pool_id, project_id, gpu, np (GPUs of non-preemptible pods), cpu (millis), mem (bytes), pods.
     Read once per request inside a `nodepools.memo` scope, and kept across requests while the fleet holds still
-    (`fleet_memoised`; the rows are shared: do not change them)."""
+    (`fleet_memoised`; the rows are shared: do not change them). The sums of `_pod_usage_rows` over the
+    schedulers."""
     pool_ids = tuple(sorted(set(pool_ids)))
-    return fleet_memoised(("pod_usage", pool_ids), lambda: _pod_usage(pool_ids))
-
-
-def _pod_usage(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
-    rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
-            .values("node__pool_id", "project_id")
-            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)),
-                      cpu=Sum("cpu_millis"), mem=Sum("memory_bytes"), pods=Count("pk")))
-    return [{**r, "pool_id": r.pop("node__pool_id")} for r in rows]
+    return fleet_memoised(("pod_usage", pool_ids), lambda: _over_schedulers(_pod_usage_rows(pool_ids)))
 
 
 def pod_usage_by_scheduler(pool_ids) -> list[dict[str, Any]]:
     """`pod_usage` split by the scheduler that placed the pods (`Pod.scheduler_name`; "" read as
     default-scheduler): what a scheduler counts against its queues is its own pods' use. Keys: pool_id,
     project_id, scheduler, gpu, np. The same pods as `pod_usage` (`Pod.objects.active()`): summed over the
-    schedulers, the same figures."""
+    schedulers, the same figures (both are read from the same rows, `_pod_usage_rows`)."""
     pool_ids = tuple(sorted(set(pool_ids)))
-    return fleet_memoised(("pod_usage_by_scheduler", pool_ids), lambda: _pod_usage_by_scheduler(pool_ids))
+    return fleet_memoised(("pod_usage_by_scheduler", pool_ids), lambda: [
+        {"pool_id": r["pool_id"], "project_id": r["project_id"], "scheduler": r["scheduler"], "gpu": r["gpu"],
+         "np": r["np"]} for r in _pod_usage_rows(pool_ids)])
 
 
-def _pod_usage_by_scheduler(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
-    rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
-            .values("node__pool_id", "project_id", "scheduler_name")
-            .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW))))
-    return [{"pool_id": r["node__pool_id"], "project_id": r["project_id"],
-             "scheduler": r["scheduler_name"], "gpu": r["gpu"], "np": r["np"]} for r in rows]
+def _pod_usage_rows(pool_ids: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The running pods' use grouped by (pool, project, scheduler), in one pass over the pods' covering index
+    (`pod_usage_cover`), kept while the fleet holds still. Keys: pool_id, project_id, scheduler, gpu, np, cpu,
+    mem, pods."""
+    def read() -> list[dict[str, Any]]:
+        rows = (Pod.objects.active().filter(node__pool_id__in=list(pool_ids)).order_by()
+                .values("node__pool_id", "project_id", "scheduler_name")
+                .annotate(gpu=Sum("gpus"), np=Sum("gpus", filter=Q(priority__gte=PREEMPTIBLE_BELOW)),
+                          cpu=Sum("cpu_millis"), mem=Sum("memory_bytes"), pods=Count("pk")))
+        return [{"pool_id": r["node__pool_id"], "project_id": r["project_id"], "scheduler": r["scheduler_name"],
+                 "gpu": r["gpu"], "np": r["np"], "cpu": r["cpu"], "mem": r["mem"], "pods": r["pods"]} for r in rows]
+
+    return fleet_memoised(("pod_usage_rows", pool_ids), read)
+
+
+_SUMMED = ("gpu", "np", "cpu", "mem", "pods")
+
+
+def _over_schedulers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `_pod_usage_rows` summed over the schedulers, per (pool, project): each sum as the database's
+    SUM would give it over the pods of all the schedulers (None where none of them had a value)."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r["pool_id"], r["project_id"])
+        found = out.get(key)
+        if found is None:
+            out[key] = {"project_id": r["project_id"], **{k: r[k] for k in _SUMMED}, "pool_id": r["pool_id"]}
+            continue
+        for k in _SUMMED:
+            value = r[k]
+            if value is not None:
+                found[k] = value if found[k] is None else found[k] + value
+    return list(out.values())
 
 
 POOL_USAGE_FIELDS = (
@@ -1062,7 +1085,29 @@ def pool_gpu_shape_nodes(*, user: Any, pool: NodePool) -> PoolMigNodes:
 
 
 def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list[NodeMigState]:
-    """The nodes whose MIG manager reports pending, rebooting or failed (the node list's notice)."""
-    nodes = nodes if nodes is not None else node_list(user=user)
-    found = nodes.filter(mig_config_state__in=[*MIG_IN_PROGRESS, MIG_FAILED]).order_by("name")[:50]
-    return [s for s in map(node_mig_state, found) if s is not None]
+    """The nodes whose MIG manager reports pending, rebooting or failed (the node list's notice), the first 50
+    by name. Of every node the user may see (`nodes` not given): kept while the fleet holds still (the database
+    reads every node's state in name order to find the few that are not done)."""
+    def read(nodes: NodeQuerySet) -> list[NodeMigState]:
+        found = nodes.filter(mig_config_state__in=[*MIG_IN_PROGRESS, MIG_FAILED]).order_by("name")[:50]
+        return [s for s in map(node_mig_state, found) if s is not None]
+
+    if nodes is not None:
+        return read(nodes)
+    return fleet_memoised(("nodes_mig_in_flight", _node_access(user)), lambda: read(node_list(user=user)))
+
+
+def node_filter_values(*, user: Any) -> dict[str, list[str]]:
+    """The GPU types and zones of the nodes the user may see, for the node list's dropdowns: one pass over every
+    node, kept while the fleet holds still."""
+    def read() -> dict[str, list[str]]:
+        pairs = list(node_list(user=user).order_by().values_list("gpu_product", "zone").distinct())
+        return {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
+
+    return fleet_memoised(("node_filter_values", _node_access(user)), read)
+
+
+def _node_access(user: Any):
+    """Which nodes the user may see, as the key of what is kept of them (the same for every user who sees the
+    same nodes)."""
+    return access_q(user, NodeQuerySet, "node.view")

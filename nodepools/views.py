@@ -234,12 +234,8 @@ def _hint(cluster_id: int, kinds) -> None:
 def node_list(request):
     nodes = selectors.node_table_list(user=request.user, sort=request.GET.get("sort", ""))
     visible = selectors.node_list(user=request.user).order_by()
-    # The filter form's dropdowns of the values present (one pass over the nodes): only a page shows
-    # them, not its CSV.
-    dropdown_values = {}
-    if not wants_csv(request):
-        pairs = list(visible.values_list("gpu_product", "zone").distinct())
-        dropdown_values = {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
+    # The filter form's dropdowns of the values present: only a page shows them, not its CSV.
+    dropdown_values = {} if wants_csv(request) else selectors.node_filter_values(user=request.user)
     # The CSV's GPU utilization: every node in view, as the sync's leader last read it (at most one round
     # old; a whole fleet's figures take Prometheus seconds): the clusters whose stored round is fresh are
     # read before the rows stream, the figures with the rows.
