@@ -180,9 +180,11 @@ class WorkloadTable(ConsoleTable):
     LATER = {"pending_reason": "pending-reason", "waiting_category": "waits-for", "queue_position": "queue-position",
              "start_estimate": "start-estimate"}
 
-    def __init__(self, *args, stoppable=frozenset(), user=None, later=False, **kwargs):
+    def __init__(self, *args, stoppable=None, user=None, later=False, **kwargs):
+        """`stoppable`: the workloads the user may stop (a queryset), read for the rows shown only."""
         super().__init__(*args, **kwargs)
         self.stoppable = stoppable
+        self.stoppable_ids: set[int] = set()
         self.user = user
         # The HTML page leaves the LATER cells of its waiting rows to a request made after it (`later_url`:
         # workloads.views.workload_start_estimates); the CSV and the API carry them whole.
@@ -192,8 +194,12 @@ class WorkloadTable(ConsoleTable):
 
     def enrich_records(self, records):
         """The page's rows (or a CSV batch) at once: the scheduler's decisions, the console's answers, what
-        Karpenter can do and GPU utilization (workloads.selectors.workloads_enrich)."""
+        Karpenter can do and GPU utilization (workloads.selectors.workloads_enrich), and which of them the user
+        may stop."""
         selectors.workloads_enrich(records, user=self.user, slow=not self.later)
+        if self.stoppable is not None and records:
+            self.stoppable_ids.update(self.stoppable.filter(pk__in=[r.pk for r in records]).order_by()
+                                      .values_list("pk", flat=True))
 
     def _enriched(self, record):
         if not hasattr(record, "decision_reason"):
@@ -333,7 +339,7 @@ class WorkloadTable(ConsoleTable):
     def render_stop(self, record):
         """Stop, for those who may stop it, while it has not ended: it asks first (a confirmation loaded into
         the page above the table; without scripts, the confirmation page), naming what stops."""
-        if record.pk not in self.stoppable or selectors.display_phase(record) in selectors.ENDED:
+        if record.pk not in self.stoppable_ids or selectors.display_phase(record) in selectors.ENDED:
             return ""
         if getattr(record, "stop_requested", False):
             return format_html('<span class="muted">Stopping…</span>')

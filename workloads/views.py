@@ -423,7 +423,8 @@ def _api_client(cluster):
 @reads_memo
 def workload_list(request):
     rows = selectors.workload_list(user=request.user)
-    stoppable = set(Workload.objects.restrict(request.user, "stop").filter(kind=JOB_KIND).values_list("pk", flat=True))
+    # Which of the rows shown the user may stop (read with the page's rows; the CSV has no Stop).
+    stoppable = None if wants_csv(request) else Workload.objects.restrict(request.user, "stop").filter(kind=JOB_KIND)
     shown = rows if request.GET else ended_filtered(rows, WorkloadPageFilterSet.ended_default)
     return table_page(
         request, template="workloads/workload_list.html", table_class=WorkloadTable, queryset=shown,
