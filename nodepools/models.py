@@ -555,11 +555,12 @@ class Pod(models.Model):
             models.Index(fields=["node", "phase", "gpu_unit", "gpu_units"], name="pod_node_gpu_units"),
             # Named: `project` is declared from above (projects/models.py), after this class is made.
             models.Index(fields=["project", "phase"], name="nodepools_p_project_6ae51b_idx"),
-            # Covers the pages' usage sums (GPUs, CPU, memory of running pods per node, pool and project):
-            # every column they read is in the index, so SQLite and PostgreSQL can read it instead of the
-            # rows. A plain composite index (no INCLUDE) so that both databases get the same one.
-            models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes"],
-                         name="pod_usage_cover"),
+            # Covers the pages' usage sums (GPUs, CPU, memory of running pods per node, pool, project and the
+            # scheduler that placed them): every column they read is in the index, so SQLite and PostgreSQL can
+            # read it instead of the rows. A plain composite index (no INCLUDE) so that both databases get the
+            # same one.
+            models.Index(fields=["node", "phase", "project", "priority", "gpus", "cpu_millis", "memory_bytes",
+                                 "scheduler_name"], name="pod_usage_cover"),
             # Only the pods of a Job: the planner's statistics of a full index would count the pods of no Job
             # as one large Job and make a lookup by Job name look like a scan (a fleet of services, a bench).
             models.Index(fields=["cluster", "namespace", "job_name", "name"], name="pod_job",

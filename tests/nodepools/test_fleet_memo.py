@@ -105,3 +105,28 @@ def _text(html: str) -> str:
 
     words = text(re.sub(r'<(script|input)[^>]*>', "", html))
     return re.sub(r"\d+ (seconds?|minutes?) ago|just now", "", words)
+
+
+def test_the_usage_per_scheduler_sums_to_the_usage_per_project_read_in_one_pass(org):
+    """What a scheduler counts against its queues (its own pods) and what the pages count (every pod) are one
+    reading of the pods: per pool and project, the schedulers' sums are the project's."""
+    from nodepools.memo import reads_scope
+    from nodepools.selectors import pod_usage, pod_usage_by_scheduler
+
+    org.run("kai-1", org.rnd_a, "a100-1", gpus=2, priority=50)
+    org.run("kai-2", org.rnd_a, "a100-2", gpus=1, priority=125)
+    for pod in org.pods[-2:]:
+        pod["spec"]["schedulerName"] = "kai-scheduler"
+    org.run("plain", org.rnd_a, "a100-2", gpus=1, priority=50)
+    org.run("other", org.ops_a, "v100-1", gpus=3, priority=50)
+    pools = [org.a100.pk, org.default.pk]
+    with reads_scope(), CaptureQueriesContext(connection) as ctx:
+        usage, split = pod_usage(pools), pod_usage_by_scheduler(pools)
+    assert len([q for q in ctx.captured_queries if "nodepools_pod" in q["sql"]]) == 1
+    rnd_a = {r["scheduler"]: (r["gpu"], r["np"]) for r in split
+             if r["pool_id"] == org.a100.pk and r["project_id"] == org.rnd_a.pk}
+    assert rnd_a == {"kai-scheduler": (3, 1), "default-scheduler": (1, None)}
+    row = next(r for r in usage if r["pool_id"] == org.a100.pk and r["project_id"] == org.rnd_a.pk)
+    assert (row["gpu"], row["np"], row["pods"]) == (4, 1, 3)
+    ops = next(r for r in usage if r["project_id"] == org.ops_a.pk)
+    assert (ops["pool_id"], ops["gpu"], ops["np"]) == (org.default.pk, 3, None)

@@ -16,7 +16,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db
 
-COLUMNS = ["node_id", "phase", "project_id", "priority", "gpus", "cpu_millis", "memory_bytes"]
+# The index as the migration that took it over made it, and as it is now (0022: the scheduler too).
+TAKEN_OVER_COLUMNS = ["node_id", "phase", "project_id", "priority", "gpus", "cpu_millis", "memory_bytes"]
+COLUMNS = [*TAKEN_OVER_COLUMNS, "scheduler_name"]
 BEFORE = [("nodepools", "0003_cluster_hint_seq")]
 TAKEN_OVER = [("nodepools", "0004_pod_usage_cover")]
 
@@ -77,12 +79,13 @@ def test_index_created_by_the_old_raw_sql_migration_is_taken_over():
         assert "pod_usage_cover" not in pod_indexes(scratch)
         # What ui.0002 used to run, on a database migrated before the index moved to nodepools.
         with scratch.cursor() as cursor:
-            cursor.execute(f"CREATE INDEX IF NOT EXISTS pod_usage_cover ON nodepools_pod ({', '.join(COLUMNS)})")
+            columns = ", ".join(TAKEN_OVER_COLUMNS)
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS pod_usage_cover ON nodepools_pod ({columns})")
         migrate(scratch, TAKEN_OVER)
-        assert pod_indexes(scratch)["pod_usage_cover"] == COLUMNS
+        assert pod_indexes(scratch)["pod_usage_cover"] == TAKEN_OVER_COLUMNS
         # And back: unapplying the nodepools migration removes the index it owns.
         migrate(scratch, BEFORE)
         assert "pod_usage_cover" not in pod_indexes(scratch)
         # Forward again from there, as a database that never had the raw-SQL index.
         migrate(scratch, TAKEN_OVER)
-        assert pod_indexes(scratch)["pod_usage_cover"] == COLUMNS
+        assert pod_indexes(scratch)["pod_usage_cover"] == TAKEN_OVER_COLUMNS
