@@ -1097,6 +1097,17 @@ def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list
     return fleet_memoised(("nodes_mig_in_flight", _node_access(user)), lambda: read(node_list(user=user)))
 
 
+def pool_conflict_nodes(*, user: Any, pool: NodePool) -> list[Node]:
+    """The nodes of the pool's cluster the user may see whose labels match this pool and another (their
+    `pool_conflicts` name it), by name: a pass over the cluster's nodes, kept while the fleet holds still."""
+    def read() -> list[Node]:
+        found = (node_list(user=user).filter(cluster_id=pool.cluster_id)
+                 .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
+        return [n for n in found if pool.name in n.pool_conflicts]
+
+    return fleet_memoised(("pool_conflict_nodes", pool.pk, pool.name, _node_access(user)), read)
+
+
 def node_filter_values(*, user: Any) -> dict[str, list[str]]:
     """The GPU types and zones of the nodes the user may see, for the node list's dropdowns: one pass over every
     node, kept while the fleet holds still."""

@@ -424,9 +424,7 @@ def pool_detail(request, pk: int):
         Quota.objects.restrict(request.user, "view").filter(pool=pool)
         .select_related("department", "project__department")
         .order_by("department__name", "project__department__name", "project__name")), usage=usage)
-    conflicts = (pool_selectors.node_list(user=request.user).filter(cluster=pool.cluster)
-                 .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
-    conflicts = [n for n in conflicts if pool.name in n.pool_conflicts]
+    conflicts = pool_selectors.pool_conflict_nodes(user=request.user, pool=pool)
     # Will it fit: the pool's fragmentation, and what would make room for the shape asked (?pods=&gpus=).
     shape, fit_errors = selectors.fit_shape(request.GET)
     fit = selectors.pool_fit(user=request.user, pool=pool, shape=shape, domain=request.GET.get("domain", "")[:253])
