@@ -430,6 +430,13 @@ class Workload(models.Model):
     class Meta:
         ordering = ["-created_in_cluster", "namespace", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="workload_unique_name")]
+        indexes = [
+            # The workloads list's default order (newest first): its first page read in that order, up to its
+            # rows, not every workload read and sorted.
+            models.Index(fields=["created_in_cluster"], name="workload_created"),
+            # The waiting workloads of a scheduler's queues (KAI's queue order: a row's place among its peers).
+            models.Index(fields=["cluster", "phase", "queue"], name="workload_phase_queue"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
