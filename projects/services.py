@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Count, F, Q, Sum
 
 from access.models import RoleAssignment
 from access.rules import ScopeType, forget_grants, require_system_admin, user_can
@@ -328,12 +328,16 @@ def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: 
         return
     strict = quota.pool.cluster.limit_projects_to_department_quota
     projects = Quota.objects.filter(pool_id=quota.pool_id, project__department_id=department_id)
+    names = [name for name, *_ in _RESOURCES]
+    # The other projects' sums with this one's new values, or every project's for the department's row.
+    sums = _sums(projects.exclude(pk=quota.pk) if quota.project_id else projects, names)
     for name, label, unit, _ in _RESOURCES:
         if quota.project_id:
-            total = _sum(projects.exclude(pk=quota.pk), name, getattr(quota, name))
+            value = getattr(quota, name)
+            total = None if sums[name] is None or value is None else sums[name] + Decimal(value)
             allowed = getattr(department_row, name)
         else:
-            total = _sum(projects, name, Decimal(0))
+            total = sums[name]
             allowed = getattr(quota, name)
         if total is None or allowed is None or total <= allowed:
             continue
@@ -349,6 +353,13 @@ def _check_department_sum(quota: Quota, errors: dict[str, list[str]], warnings: 
                 f"Projects of {department} now have {_amount(name, total)} deserved in {quota.pool}, "
                 f"above the department's {_in_unit(name, allowed)}."
             )
+
+
+def _sums(rows, names: list[str]) -> dict[str, Decimal | None]:
+    """Σ of each column over the rows, None for a column where any row is unlimited (NULL): one query."""
+    found = rows.aggregate(**{f"{name}_total": Sum(name) for name in names},
+                           **{f"{name}_unlimited": Count("pk", filter=Q(**{f"{name}__isnull": True})) for name in names})
+    return {name: None if found[f"{name}_unlimited"] else Decimal(found[f"{name}_total"] or 0) for name in names}
 
 
 def _sum(rows, name: str, extra: Any) -> Decimal | None:
