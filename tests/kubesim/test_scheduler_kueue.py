@@ -721,7 +721,8 @@ KUEUE_WAIT_REASONS = {kq.NO_MATCHING_FLAVOR, kq.WAITING_FOR_QUOTA, kq.EXCEEDS_MA
                       kq.MISCONFIGURED, kq.SUSPENDED}
 
 
-@settings(max_examples=300, deadline=None)
+# print_blob: a failure prints the `@reproduce_failure` that replays it (the world's own repr is empty).
+@settings(max_examples=300, deadline=None, print_blob=True)
 @given(kueue_worlds(), st.randoms(use_true_random=False))
 def test_admitted_usage_never_exceeds_nominal_plus_borrowing_limits_nor_the_cohort(world: Any, rng: Any) -> None:
     snap, workloads = world
