@@ -19,6 +19,7 @@ from django.utils import timezone
 from kubernetes import client
 
 import gpumetrics
+from access.rules import access_q
 from gpumetrics import (
     NOT_CONFIGURED,
     GpuFigures,
@@ -29,7 +30,6 @@ from gpumetrics import (
     node_gpu_metrics,
 )
 from kube import gpu as kube_gpu
-from access.rules import access_q
 from kube.client import api_error_message
 from nodepools import capacity, kube
 from nodepools.kube import PREEMPTIBLE_BELOW
@@ -1094,7 +1094,7 @@ def nodes_mig_in_flight(*, user: Any, nodes: NodeQuerySet | None = None) -> list
 
     if nodes is not None:
         return read(nodes)
-    return fleet_memoised(("nodes_mig_in_flight", _node_access(user)), lambda: read(node_list(user=user)))
+    return fleet_memoised(("nodes_mig_in_flight", node_access_key(user)), lambda: read(node_list(user=user)))
 
 
 def pool_conflict_nodes(*, user: Any, pool: NodePool) -> list[Node]:
@@ -1105,7 +1105,7 @@ def pool_conflict_nodes(*, user: Any, pool: NodePool) -> list[Node]:
                  .filter(pool_conflicts__icontains=f'"{pool.name}"').order_by("name"))
         return [n for n in found if pool.name in n.pool_conflicts]
 
-    return fleet_memoised(("pool_conflict_nodes", pool.pk, pool.name, _node_access(user)), read)
+    return fleet_memoised(("pool_conflict_nodes", pool.pk, pool.name, node_access_key(user)), read)
 
 
 def node_filter_values(*, user: Any) -> dict[str, list[str]]:
@@ -1115,10 +1115,10 @@ def node_filter_values(*, user: Any) -> dict[str, list[str]]:
         pairs = list(node_list(user=user).order_by().values_list("gpu_product", "zone").distinct())
         return {"gpu_product": sorted({p for p, _ in pairs}), "zone": sorted({z for _, z in pairs})}
 
-    return fleet_memoised(("node_filter_values", _node_access(user)), read)
+    return fleet_memoised(("node_filter_values", node_access_key(user)), read)
 
 
-def _node_access(user: Any):
-    """Which nodes the user may see, as the key of what is kept of them (the same for every user who sees the
-    same nodes)."""
+def node_access_key(user: Any):
+    """Which nodes the user may see, as (part of) the key of what is kept of them across requests
+    (`fleet_memoised`): the same for every user who sees the same nodes."""
     return access_q(user, NodeQuerySet, "node.view")

@@ -364,9 +364,10 @@ def _sums(rows, names: list[str]) -> dict[str, Decimal | None]:
 
 def _sum(rows, name: str, extra: Any) -> Decimal | None:
     """Σ of a column plus one more value; None when any part is unlimited (NULL)."""
-    if extra is None or rows.filter(**{f"{name}__isnull": True}).exists():
+    if extra is None:
         return None
-    return Decimal(rows.aggregate(total=Sum(name))["total"] or 0) + Decimal(extra)
+    total = _sums(rows, [name])[name]
+    return None if total is None else total + Decimal(extra)
 
 
 def _check_oversubscription(quota: Quota, warnings: list[str]) -> None:

@@ -18,10 +18,10 @@ from django.core.cache import cache
 from django.db.models import Q
 from kubernetes import client
 
-from access.rules import access_q
 from kube.client import api_error_message
 from nodepools.memo import fleet_memoised
 from nodepools.models import ConnectionState, Node, Pod
+from nodepools.selectors import node_access_key
 from nodepools.sync import api_client_for
 from provisioning import advice as advice_rules
 from provisioning.explain import Explanation, PoolVerdict, explain, is_pending
@@ -225,8 +225,7 @@ def _advice_nodes(user, pool) -> tuple[list[tuple], list[advice_rules.NodeInfo]]
         return rows, [advice_rules.NodeInfo(name, labels or {}, taints or [], is_gpu, product)
                       for _, name, labels, taints, is_gpu, product in rows]
 
-    access = access_q(user, type(Node.objects.all()), "node.view")
-    return fleet_memoised(("pool_advice_nodes", pool.pk, access), read)
+    return fleet_memoised(("pool_advice_nodes", pool.pk, node_access_key(user)), read)
 
 
 def pool_advice(*, user, pool) -> AdviceReport:

@@ -19,24 +19,22 @@ from django.urls import get_script_prefix, get_urlconf, reverse
 from common import caches
 
 _MARK = 9876543210123
-_TEMPLATES: dict[tuple, tuple[str, str] | None] = caches.register({})
-
-
-_PLAIN: dict[tuple, str] = caches.register({})
 _NONE = object()
+# (view name, script prefix, URL configuration) -> its address without an id, and the text around the id's.
+_PLAIN: dict[tuple, str] = caches.register({})
+_TEMPLATES: dict[tuple, tuple[str, str] | None] = caches.register({})
 
 
 def path_to(viewname: str, pk=_NONE) -> str:
     """`reverse(viewname, args=[pk])`; `reverse(viewname)` without `pk`."""
+    if pk is not _NONE and (pk.__class__ is not int or pk < 0):
+        return reverse(viewname, args=[pk])
+    key = (viewname, get_script_prefix(), get_urlconf())
     if pk is _NONE:
-        key = (viewname, get_script_prefix(), get_urlconf())
         found = _PLAIN.get(key)
         if found is None:
             found = _PLAIN[key] = reverse(viewname)
         return found
-    if pk.__class__ is not int or pk < 0:
-        return reverse(viewname, args=[pk])
-    key = (viewname, get_script_prefix(), get_urlconf())
     try:
         template = _TEMPLATES[key]
     except KeyError:
